@@ -1,0 +1,45 @@
+//! The seam between the engine and whatever executes a tool.
+//!
+//! The engine looks up the `ToolBackend` registered under a tool's
+//! `spec.backend.type` and hands it an [`Invocation`]. A backend only
+//! executes: recording, policy, approvals and idempotency happen around it in
+//! the engine, identically for every backend (webhook, declarative actions,
+//! upstream MCP server).
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use crate::{CallError, Tool};
+
+/// Everything a backend needs to execute one call.
+#[derive(Debug, Clone, Copy)]
+pub struct Invocation<'a> {
+    /// The tenant.
+    pub namespace: &'a str,
+    /// The call id (`ToolCall.metadata.name`).
+    pub call_id: &'a str,
+    /// The tool, as it is at this resourceVersion.
+    pub tool: &'a Tool,
+    /// The normalised, validated arguments.
+    pub args: &'a Map<String, Value>,
+    /// `ToolCall.status.checksum`.
+    pub checksum: &'a str,
+    /// 1 for the first invocation of this call.
+    pub attempt: u32,
+}
+
+/// A tool that ran and failed, or could not be reached: recorded as the
+/// call's `status.error`, never lost.
+pub type ToolFailure = CallError;
+
+/// Executes tools of one `spec.backend.type`.
+#[async_trait]
+pub trait ToolBackend: Send + Sync {
+    /// The `spec.backend.type` this backend serves, e.g. `rest`.
+    fn kind(&self) -> &'static str;
+
+    /// Runs the tool once. `Ok` is the tool's output; `Err` is a failure that
+    /// the engine records as a Failed call. Must not retry a tool that is not
+    /// idempotent.
+    async fn invoke(&self, invocation: Invocation<'_>) -> Result<Value, ToolFailure>;
+}

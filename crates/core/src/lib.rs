@@ -1,0 +1,36 @@
+//! joch-core: the vocabulary every other joch crate speaks.
+//!
+//! It owns the resources (`Tool`, `ToolCall`) in their Kubernetes shape, the
+//! `Phase` state machine that a call moves through, argument normalisation,
+//! the content checksum, name and label-selector rules, and the `ToolBackend`
+//! seam that executes a tool.
+//!
+//! It must not do I/O: no files, no sockets, no clock reads, no async runtime.
+//! Times and ids are handed in by the engine, so everything here is
+//! deterministic and unit-testable.
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod checksum;
+pub mod error;
+pub mod meta;
+pub mod names;
+pub mod normalize;
+pub mod object;
+pub mod phase;
+pub mod redact;
+pub mod selector;
+pub mod tool;
+pub mod toolcall;
+
+pub use backend::{Invocation, ToolBackend, ToolFailure};
+pub use checksum::checksum;
+pub use error::{FieldError, ValidationError};
+pub use meta::{API_VERSION, ObjectMeta, ObjectRef, Time};
+pub use object::Object;
+pub use phase::{IllegalTransition, Phase};
+pub use selector::LabelSelector;
+pub use tool::{Backend, Observability, RestBackend, RestEndpoint, SideEffectLevel, SideEffects, Tool, ToolSpec};
+pub use toolcall::{
+    Approval, CallError, CallSideEffects, HookDecision, ToolCall, ToolCallSpec, ToolCallStatus,
+};

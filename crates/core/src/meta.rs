@@ -1,0 +1,103 @@
+//! Object metadata shared by every resource, in the Kubernetes shape.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The API group and version of every joch resource.
+pub const API_VERSION: &str = "joch.dev/v1alpha1";
+
+/// `metadata` of a resource. `uid`, `resourceVersion` and `creationTimestamp`
+/// are set by the server; whatever a client sends in them is ignored on create.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectMeta {
+    /// Unique within the namespace and kind. For a ToolCall this is the call id.
+    #[serde(default)]
+    pub name: String,
+    /// The tenant the resource belongs to.
+    #[serde(default)]
+    pub namespace: String,
+    /// Unguessable id, fixed at creation.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// Opaque version, changed by every write; a replace must carry the current one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    /// When the server first stored the resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<Time>,
+    /// Free-form labels, matched by `labelSelector`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Free-form annotations, never interpreted by joch.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A reference to another resource by name, as in `toolRef: {name: ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectRef {
+    /// Name of the referenced resource.
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// A reference to `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self { name: name.into() }
+    }
+}
+
+/// A UTC instant, rendered as RFC 3339 with millisecond precision
+/// (`2026-05-10T10:35:00.000Z`) so that records round-trip byte for byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time(pub DateTime<Utc>);
+
+impl Time {
+    /// Milliseconds from `self` to `later`, never negative.
+    pub fn millis_until(self, later: Time) -> u64 {
+        u64::try_from((later.0 - self.0).num_milliseconds()).unwrap_or(0)
+    }
+}
+
+impl fmt::Display for Time {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.to_rfc3339_opts(SecondsFormat::Millis, true))
+    }
+}
+
+impl Serialize for Time {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Time {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        DateTime::parse_from_rfc3339(&text)
+            .map(|t| Time(t.with_timezone(&Utc)))
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_round_trips_with_millis() {
+        let t: Time = serde_json::from_str("\"2026-05-10T12:35:00.123+02:00\"").unwrap();
+        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-05-10T10:35:00.123Z\"");
+    }
+
+    #[test]
+    fn unknown_metadata_fields_are_refused() {
+        let err = serde_json::from_str::<ObjectMeta>(r#"{"name":"a","nmae":"b"}"#).unwrap_err();
+        assert!(err.to_string().contains("nmae"), "{err}");
+    }
+}

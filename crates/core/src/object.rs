@@ -1,0 +1,51 @@
+//! What every stored resource has in common.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::{ObjectMeta, ValidationError};
+
+/// A resource kind that the store keeps and the API serves.
+pub trait Object: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
+    /// `kind` in manifests, e.g. `Tool`.
+    const KIND: &'static str;
+    /// Path segment of the collection, e.g. `tools`.
+    const PLURAL: &'static str;
+
+    /// The object's metadata.
+    fn metadata(&self) -> &ObjectMeta;
+    /// The object's metadata, for the server to fill in.
+    fn metadata_mut(&mut self) -> &mut ObjectMeta;
+    /// Checks what serde cannot: names, cross-field rules.
+    fn validate(&self) -> Result<(), ValidationError>;
+    /// Secondary index values the store keeps in columns so lists can filter
+    /// on them without reading every body.
+    fn index(&self) -> IndexFields {
+        IndexFields::default()
+    }
+}
+
+/// Columns a store indexes besides kind, namespace and name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexFields {
+    /// For a ToolCall, the tool it calls.
+    pub tool: Option<String>,
+    /// For a ToolCall, its phase.
+    pub phase: Option<String>,
+    /// For a ToolCall, the execution (agent run) it belongs to.
+    pub execution: Option<String>,
+}
+
+/// Checks the `apiVersion` and `kind` header of a manifest against `T`.
+pub fn check_type<T: Object>(api_version: &str, kind: &str) -> Result<(), ValidationError> {
+    if api_version != crate::API_VERSION {
+        return Err(ValidationError::field(
+            "apiVersion",
+            format!("must be {:?}, got {api_version:?}", crate::API_VERSION),
+        ));
+    }
+    if kind != T::KIND {
+        return Err(ValidationError::field("kind", format!("must be {:?}, got {kind:?}", T::KIND)));
+    }
+    Ok(())
+}

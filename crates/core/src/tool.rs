@@ -1,0 +1,388 @@
+//! The `Tool` resource: what a tool is, what it may touch, and how to run it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::names::validate_name;
+use crate::object::{Object, check_type};
+use crate::{FieldError, ObjectMeta, ValidationError};
+
+/// A tool an agent may call through joch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Tool {
+    /// Always `joch.dev/v1alpha1`; may be omitted in requests.
+    #[serde(default = "api_version")]
+    pub api_version: String,
+    /// Always `Tool`; may be omitted in requests.
+    #[serde(default = "tool_kind")]
+    pub kind: String,
+    /// Name (dots allowed, e.g. `zendesk.create_ticket`), namespace, labels.
+    pub metadata: ObjectMeta,
+    /// What the tool is and how it runs.
+    pub spec: ToolSpec,
+}
+
+fn api_version() -> String {
+    crate::API_VERSION.to_owned()
+}
+
+fn tool_kind() -> String {
+    Tool::KIND.to_owned()
+}
+
+/// `Tool.spec`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", try_from = "ToolSpecManifest")]
+pub struct ToolSpec {
+    /// Shown to the model.
+    pub description: String,
+    /// JSON Schema the call's input must satisfy.
+    pub input_schema: Value,
+    /// JSON Schema the backend's output must satisfy, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// What calling the tool may change in the world.
+    pub side_effects: SideEffects,
+    /// What of a call is kept in records and logs.
+    pub observability: Observability,
+    /// How the tool is executed.
+    pub backend: Backend,
+}
+
+/// How a Tool's side effects are classified. Anything not `read_only` is a
+/// side effect that must never run twice unless the tool is `idempotent`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SideEffects {
+    /// The kind of effect; `unknown` (the default) is treated as risky.
+    #[serde(default)]
+    pub level: SideEffectLevel,
+    /// Running the tool twice with the same input has the effect of running it once.
+    #[serde(default)]
+    pub idempotent: bool,
+    /// Every call needs a person's approval before it runs.
+    #[serde(default)]
+    pub requires_approval: bool,
+}
+
+impl SideEffects {
+    /// True when running the tool again cannot cause a second, different effect:
+    /// a read, or an idempotent write. Such calls may skip the disk sync before
+    /// running, and may be replayed freely.
+    pub fn is_repeatable(&self) -> bool {
+        self.level == SideEffectLevel::ReadOnly || self.idempotent
+    }
+}
+
+/// The level of `sideEffects`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SideEffectLevel {
+    /// Reads only.
+    ReadOnly,
+    /// Writes local state (files, caches) only.
+    LocalWrite,
+    /// Writes to another system.
+    ExternalWrite,
+    /// Moves money.
+    Financial,
+    /// Sends a message to a person.
+    Communication,
+    /// Runs code.
+    CodeExecution,
+    /// Changes permissions or credentials.
+    Privileged,
+    /// Not classified: treated as risky.
+    #[default]
+    Unknown,
+}
+
+/// What of a call is kept in records and logs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Observability {
+    /// Keep the input in the record (default true).
+    #[serde(default = "yes")]
+    pub log_args: bool,
+    /// Keep the output in the record (default true).
+    #[serde(default = "yes")]
+    pub log_result: bool,
+    /// Dotted paths of input and output fields replaced by `[REDACTED]` in records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redact_fields: Vec<String>,
+}
+
+impl Default for Observability {
+    fn default() -> Self {
+        Self { log_args: true, log_result: true, redact_fields: Vec::new() }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// How a tool is executed. The `type` field picks the variant; each variant is
+/// served by the `ToolBackend` registered under the same name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Backend {
+    /// An HTTP endpoint (a webhook): the input is the JSON body, a 2xx JSON
+    /// response is the output.
+    Rest(RestBackend),
+}
+
+impl Backend {
+    /// The `type` name, which is also the registry key of its `ToolBackend`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Backend::Rest(_) => "rest",
+        }
+    }
+}
+
+/// `backend` of `type: rest`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RestBackend {
+    /// Where and how to send the call.
+    pub endpoint: RestEndpoint,
+}
+
+/// An HTTP endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RestEndpoint {
+    /// HTTP method, default `POST`.
+    #[serde(default = "post")]
+    pub method: String,
+    /// `http://` or `https://` URL.
+    pub url: String,
+    /// Extra request headers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Give up after this long (default 30 000 ms); the call is then Failed.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn post() -> String {
+    "POST".to_owned()
+}
+
+fn default_timeout_ms() -> u64 {
+    30_000
+}
+
+const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+impl Object for Tool {
+    const KIND: &'static str = "Tool";
+    const PLURAL: &'static str = "tools";
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_type::<Tool>(&self.api_version, &self.kind)?;
+        validate_name("metadata.name", &self.metadata.name)?;
+        let mut errors = Vec::new();
+        if !self.spec.input_schema.is_object() {
+            errors.push(field("spec.inputSchema", "must be a JSON Schema object"));
+        }
+        if self.spec.output_schema.as_ref().is_some_and(|s| !s.is_object()) {
+            errors.push(field("spec.outputSchema", "must be a JSON Schema object"));
+        }
+        match &self.spec.backend {
+            Backend::Rest(rest) => {
+                let e = &rest.endpoint;
+                if !(e.url.starts_with("http://") || e.url.starts_with("https://")) {
+                    errors.push(field("spec.backend.endpoint.url", "must be an http:// or https:// URL"));
+                }
+                if !METHODS.contains(&e.method.as_str()) {
+                    errors.push(field("spec.backend.endpoint.method", &format!("must be one of {}", METHODS.join(", "))));
+                }
+                if e.timeout_ms == 0 {
+                    errors.push(field("spec.backend.endpoint.timeoutMs", "must be greater than 0"));
+                }
+            }
+        }
+        if errors.is_empty() { Ok(()) } else { Err(ValidationError(errors)) }
+    }
+}
+
+fn field(field: &str, message: &str) -> FieldError {
+    FieldError { field: field.to_owned(), message: message.to_owned() }
+}
+
+/// `Tool.spec` as written in a manifest: the input may be given as
+/// `inputSchema` or as seed 002's `parameters` list, which is converted.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ToolSpecManifest {
+    #[serde(default)]
+    description: String,
+    input_schema: Option<Value>,
+    parameters: Option<Vec<Parameter>>,
+    output_schema: Option<Value>,
+    #[serde(default)]
+    side_effects: SideEffects,
+    #[serde(default)]
+    observability: Observability,
+    backend: Backend,
+}
+
+/// One entry of seed 002's `parameters` list.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Parameter {
+    name: String,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    description: Option<String>,
+    #[serde(rename = "enum")]
+    allowed: Option<Vec<Value>>,
+    #[serde(default)]
+    required: bool,
+    items: Option<Value>,
+    default: Option<Value>,
+}
+
+impl TryFrom<ToolSpecManifest> for ToolSpec {
+    type Error = String;
+
+    fn try_from(m: ToolSpecManifest) -> Result<Self, String> {
+        let input_schema = match (m.input_schema, m.parameters) {
+            (Some(_), Some(_)) => return Err("give either inputSchema or parameters, not both".to_owned()),
+            (Some(schema), None) => schema,
+            (None, Some(parameters)) => parameters_to_schema(parameters)?,
+            (None, None) => json!({"type": "object"}),
+        };
+        Ok(ToolSpec {
+            description: m.description,
+            input_schema,
+            output_schema: m.output_schema,
+            side_effects: m.side_effects,
+            observability: m.observability,
+            backend: m.backend,
+        })
+    }
+}
+
+/// Seed 002's parameter list as a JSON Schema object.
+fn parameters_to_schema(parameters: Vec<Parameter>) -> Result<Value, String> {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for p in parameters {
+        if p.name.is_empty() {
+            return Err("a parameter has an empty name".to_owned());
+        }
+        let mut schema = Map::new();
+        let optional = [
+            ("type", p.kind.map(Value::String)),
+            ("description", p.description.map(Value::String)),
+            ("enum", p.allowed.map(Value::Array)),
+            ("items", p.items),
+            ("default", p.default),
+        ];
+        schema.extend(optional.into_iter().filter_map(|(k, v)| Some((k.to_owned(), v?))));
+        if p.required {
+            required.push(Value::String(p.name.clone()));
+        }
+        if properties.insert(p.name.clone(), Value::Object(schema)).is_some() {
+            return Err(format!("parameter {:?} is declared twice", p.name));
+        }
+    }
+    Ok(json!({"type": "object", "properties": properties, "required": required}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(spec: Value) -> Result<Tool, serde_json::Error> {
+        serde_json::from_value(json!({"metadata": {"name": "save_meal"}, "spec": spec}))
+    }
+
+    fn rest() -> Value {
+        json!({"type": "rest", "endpoint": {"url": "http://127.0.0.1:1/x"}})
+    }
+
+    #[test]
+    fn parameters_list_becomes_a_schema() {
+        let t = tool(json!({
+            "parameters": [
+                {"name": "meal_type", "type": "string", "enum": ["breakfast", "lunch", "dinner"]},
+                {"name": "dishes", "type": "array", "required": true}
+            ],
+            "backend": rest()
+        }))
+        .unwrap();
+        assert_eq!(
+            t.spec.input_schema,
+            json!({
+                "type": "object",
+                "properties": {
+                    "meal_type": {"type": "string", "enum": ["breakfast", "lunch", "dinner"]},
+                    "dishes": {"type": "array"}
+                },
+                "required": ["dishes"]
+            })
+        );
+    }
+
+    #[test]
+    fn defaults_are_risky_and_logged() {
+        let t = tool(json!({"backend": rest()})).unwrap();
+        assert_eq!(t.api_version, crate::API_VERSION);
+        assert_eq!(t.spec.side_effects.level, SideEffectLevel::Unknown);
+        assert!(!t.spec.side_effects.is_repeatable());
+        assert!(t.spec.observability.log_args && t.spec.observability.log_result);
+        let Backend::Rest(r) = &t.spec.backend;
+        assert_eq!((r.endpoint.method.as_str(), r.endpoint.timeout_ms), ("POST", 30_000));
+        t.validate().unwrap();
+    }
+
+    #[test]
+    fn malformed_specs_are_refused() {
+        let both = tool(json!({"inputSchema": {}, "parameters": [], "backend": rest()}));
+        assert!(both.unwrap_err().to_string().contains("not both"));
+        let typo = tool(json!({"backend": rest(), "sideEfects": {}}));
+        assert!(typo.unwrap_err().to_string().contains("sideEfects"));
+        let no_backend = tool(json!({}));
+        assert!(no_backend.is_err());
+        let bad_level = tool(json!({"backend": rest(), "sideEffects": {"level": "dangerous"}}));
+        assert!(bad_level.is_err());
+    }
+
+    #[test]
+    fn validation_names_each_bad_field() {
+        let mut t = tool(json!({
+            "inputSchema": 3,
+            "backend": {"type": "rest", "endpoint": {"url": "ftp://x", "method": "BREW", "timeoutMs": 0}}
+        }))
+        .unwrap();
+        let fields: Vec<String> = t.validate().unwrap_err().0.into_iter().map(|e| e.field).collect();
+        assert_eq!(
+            fields,
+            ["spec.inputSchema", "spec.backend.endpoint.url", "spec.backend.endpoint.method", "spec.backend.endpoint.timeoutMs"]
+        );
+        t.kind = "Tol".into();
+        assert_eq!(t.validate().unwrap_err().0[0].field, "kind");
+    }
+
+    #[test]
+    fn serialises_back_to_inputschema_form() {
+        let t = tool(json!({"parameters": [{"name": "a", "type": "string"}], "backend": rest()})).unwrap();
+        let again: Tool = serde_json::from_value(serde_json::to_value(&t).unwrap()).unwrap();
+        assert_eq!(again, t);
+    }
+}

@@ -1,0 +1,304 @@
+//! The `ToolCall` resource (seed 000, with seed 004's caller fields): one
+//! concrete invocation of a Tool, recorded before and after it runs.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::names::validate_name;
+use crate::object::{IndexFields, Object, check_type};
+use crate::tool::SideEffectLevel;
+use crate::{IllegalTransition, ObjectMeta, ObjectRef, Phase, Time, ValidationError};
+
+/// One invocation of a tool. `metadata.name` is the call id: the caller's
+/// (e.g. a provider's `call_abc123`) kept verbatim, or one joch mints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolCall {
+    /// Always `joch.dev/v1alpha1`; may be omitted in requests.
+    #[serde(default = "api_version")]
+    pub api_version: String,
+    /// Always `ToolCall`; may be omitted in requests.
+    #[serde(default = "call_kind")]
+    pub kind: String,
+    /// Name (the call id), namespace, labels.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// What was asked for.
+    pub spec: ToolCallSpec,
+    /// What happened. Set by joch only; ignored in requests.
+    #[serde(default)]
+    pub status: ToolCallStatus,
+}
+
+fn api_version() -> String {
+    crate::API_VERSION.to_owned()
+}
+
+fn call_kind() -> String {
+    ToolCall::KIND.to_owned()
+}
+
+/// `ToolCall.spec`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolCallSpec {
+    /// The agent run this call belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_ref: Option<ObjectRef>,
+    /// The agent that made the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_ref: Option<ObjectRef>,
+    /// The tool called.
+    pub tool_ref: ObjectRef,
+    /// The arguments. A JSON string is accepted and recorded as the object it holds.
+    #[serde(default)]
+    pub input: Value,
+    /// The tool's side effects as they were when the call was made, plus the
+    /// caller's idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side_effects: Option<CallSideEffects>,
+    /// Whether a person must approve the call, and their decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+    /// Correlation with the agent's hook events (`aosTurnId`, `aosStepId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_context: Option<HookContext>,
+    /// Opaque caller (user or session) id; absent for system-initiated calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_id: Option<String>,
+    /// Skills active in the turn that issued the call (turn-level attribution).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skill_names: Vec<String>,
+    /// The per-turn execution environment the caller reports (seed 004).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
+}
+
+/// `spec.sideEffects` of a call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CallSideEffects {
+    /// Copied from the tool when the call is recorded.
+    #[serde(default)]
+    pub level: SideEffectLevel,
+    /// Copied from the tool when the call is recorded.
+    #[serde(default)]
+    pub idempotent: bool,
+    /// The caller's key: identical keys collapse to one execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+/// `spec.approval`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Approval {
+    /// The call may not run until a person approves it.
+    #[serde(default)]
+    pub required: bool,
+    /// `pending`, `approved`, `denied` or `timed_out`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Who decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+    /// When they decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_at: Option<Time>,
+    /// Why, in the approver's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `spec.hookContext`: ids of the agent's hook events for this call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HookContext {
+    /// AOS turn id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aos_turn_id: Option<String>,
+    /// AOS step id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aos_step_id: Option<String>,
+}
+
+/// `ToolCall.status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolCallStatus {
+    /// Where the call is in its life.
+    #[serde(default)]
+    pub phase: Phase,
+    /// `sha256(JCS({tool, args}))` of the normalised input.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub checksum: String,
+    /// The `resourceVersion` of the Tool that was called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_version: Option<String>,
+    /// How many times the backend was invoked.
+    #[serde(default)]
+    pub attempts: u32,
+    /// When the backend was first invoked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When the call settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// Backend time in milliseconds, from invocation to answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+    /// The tool's result, as recorded (see the tool's `observability`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// Why the call did not succeed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<CallError>,
+    /// Which policy decided what, before and after the call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hook_decisions: Vec<HookDecision>,
+}
+
+/// Why a call failed, as data on the record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CallError {
+    /// Stable snake_case cause, e.g. `backend_timeout`, `input_schema_violation`.
+    pub code: String,
+    /// For people.
+    pub message: String,
+    /// Structured detail, e.g. the failing schema paths or the HTTP status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+impl CallError {
+    /// An error without details.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { code: code.into(), message: message.into(), details: None }
+    }
+}
+
+/// One policy decision recorded on the call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HookDecision {
+    /// `steps/toolCallRequest` or `steps/toolCallResult`.
+    pub hook: String,
+    /// `allow`, `deny`, `modify` or `defer`.
+    pub decision: String,
+    /// The deciding policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_id: Option<String>,
+    /// Its `spec.version` when it decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_version: Option<String>,
+    /// Why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl ToolCall {
+    /// Moves the call to `to` if the state machine allows it.
+    pub fn transition(&mut self, to: Phase) -> Result<(), IllegalTransition> {
+        self.status.phase = self.status.phase.move_to(to)?;
+        Ok(())
+    }
+
+    /// The tool's name.
+    pub fn tool_name(&self) -> &str {
+        &self.spec.tool_ref.name
+    }
+}
+
+impl Object for ToolCall {
+    const KIND: &'static str = "ToolCall";
+    const PLURAL: &'static str = "toolcalls";
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_type::<ToolCall>(&self.api_version, &self.kind)?;
+        validate_name("metadata.name", &self.metadata.name)?;
+        validate_name("spec.toolRef.name", &self.spec.tool_ref.name)?;
+        for (field, r) in [("spec.executionRef.name", &self.spec.execution_ref), ("spec.agentRef.name", &self.spec.agent_ref)] {
+            if let Some(r) = r {
+                validate_name(field, &r.name)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn index(&self) -> IndexFields {
+        IndexFields {
+            tool: Some(self.spec.tool_ref.name.clone()),
+            phase: Some(self.status.phase.as_str().to_owned()),
+            execution: self.spec.execution_ref.as_ref().map(|r| r.name.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn seed_000_call() -> Value {
+        json!({
+            "apiVersion": "joch.dev/v1alpha1",
+            "kind": "ToolCall",
+            "metadata": {"name": "call-abc123", "namespace": "support-platform"},
+            "spec": {
+                "executionRef": {"name": "exec-20260510-001"},
+                "agentRef": {"name": "support-triage"},
+                "toolRef": {"name": "zendesk.create_ticket"},
+                "input": {"subject": "Refund request for order 12345", "priority": "high"},
+                "sideEffects": {"level": "external_write", "idempotent": false, "idempotencyKey": "zendesk-create-12345"},
+                "approval": {"required": true, "status": "approved", "approvedBy": "alice@example.com", "approvedAt": "2026-05-10T10:34:55.000Z"},
+                "hookContext": {"aosTurnId": "69ef57b8", "aosStepId": "9263448a"}
+            },
+            "status": {
+                "phase": "Succeeded",
+                "attempts": 1,
+                "startedAt": "2026-05-10T10:35:00.000Z",
+                "completedAt": "2026-05-10T10:35:03.000Z",
+                "output": {"ticketId": 77123},
+                "hookDecisions": [
+                    {"hook": "steps/toolCallRequest", "decision": "allow", "policyId": "external-send-requires-approval", "policyVersion": "v3"}
+                ]
+            }
+        })
+    }
+
+    #[test]
+    fn seed_000_record_round_trips_exactly() {
+        let call: ToolCall = serde_json::from_value(seed_000_call()).unwrap();
+        assert_eq!(serde_json::to_value(&call).unwrap(), seed_000_call());
+        call.validate().unwrap();
+        assert_eq!(call.index().execution.as_deref(), Some("exec-20260510-001"));
+    }
+
+    #[test]
+    fn a_minimal_request_defaults_to_pending() {
+        let call: ToolCall = serde_json::from_value(json!({"spec": {"toolRef": {"name": "t"}}})).unwrap();
+        assert_eq!(call.status.phase, Phase::Pending);
+        assert_eq!(call.kind, "ToolCall");
+        assert_eq!(call.spec.input, Value::Null);
+    }
+
+    #[test]
+    fn transition_refuses_illegal_moves_and_keeps_the_phase() {
+        let mut call: ToolCall = serde_json::from_value(json!({"spec": {"toolRef": {"name": "t"}}})).unwrap();
+        call.transition(Phase::Running).unwrap();
+        call.transition(Phase::Succeeded).unwrap();
+        let err = call.transition(Phase::Running).unwrap_err();
+        assert_eq!((err.from, err.to), (Phase::Succeeded, Phase::Running));
+        assert_eq!(call.status.phase, Phase::Succeeded);
+    }
+}
