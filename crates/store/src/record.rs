@@ -1,0 +1,98 @@
+//! The raw store interface: records of any kind, as JSON text plus the
+//! columns lists filter on.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use joch_core::LabelSelector;
+use joch_core::object::IndexFields;
+
+use crate::StoreError;
+
+/// How durable a write must be before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Acknowledged only once synced to disk: survives `kill -9` and power loss.
+    Sync,
+    /// Acknowledged once applied, before its commit is synced. It becomes
+    /// durable with the next `Sync` write (writes commit in order), so it suits
+    /// a record whose loss is harmless until a later, synced write follows it:
+    /// the `Pending` record of a read-only call, whose result write is synced.
+    Deferred,
+}
+
+/// One stored object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// `Tool`, `ToolCall`, ...
+    pub kind: String,
+    /// Tenant.
+    pub namespace: String,
+    /// Unique within kind and namespace.
+    pub name: String,
+    /// Incremented by every write; compared by `update` and `delete`.
+    pub resource_version: u64,
+    /// The object's labels, for `labelSelector`.
+    pub labels: BTreeMap<String, String>,
+    /// Secondary index columns.
+    pub index: IndexFields,
+    /// The whole object as JSON.
+    pub body: String,
+}
+
+/// A list request. Results come newest first.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// Kind to list.
+    pub kind: String,
+    /// Namespace to list.
+    pub namespace: String,
+    /// Only objects whose labels match.
+    pub selector: LabelSelector,
+    /// Only objects whose index columns equal these values.
+    pub index: IndexFields,
+    /// At most this many items (the caller bounds it).
+    pub limit: usize,
+    /// The `continue` token of the previous page.
+    pub continue_from: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    /// The items, newest first.
+    pub items: Vec<Record>,
+    /// Token for the next page, when there may be one.
+    pub continue_token: Option<String>,
+}
+
+/// A namespaced object store with optimistic concurrency.
+///
+/// Writes are applied in the order they are submitted. A write acknowledged
+/// with [`Durability::Sync`] survives a crash, as do all writes submitted
+/// before it.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Inserts a new object. `AlreadyExists` if the name is taken.
+    async fn create(&self, record: Record, durability: Durability) -> Result<(), StoreError>;
+
+    /// Replaces an object whose stored version is `expected_version`.
+    /// `NotFound` if absent, `Conflict` if the version differs.
+    async fn update(&self, record: Record, expected_version: u64, durability: Durability) -> Result<(), StoreError>;
+
+    /// Removes an object, if `expected_version` (when given) is current, and
+    /// returns what was removed. Deletes are always synced.
+    async fn delete(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        expected_version: Option<u64>,
+    ) -> Result<Record, StoreError>;
+
+    /// Reads one object.
+    async fn get(&self, kind: &str, namespace: &str, name: &str) -> Result<Record, StoreError>;
+
+    /// Lists objects, newest first, one page at a time.
+    async fn list(&self, query: ListQuery) -> Result<Page, StoreError>;
+}

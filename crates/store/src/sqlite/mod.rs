@@ -1,0 +1,118 @@
+//! The embedded default store: one SQLite file in WAL mode.
+//!
+//! All writes go through one writer thread that group-commits: it takes every
+//! write waiting in its queue, applies them in one transaction and syncs once
+//! (`synchronous=FULL`), so durability costs one fsync per batch, not per
+//! call. Reads run on a small pool of read-only connections, which WAL lets
+//! proceed while the writer commits.
+
+mod migrate;
+mod readers;
+mod rows;
+mod writer;
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{Durability, ListQuery, Page, Record, Store, StoreError};
+use readers::Readers;
+use writer::{Write, WriteRequest};
+
+/// Read connections kept open; WAL lets them all read while the writer writes.
+const READERS: usize = 4;
+
+/// The SQLite store. Cheap to share behind an `Arc`; dropping the last handle
+/// lets the writer finish its queue and close.
+pub struct SqliteStore {
+    path: PathBuf,
+    writes: mpsc::Sender<WriteRequest>,
+    readers: Readers,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its
+    /// schema up to date.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let mut conn = Connection::open(&path).map_err(unavailable)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = FULL;
+             PRAGMA busy_timeout = 5000;",
+        )
+        .map_err(unavailable)?;
+        migrate::run(&mut conn)?;
+        let readers = (0..READERS)
+            .map(|_| open_reader(&path))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self { path, writes: writer::spawn(conn), readers: Readers::new(readers) })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn write(&self, write: Write, durability: Durability) -> Result<Option<Record>, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.writes
+            .send(WriteRequest { write, durability, reply })
+            .await
+            .map_err(|_| StoreError::Unavailable("the writer has stopped".to_owned()))?;
+        answer.await.map_err(|_| StoreError::Unavailable("the writer stopped before answering".to_owned()))?
+    }
+}
+
+fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(unavailable)?;
+    conn.execute_batch("PRAGMA busy_timeout = 5000;").map_err(unavailable)?;
+    Ok(conn)
+}
+
+fn unavailable(e: rusqlite::Error) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create(&self, record: Record, durability: Durability) -> Result<(), StoreError> {
+        self.write(Write::Create(record), durability).await.map(drop)
+    }
+
+    async fn update(&self, record: Record, expected_version: u64, durability: Durability) -> Result<(), StoreError> {
+        self.write(Write::Update { record, expected_version }, durability).await.map(drop)
+    }
+
+    async fn delete(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        expected_version: Option<u64>,
+    ) -> Result<Record, StoreError> {
+        let write = Write::Delete {
+            kind: kind.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            expected_version,
+        };
+        let removed = self.write(write, Durability::Sync).await?;
+        removed.ok_or_else(|| StoreError::Unavailable("delete returned no record".to_owned()))
+    }
+
+    async fn get(&self, kind: &str, namespace: &str, name: &str) -> Result<Record, StoreError> {
+        let (kind, namespace, name) = (kind.to_owned(), namespace.to_owned(), name.to_owned());
+        self.readers.run(move |conn| rows::get(conn, &kind, &namespace, &name)).await
+    }
+
+    async fn list(&self, query: ListQuery) -> Result<Page, StoreError> {
+        self.readers.run(move |conn| rows::list(conn, &query)).await
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,62 @@
+use std::sync::Arc;
+
+use joch_core::{ObjectMeta, ObjectRef, Phase, ToolCall, ToolCallSpec, ToolCallStatus};
+
+use super::*;
+use crate::testsuite;
+
+#[tokio::test]
+async fn sqlite_passes_the_store_suite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let counter = std::sync::atomic::AtomicUsize::new(0);
+    testsuite::run_all(|| {
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dir.path().join(format!("suite-{n}.db"));
+        async move { Arc::new(SqliteStore::open(path).expect("open")) as Arc<dyn Store> }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn synced_records_survive_reopening() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("joch.db");
+    let mut call = ToolCall {
+        api_version: joch_core::API_VERSION.into(),
+        kind: "ToolCall".into(),
+        metadata: ObjectMeta { name: "call-1".into(), namespace: "ns".into(), ..ObjectMeta::default() },
+        spec: ToolCallSpec {
+            execution_ref: None,
+            agent_ref: None,
+            tool_ref: ObjectRef::new("t"),
+            input: serde_json::json!({"a": 1}),
+            side_effects: None,
+            approval: None,
+            hook_context: None,
+            caller_id: None,
+            skill_names: vec![],
+            context: None,
+        },
+        status: ToolCallStatus::default(),
+    };
+    {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("open"));
+        store.create_object(&mut call, Durability::Deferred).await.expect("create");
+        call.transition(Phase::Running).expect("move");
+        store.update_object(&mut call, Durability::Sync).await.expect("update");
+    }
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("reopen"));
+    let read: ToolCall = store.get_object("ns", "call-1").await.expect("get");
+    assert_eq!(read, call);
+    assert_eq!(read.metadata.resource_version, "2");
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("joch.db");
+    drop(SqliteStore::open(&path).expect("open"));
+    Connection::open(&path).expect("raw").pragma_update(None, "user_version", 99).expect("bump");
+    let err = SqliteStore::open(&path).err().expect("refused");
+    assert!(err.to_string().contains("newer"), "{err}");
+}

@@ -1,0 +1,96 @@
+//! The single writer thread and its group commit.
+//!
+//! Every write waiting in the queue when the writer is free joins one
+//! transaction, which is committed (and, with `synchronous=FULL`, synced)
+//! once. While that sync runs, new writes queue up and form the next batch, so
+//! the batch size grows with load by itself.
+
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{rows, unavailable};
+use crate::{Durability, Record, StoreError};
+
+/// Most writes in one transaction; bounds the latency of the first in a batch.
+const MAX_BATCH: usize = 512;
+/// Writes that may wait for the writer before submitters feel back-pressure.
+const QUEUE: usize = 4096;
+
+pub(super) enum Write {
+    Create(Record),
+    Update { record: Record, expected_version: u64 },
+    Delete { kind: String, namespace: String, name: String, expected_version: Option<u64> },
+}
+
+pub(super) struct WriteRequest {
+    pub write: Write,
+    pub durability: Durability,
+    pub reply: oneshot::Sender<Result<Option<Record>, StoreError>>,
+}
+
+pub(super) fn spawn(conn: Connection) -> mpsc::Sender<WriteRequest> {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    std::thread::Builder::new()
+        .name("joch-sqlite-writer".to_owned())
+        .spawn(move || run(conn, rx))
+        .expect("the OS can start the store's writer thread");
+    tx
+}
+
+fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&mut conn, &mut batch);
+    }
+    tracing::debug!("store writer stopped: all handles dropped");
+}
+
+fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
+    let tx = match conn.transaction() {
+        Ok(tx) => tx,
+        Err(e) => {
+            let message = e.to_string();
+            for request in batch.drain(..) {
+                let _ = request.reply.send(Err(StoreError::Unavailable(message.clone())));
+            }
+            return;
+        }
+    };
+    // A failing statement (a duplicate name, a stale version) rolls back only
+    // itself; the rest of the batch commits.
+    let mut synced = Vec::with_capacity(batch.len());
+    for request in batch.drain(..) {
+        let result = apply(&tx, &request.write);
+        match request.durability {
+            Durability::Deferred => {
+                let _ = request.reply.send(result);
+            }
+            Durability::Sync => synced.push((request.reply, result)),
+        }
+    }
+    let committed = tx.commit().map_err(|e| unavailable(e).to_string());
+    for (reply, result) in synced {
+        let answer = match &committed {
+            Ok(()) => result,
+            Err(message) => Err(StoreError::Unavailable(message.clone())),
+        };
+        let _ = reply.send(answer);
+    }
+}
+
+fn apply(conn: &Connection, write: &Write) -> Result<Option<Record>, StoreError> {
+    match write {
+        Write::Create(record) => rows::insert(conn, record).map(|()| None),
+        Write::Update { record, expected_version } => rows::update(conn, record, *expected_version).map(|()| None),
+        Write::Delete { kind, namespace, name, expected_version } => {
+            rows::delete(conn, kind, namespace, name, *expected_version).map(Some)
+        }
+    }
+}
