@@ -1,0 +1,141 @@
+//! `type: rest`: the call's input is POSTed (or sent with the tool's method)
+//! as a JSON body; a 2xx JSON answer is the output. Anything else (a timeout,
+//! a refused connection, a non-2xx status, a body that is not JSON or is too
+//! large) is a failure recorded on the call.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use joch_core::{Backend, Invocation, ToolBackend, ToolFailure};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Client, Method, Response};
+use serde_json::{Value, json};
+
+/// Settings shared by every webhook call.
+#[derive(Debug, Clone)]
+pub struct RestConfig {
+    /// Largest response body accepted, in bytes (default 16 MiB).
+    pub max_response_bytes: usize,
+    /// How much of a failing response's body is kept on the record (default 2 KiB).
+    pub max_error_body_bytes: usize,
+}
+
+impl Default for RestConfig {
+    fn default() -> Self {
+        Self { max_response_bytes: 16 * 1024 * 1024, max_error_body_bytes: 2048 }
+    }
+}
+
+/// Executes `type: rest` tools over HTTP.
+#[derive(Debug, Clone)]
+pub struct WebhookBackend {
+    client: Client,
+    config: RestConfig,
+}
+
+impl WebhookBackend {
+    /// A backend with its own connection pool. Redirects are not followed: a
+    /// webhook that moved must be reconfigured, not silently chased.
+    pub fn new(config: RestConfig) -> Result<Self, reqwest::Error> {
+        install_crypto_provider();
+        let client = Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
+        Ok(Self { client, config })
+    }
+}
+
+/// Makes ring rustls' process-wide TLS provider, unless one is already set.
+/// reqwest is built without a provider of its own so that only ring (small,
+/// quick to build) is compiled in.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[async_trait]
+impl ToolBackend for WebhookBackend {
+    fn kind(&self) -> &'static str {
+        "rest"
+    }
+
+    async fn invoke(&self, call: Invocation<'_>) -> Result<Value, ToolFailure> {
+        let Backend::Rest(rest) = &call.tool.spec.backend;
+        let endpoint = &rest.endpoint;
+        let method = Method::from_bytes(endpoint.method.as_bytes())
+            .map_err(|_| failure("invalid_tool_config", format!("invalid HTTP method {:?}", endpoint.method)))?;
+        let headers = headers(&endpoint.headers, &call)?;
+        let timeout = Duration::from_millis(endpoint.timeout_ms);
+        let request = self.client.request(method, &endpoint.url).headers(headers).timeout(timeout).json(call.args);
+
+        let response = request.send().await.map_err(|e| transport_failure(&e, endpoint.timeout_ms))?;
+        let status = response.status();
+        let body = read_limited(response, self.config.max_response_bytes, endpoint.timeout_ms).await?;
+        if !status.is_success() {
+            let shown = &body[..body.len().min(self.config.max_error_body_bytes)];
+            return Err(ToolFailure {
+                code: "backend_http_status".to_owned(),
+                message: format!("webhook answered HTTP {}", status.as_u16()),
+                details: Some(json!({"status": status.as_u16(), "body": String::from_utf8_lossy(shown)})),
+            });
+        }
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| failure("backend_invalid_response", format!("webhook answered a body that is not JSON: {e}")))
+    }
+}
+
+fn headers(configured: &std::collections::BTreeMap<String, String>, call: &Invocation<'_>) -> Result<HeaderMap, ToolFailure> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in configured {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| failure("invalid_tool_config", format!("invalid header name {name:?}")))?;
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| failure("invalid_tool_config", format!("invalid value for header {name}")))?;
+        headers.insert(name, value);
+    }
+    // Let the receiver deduplicate: the same call id and attempt means a retry.
+    let ids = [("joch-call-id", call.call_id.to_owned()), ("joch-attempt", call.attempt.to_string())];
+    for (name, value) in ids {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(headers)
+}
+
+async fn read_limited(mut response: Response, limit: usize, timeout_ms: u64) -> Result<Vec<u8>, ToolFailure> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| transport_failure(&e, timeout_ms))? {
+        if body.len() + chunk.len() > limit {
+            return Err(failure("backend_response_too_large", format!("webhook response exceeds {limit} bytes")));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn transport_failure(e: &reqwest::Error, timeout_ms: u64) -> ToolFailure {
+    if e.is_timeout() {
+        failure("backend_timeout", format!("webhook did not answer within {timeout_ms} ms"))
+    } else if e.is_connect() {
+        failure("backend_unreachable", format!("cannot connect to webhook: {}", root_cause(e)))
+    } else {
+        failure("backend_error", format!("webhook request failed: {}", root_cause(e)))
+    }
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+fn failure(code: &str, message: String) -> ToolFailure {
+    ToolFailure { code: code.to_owned(), message, details: None }
+}
+
+#[cfg(test)]
+mod tests;
