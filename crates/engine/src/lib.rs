@@ -1,0 +1,25 @@
+//! joch-engine: the one path every tool call takes.
+//!
+//! ```text
+//! resolve tool → normalise args → checksum → validate input
+//!   → record Pending (durable before any side effect) → Running → backend
+//!   → validate output → record Succeeded / Failed (durable before the answer)
+//! ```
+//! Policy hooks, approvals and idempotency slot in between "record Pending"
+//! and "Running" and after the backend; they will live in this crate too.
+//!
+//! The engine holds an `Arc<dyn Store>` and one `Arc<dyn ToolBackend>` per
+//! backend type; it never sees SQL or HTTP. Its errors are `EngineError`:
+//! a tool that fails is not an error, it is a call that ends `Failed`.
+#![warn(missing_docs)]
+
+mod calls;
+mod engine;
+mod error;
+mod resources;
+mod schema;
+
+pub use calls::Settled;
+pub use engine::{Engine, EngineConfig, ListParams};
+pub use error::EngineError;
+pub use joch_store::ObjectList;

@@ -1,0 +1,49 @@
+//! joch-server: the HTTP API over the engine.
+//!
+//! Handlers extract, make one engine call and map the answer; they hold no
+//! SQL and no policy. Every failure is an [`ApiError`] rendered as
+//! `{"code", "message", "details"}` with a stable snake_case `code`, bodies
+//! included: joch's own body extractor turns malformed JSON or YAML, a wrong
+//! `apiVersion`/`kind` and an oversized body into structured 4xx answers.
+#![warn(missing_docs)]
+
+mod api;
+mod extract;
+mod error;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use joch_engine::Engine;
+
+pub use error::ApiError;
+
+/// HTTP settings, each with a documented default.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Largest request body accepted, in bytes (default 4 MiB); larger is 413.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self { max_body_bytes: 4 * 1024 * 1024 }
+    }
+}
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The call path and resource operations.
+    pub engine: Engine,
+    /// HTTP settings.
+    pub config: Arc<ServerConfig>,
+}
+
+/// The whole API as a router, ready to serve or to mount in a test.
+pub fn router(engine: Engine, config: ServerConfig) -> Router {
+    let limit = config.max_body_bytes;
+    let state = AppState { engine, config: Arc::new(config) };
+    api::routes().layer(DefaultBodyLimit::max(limit)).with_state(state)
+}

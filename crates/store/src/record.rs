@@ -95,4 +95,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Lists objects, newest first, one page at a time.
     async fn list(&self, query: ListQuery) -> Result<Page, StoreError>;
+
+    /// Succeeds when the store can serve reads and writes.
+    async fn ping(&self) -> Result<(), StoreError>;
 }

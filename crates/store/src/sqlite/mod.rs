@@ -112,6 +112,13 @@ impl Store for SqliteStore {
     async fn list(&self, query: ListQuery) -> Result<Page, StoreError> {
         self.readers.run(move |conn| rows::list(conn, &query)).await
     }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        if self.writes.is_closed() {
+            return Err(StoreError::Unavailable("the writer has stopped".to_owned()));
+        }
+        self.readers.run(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(unavailable)).await
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,103 @@
+//! The engine: its parts and its settings.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::Utc;
+use joch_core::{LabelSelector, Time, ToolBackend};
+use joch_core::object::IndexFields;
+use joch_store::{ListQuery, Store};
+
+use crate::EngineError;
+use crate::schema::SchemaCache;
+
+/// Engine settings, each with a documented default.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Items per list page when the client gives no `limit` (default 500).
+    pub default_list_limit: usize,
+    /// Largest `limit` a client may ask for (default 5 000).
+    pub max_list_limit: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self { default_list_limit: 500, max_list_limit: 5_000 }
+    }
+}
+
+/// The call path and the resource operations, over one store and a set of
+/// backends. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) backends: HashMap<&'static str, Arc<dyn ToolBackend>>,
+    pub(crate) schemas: SchemaCache,
+    pub(crate) config: EngineConfig,
+}
+
+impl Engine {
+    /// An engine over `store`, executing tools with `backends` (one per
+    /// `spec.backend.type`; a later one of the same type replaces an earlier).
+    pub fn new(store: Arc<dyn Store>, backends: Vec<Arc<dyn ToolBackend>>, config: EngineConfig) -> Self {
+        let backends = backends.into_iter().map(|b| (b.kind(), b)).collect();
+        Self { inner: Arc::new(Inner { store, backends, schemas: SchemaCache::default(), config }) }
+    }
+
+    /// The store, for health checks.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+}
+
+/// Query parameters of a list, as the client gave them.
+#[derive(Debug, Clone, Default)]
+pub struct ListParams {
+    /// `labelSelector`, e.g. `team=support,!canary`.
+    pub label_selector: Option<String>,
+    /// Page size.
+    pub limit: Option<usize>,
+    /// `continue` token from the previous page.
+    pub continue_token: Option<String>,
+    /// ToolCalls of this tool only.
+    pub tool: Option<String>,
+    /// ToolCalls in this phase only.
+    pub phase: Option<String>,
+    /// ToolCalls of this execution only.
+    pub execution: Option<String>,
+}
+
+impl Inner {
+    pub(crate) fn list_query(&self, namespace: &str, params: ListParams) -> Result<ListQuery, EngineError> {
+        let selector = match &params.label_selector {
+            Some(text) => LabelSelector::parse(text).map_err(|e| EngineError::BadRequest(e.to_string()))?,
+            None => LabelSelector::default(),
+        };
+        if let Some(phase) = &params.phase {
+            if joch_core::Phase::parse(phase).is_none() {
+                return Err(EngineError::BadRequest(format!("unknown phase {phase:?}")));
+            }
+        }
+        let limit = params.limit.unwrap_or(self.config.default_list_limit);
+        if limit == 0 || limit > self.config.max_list_limit {
+            return Err(EngineError::BadRequest(format!("limit must be between 1 and {}", self.config.max_list_limit)));
+        }
+        Ok(ListQuery {
+            kind: String::new(),
+            namespace: namespace.to_owned(),
+            selector,
+            index: IndexFields { tool: params.tool, phase: params.phase, execution: params.execution },
+            limit,
+            continue_from: params.continue_token,
+        })
+    }
+}
+
+/// The current time, the engine's only clock read.
+pub(crate) fn now() -> Time {
+    Time(Utc::now())
+}

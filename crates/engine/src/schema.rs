@@ -1,0 +1,83 @@
+//! JSON Schema checks of tool inputs and outputs, compiled once per tool version.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use jsonschema::Validator;
+use joch_core::{CallError, Tool, ValidationError};
+use serde_json::{Value, json};
+
+/// Compiled schemas of the tools recently called, keyed by tool uid and
+/// version so a replaced tool is recompiled on its next call.
+#[derive(Default)]
+pub(crate) struct SchemaCache {
+    compiled: Mutex<HashMap<String, Arc<Compiled>>>,
+}
+
+pub(crate) struct Compiled {
+    input: Validator,
+    output: Option<Validator>,
+}
+
+/// Most tool versions kept compiled; the cache is simply emptied past it.
+const MAX_ENTRIES: usize = 4096;
+
+impl SchemaCache {
+    pub(crate) fn get(&self, tool: &Tool) -> Result<Arc<Compiled>, ValidationError> {
+        let key = format!("{}@{}", tool.metadata.uid, tool.metadata.resource_version);
+        if let Some(hit) = self.lock().get(&key) {
+            return Ok(Arc::clone(hit));
+        }
+        let compiled = Arc::new(compile(tool)?);
+        let mut map = self.lock();
+        if map.len() >= MAX_ENTRIES {
+            map.clear();
+        }
+        map.insert(key, Arc::clone(&compiled));
+        Ok(compiled)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Compiled>>> {
+        self.compiled.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Compiles a tool's schemas, naming the field whose schema is invalid.
+pub(crate) fn compile(tool: &Tool) -> Result<Compiled, ValidationError> {
+    let input = jsonschema::validator_for(&tool.spec.input_schema)
+        .map_err(|e| ValidationError::field("spec.inputSchema", format!("not a valid JSON Schema: {e}")))?;
+    let output = match &tool.spec.output_schema {
+        Some(schema) => Some(
+            jsonschema::validator_for(schema)
+                .map_err(|e| ValidationError::field("spec.outputSchema", format!("not a valid JSON Schema: {e}")))?,
+        ),
+        None => None,
+    };
+    Ok(Compiled { input, output })
+}
+
+impl Compiled {
+    /// Checks call arguments; the error lists every violation.
+    pub(crate) fn check_input(&self, args: &Value) -> Result<(), CallError> {
+        check(&self.input, args, "input_schema_violation", "input does not match the tool's inputSchema")
+    }
+
+    /// Checks a backend's output, when the tool declares an outputSchema.
+    pub(crate) fn check_output(&self, output: &Value) -> Result<(), CallError> {
+        match &self.output {
+            Some(v) => check(v, output, "output_schema_violation", "output does not match the tool's outputSchema"),
+            None => Ok(()),
+        }
+    }
+}
+
+fn check(validator: &Validator, value: &Value, code: &str, message: &str) -> Result<(), CallError> {
+    let violations: Vec<Value> = validator
+        .iter_errors(value)
+        .map(|e| json!({"path": e.instance_path().to_string(), "message": e.to_string()}))
+        .collect();
+    if violations.is_empty() {
+        return Ok(());
+    }
+    Err(CallError { code: code.to_owned(), message: message.to_owned(), details: Some(json!({"violations": violations})) })
+}

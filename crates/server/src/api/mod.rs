@@ -1,0 +1,83 @@
+//! Routes: `/v1/namespaces/{ns}/{plural}[/{name}]`, health, and structured
+//! answers for unknown routes and methods.
+
+mod health;
+mod toolcalls;
+mod tools;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use joch_core::{API_VERSION, Object};
+use joch_engine::ListParams;
+use joch_engine::ObjectList;
+use serde::{Deserialize, Serialize};
+
+use crate::{ApiError, AppState};
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/v1/namespaces/{ns}/tools", get(tools::list).post(tools::create))
+        .route("/v1/namespaces/{ns}/tools/{name}", get(tools::get).put(tools::replace).delete(tools::delete))
+        .route("/v1/namespaces/{ns}/toolcalls", get(toolcalls::list).post(toolcalls::create))
+        .route("/v1/namespaces/{ns}/toolcalls/{name}", get(toolcalls::get).put(toolcalls::relabel))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "route_not_found", "no such endpoint") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this endpoint does not take that method")
+        })
+}
+
+/// Query parameters of every list endpoint.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct ListQueryParams {
+    label_selector: Option<String>,
+    limit: Option<usize>,
+    #[serde(rename = "continue")]
+    continue_token: Option<String>,
+    tool: Option<String>,
+    phase: Option<String>,
+    execution: Option<String>,
+}
+
+impl From<ListQueryParams> for ListParams {
+    fn from(q: ListQueryParams) -> Self {
+        ListParams {
+            label_selector: q.label_selector,
+            limit: q.limit,
+            continue_token: q.continue_token,
+            tool: q.tool,
+            phase: q.phase,
+            execution: q.execution,
+        }
+    }
+}
+
+/// `{apiVersion, kind: ToolList, metadata: {continue}, items}`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct List<T> {
+    api_version: &'static str,
+    kind: String,
+    metadata: ListMeta,
+    items: Vec<T>,
+}
+
+#[derive(Serialize)]
+struct ListMeta {
+    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
+    continue_token: Option<String>,
+}
+
+impl<T: Object> From<ObjectList<T>> for List<T> {
+    fn from(list: ObjectList<T>) -> Self {
+        List {
+            api_version: API_VERSION,
+            kind: format!("{}List", T::KIND),
+            metadata: ListMeta { continue_token: list.continue_token },
+            items: list.items,
+        }
+    }
+}
