@@ -19,7 +19,7 @@ impl<S: Send + Sync, T: Object> FromRequest<S> for Manifest<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let format = Format::of(req.headers().get(header::CONTENT_TYPE))?;
+        let format = Format::of(req.headers().get(header::CONTENT_TYPE));
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "request body is larger than the server accepts")
@@ -44,19 +44,15 @@ enum Format {
 }
 
 impl Format {
-    fn of(content_type: Option<&header::HeaderValue>) -> Result<Format, ApiError> {
-        let Some(value) = content_type else { return Ok(Format::Json) };
-        let mime = value.to_str().unwrap_or_default().split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    /// YAML when the content type says so; JSON otherwise, including
+    /// curl's default `application/x-www-form-urlencoded` for `-d`.
+    fn of(content_type: Option<&header::HeaderValue>) -> Format {
+        let mime = content_type.and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let mime = mime.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
         match mime.as_str() {
-            "" | "application/json" => Ok(Format::Json),
-            m if m.ends_with("+json") => Ok(Format::Json),
-            "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => Ok(Format::Yaml),
-            m if m.ends_with("+yaml") => Ok(Format::Yaml),
-            other => Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                format!("content type {other:?} is not accepted; send application/json or application/yaml"),
-            )),
+            "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => Format::Yaml,
+            m if m.ends_with("+yaml") => Format::Yaml,
+            _ => Format::Json,
         }
     }
 

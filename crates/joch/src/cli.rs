@@ -1,0 +1,135 @@
+//! Command-line flags. Every flag has a `JOCH_*` environment variable; these
+//! structs are the only place joch reads its environment.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// joch: a tool-call gateway and durable ledger for AI agents.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How CLI verbs reach the server.
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// Base URL of a running joch server.
+    #[arg(long, global = true, env = "JOCH_SERVER", default_value = "http://127.0.0.1:7070")]
+    pub server: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gateway.
+    Serve(ServeArgs),
+    /// Create or replace resources from YAML or JSON files (multi-document).
+    Apply(ApplyArgs),
+    /// List tools or tool calls.
+    Get(GetArgs),
+    /// Show one resource in full.
+    Describe(DescribeArgs),
+    /// Call a tool through the gateway and print the settled record.
+    Call(CallArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, env = "JOCH_ADDR", default_value = "127.0.0.1:7070")]
+    pub addr: SocketAddr,
+    /// SQLite database file, created if missing.
+    #[arg(long, env = "JOCH_DB", default_value = "./joch.db")]
+    pub db: PathBuf,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "JOCH_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Also serve demo webhooks under /demo and apply the example tools.
+    #[arg(long)]
+    pub demo: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// A file, or a directory of .yaml/.yml/.json files; `-` reads stdin.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Namespace for resources that name none.
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ResourceKind {
+    #[value(alias = "tool")]
+    Tools,
+    #[value(alias = "toolcall", alias = "tc")]
+    Toolcalls,
+}
+
+impl ResourceKind {
+    pub fn plural(self) -> &'static str {
+        match self {
+            ResourceKind::Tools => "tools",
+            ResourceKind::Toolcalls => "toolcalls",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Wide,
+    Yaml,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// What to list.
+    pub kind: ResourceKind,
+    /// One resource by name, instead of a list.
+    pub name: Option<String>,
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// Table (default), wide table, YAML or JSON.
+    #[arg(short, long)]
+    pub output: Option<OutputFormat>,
+    /// Only resources whose labels match, e.g. `team=support`.
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    /// Most items to show.
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// What kind of resource.
+    pub kind: ResourceKind,
+    /// Its name.
+    pub name: String,
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments, as a JSON object.
+    #[arg(long, default_value = "{}")]
+    pub input: String,
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// Call id to use (a provider's id, say); one is minted if absent.
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Print the record as JSON instead of YAML.
+    #[arg(short, long)]
+    pub output: Option<OutputFormat>,
+}
