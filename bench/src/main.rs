@@ -22,6 +22,7 @@ use axum::routing::post;
 use clap::Parser;
 use joch_core::ToolBackend;
 use joch_store::Store;
+use reqwest::Client;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "bench";
@@ -56,14 +57,17 @@ struct Stats {
     failures: usize,
     first_failure: Option<String>,
     calls_per_s: f64,
-    p50: Duration,
-    p99: Duration,
+    p50_ms: f64,
+    p99_ms: f64,
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    ensure!(args.calls > 0 && args.concurrency > 0, "--calls and --concurrency must be positive");
+    ensure!(
+        args.calls > 0 && args.concurrency > 0,
+        "--calls and --concurrency must be positive"
+    );
     // reqwest is built with rustls but no default provider; without one it panics.
     joch_backends::install_crypto_provider();
 
@@ -71,7 +75,7 @@ async fn main() -> Result<()> {
     let webhook_url = format!("http://{webhook}/echo");
     let dir = tempfile::tempdir().context("creating temp dir")?;
     // One client for the whole bench: keep-alive pool, no proxy (only 127.0.0.1 is contacted).
-    let client = reqwest::Client::builder().no_proxy().build()?;
+    let client = Client::builder().no_proxy().build()?;
 
     println!(
         "joch-bench: {} calls/scenario, concurrency {}, warmup {}, {} CPUs, all in one process",
@@ -81,13 +85,24 @@ async fn main() -> Result<()> {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );
 
-    let mut results = vec![measure(&client, &args, "direct", Target::Direct(webhook_url.clone())).await?];
+    let mut results = vec![
+        measure(
+            &client,
+            &args,
+            "direct",
+            Target::Direct(webhook_url.clone()),
+        )
+        .await?,
+    ];
     for level in ["read_only", "external_write"] {
         // A fresh server and ledger per scenario, so neither inherits the other's rows.
         let joch = start_joch(&dir.path().join(format!("{level}.db"))).await?;
         let tool = format!("echo-{}", level.replace('_', "-"));
         create_tool(&client, joch, &tool, level, &webhook_url).await?;
-        let target = Target::Joch { url: format!("http://{joch}/v1/namespaces/{NAMESPACE}/toolcalls"), tool };
+        let target = Target::Joch {
+            url: format!("http://{joch}/v1/namespaces/{NAMESPACE}/toolcalls"),
+            tool,
+        };
         results.push(measure(&client, &args, &format!("joch_{level}"), target).await?);
     }
 
@@ -95,7 +110,12 @@ async fn main() -> Result<()> {
     let failures: usize = results.iter().map(|s| s.failures).sum();
     if failures > 0 {
         for s in results.iter().filter(|s| s.failures > 0) {
-            eprintln!("{}: {} failed calls; first: {}", s.name, s.failures, s.first_failure.as_deref().unwrap_or("?"));
+            eprintln!(
+                "{}: {} failed calls; first: {}",
+                s.name,
+                s.failures,
+                s.first_failure.as_deref().unwrap_or("?")
+            );
         }
         bail!("{failures} calls failed");
     }
@@ -122,12 +142,25 @@ async fn serve(router: axum::Router) -> Result<SocketAddr> {
 /// A joch server exactly as the binary wires it: SQLite store, webhook backend.
 async fn start_joch(db: &Path) -> Result<SocketAddr> {
     let store: Arc<dyn Store> = Arc::new(joch_store::SqliteStore::open(db)?);
-    let backend: Arc<dyn ToolBackend> = Arc::new(joch_backends::WebhookBackend::new(joch_backends::RestConfig::default())?);
-    let engine = joch_engine::Engine::new(store, vec![backend], joch_engine::EngineConfig::default());
-    serve(joch_server::router(engine, joch_server::ServerConfig::default())).await
+    let backend: Arc<dyn ToolBackend> = Arc::new(joch_backends::WebhookBackend::new(
+        joch_backends::RestConfig::default(),
+    )?);
+    let engine =
+        joch_engine::Engine::new(store, vec![backend], joch_engine::EngineConfig::default());
+    serve(joch_server::router(
+        engine,
+        joch_server::ServerConfig::default(),
+    ))
+    .await
 }
 
-async fn create_tool(client: &reqwest::Client, joch: SocketAddr, name: &str, level: &str, webhook: &str) -> Result<()> {
+async fn create_tool(
+    client: &Client,
+    joch: SocketAddr,
+    name: &str,
+    level: &str,
+    webhook: &str,
+) -> Result<()> {
     let tool = json!({
         "apiVersion": "joch.dev/v1alpha1",
         "kind": "Tool",
@@ -142,17 +175,30 @@ async fn create_tool(client: &reqwest::Client, joch: SocketAddr, name: &str, lev
     let url = format!("http://{joch}/v1/namespaces/{NAMESPACE}/tools");
     let response = client.post(url).json(&tool).send().await?;
     let status = response.status();
-    ensure!(status.as_u16() == 201, "creating tool {name}: HTTP {status}: {}", response.text().await?);
+    ensure!(
+        status.as_u16() == 201,
+        "creating tool {name}: HTTP {status}: {}",
+        response.text().await?
+    );
     Ok(())
 }
 
 /// Warm up, then run the measured calls.
-async fn measure(client: &reqwest::Client, args: &Args, name: &str, target: Target) -> Result<Stats> {
-    let (warm_failures, first) = run(client, args.warmup, args.concurrency, &target).await?.1;
-    ensure!(warm_failures == 0, "{name}: {warm_failures} warmup calls failed; first: {}", first.unwrap_or_default());
+async fn measure(client: &Client, args: &Args, name: &str, target: Target) -> Result<Stats> {
+    let warmup = run(client, args.warmup, args.concurrency, &target).await?;
+    if let Some(e) = warmup.first_failure {
+        bail!(
+            "{name}: {} warmup calls failed; first: {e}",
+            warmup.failures
+        );
+    }
 
     let started = Instant::now();
-    let (mut latencies, (failures, first_failure)) = run(client, args.calls, args.concurrency, &target).await?;
+    let Outcome {
+        mut latencies,
+        failures,
+        first_failure,
+    } = run(client, args.calls, args.concurrency, &target).await?;
     let elapsed = started.elapsed();
     latencies.sort_unstable();
     Ok(Stats {
@@ -161,57 +207,74 @@ async fn measure(client: &reqwest::Client, args: &Args, name: &str, target: Targ
         failures,
         first_failure,
         calls_per_s: args.calls as f64 / elapsed.as_secs_f64(),
-        p50: percentile(&latencies, 0.50),
-        p99: percentile(&latencies, 0.99),
+        p50_ms: percentile_ms(&latencies, 0.50),
+        p99_ms: percentile_ms(&latencies, 0.99),
     })
 }
 
-type Outcome = (Vec<Duration>, (usize, Option<String>));
+/// Every call's latency (failed ones included) and what failed.
+#[derive(Default)]
+struct Outcome {
+    latencies: Vec<Duration>,
+    failures: usize,
+    first_failure: Option<String>,
+}
 
-/// `calls` calls from `concurrency` workers that each take the next call index
-/// until none are left; returns every call's latency, failed ones included.
-async fn run(client: &reqwest::Client, calls: usize, concurrency: usize, target: &Target) -> Result<Outcome> {
+/// `calls` calls from `concurrency` workers, each taking the next call index
+/// until none are left, so the loop is bounded by the call count.
+async fn run(
+    client: &Client,
+    calls: usize,
+    concurrency: usize,
+    target: &Target,
+) -> Result<Outcome> {
     let next = Arc::new(AtomicUsize::new(0));
-    let workers: Vec<_> = (0..concurrency.min(calls.max(1)))
+    let workers: Vec<_> = (0..concurrency.min(calls))
         .map(|_| {
             let (client, target, next) = (client.clone(), target.clone(), next.clone());
             tokio::spawn(async move {
-                let mut latencies = Vec::with_capacity(calls / concurrency + 1);
-                let (mut failures, mut first) = (0, None);
+                let mut mine = Outcome::default();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= calls {
-                        break;
+                        return mine;
                     }
                     let started = Instant::now();
-                    let outcome = one_call(&client, &target, i).await;
-                    latencies.push(started.elapsed());
-                    if let Err(e) = outcome {
-                        failures += 1;
-                        first.get_or_insert(format!("{e:#}"));
+                    let result = one_call(&client, &target, i).await;
+                    mine.latencies.push(started.elapsed());
+                    if let Err(e) = result {
+                        mine.failures += 1;
+                        mine.first_failure.get_or_insert(format!("{e:#}"));
                     }
                 }
-                (latencies, failures, first)
             })
         })
         .collect();
 
-    let (mut all, mut failures, mut first) = (Vec::with_capacity(calls), 0, None);
+    let mut all = Outcome {
+        latencies: Vec::with_capacity(calls),
+        ..Outcome::default()
+    };
     for worker in workers {
-        let (latencies, f, e) = worker.await.context("worker panicked")?;
-        all.extend(latencies);
-        failures += f;
-        first = first.or(e);
+        let mine = worker.await.context("worker panicked")?;
+        all.latencies.extend(mine.latencies);
+        all.failures += mine.failures;
+        all.first_failure = all.first_failure.or(mine.first_failure);
     }
-    Ok((all, (failures, first)))
+    Ok(all)
 }
 
 /// One call, including reading and parsing the whole answer.
-async fn one_call(client: &reqwest::Client, target: &Target, i: usize) -> Result<()> {
+async fn one_call(client: &Client, target: &Target, i: usize) -> Result<()> {
     let input = json!({"n": i, "text": "hello"});
     match target {
         Target::Direct(url) => {
-            let response = client.post(url).json(&input).send().await?.error_for_status()?;
+            let response = client
+                .post(url)
+                .json(&input)
+                .send()
+                .await?
+                .error_for_status()?;
             response.json::<Value>().await?;
         }
         Target::Joch { url, tool } => {
@@ -220,67 +283,53 @@ async fn one_call(client: &reqwest::Client, target: &Target, i: usize) -> Result
             let status = response.status();
             let body: Value = response.json().await?;
             let phase = body.pointer("/status/phase").and_then(Value::as_str);
-            ensure!(status.as_u16() == 201 && phase == Some("Succeeded"), "HTTP {status}, phase {phase:?}: {body}");
+            ensure!(
+                status.as_u16() == 201 && phase == Some("Succeeded"),
+                "HTTP {status}, phase {phase:?}: {body}"
+            );
         }
     }
     Ok(())
 }
 
-/// Nearest-rank percentile of sorted latencies.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1));
-    sorted.get(rank - 1).copied().unwrap_or_default()
+/// Nearest-rank percentile of sorted latencies, in milliseconds.
+fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
+    let rank = ((p * sorted.len() as f64).ceil() as usize).max(1);
+    sorted.get(rank - 1).map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// A table for people, then one `RESULT` line per scenario for scripts. The
-/// ratios compare each scenario with the first (the direct baseline).
+/// A table for people, then one `RESULT` line per scenario for scripts. Every
+/// ratio and overhead compares a scenario with the first (the direct baseline).
 fn report(results: &[Stats]) {
     let Some(base) = results.first() else { return };
-    println!();
-    println!(
-        "{:<20} {:>10} {:>9} {:>9} {:>11} {:>9} {:>9} {:>9}",
-        "scenario", "calls/s", "p50 ms", "p99 ms", "thru ratio", "p50 x", "p99 x", "failures"
-    );
+    let mut table = vec![String::new(), TABLE_HEADER.to_owned()];
+    let mut lines = vec![String::new()];
     for s in results {
-        let (thru, p50x, p99x) = ratios(s, base);
-        println!(
-            "{:<20} {:>10.0} {:>9.3} {:>9.3} {:>11.3} {:>9.2} {:>9.2} {:>9}",
-            s.name,
-            s.calls_per_s,
-            ms(s.p50),
-            ms(s.p99),
-            thru,
-            p50x,
-            p99x,
-            s.failures
-        );
+        let Stats {
+            name,
+            calls,
+            failures,
+            calls_per_s: cps,
+            p50_ms: p50,
+            p99_ms: p99,
+            ..
+        } = s;
+        let thru = cps / base.calls_per_s;
+        let (p50x, p99x) = (p50 / base.p50_ms, p99 / base.p99_ms);
+        let (p50d, p99d) = (p50 - base.p50_ms, p99 - base.p99_ms);
+        table.push(format!(
+            "{name:<20} {cps:>9.0} {p50:>8.3} {p99:>8.3} {thru:>7.3} {p50x:>6.2} {p99x:>6.2} \
+             {p50d:>8.3} {p99d:>8.3} {failures:>8}"
+        ));
+        lines.push(format!(
+            "RESULT scenario={name} calls={calls} failures={failures} calls_per_s={cps:.1} \
+             p50_ms={p50:.3} p99_ms={p99:.3} throughput_ratio={thru:.3} p50_ratio={p50x:.2} \
+             p99_ratio={p99x:.2} p50_overhead_ms={p50d:.3} p99_overhead_ms={p99d:.3}"
+        ));
     }
-    println!();
-    for s in results {
-        let (thru, p50x, p99x) = ratios(s, base);
-        println!(
-            "RESULT scenario={} calls={} failures={} calls_per_s={:.1} p50_ms={:.3} p99_ms={:.3} \
-             throughput_ratio={:.3} p50_ratio={:.2} p99_ratio={:.2} p50_overhead_ms={:.3} p99_overhead_ms={:.3}",
-            s.name,
-            s.calls,
-            s.failures,
-            s.calls_per_s,
-            ms(s.p50),
-            ms(s.p99),
-            thru,
-            p50x,
-            p99x,
-            ms(s.p50) - ms(base.p50),
-            ms(s.p99) - ms(base.p99),
-        );
-    }
+    println!("{}\n{}", table.join("\n"), lines.join("\n"));
 }
 
-/// (throughput, p50, p99) of `s` relative to `base`.
-fn ratios(s: &Stats, base: &Stats) -> (f64, f64, f64) {
-    (s.calls_per_s / base.calls_per_s, ms(s.p50) / ms(base.p50), ms(s.p99) / ms(base.p99))
-}
+// Matches the widths of the rows' format string above.
+const TABLE_HEADER: &str = "scenario               calls/s   p50 ms   p99 ms  thru x  p50 x  p99 x  \
+                            +p50 ms  +p99 ms failures";

@@ -22,7 +22,10 @@ pub struct RestConfig {
 
 impl Default for RestConfig {
     fn default() -> Self {
-        Self { max_response_bytes: 16 * 1024 * 1024, max_error_body_bytes: 2048 }
+        Self {
+            max_response_bytes: 16 * 1024 * 1024,
+            max_error_body_bytes: 2048,
+        }
     }
 }
 
@@ -38,7 +41,9 @@ impl WebhookBackend {
     /// webhook that moved must be reconfigured, not silently chased.
     pub fn new(config: RestConfig) -> Result<Self, reqwest::Error> {
         install_crypto_provider();
-        let client = Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
+        let client = Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
         Ok(Self { client, config })
     }
 }
@@ -59,42 +64,79 @@ impl ToolBackend for WebhookBackend {
     async fn invoke(&self, call: Invocation<'_>) -> Result<Value, ToolFailure> {
         let Backend::Rest(rest) = &call.tool.spec.backend;
         let endpoint = &rest.endpoint;
-        let method = Method::from_bytes(endpoint.method.as_bytes())
-            .map_err(|_| failure("invalid_tool_config", format!("invalid HTTP method {:?}", endpoint.method)))?;
+        let method = Method::from_bytes(endpoint.method.as_bytes()).map_err(|_| {
+            failure(
+                "invalid_tool_config",
+                format!("invalid HTTP method {:?}", endpoint.method),
+            )
+        })?;
         let headers = headers(&endpoint.headers, &call)?;
         let timeout = Duration::from_millis(endpoint.timeout_ms);
-        let request = self.client.request(method, &endpoint.url).headers(headers).timeout(timeout).json(call.args);
+        let request = self
+            .client
+            .request(method, &endpoint.url)
+            .headers(headers)
+            .timeout(timeout)
+            .json(call.args);
 
-        let response = request.send().await.map_err(|e| transport_failure(&e, endpoint.timeout_ms))?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| transport_failure(&e, endpoint.timeout_ms))?;
         let status = response.status();
-        let body = read_limited(response, self.config.max_response_bytes, endpoint.timeout_ms).await?;
+        let body = read_limited(
+            response,
+            self.config.max_response_bytes,
+            endpoint.timeout_ms,
+        )
+        .await?;
         if !status.is_success() {
             let shown = &body[..body.len().min(self.config.max_error_body_bytes)];
             return Err(ToolFailure {
                 code: "backend_http_status".to_owned(),
                 message: format!("webhook answered HTTP {}", status.as_u16()),
-                details: Some(json!({"status": status.as_u16(), "body": String::from_utf8_lossy(shown)})),
+                details: Some(
+                    json!({"status": status.as_u16(), "body": String::from_utf8_lossy(shown)}),
+                ),
             });
         }
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(Value::Null);
         }
-        serde_json::from_slice(&body)
-            .map_err(|e| failure("backend_invalid_response", format!("webhook answered a body that is not JSON: {e}")))
+        serde_json::from_slice(&body).map_err(|e| {
+            failure(
+                "backend_invalid_response",
+                format!("webhook answered a body that is not JSON: {e}"),
+            )
+        })
     }
 }
 
-fn headers(configured: &std::collections::BTreeMap<String, String>, call: &Invocation<'_>) -> Result<HeaderMap, ToolFailure> {
+fn headers(
+    configured: &std::collections::BTreeMap<String, String>,
+    call: &Invocation<'_>,
+) -> Result<HeaderMap, ToolFailure> {
     let mut headers = HeaderMap::new();
     for (name, value) in configured {
-        let name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| failure("invalid_tool_config", format!("invalid header name {name:?}")))?;
-        let value = HeaderValue::from_str(value)
-            .map_err(|_| failure("invalid_tool_config", format!("invalid value for header {name}")))?;
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            failure(
+                "invalid_tool_config",
+                format!("invalid header name {name:?}"),
+            )
+        })?;
+        let value = HeaderValue::from_str(value).map_err(|_| {
+            failure(
+                "invalid_tool_config",
+                format!("invalid value for header {name}"),
+            )
+        })?;
         headers.insert(name, value);
     }
     // Let the receiver deduplicate: the same call id and attempt means a retry.
-    let ids = [("joch-call-id", call.call_id.to_owned()), ("joch-attempt", call.attempt.to_string())];
+    let ids = [
+        ("joch-call-id", call.call_id.to_owned()),
+        ("joch-attempt", call.attempt.to_string()),
+    ];
     for (name, value) in ids {
         if let Ok(value) = HeaderValue::from_str(&value) {
             headers.insert(HeaderName::from_static(name), value);
@@ -104,11 +146,22 @@ fn headers(configured: &std::collections::BTreeMap<String, String>, call: &Invoc
     Ok(headers)
 }
 
-async fn read_limited(mut response: Response, limit: usize, timeout_ms: u64) -> Result<Vec<u8>, ToolFailure> {
+async fn read_limited(
+    mut response: Response,
+    limit: usize,
+    timeout_ms: u64,
+) -> Result<Vec<u8>, ToolFailure> {
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| transport_failure(&e, timeout_ms))? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| transport_failure(&e, timeout_ms))?
+    {
         if body.len() + chunk.len() > limit {
-            return Err(failure("backend_response_too_large", format!("webhook response exceeds {limit} bytes")));
+            return Err(failure(
+                "backend_response_too_large",
+                format!("webhook response exceeds {limit} bytes"),
+            ));
         }
         body.extend_from_slice(&chunk);
     }
@@ -117,11 +170,20 @@ async fn read_limited(mut response: Response, limit: usize, timeout_ms: u64) -> 
 
 fn transport_failure(e: &reqwest::Error, timeout_ms: u64) -> ToolFailure {
     if e.is_timeout() {
-        failure("backend_timeout", format!("webhook did not answer within {timeout_ms} ms"))
+        failure(
+            "backend_timeout",
+            format!("webhook did not answer within {timeout_ms} ms"),
+        )
     } else if e.is_connect() {
-        failure("backend_unreachable", format!("cannot connect to webhook: {}", root_cause(e)))
+        failure(
+            "backend_unreachable",
+            format!("cannot connect to webhook: {}", root_cause(e)),
+        )
     } else {
-        failure("backend_error", format!("webhook request failed: {}", root_cause(e)))
+        failure(
+            "backend_error",
+            format!("webhook request failed: {}", root_cause(e)),
+        )
     }
 }
 
@@ -134,7 +196,11 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 fn failure(code: &str, message: String) -> ToolFailure {
-    ToolFailure { code: code.to_owned(), message, details: None }
+    ToolFailure {
+        code: code.to_owned(),
+        message,
+        details: None,
+    }
 }
 
 #[cfg(test)]

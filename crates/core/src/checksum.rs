@@ -20,16 +20,19 @@ struct Canonical<'a> {
 pub fn checksum(tool: &str, args: &Map<String, Value>) -> String {
     // JCS only fails on values JSON cannot represent (non-finite floats), which
     // a `serde_json::Value` cannot hold.
-    let canonical = serde_jcs::to_vec(&Canonical { tool, args }).expect("a serde_json value is always canonicalisable");
+    let canonical = serde_jcs::to_vec(&Canonical { tool, args })
+        .expect("a serde_json value is always canonicalisable");
     hex(&Sha256::digest(&canonical))
 }
 
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 #[cfg(test)]
@@ -46,7 +49,9 @@ mod tests {
     #[test]
     fn key_order_and_whitespace_do_not_matter() {
         let a = args(json!({"subject": "hi", "meta": {"x": 1, "y": [1, 2]}, "n": 1.0}));
-        let b = args(serde_json::from_str(r#"{ "n":1, "meta":{"y":[1,2],"x":1}, "subject":"hi" }"#).unwrap());
+        let b = args(
+            serde_json::from_str(r#"{ "n":1, "meta":{"y":[1,2],"x":1}, "subject":"hi" }"#).unwrap(),
+        );
         assert_eq!(checksum("t", &a), checksum("t", &b));
     }
 

@@ -19,10 +19,17 @@ pub struct ValidationError(pub Vec<FieldError>);
 impl ValidationError {
     /// A single-field error.
     pub fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self(vec![FieldError { field: field.into(), message: message.into() }])
+        Self(vec![FieldError {
+            field: field.into(),
+            message: message.into(),
+        }])
     }
 }
 
 fn summary(errors: &[FieldError]) -> String {
-    errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>().join("; ")
+    errors
+        .iter()
+        .map(|e| format!("{}: {}", e.field, e.message))
+        .collect::<Vec<_>>()
+        .join("; ")
 }

@@ -30,7 +30,9 @@ pub use meta::{API_VERSION, ObjectMeta, ObjectRef, Time};
 pub use object::Object;
 pub use phase::{IllegalTransition, Phase};
 pub use selector::LabelSelector;
-pub use tool::{Backend, Observability, RestBackend, RestEndpoint, SideEffectLevel, SideEffects, Tool, ToolSpec};
+pub use tool::{
+    Backend, Observability, RestBackend, RestEndpoint, SideEffectLevel, SideEffects, Tool, ToolSpec,
+};
 pub use toolcall::{
     Approval, CallError, CallSideEffects, HookDecision, ToolCall, ToolCallSpec, ToolCallStatus,
 };

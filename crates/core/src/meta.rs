@@ -92,7 +92,10 @@ mod tests {
     #[test]
     fn time_round_trips_with_millis() {
         let t: Time = serde_json::from_str("\"2026-05-10T12:35:00.123+02:00\"").unwrap();
-        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-05-10T10:35:00.123Z\"");
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            "\"2026-05-10T10:35:00.123Z\""
+        );
     }
 
     #[test]

@@ -18,7 +18,9 @@ pub fn validate_name(field: &str, name: &str) -> Result<(), ValidationError> {
     } else if name.len() > MAX_NAME_LEN {
         Some(format!("must be at most {MAX_NAME_LEN} characters"))
     } else if let Some(c) = name.chars().find(|c| !is_name_char(*c)) {
-        Some(format!("must contain only letters, digits, '.', '_', ':' and '-', found {c:?}"))
+        Some(format!(
+            "must contain only letters, digits, '.', '_', ':' and '-', found {c:?}"
+        ))
     } else if !starts_and_ends_alphanumeric(name) {
         Some("must start and end with a letter or digit".to_owned())
     } else {
@@ -35,14 +37,18 @@ pub fn validate_name(field: &str, name: &str) -> Result<(), ValidationError> {
 pub fn validate_namespace(namespace: &str) -> Result<(), ValidationError> {
     let ok = !namespace.is_empty()
         && namespace.len() <= 63
-        && namespace.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && namespace
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && starts_and_ends_alphanumeric(namespace);
     if ok {
         Ok(())
     } else {
         Err(ValidationError::field(
             "metadata.namespace",
-            format!("{namespace:?} is not a valid namespace: 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"),
+            format!(
+                "{namespace:?} is not a valid namespace: 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
+            ),
         ))
     }
 }
@@ -52,8 +58,14 @@ fn is_name_char(c: char) -> bool {
 }
 
 fn starts_and_ends_alphanumeric(name: &str) -> bool {
-    let first = name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
-    let last = name.chars().last().is_some_and(|c| c.is_ascii_alphanumeric());
+    let first = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric());
+    let last = name
+        .chars()
+        .last()
+        .is_some_and(|c| c.is_ascii_alphanumeric());
     first && last
 }
 
@@ -84,7 +96,14 @@ mod tests {
 
     #[test]
     fn namespaces() {
-        for (ns, ok) in [("default", true), ("support-platform", true), ("Upper", false), ("a.b", false), ("-a", false), ("", false)] {
+        for (ns, ok) in [
+            ("default", true),
+            ("support-platform", true),
+            ("Upper", false),
+            ("a.b", false),
+            ("-a", false),
+            ("", false),
+        ] {
             assert_eq!(validate_namespace(ns).is_ok(), ok, "{ns:?}");
         }
     }

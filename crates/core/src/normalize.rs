@@ -62,7 +62,9 @@ mod tests {
             let got = normalize_args(input.clone());
             match (got, expected) {
                 (Ok(map), Ok(want)) => assert_eq!(Value::Object(map), want, "{input}"),
-                (Err(e), Err(fragment)) => assert!(e.to_string().contains(fragment), "{input}: {e}"),
+                (Err(e), Err(fragment)) => {
+                    assert!(e.to_string().contains(fragment), "{input}: {e}")
+                }
                 (got, want) => panic!("{input}: got {got:?}, want {want:?}"),
             }
         }

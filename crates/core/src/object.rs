@@ -45,7 +45,10 @@ pub fn check_type<T: Object>(api_version: &str, kind: &str) -> Result<(), Valida
         ));
     }
     if kind != T::KIND {
-        return Err(ValidationError::field("kind", format!("must be {:?}, got {kind:?}", T::KIND)));
+        return Err(ValidationError::field(
+            "kind",
+            format!("must be {:?}, got {kind:?}", T::KIND),
+        ));
     }
     Ok(())
 }

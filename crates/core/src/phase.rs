@@ -66,7 +66,10 @@ impl Phase {
 
     /// True once the call has settled and its outcome is final.
     pub fn is_terminal(self) -> bool {
-        !matches!(self, Phase::Pending | Phase::AwaitingApproval | Phase::Running)
+        !matches!(
+            self,
+            Phase::Pending | Phase::AwaitingApproval | Phase::Running
+        )
     }
 
     /// Whether the state machine allows moving from `self` to `to`.
@@ -74,16 +77,24 @@ impl Phase {
         use Phase::*;
         matches!(
             (self, to),
-            (Pending, AwaitingApproval | Running | Failed | Denied | Skipped | Unknown)
-                | (AwaitingApproval, Running | Denied | TimedOut | Skipped | Unknown)
-                | (Running, Succeeded | Failed | TimedOut | Unknown)
+            (
+                Pending,
+                AwaitingApproval | Running | Failed | Denied | Skipped | Unknown
+            ) | (
+                AwaitingApproval,
+                Running | Denied | TimedOut | Skipped | Unknown
+            ) | (Running, Succeeded | Failed | TimedOut | Unknown)
                 | (Unknown, Succeeded | Failed)
         )
     }
 
     /// Checks a move, returning the new phase or the refusal.
     pub fn move_to(self, to: Phase) -> Result<Phase, IllegalTransition> {
-        if self.can_move_to(to) { Ok(to) } else { Err(IllegalTransition { from: self, to }) }
+        if self.can_move_to(to) {
+            Ok(to)
+        } else {
+            Err(IllegalTransition { from: self, to })
+        }
     }
 
     /// The name used in the API and the store, e.g. `AwaitingApproval`.

@@ -16,7 +16,9 @@ pub fn redact_fields(value: &mut Value, paths: &[String]) {
 }
 
 fn redact_path(value: &mut Value, segments: &[&str]) {
-    let Some((first, rest)) = segments.split_first() else { return };
+    let Some((first, rest)) = segments.split_first() else {
+        return;
+    };
     match value {
         Value::Object(map) => {
             if let Some(child) = map.get_mut(*first) {
@@ -27,7 +29,9 @@ fn redact_path(value: &mut Value, segments: &[&str]) {
                 }
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(|item| redact_path(item, segments)),
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| redact_path(item, segments)),
         _ => {}
     }
 }
@@ -46,7 +50,15 @@ mod tests {
             "items": [{"secret": 1, "id": 1}, {"id": 2}],
             "keep": "me"
         });
-        redact_fields(&mut v, &["password".into(), "card.number".into(), "items.secret".into(), "absent.path".into()]);
+        redact_fields(
+            &mut v,
+            &[
+                "password".into(),
+                "card.number".into(),
+                "items.secret".into(),
+                "absent.path".into(),
+            ],
+        );
         assert_eq!(
             v,
             json!({

@@ -54,14 +54,33 @@ impl LabelSelector {
 
 fn key(k: &str) -> Result<String, ValidationError> {
     let k = k.trim();
-    let ok = !k.is_empty() && k.len() <= 317 && k.chars().all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c));
-    if ok { Ok(k.to_owned()) } else { Err(ValidationError::field("labelSelector", format!("invalid label key {k:?}"))) }
+    let ok = !k.is_empty()
+        && k.len() <= 317
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c));
+    if ok {
+        Ok(k.to_owned())
+    } else {
+        Err(ValidationError::field(
+            "labelSelector",
+            format!("invalid label key {k:?}"),
+        ))
+    }
 }
 
 fn value(v: &str) -> Result<String, ValidationError> {
     let v = v.trim();
-    let ok = v.len() <= 63 && v.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-    if ok { Ok(v.to_owned()) } else { Err(ValidationError::field("labelSelector", format!("invalid label value {v:?}"))) }
+    let ok = v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if ok {
+        Ok(v.to_owned())
+    } else {
+        Err(ValidationError::field(
+            "labelSelector",
+            format!("invalid label value {v:?}"),
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -69,7 +88,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -90,7 +112,11 @@ mod tests {
             ("app=web,tier=back", false),
         ];
         for (text, want) in cases {
-            assert_eq!(LabelSelector::parse(text).unwrap().matches(&l), want, "{text:?}");
+            assert_eq!(
+                LabelSelector::parse(text).unwrap().matches(&l),
+                want,
+                "{text:?}"
+            );
         }
     }
 

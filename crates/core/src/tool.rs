@@ -117,7 +117,11 @@ pub struct Observability {
 
 impl Default for Observability {
     fn default() -> Self {
-        Self { log_args: true, log_result: true, redact_fields: Vec::new() }
+        Self {
+            log_args: true,
+            log_result: true,
+            redact_fields: Vec::new(),
+        }
     }
 }
 
@@ -198,29 +202,50 @@ impl Object for Tool {
         if !self.spec.input_schema.is_object() {
             errors.push(field("spec.inputSchema", "must be a JSON Schema object"));
         }
-        if self.spec.output_schema.as_ref().is_some_and(|s| !s.is_object()) {
+        if self
+            .spec
+            .output_schema
+            .as_ref()
+            .is_some_and(|s| !s.is_object())
+        {
             errors.push(field("spec.outputSchema", "must be a JSON Schema object"));
         }
         match &self.spec.backend {
             Backend::Rest(rest) => {
                 let e = &rest.endpoint;
                 if !(e.url.starts_with("http://") || e.url.starts_with("https://")) {
-                    errors.push(field("spec.backend.endpoint.url", "must be an http:// or https:// URL"));
+                    errors.push(field(
+                        "spec.backend.endpoint.url",
+                        "must be an http:// or https:// URL",
+                    ));
                 }
                 if !METHODS.contains(&e.method.as_str()) {
-                    errors.push(field("spec.backend.endpoint.method", &format!("must be one of {}", METHODS.join(", "))));
+                    errors.push(field(
+                        "spec.backend.endpoint.method",
+                        &format!("must be one of {}", METHODS.join(", ")),
+                    ));
                 }
                 if e.timeout_ms == 0 {
-                    errors.push(field("spec.backend.endpoint.timeoutMs", "must be greater than 0"));
+                    errors.push(field(
+                        "spec.backend.endpoint.timeoutMs",
+                        "must be greater than 0",
+                    ));
                 }
             }
         }
-        if errors.is_empty() { Ok(()) } else { Err(ValidationError(errors)) }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationError(errors))
+        }
     }
 }
 
 fn field(field: &str, message: &str) -> FieldError {
-    FieldError { field: field.to_owned(), message: message.to_owned() }
+    FieldError {
+        field: field.to_owned(),
+        message: message.to_owned(),
+    }
 }
 
 /// `Tool.spec` as written in a manifest: the input may be given as
@@ -261,7 +286,9 @@ impl TryFrom<ToolSpecManifest> for ToolSpec {
 
     fn try_from(m: ToolSpecManifest) -> Result<Self, String> {
         let input_schema = match (m.input_schema, m.parameters) {
-            (Some(_), Some(_)) => return Err("give either inputSchema or parameters, not both".to_owned()),
+            (Some(_), Some(_)) => {
+                return Err("give either inputSchema or parameters, not both".to_owned());
+            }
             (Some(schema), None) => schema,
             (None, Some(parameters)) => parameters_to_schema(parameters)?,
             (None, None) => json!({"type": "object"}),
@@ -293,11 +320,18 @@ fn parameters_to_schema(parameters: Vec<Parameter>) -> Result<Value, String> {
             ("items", p.items),
             ("default", p.default),
         ];
-        schema.extend(optional.into_iter().filter_map(|(k, v)| Some((k.to_owned(), v?))));
+        schema.extend(
+            optional
+                .into_iter()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?))),
+        );
         if p.required {
             required.push(Value::String(p.name.clone()));
         }
-        if properties.insert(p.name.clone(), Value::Object(schema)).is_some() {
+        if properties
+            .insert(p.name.clone(), Value::Object(schema))
+            .is_some()
+        {
             return Err(format!("parameter {:?} is declared twice", p.name));
         }
     }
@@ -347,7 +381,10 @@ mod tests {
         assert!(!t.spec.side_effects.is_repeatable());
         assert!(t.spec.observability.log_args && t.spec.observability.log_result);
         let Backend::Rest(r) = &t.spec.backend;
-        assert_eq!((r.endpoint.method.as_str(), r.endpoint.timeout_ms), ("POST", 30_000));
+        assert_eq!(
+            (r.endpoint.method.as_str(), r.endpoint.timeout_ms),
+            ("POST", 30_000)
+        );
         t.validate().unwrap();
     }
 
@@ -370,10 +407,21 @@ mod tests {
             "backend": {"type": "rest", "endpoint": {"url": "ftp://x", "method": "BREW", "timeoutMs": 0}}
         }))
         .unwrap();
-        let fields: Vec<String> = t.validate().unwrap_err().0.into_iter().map(|e| e.field).collect();
+        let fields: Vec<String> = t
+            .validate()
+            .unwrap_err()
+            .0
+            .into_iter()
+            .map(|e| e.field)
+            .collect();
         assert_eq!(
             fields,
-            ["spec.inputSchema", "spec.backend.endpoint.url", "spec.backend.endpoint.method", "spec.backend.endpoint.timeoutMs"]
+            [
+                "spec.inputSchema",
+                "spec.backend.endpoint.url",
+                "spec.backend.endpoint.method",
+                "spec.backend.endpoint.timeoutMs"
+            ]
         );
         t.kind = "Tol".into();
         assert_eq!(t.validate().unwrap_err().0[0].field, "kind");
@@ -381,7 +429,8 @@ mod tests {
 
     #[test]
     fn serialises_back_to_inputschema_form() {
-        let t = tool(json!({"parameters": [{"name": "a", "type": "string"}], "backend": rest()})).unwrap();
+        let t = tool(json!({"parameters": [{"name": "a", "type": "string"}], "backend": rest()}))
+            .unwrap();
         let again: Tool = serde_json::from_value(serde_json::to_value(&t).unwrap()).unwrap();
         assert_eq!(again, t);
     }

@@ -174,7 +174,11 @@ pub struct CallError {
 impl CallError {
     /// An error without details.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { code: code.into(), message: message.into(), details: None }
+        Self {
+            code: code.into(),
+            message: message.into(),
+            details: None,
+        }
     }
 }
 
@@ -226,7 +230,10 @@ impl Object for ToolCall {
         check_type::<ToolCall>(&self.api_version, &self.kind)?;
         validate_name("metadata.name", &self.metadata.name)?;
         validate_name("spec.toolRef.name", &self.spec.tool_ref.name)?;
-        for (field, r) in [("spec.executionRef.name", &self.spec.execution_ref), ("spec.agentRef.name", &self.spec.agent_ref)] {
+        for (field, r) in [
+            ("spec.executionRef.name", &self.spec.execution_ref),
+            ("spec.agentRef.name", &self.spec.agent_ref),
+        ] {
             if let Some(r) = r {
                 validate_name(field, &r.name)?;
             }
@@ -286,7 +293,8 @@ mod tests {
 
     #[test]
     fn a_minimal_request_defaults_to_pending() {
-        let call: ToolCall = serde_json::from_value(json!({"spec": {"toolRef": {"name": "t"}}})).unwrap();
+        let call: ToolCall =
+            serde_json::from_value(json!({"spec": {"toolRef": {"name": "t"}}})).unwrap();
         assert_eq!(call.status.phase, Phase::Pending);
         assert_eq!(call.kind, "ToolCall");
         assert_eq!(call.spec.input, Value::Null);
@@ -294,7 +302,8 @@ mod tests {
 
     #[test]
     fn transition_refuses_illegal_moves_and_keeps_the_phase() {
-        let mut call: ToolCall = serde_json::from_value(json!({"spec": {"toolRef": {"name": "t"}}})).unwrap();
+        let mut call: ToolCall =
+            serde_json::from_value(json!({"spec": {"toolRef": {"name": "t"}}})).unwrap();
         call.transition(Phase::Running).unwrap();
         call.transition(Phase::Succeeded).unwrap();
         let err = call.transition(Phase::Running).unwrap_err();

@@ -13,7 +13,8 @@ use std::time::Instant;
 use joch_core::normalize::normalize_args;
 use joch_core::redact::{REDACTED, redact_fields};
 use joch_core::{
-    Approval, CallError, CallSideEffects, Invocation, Phase, Tool, ToolCall, ToolCallStatus, checksum,
+    Approval, CallError, CallSideEffects, Invocation, Phase, Tool, ToolCall, ToolCallStatus,
+    checksum,
 };
 use joch_store::Durability;
 use serde_json::{Map, Value};
@@ -82,27 +83,53 @@ impl Engine {
 
     /// Resolves the tool, normalises and checks the input, and stores the
     /// call as `Pending`.
-    async fn record(&self, namespace: &str, mut call: ToolCall, durability: Durability) -> Result<Recorded, EngineError> {
+    async fn record(
+        &self,
+        namespace: &str,
+        mut call: ToolCall,
+        durability: Durability,
+    ) -> Result<Recorded, EngineError> {
         if call.metadata.name.is_empty() {
             call.metadata.name = uuid::Uuid::new_v4().to_string();
         }
         admit(namespace, &mut call, None)?;
-        let tool: Tool = self.inner.store.get_object(namespace, call.tool_name()).await?;
+        let tool: Tool = self
+            .inner
+            .store
+            .get_object(namespace, call.tool_name())
+            .await?;
         let effects = &tool.spec.side_effects;
 
-        call.status = ToolCallStatus { tool_version: Some(tool.metadata.resource_version.clone()), ..Default::default() };
-        let idempotency_key = call.spec.side_effects.take().and_then(|s| s.idempotency_key);
-        call.spec.side_effects =
-            Some(CallSideEffects { level: effects.level, idempotent: effects.idempotent, idempotency_key });
+        call.status = ToolCallStatus {
+            tool_version: Some(tool.metadata.resource_version.clone()),
+            ..Default::default()
+        };
+        let idempotency_key = call
+            .spec
+            .side_effects
+            .take()
+            .and_then(|s| s.idempotency_key);
+        call.spec.side_effects = Some(CallSideEffects {
+            level: effects.level,
+            idempotent: effects.idempotent,
+            idempotency_key,
+        });
         if effects.requires_approval {
-            call.spec.approval = Some(Approval { required: true, status: Some("pending".to_owned()), ..Default::default() });
+            call.spec.approval = Some(Approval {
+                required: true,
+                status: Some("pending".to_owned()),
+                ..Default::default()
+            });
         }
 
         let mut rejection = None;
         let args = match normalize_args(std::mem::take(&mut call.spec.input)) {
             Ok(args) => args,
             Err(e) => {
-                rejection = Some((Phase::Failed, CallError::new("invalid_arguments", e.to_string())));
+                rejection = Some((
+                    Phase::Failed,
+                    CallError::new("invalid_arguments", e.to_string()),
+                ));
                 Map::new()
             }
         };
@@ -110,13 +137,19 @@ impl Engine {
         let schemas = match self.inner.schemas.get(&tool) {
             Ok(schemas) => Some(schemas),
             Err(e) => {
-                rejection.get_or_insert((Phase::Failed, CallError::new("invalid_tool_config", e.to_string())));
+                rejection.get_or_insert((
+                    Phase::Failed,
+                    CallError::new("invalid_tool_config", e.to_string()),
+                ));
                 None
             }
         };
         let args_value = Value::Object(args);
         if rejection.is_none() {
-            if let Err(e) = schemas.as_ref().map_or(Ok(()), |s| s.check_input(&args_value)) {
+            if let Err(e) = schemas
+                .as_ref()
+                .map_or(Ok(()), |s| s.check_input(&args_value))
+            {
                 rejection = Some((Phase::Failed, e));
             }
         }
@@ -124,37 +157,71 @@ impl Engine {
             // Approvals are not wired in yet: never run a call that needs one.
             rejection = Some((
                 Phase::Denied,
-                CallError::new("approval_unavailable", "the tool requires approval and no approval flow is configured"),
+                CallError::new(
+                    "approval_unavailable",
+                    "the tool requires approval and no approval flow is configured",
+                ),
             ));
         }
-        call.spec.input = recorded_value(&args_value, tool.spec.observability.log_args, &tool.spec.observability.redact_fields);
+        call.spec.input = recorded_value(
+            &args_value,
+            tool.spec.observability.log_args,
+            &tool.spec.observability.redact_fields,
+        );
         let args = match args_value {
             Value::Object(args) => args,
             _ => Map::new(),
         };
 
-        self.inner.store.create_object(&mut call, durability).await?;
-        Ok(Recorded { call, tool, args, schemas, rejection })
+        self.inner
+            .store
+            .create_object(&mut call, durability)
+            .await?;
+        Ok(Recorded {
+            call,
+            tool,
+            args,
+            schemas,
+            rejection,
+        })
     }
 
     /// Takes a recorded call to a terminal phase.
     async fn run(&self, recorded: Recorded) -> Result<Settled, EngineError> {
-        let Recorded { mut call, tool, args, schemas, rejection } = recorded;
+        let Recorded {
+            mut call,
+            tool,
+            args,
+            schemas,
+            rejection,
+        } = recorded;
         let span = tracing::info_span!("execute_tool", tool = %tool.metadata.name, call = %call.metadata.name);
         async move {
             if let Some((phase, error)) = rejection {
                 return self.settle(call, phase, None, Some(error), None).await;
             }
             let Some(backend) = self.inner.backends.get(tool.spec.backend.kind()).cloned() else {
-                let error = CallError::new("backend_unavailable", format!("no {:?} backend is configured", tool.spec.backend.kind()));
-                return self.settle(call, Phase::Failed, None, Some(error), None).await;
+                let error = CallError::new(
+                    "backend_unavailable",
+                    format!("no {:?} backend is configured", tool.spec.backend.kind()),
+                );
+                return self
+                    .settle(call, Phase::Failed, None, Some(error), None)
+                    .await;
             };
 
             call.transition(Phase::Running)?;
             call.status.attempts += 1;
             call.status.started_at = Some(now());
-            let durability = if tool.spec.side_effects.is_repeatable() { Durability::Deferred } else { Durability::Sync };
-            self.inner.store.update_object(&mut call, durability).await?;
+            let durability = if tool.spec.side_effects.is_repeatable() {
+                Durability::Deferred
+            } else {
+                Durability::Sync
+            };
+            self.inner
+                .store
+                .update_object(&mut call, durability)
+                .await?;
 
             let started = Instant::now();
             let invocation = Invocation {
@@ -176,8 +243,11 @@ impl Engine {
                 Err(e) => (Phase::Failed, None, Some(e)),
             };
             let observability = &tool.spec.observability;
-            call.status.output = output.as_ref().map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
-            self.settle(call, phase, output, error, Some(latency_ms)).await
+            call.status.output = output
+                .as_ref()
+                .map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
+            self.settle(call, phase, output, error, Some(latency_ms))
+                .await
         }
         .instrument(span)
         .await
@@ -196,9 +266,15 @@ impl Engine {
         call.status.completed_at = Some(now());
         call.status.latency_ms = latency_ms;
         call.status.error = error;
-        self.inner.store.update_object(&mut call, Durability::Sync).await?;
+        self.inner
+            .store
+            .update_object(&mut call, Durability::Sync)
+            .await?;
         tracing::debug!(phase = %phase, latency_ms, "tool call settled");
-        Ok(Settled { record: call, output })
+        Ok(Settled {
+            record: call,
+            output,
+        })
     }
 }
 

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::Utc;
-use joch_core::{LabelSelector, Time, ToolBackend};
 use joch_core::object::IndexFields;
+use joch_core::{LabelSelector, Time, ToolBackend};
 use joch_store::{ListQuery, Store};
 
 use crate::EngineError;
@@ -22,7 +22,10 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        Self { default_list_limit: 500, max_list_limit: 5_000 }
+        Self {
+            default_list_limit: 500,
+            max_list_limit: 5_000,
+        }
     }
 }
 
@@ -43,9 +46,20 @@ pub(crate) struct Inner {
 impl Engine {
     /// An engine over `store`, executing tools with `backends` (one per
     /// `spec.backend.type`; a later one of the same type replaces an earlier).
-    pub fn new(store: Arc<dyn Store>, backends: Vec<Arc<dyn ToolBackend>>, config: EngineConfig) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        backends: Vec<Arc<dyn ToolBackend>>,
+        config: EngineConfig,
+    ) -> Self {
         let backends = backends.into_iter().map(|b| (b.kind(), b)).collect();
-        Self { inner: Arc::new(Inner { store, backends, schemas: SchemaCache::default(), config }) }
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                backends,
+                schemas: SchemaCache::default(),
+                config,
+            }),
+        }
     }
 
     /// The store, for health checks.
@@ -72,9 +86,15 @@ pub struct ListParams {
 }
 
 impl Inner {
-    pub(crate) fn list_query(&self, namespace: &str, params: ListParams) -> Result<ListQuery, EngineError> {
+    pub(crate) fn list_query(
+        &self,
+        namespace: &str,
+        params: ListParams,
+    ) -> Result<ListQuery, EngineError> {
         let selector = match &params.label_selector {
-            Some(text) => LabelSelector::parse(text).map_err(|e| EngineError::BadRequest(e.to_string()))?,
+            Some(text) => {
+                LabelSelector::parse(text).map_err(|e| EngineError::BadRequest(e.to_string()))?
+            }
             None => LabelSelector::default(),
         };
         if let Some(phase) = &params.phase {
@@ -84,13 +104,20 @@ impl Inner {
         }
         let limit = params.limit.unwrap_or(self.config.default_list_limit);
         if limit == 0 || limit > self.config.max_list_limit {
-            return Err(EngineError::BadRequest(format!("limit must be between 1 and {}", self.config.max_list_limit)));
+            return Err(EngineError::BadRequest(format!(
+                "limit must be between 1 and {}",
+                self.config.max_list_limit
+            )));
         }
         Ok(ListQuery {
             kind: String::new(),
             namespace: namespace.to_owned(),
             selector,
-            index: IndexFields { tool: params.tool, phase: params.phase, execution: params.execution },
+            index: IndexFields {
+                tool: params.tool,
+                phase: params.phase,
+                execution: params.execution,
+            },
             limit,
             continue_from: params.continue_token,
         })

@@ -14,19 +14,30 @@ impl Engine {
     pub async fn create_tool(&self, namespace: &str, mut tool: Tool) -> Result<Tool, EngineError> {
         admit(namespace, &mut tool, None)?;
         crate::schema::compile(&tool)?;
-        self.inner.store.create_object(&mut tool, Durability::Sync).await?;
+        self.inner
+            .store
+            .create_object(&mut tool, Durability::Sync)
+            .await?;
         Ok(tool)
     }
 
     /// Replaces a Tool. With a `resourceVersion`, only if it is still the
     /// current one (`Conflict` otherwise); without, unconditionally. The next
     /// call uses the new version.
-    pub async fn replace_tool(&self, namespace: &str, name: &str, mut tool: Tool) -> Result<Tool, EngineError> {
+    pub async fn replace_tool(
+        &self,
+        namespace: &str,
+        name: &str,
+        mut tool: Tool,
+    ) -> Result<Tool, EngineError> {
         admit(namespace, &mut tool, Some(name))?;
         crate::schema::compile(&tool)?;
         let current: Tool = self.inner.store.get_object(namespace, name).await?;
         carry_identity(&current, &mut tool);
-        self.inner.store.update_object(&mut tool, Durability::Sync).await?;
+        self.inner
+            .store
+            .update_object(&mut tool, Durability::Sync)
+            .await?;
         Ok(tool)
     }
 
@@ -37,15 +48,28 @@ impl Engine {
     }
 
     /// Lists Tools, newest first.
-    pub async fn list_tools(&self, namespace: &str, params: ListParams) -> Result<ObjectList<Tool>, EngineError> {
+    pub async fn list_tools(
+        &self,
+        namespace: &str,
+        params: ListParams,
+    ) -> Result<ObjectList<Tool>, EngineError> {
         self.list(namespace, params).await
     }
 
     /// Deletes a Tool, if `resource_version` (when given) is current. Calls
     /// already recorded keep their record.
-    pub async fn delete_tool(&self, namespace: &str, name: &str, resource_version: Option<&str>) -> Result<Tool, EngineError> {
+    pub async fn delete_tool(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: Option<&str>,
+    ) -> Result<Tool, EngineError> {
         valid_namespace(namespace)?;
-        Ok(self.inner.store.delete_object(namespace, name, resource_version).await?)
+        Ok(self
+            .inner
+            .store
+            .delete_object(namespace, name, resource_version)
+            .await?)
     }
 
     /// Reads a ToolCall.
@@ -55,16 +79,27 @@ impl Engine {
     }
 
     /// Lists ToolCalls, newest first, optionally by tool, phase or execution.
-    pub async fn list_calls(&self, namespace: &str, params: ListParams) -> Result<ObjectList<ToolCall>, EngineError> {
+    pub async fn list_calls(
+        &self,
+        namespace: &str,
+        params: ListParams,
+    ) -> Result<ObjectList<ToolCall>, EngineError> {
         self.list(namespace, params).await
     }
 
     /// Changes a ToolCall's labels and annotations. A record's spec and status
     /// are the ledger and cannot be changed through the API.
-    pub async fn relabel_call(&self, namespace: &str, name: &str, mut call: ToolCall) -> Result<ToolCall, EngineError> {
+    pub async fn relabel_call(
+        &self,
+        namespace: &str,
+        name: &str,
+        mut call: ToolCall,
+    ) -> Result<ToolCall, EngineError> {
         admit(namespace, &mut call, Some(name))?;
         let mut current: ToolCall = self.inner.store.get_object(namespace, name).await?;
-        if call.spec != current.spec || (call.status != current.status && call.status != Default::default()) {
+        if call.spec != current.spec
+            || (call.status != current.status && call.status != Default::default())
+        {
             return Err(ValidationError::field("spec", "a ToolCall's spec and status cannot be changed; only metadata.labels and metadata.annotations").into());
         }
         if !call.metadata.resource_version.is_empty() {
@@ -72,11 +107,18 @@ impl Engine {
         }
         current.metadata.labels = call.metadata.labels;
         current.metadata.annotations = call.metadata.annotations;
-        self.inner.store.update_object(&mut current, Durability::Sync).await?;
+        self.inner
+            .store
+            .update_object(&mut current, Durability::Sync)
+            .await?;
         Ok(current)
     }
 
-    async fn list<T: Object>(&self, namespace: &str, params: ListParams) -> Result<ObjectList<T>, EngineError> {
+    async fn list<T: Object>(
+        &self,
+        namespace: &str,
+        params: ListParams,
+    ) -> Result<ObjectList<T>, EngineError> {
         valid_namespace(namespace)?;
         let query = self.inner.list_query(namespace, params)?;
         Ok(self.inner.store.list_objects(query).await?)
@@ -85,7 +127,11 @@ impl Engine {
 
 /// Checks an incoming object against the namespace (and name, for a
 /// replace) of its URL, fills in what the server owns, and validates it.
-pub(crate) fn admit<T: Object>(namespace: &str, object: &mut T, path_name: Option<&str>) -> Result<(), EngineError> {
+pub(crate) fn admit<T: Object>(
+    namespace: &str,
+    object: &mut T,
+    path_name: Option<&str>,
+) -> Result<(), EngineError> {
     valid_namespace(namespace)?;
     let meta = object.metadata_mut();
     if meta.namespace.is_empty() {
@@ -93,7 +139,10 @@ pub(crate) fn admit<T: Object>(namespace: &str, object: &mut T, path_name: Optio
     } else if meta.namespace != namespace {
         return Err(ValidationError::field(
             "metadata.namespace",
-            format!("{:?} does not match the namespace in the URL ({namespace:?})", meta.namespace),
+            format!(
+                "{:?} does not match the namespace in the URL ({namespace:?})",
+                meta.namespace
+            ),
         )
         .into());
     }
@@ -103,7 +152,10 @@ pub(crate) fn admit<T: Object>(namespace: &str, object: &mut T, path_name: Optio
         } else if meta.name != path_name {
             return Err(ValidationError::field(
                 "metadata.name",
-                format!("{:?} does not match the name in the URL ({path_name:?})", meta.name),
+                format!(
+                    "{:?} does not match the name in the URL ({path_name:?})",
+                    meta.name
+                ),
             )
             .into());
         }

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use jsonschema::Validator;
 use joch_core::{CallError, Tool, ValidationError};
+use jsonschema::Validator;
 use serde_json::{Value, json};
 
 /// Compiled schemas of the tools recently called, keyed by tool uid and
@@ -38,19 +38,21 @@ impl SchemaCache {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Compiled>>> {
-        self.compiled.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.compiled
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 /// Compiles a tool's schemas, naming the field whose schema is invalid.
 pub(crate) fn compile(tool: &Tool) -> Result<Compiled, ValidationError> {
-    let input = jsonschema::validator_for(&tool.spec.input_schema)
-        .map_err(|e| ValidationError::field("spec.inputSchema", format!("not a valid JSON Schema: {e}")))?;
+    let input = jsonschema::validator_for(&tool.spec.input_schema).map_err(|e| {
+        ValidationError::field("spec.inputSchema", format!("not a valid JSON Schema: {e}"))
+    })?;
     let output = match &tool.spec.output_schema {
-        Some(schema) => Some(
-            jsonschema::validator_for(schema)
-                .map_err(|e| ValidationError::field("spec.outputSchema", format!("not a valid JSON Schema: {e}")))?,
-        ),
+        Some(schema) => Some(jsonschema::validator_for(schema).map_err(|e| {
+            ValidationError::field("spec.outputSchema", format!("not a valid JSON Schema: {e}"))
+        })?),
         None => None,
     };
     Ok(Compiled { input, output })
@@ -59,13 +61,23 @@ pub(crate) fn compile(tool: &Tool) -> Result<Compiled, ValidationError> {
 impl Compiled {
     /// Checks call arguments; the error lists every violation.
     pub(crate) fn check_input(&self, args: &Value) -> Result<(), CallError> {
-        check(&self.input, args, "input_schema_violation", "input does not match the tool's inputSchema")
+        check(
+            &self.input,
+            args,
+            "input_schema_violation",
+            "input does not match the tool's inputSchema",
+        )
     }
 
     /// Checks a backend's output, when the tool declares an outputSchema.
     pub(crate) fn check_output(&self, output: &Value) -> Result<(), CallError> {
         match &self.output {
-            Some(v) => check(v, output, "output_schema_violation", "output does not match the tool's outputSchema"),
+            Some(v) => check(
+                v,
+                output,
+                "output_schema_violation",
+                "output does not match the tool's outputSchema",
+            ),
             None => Ok(()),
         }
     }
@@ -79,5 +91,9 @@ fn check(validator: &Validator, value: &Value, code: &str, message: &str) -> Res
     if violations.is_empty() {
         return Ok(());
     }
-    Err(CallError { code: code.to_owned(), message: message.to_owned(), details: Some(json!({"violations": violations})) })
+    Err(CallError {
+        code: code.to_owned(),
+        message: message.to_owned(),
+        details: Some(json!({"violations": violations})),
+    })
 }

@@ -16,7 +16,9 @@ pub async fn run(client_args: &ClientArgs, args: ApplyArgs) -> anyhow::Result<()
     let mut failures = 0;
     for file in manifest_files(&args.files)? {
         let (label, text) = read(&file)?;
-        for doc in parse_documents(&text).with_context(|| format!("{label} is not valid YAML or JSON"))? {
+        for doc in
+            parse_documents(&text).with_context(|| format!("{label} is not valid YAML or JSON"))?
+        {
             match apply_one(&client, &args.namespace, doc).await {
                 Ok(line) => println!("{line}"),
                 Err(e) => {
@@ -40,7 +42,12 @@ fn manifest_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
             let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
                 .with_context(|| format!("cannot read directory {}", path.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")))
+                .filter(|p| {
+                    matches!(
+                        p.extension().and_then(|e| e.to_str()),
+                        Some("yaml" | "yml" | "json")
+                    )
+                })
                 .collect();
             entries.sort();
             files.extend(entries);
@@ -54,10 +61,13 @@ fn manifest_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 fn read(path: &Path) -> anyhow::Result<(String, String)> {
     if path == Path::new("-") {
         let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).context("cannot read stdin")?;
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read stdin")?;
         return Ok(("stdin".to_owned(), text));
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok((path.display().to_string(), text))
 }
 
@@ -70,8 +80,18 @@ pub fn parse_documents(text: &str) -> anyhow::Result<Vec<Value>> {
         match value {
             Value::Null => {}
             Value::Array(items) => docs.extend(items),
-            Value::Object(ref map) if map.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")) => {
-                docs.extend(map.get("items").and_then(Value::as_array).cloned().unwrap_or_default());
+            Value::Object(ref map)
+                if map
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| k.ends_with("List")) =>
+            {
+                docs.extend(
+                    map.get("items")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
             }
             other => docs.push(other),
         }
@@ -92,25 +112,44 @@ pub fn plural_of(doc: &Value) -> anyhow::Result<&'static str> {
 async fn apply_one(client: &Client, default_namespace: &str, doc: Value) -> anyhow::Result<String> {
     let plural = plural_of(&doc)?;
     let meta = doc.get("metadata");
-    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let namespace = meta.and_then(|m| m.get("namespace")).and_then(Value::as_str).unwrap_or(default_namespace);
+    let name = meta
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let namespace = meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+        .unwrap_or(default_namespace);
     let collection = format!("/v1/namespaces/{namespace}/{plural}");
 
     let created = client.send(Method::POST, &collection, Some(&doc)).await?;
     let singular = plural.trim_end_matches('s');
     if created.status.is_success() {
-        let name = created.body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(&name);
-        return Ok(match created.body.pointer("/status/phase").and_then(Value::as_str) {
-            Some(phase) => format!("{singular}/{name} {phase}"),
-            None => format!("{singular}/{name} created"),
-        });
+        let name = created
+            .body
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or(&name);
+        return Ok(
+            match created
+                .body
+                .pointer("/status/phase")
+                .and_then(Value::as_str)
+            {
+                Some(phase) => format!("{singular}/{name} {phase}"),
+                None => format!("{singular}/{name} created"),
+            },
+        );
     }
     // Already there: a Tool is replaced; a ToolCall is a ledger entry, never rewritten.
     let exists = created.status == StatusCode::CONFLICT && created.body["code"] == "already_exists";
     if !(exists && plural == "tools") {
         bail!("{singular}/{name}: {}", describe_error(&created));
     }
-    let replaced = client.send(Method::PUT, &format!("{collection}/{name}"), Some(&doc)).await?;
+    let replaced = client
+        .send(Method::PUT, &format!("{collection}/{name}"), Some(&doc))
+        .await?;
     if !replaced.status.is_success() {
         bail!("{singular}/{name}: {}", describe_error(&replaced));
     }
@@ -128,7 +167,10 @@ mod tests {
         let json = r#"[{"kind":"Tool"},{"kind":"ToolCall"}]"#;
         assert_eq!(parse_documents(json).unwrap().len(), 2);
         let list = r#"{"kind":"ToolList","items":[{"kind":"Tool"}]}"#;
-        assert_eq!(parse_documents(list).unwrap(), vec![serde_json::json!({"kind": "Tool"})]);
+        assert_eq!(
+            parse_documents(list).unwrap(),
+            vec![serde_json::json!({"kind": "Tool"})]
+        );
         assert!(parse_documents("a: [").is_err());
     }
 }

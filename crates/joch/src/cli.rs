@@ -20,7 +20,12 @@ pub struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct ClientArgs {
     /// Base URL of a running joch server.
-    #[arg(long, global = true, env = "JOCH_SERVER", default_value = "http://127.0.0.1:7070")]
+    #[arg(
+        long,
+        global = true,
+        env = "JOCH_SERVER",
+        default_value = "http://127.0.0.1:7070"
+    )]
     pub server: String,
 }
 

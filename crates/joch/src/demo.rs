@@ -17,8 +17,14 @@ use crate::apply::{parse_documents, plural_of};
 /// The manifests in `examples/`, built into the binary so `--demo` works from any directory.
 const EXAMPLES: &[(&str, &str)] = &[
     ("echo.yaml", include_str!("../../../examples/echo.yaml")),
-    ("zendesk-create-ticket.yaml", include_str!("../../../examples/zendesk-create-ticket.yaml")),
-    ("save-meal.json", include_str!("../../../examples/save-meal.json")),
+    (
+        "zendesk-create-ticket.yaml",
+        include_str!("../../../examples/zendesk-create-ticket.yaml"),
+    ),
+    (
+        "save-meal.json",
+        include_str!("../../../examples/save-meal.json"),
+    ),
 ];
 
 /// Where the example manifests say the demo webhooks are.
@@ -43,14 +49,19 @@ pub fn routes() -> Router {
 pub async fn apply_examples(engine: &Engine, addr: SocketAddr) -> anyhow::Result<()> {
     let origin = format!("http://{addr}");
     for (file, text) in EXAMPLES {
-        for doc in parse_documents(&text.replace(EXAMPLE_ORIGIN, &origin)).with_context(|| format!("examples/{file}"))? {
+        for doc in parse_documents(&text.replace(EXAMPLE_ORIGIN, &origin))
+            .with_context(|| format!("examples/{file}"))?
+        {
             if plural_of(&doc)? != "tools" {
                 continue;
             }
-            let tool: Tool = serde_json::from_value(doc).with_context(|| format!("examples/{file}"))?;
+            let tool: Tool =
+                serde_json::from_value(doc).with_context(|| format!("examples/{file}"))?;
             let name = tool.metadata.name.clone();
             match engine.create_tool("default", tool.clone()).await {
-                Err(EngineError::AlreadyExists { .. }) => engine.replace_tool("default", &name, tool).await.map(drop),
+                Err(EngineError::AlreadyExists { .. }) => {
+                    engine.replace_tool("default", &name, tool).await.map(drop)
+                }
                 other => other.map(drop),
             }
             .with_context(|| format!("applying examples/{file}"))?;

@@ -16,7 +16,8 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("JOCH_LOG").unwrap_or_else(|_| "joch=info,warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("JOCH_LOG")
+                .unwrap_or_else(|_| "joch=info,warn".into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

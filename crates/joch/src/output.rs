@@ -12,27 +12,51 @@ pub async fn get(client_args: &ClientArgs, args: GetArgs) -> anyhow::Result<()> 
     let client = Client::new(client_args)?;
     let collection = format!("/v1/namespaces/{}/{}", args.namespace, args.kind.plural());
     let items = match &args.name {
-        Some(name) => vec![client.expect_ok(Method::GET, &format!("{collection}/{name}"), None).await?],
+        Some(name) => vec![
+            client
+                .expect_ok(Method::GET, &format!("{collection}/{name}"), None)
+                .await?,
+        ],
         None => {
             let mut query = format!("?limit={}", args.limit);
             if let Some(selector) = &args.selector {
                 query.push_str(&format!("&labelSelector={}", encode(selector)));
             }
-            let list = client.expect_ok(Method::GET, &format!("{collection}{query}"), None).await?;
+            let list = client
+                .expect_ok(Method::GET, &format!("{collection}{query}"), None)
+                .await?;
             list["items"].as_array().cloned().unwrap_or_default()
         }
     };
     match args.output {
-        Some(OutputFormat::Json) => println!("{}", serde_json::to_string_pretty(&items_or_one(items, &args))?),
-        Some(OutputFormat::Yaml) => print!("{}", serde_yaml_ng::to_string(&items_or_one(items, &args))?),
-        wide => print!("{}", table(args.kind, &items, wide == Some(OutputFormat::Wide), Utc::now())),
+        Some(OutputFormat::Json) => println!(
+            "{}",
+            serde_json::to_string_pretty(&items_or_one(items, &args))?
+        ),
+        Some(OutputFormat::Yaml) => {
+            print!("{}", serde_yaml_ng::to_string(&items_or_one(items, &args))?)
+        }
+        wide => print!(
+            "{}",
+            table(
+                args.kind,
+                &items,
+                wide == Some(OutputFormat::Wide),
+                Utc::now()
+            )
+        ),
     }
     Ok(())
 }
 
 pub async fn describe(client_args: &ClientArgs, args: DescribeArgs) -> anyhow::Result<()> {
     let client = Client::new(client_args)?;
-    let path = format!("/v1/namespaces/{}/{}/{}", args.namespace, args.kind.plural(), args.name);
+    let path = format!(
+        "/v1/namespaces/{}/{}/{}",
+        args.namespace,
+        args.kind.plural(),
+        args.name
+    );
     let resource = client.expect_ok(Method::GET, &path, None).await?;
     print!("{}", serde_yaml_ng::to_string(&resource)?);
     Ok(())
@@ -51,16 +75,26 @@ pub async fn call(client_args: &ClientArgs, args: CallArgs) -> anyhow::Result<()
         Some(OutputFormat::Json) => println!("{}", serde_json::to_string_pretty(&record)?),
         _ => print!("{}", serde_yaml_ng::to_string(&record)?),
     }
-    let phase = record.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Unknown");
+    let phase = record
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Unknown");
     if phase != "Succeeded" {
-        let reason = record.pointer("/status/error/message").and_then(Value::as_str).unwrap_or("no reason recorded");
+        let reason = record
+            .pointer("/status/error/message")
+            .and_then(Value::as_str)
+            .unwrap_or("no reason recorded");
         bail!("the call ended {phase}: {reason}");
     }
     Ok(())
 }
 
 fn items_or_one(mut items: Vec<Value>, args: &GetArgs) -> Value {
-    if args.name.is_some() && items.len() == 1 { items.remove(0) } else { Value::Array(items) }
+    if args.name.is_some() && items.len() == 1 {
+        items.remove(0)
+    } else {
+        Value::Array(items)
+    }
 }
 
 /// A kubectl-style table with aligned columns.
@@ -75,9 +109,17 @@ fn table(kind: ResourceKind, items: &[Value], wide: bool, now: DateTime<Utc>) ->
             }
             rows.push(header.into_iter().map(str::to_owned).collect());
             for t in items {
-                let mut row = vec![s(t, "/metadata/name"), s(t, "/spec/backend/type"), s(t, "/spec/sideEffects/level"), age(t, now)];
+                let mut row = vec![
+                    s(t, "/metadata/name"),
+                    s(t, "/spec/backend/type"),
+                    s(t, "/spec/sideEffects/level"),
+                    age(t, now),
+                ];
                 if wide {
-                    row.extend([s(t, "/metadata/resourceVersion"), s(t, "/spec/backend/endpoint/url")]);
+                    row.extend([
+                        s(t, "/metadata/resourceVersion"),
+                        s(t, "/spec/backend/endpoint/url"),
+                    ]);
                 }
                 rows.push(row);
             }
@@ -89,11 +131,25 @@ fn table(kind: ResourceKind, items: &[Value], wide: bool, now: DateTime<Utc>) ->
             }
             rows.push(header.into_iter().map(str::to_owned).collect());
             for c in items {
-                let latency = c.pointer("/status/latencyMs").map(|l| format!("{l}ms")).unwrap_or_else(|| "-".to_owned());
-                let mut row = vec![s(c, "/metadata/name"), s(c, "/spec/toolRef/name"), s(c, "/status/phase"), latency, age(c, now)];
+                let latency = c
+                    .pointer("/status/latencyMs")
+                    .map(|l| format!("{l}ms"))
+                    .unwrap_or_else(|| "-".to_owned());
+                let mut row = vec![
+                    s(c, "/metadata/name"),
+                    s(c, "/spec/toolRef/name"),
+                    s(c, "/status/phase"),
+                    latency,
+                    age(c, now),
+                ];
                 if wide {
                     let checksum: String = s(c, "/status/checksum").chars().take(12).collect();
-                    row.extend([s(c, "/spec/executionRef/name"), s(c, "/spec/agentRef/name"), checksum, s(c, "/status/error/code")]);
+                    row.extend([
+                        s(c, "/spec/executionRef/name"),
+                        s(c, "/spec/agentRef/name"),
+                        checksum,
+                        s(c, "/status/error/code"),
+                    ]);
                 }
                 rows.push(row);
             }
@@ -104,10 +160,16 @@ fn table(kind: ResourceKind, items: &[Value], wide: bool, now: DateTime<Utc>) ->
 
 fn align(rows: &[Vec<String>]) -> String {
     let columns = rows.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..columns).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
     let mut out = String::new();
     for row in rows {
-        let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
         out.push_str(cells.join("   ").trim_end());
         out.push('\n');
     }
@@ -123,8 +185,15 @@ fn display(v: &Value) -> String {
 
 /// `5s`, `3m`, `2h`, `4d` since `metadata.creationTimestamp`.
 fn age(v: &Value, now: DateTime<Utc>) -> String {
-    let Some(created) = v.pointer("/metadata/creationTimestamp").and_then(Value::as_str) else { return "-".to_owned() };
-    let Ok(created) = DateTime::parse_from_rfc3339(created) else { return "-".to_owned() };
+    let Some(created) = v
+        .pointer("/metadata/creationTimestamp")
+        .and_then(Value::as_str)
+    else {
+        return "-".to_owned();
+    };
+    let Ok(created) = DateTime::parse_from_rfc3339(created) else {
+        return "-".to_owned();
+    };
     let secs = (now - created.with_timezone(&Utc)).num_seconds().max(0);
     match secs {
         s if s < 120 => format!("{s}s"),
@@ -138,7 +207,9 @@ fn age(v: &Value, now: DateTime<Utc>) -> String {
 fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -150,7 +221,9 @@ mod tests {
 
     #[test]
     fn tables_align_and_show_age() {
-        let now = DateTime::parse_from_rfc3339("2026-01-01T00:10:00Z").unwrap().with_timezone(&Utc);
+        let now = DateTime::parse_from_rfc3339("2026-01-01T00:10:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
         let call = json!({
             "metadata": {"name": "call-1", "creationTimestamp": "2026-01-01T00:00:00.000Z"},
             "spec": {"toolRef": {"name": "zendesk.create_ticket"}},

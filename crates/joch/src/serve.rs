@@ -14,27 +14,42 @@ use crate::demo;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&args.db).with_context(|| format!("cannot open the database {}", args.db.display()))?,
+        SqliteStore::open(&args.db)
+            .with_context(|| format!("cannot open the database {}", args.db.display()))?,
     );
-    let webhook = WebhookBackend::new(RestConfig::default()).context("cannot build the webhook client")?;
+    let webhook =
+        WebhookBackend::new(RestConfig::default()).context("cannot build the webhook client")?;
     let backends: Vec<Arc<dyn ToolBackend>> = vec![Arc::new(webhook)];
     let engine = Engine::new(store, backends, EngineConfig::default());
 
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
-    let addr = listener.local_addr().context("cannot read the bound address")?;
-    let mut app = joch_server::router(engine.clone(), ServerConfig { max_body_bytes: args.max_body_bytes });
+    let addr = listener
+        .local_addr()
+        .context("cannot read the bound address")?;
+    let mut app = joch_server::router(
+        engine.clone(),
+        ServerConfig {
+            max_body_bytes: args.max_body_bytes,
+        },
+    );
     if args.demo {
         app = app.merge(demo::routes());
     }
     // Tests and scripts read this line to find the port: keep its shape.
-    println!("joch listening on http://{addr} (store: sqlite {})", args.db.display());
+    println!(
+        "joch listening on http://{addr} (store: sqlite {})",
+        args.db.display()
+    );
     if args.demo {
         demo::apply_examples(&engine, addr).await?;
     }
 
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("server failed")?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("server failed")?;
     tracing::info!("joch stopped");
     Ok(())
 }
@@ -43,10 +58,11 @@ async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(_) => return interrupt.await.unwrap_or_default(),
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => return interrupt.await.unwrap_or_default(),
+            };
         tokio::select! {
             _ = interrupt => {}
             _ = term.recv() => {}

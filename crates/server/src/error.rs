@@ -22,7 +22,12 @@ pub struct ApiError {
 impl ApiError {
     /// An error with empty details.
     pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
-        Self { status, code: code.to_owned(), message: message.into(), details: json!({}) }
+        Self {
+            status,
+            code: code.to_owned(),
+            message: message.into(),
+            details: json!({}),
+        }
     }
 
     /// Adds details.
@@ -36,17 +41,31 @@ impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         let message = e.to_string();
         match e {
-            EngineError::NotFound { kind, name } => {
-                ApiError::new(StatusCode::NOT_FOUND, &format!("{}_not_found", kind.to_lowercase()), message)
+            EngineError::NotFound { kind, name } => ApiError::new(
+                StatusCode::NOT_FOUND,
+                &format!("{}_not_found", kind.to_lowercase()),
+                message,
+            )
+            .with_details(json!({"kind": kind, "name": name})),
+            EngineError::AlreadyExists { kind, name } => {
+                ApiError::new(StatusCode::CONFLICT, "already_exists", message)
                     .with_details(json!({"kind": kind, "name": name}))
             }
-            EngineError::AlreadyExists { kind, name } => ApiError::new(StatusCode::CONFLICT, "already_exists", message)
-                .with_details(json!({"kind": kind, "name": name})),
             EngineError::Conflict(_) => ApiError::new(StatusCode::CONFLICT, "conflict", message),
-            EngineError::Invalid(v) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_resource", message)
-                .with_details(json!({"fields": v.0})),
-            EngineError::BadRequest(_) => ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message),
-            EngineError::Unavailable(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", message),
+            EngineError::Invalid(v) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_resource",
+                message,
+            )
+            .with_details(json!({"fields": v.0})),
+            EngineError::BadRequest(_) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+            }
+            EngineError::Unavailable(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                message,
+            ),
         }
     }
 }

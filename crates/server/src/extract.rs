@@ -22,17 +22,29 @@ impl<S: Send + Sync, T: Object> FromRequest<S> for Manifest<T> {
         let format = Format::of(req.headers().get(header::CONTENT_TYPE));
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "request body is larger than the server accepts")
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    "request body is larger than the server accepts",
+                )
             } else {
-                ApiError::new(StatusCode::BAD_REQUEST, "malformed_body", rejection.body_text())
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "malformed_body",
+                    rejection.body_text(),
+                )
             }
         })?;
         let value = format.parse(&bytes)?;
         check_type::<T>(&value)?;
         let object = serde_path_to_error::deserialize(value).map_err(|e| {
             let field = e.path().to_string();
-            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_resource", format!("{field}: {}", e.inner()))
-                .with_details(json!({"fields": [{"field": field, "message": e.inner().to_string()}]}))
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_resource",
+                format!("{field}: {}", e.inner()),
+            )
+            .with_details(json!({"fields": [{"field": field, "message": e.inner().to_string()}]}))
         })?;
         Ok(Manifest(object))
     }
@@ -47,8 +59,15 @@ impl Format {
     /// YAML when the content type says so; JSON otherwise, including
     /// curl's default `application/x-www-form-urlencoded` for `-d`.
     fn of(content_type: Option<&header::HeaderValue>) -> Format {
-        let mime = content_type.and_then(|v| v.to_str().ok()).unwrap_or_default();
-        let mime = mime.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+        let mime = content_type
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let mime = mime
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
         match mime.as_str() {
             "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => Format::Yaml,
             m if m.ends_with("+yaml") => Format::Yaml,
@@ -62,10 +81,16 @@ impl Format {
         };
         match self {
             Format::Json => serde_json::from_slice(bytes).map_err(|e| {
-                malformed(format!("body is not valid JSON: {e}"), json!({"line": e.line(), "column": e.column()}))
+                malformed(
+                    format!("body is not valid JSON: {e}"),
+                    json!({"line": e.line(), "column": e.column()}),
+                )
             }),
             Format::Yaml => serde_yaml_ng::from_slice(bytes).map_err(|e| {
-                let at = e.location().map(|l| json!({"line": l.line(), "column": l.column()})).unwrap_or(json!({}));
+                let at = e
+                    .location()
+                    .map(|l| json!({"line": l.line(), "column": l.column()}))
+                    .unwrap_or(json!({}));
                 malformed(format!("body is not valid YAML: {e}"), at)
             }),
         }
@@ -76,9 +101,16 @@ impl Format {
 /// altogether, not a thing with a bad field. Absent ones are filled in.
 fn check_type<T: Object>(value: &Value) -> Result<(), ApiError> {
     if !value.is_object() {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "malformed_body", "body must be a JSON or YAML object"));
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_body",
+            "body must be a JSON or YAML object",
+        ));
     }
-    if let Some(v) = value.get("apiVersion").filter(|v| v.as_str() != Some(API_VERSION)) {
+    if let Some(v) = value
+        .get("apiVersion")
+        .filter(|v| v.as_str() != Some(API_VERSION))
+    {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_api_version",

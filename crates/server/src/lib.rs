@@ -8,8 +8,8 @@
 #![warn(missing_docs)]
 
 mod api;
-mod extract;
 mod error;
+mod extract;
 
 use std::sync::Arc;
 
@@ -28,7 +28,9 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { max_body_bytes: 4 * 1024 * 1024 }
+        Self {
+            max_body_bytes: 4 * 1024 * 1024,
+        }
     }
 }
 
@@ -44,6 +46,11 @@ pub struct AppState {
 /// The whole API as a router, ready to serve or to mount in a test.
 pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
-    let state = AppState { engine, config: Arc::new(config) };
-    api::routes().layer(DefaultBodyLimit::max(limit)).with_state(state)
+    let state = AppState {
+        engine,
+        config: Arc::new(config),
+    };
+    api::routes()
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
 }

@@ -78,7 +78,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Replaces an object whose stored version is `expected_version`.
     /// `NotFound` if absent, `Conflict` if the version differs.
-    async fn update(&self, record: Record, expected_version: u64, durability: Durability) -> Result<(), StoreError>;
+    async fn update(
+        &self,
+        record: Record,
+        expected_version: u64,
+        durability: Durability,
+    ) -> Result<(), StoreError>;
 
     /// Removes an object, if `expected_version` (when given) is current, and
     /// returns what was removed. Deletes are always synced.

@@ -42,7 +42,12 @@ pub fn record(kind: &str, namespace: &str, name: &str) -> Record {
 }
 
 fn query(kind: &str, namespace: &str, limit: usize) -> ListQuery {
-    ListQuery { kind: kind.to_owned(), namespace: namespace.to_owned(), limit, ..ListQuery::default() }
+    ListQuery {
+        kind: kind.to_owned(),
+        namespace: namespace.to_owned(),
+        limit,
+        ..ListQuery::default()
+    }
 }
 
 /// What is written is what is read.
@@ -50,7 +55,10 @@ pub async fn create_then_get_returns_the_same_record(store: &dyn Store) {
     let mut r = record("Tool", "ns", "a.b");
     r.labels.insert("team".into(), "x".into());
     r.index.tool = Some("t".into());
-    store.create(r.clone(), Durability::Sync).await.expect("create");
+    store
+        .create(r.clone(), Durability::Sync)
+        .await
+        .expect("create");
     assert_eq!(store.get("Tool", "ns", "a.b").await.expect("get"), r);
     let missing = store.get("Tool", "ns", "nope").await.expect_err("missing");
     assert_eq!(missing.kind(), StoreErrorKind::NotFound);
@@ -58,55 +66,114 @@ pub async fn create_then_get_returns_the_same_record(store: &dyn Store) {
 
 /// A second create of the same name fails and keeps the first.
 pub async fn create_refuses_a_taken_name(store: &dyn Store) {
-    store.create(record("Tool", "ns", "a"), Durability::Sync).await.expect("create");
+    store
+        .create(record("Tool", "ns", "a"), Durability::Sync)
+        .await
+        .expect("create");
     let mut again = record("Tool", "ns", "a");
     again.body = r#"{"other":true}"#.into();
-    let err = store.create(again, Durability::Sync).await.expect_err("duplicate");
+    let err = store
+        .create(again, Durability::Sync)
+        .await
+        .expect_err("duplicate");
     assert_eq!(err.kind(), StoreErrorKind::AlreadyExists);
-    assert_eq!(store.get("Tool", "ns", "a").await.expect("get").body, record("Tool", "ns", "a").body);
+    assert_eq!(
+        store.get("Tool", "ns", "a").await.expect("get").body,
+        record("Tool", "ns", "a").body
+    );
 }
 
 /// The same name in another namespace or kind is another object.
 pub async fn names_are_scoped_by_kind_and_namespace(store: &dyn Store) {
     for (kind, ns) in [("Tool", "a"), ("Tool", "b"), ("ToolCall", "a")] {
-        store.create(record(kind, ns, "same"), Durability::Sync).await.expect("create");
+        store
+            .create(record(kind, ns, "same"), Durability::Sync)
+            .await
+            .expect("create");
     }
-    assert_eq!(store.list(query("Tool", "a", 10)).await.expect("list").items.len(), 1);
-    store.delete("Tool", "a", "same", None).await.expect("delete");
-    store.get("Tool", "b", "same").await.expect("other namespace kept");
-    store.get("ToolCall", "a", "same").await.expect("other kind kept");
+    assert_eq!(
+        store
+            .list(query("Tool", "a", 10))
+            .await
+            .expect("list")
+            .items
+            .len(),
+        1
+    );
+    store
+        .delete("Tool", "a", "same", None)
+        .await
+        .expect("delete");
+    store
+        .get("Tool", "b", "same")
+        .await
+        .expect("other namespace kept");
+    store
+        .get("ToolCall", "a", "same")
+        .await
+        .expect("other kind kept");
 }
 
 /// Updates apply only against the current version.
 pub async fn update_checks_the_version(store: &dyn Store) {
-    store.create(record("Tool", "ns", "a"), Durability::Sync).await.expect("create");
+    store
+        .create(record("Tool", "ns", "a"), Durability::Sync)
+        .await
+        .expect("create");
     let mut v2 = record("Tool", "ns", "a");
     v2.resource_version = 2;
     v2.body = r#"{"v":2}"#.into();
-    store.update(v2.clone(), 1, Durability::Sync).await.expect("update from 1");
-    let stale = store.update(v2.clone(), 1, Durability::Sync).await.expect_err("stale");
+    store
+        .update(v2.clone(), 1, Durability::Sync)
+        .await
+        .expect("update from 1");
+    let stale = store
+        .update(v2.clone(), 1, Durability::Sync)
+        .await
+        .expect_err("stale");
     assert_eq!(stale.kind(), StoreErrorKind::Conflict);
     assert_eq!(store.get("Tool", "ns", "a").await.expect("get"), v2);
-    let missing = store.update(record("Tool", "ns", "zz"), 1, Durability::Sync).await.expect_err("missing");
+    let missing = store
+        .update(record("Tool", "ns", "zz"), 1, Durability::Sync)
+        .await
+        .expect_err("missing");
     assert_eq!(missing.kind(), StoreErrorKind::NotFound);
 }
 
 /// Deletes return the removed record and honour a version precondition.
 pub async fn delete_checks_the_version_and_removes(store: &dyn Store) {
-    store.create(record("Tool", "ns", "a"), Durability::Sync).await.expect("create");
-    let stale = store.delete("Tool", "ns", "a", Some(7)).await.expect_err("stale");
+    store
+        .create(record("Tool", "ns", "a"), Durability::Sync)
+        .await
+        .expect("create");
+    let stale = store
+        .delete("Tool", "ns", "a", Some(7))
+        .await
+        .expect_err("stale");
     assert_eq!(stale.kind(), StoreErrorKind::Conflict);
-    let removed = store.delete("Tool", "ns", "a", Some(1)).await.expect("delete");
+    let removed = store
+        .delete("Tool", "ns", "a", Some(1))
+        .await
+        .expect("delete");
     assert_eq!(removed, record("Tool", "ns", "a"));
-    assert_eq!(store.get("Tool", "ns", "a").await.expect_err("gone").kind(), StoreErrorKind::NotFound);
-    let again = store.delete("Tool", "ns", "a", None).await.expect_err("gone");
+    assert_eq!(
+        store.get("Tool", "ns", "a").await.expect_err("gone").kind(),
+        StoreErrorKind::NotFound
+    );
+    let again = store
+        .delete("Tool", "ns", "a", None)
+        .await
+        .expect_err("gone");
     assert_eq!(again.kind(), StoreErrorKind::NotFound);
 }
 
 /// Lists come newest first, in pages that together hold every item once.
 pub async fn list_is_newest_first_and_pages(store: &dyn Store) {
     for i in 0..7 {
-        store.create(record("ToolCall", "ns", &format!("c{i}")), Durability::Sync).await.expect("create");
+        store
+            .create(record("ToolCall", "ns", &format!("c{i}")), Durability::Sync)
+            .await
+            .expect("create");
     }
     let mut names = Vec::new();
     let mut token = None;
@@ -126,14 +193,29 @@ pub async fn list_is_newest_first_and_pages(store: &dyn Store) {
 
 /// Index columns and label selectors narrow a list.
 pub async fn list_filters_on_index_and_labels(store: &dyn Store) {
-    for (name, tool, phase, team) in [("1", "a", "Succeeded", "x"), ("2", "b", "Failed", "y"), ("3", "a", "Failed", "y")] {
+    for (name, tool, phase, team) in [
+        ("1", "a", "Succeeded", "x"),
+        ("2", "b", "Failed", "y"),
+        ("3", "a", "Failed", "y"),
+    ] {
         let mut r = record("ToolCall", "ns", name);
-        r.index = IndexFields { tool: Some(tool.into()), phase: Some(phase.into()), execution: None };
+        r.index = IndexFields {
+            tool: Some(tool.into()),
+            phase: Some(phase.into()),
+            execution: None,
+        };
         r.labels.insert("team".into(), team.into());
         store.create(r, Durability::Sync).await.expect("create");
     }
     let names = |q: ListQuery| async move {
-        store.list(q).await.expect("list").items.into_iter().map(|r| r.name).collect::<Vec<_>>()
+        store
+            .list(q)
+            .await
+            .expect("list")
+            .items
+            .into_iter()
+            .map(|r| r.name)
+            .collect::<Vec<_>>()
     };
     let mut by_tool = query("ToolCall", "ns", 10);
     by_tool.index.tool = Some("a".into());
@@ -152,15 +234,24 @@ pub async fn list_filters_on_index_and_labels(store: &dyn Store) {
 pub async fn list_refuses_a_foreign_continue_token(store: &dyn Store) {
     let mut q = query("Tool", "ns", 10);
     q.continue_from = Some("not-a-token".into());
-    assert_eq!(store.list(q).await.expect_err("bad token").kind(), StoreErrorKind::InvalidArgument);
+    assert_eq!(
+        store.list(q).await.expect_err("bad token").kind(),
+        StoreErrorKind::InvalidArgument
+    );
 }
 
 /// Deferred writes are visible once a later synced write is acknowledged.
 pub async fn deferred_writes_commit_with_the_next_synced_one(store: &dyn Store) {
-    store.create(record("ToolCall", "ns", "d"), Durability::Deferred).await.expect("deferred");
+    store
+        .create(record("ToolCall", "ns", "d"), Durability::Deferred)
+        .await
+        .expect("deferred");
     let mut done = record("ToolCall", "ns", "d");
     done.resource_version = 2;
-    store.update(done.clone(), 1, Durability::Sync).await.expect("synced");
+    store
+        .update(done.clone(), 1, Durability::Sync)
+        .await
+        .expect("synced");
     assert_eq!(store.get("ToolCall", "ns", "d").await.expect("get"), done);
 }
 
@@ -171,7 +262,13 @@ pub async fn concurrent_writers_all_land(store: Arc<dyn Store>) {
             let store = Arc::clone(&store);
             tokio::spawn(async move {
                 for i in 0..50 {
-                    store.create(record("ToolCall", "ns", &format!("t{t}-{i}")), Durability::Sync).await.expect("create");
+                    store
+                        .create(
+                            record("ToolCall", "ns", &format!("t{t}-{i}")),
+                            Durability::Sync,
+                        )
+                        .await
+                        .expect("create");
                 }
             })
         })
@@ -179,7 +276,10 @@ pub async fn concurrent_writers_all_land(store: Arc<dyn Store>) {
     for task in tasks {
         task.await.expect("writer task");
     }
-    let page = store.list(query("ToolCall", "ns", 10_000)).await.expect("list");
+    let page = store
+        .list(query("ToolCall", "ns", 10_000))
+        .await
+        .expect("list");
     let mut names: Vec<_> = page.items.into_iter().map(|r| r.name).collect();
     names.sort();
     names.dedup();

@@ -19,7 +19,11 @@ pub struct ObjectList<T> {
 
 impl dyn Store {
     /// Stores a new object as version 1 and sets its `resourceVersion`.
-    pub async fn create_object<T: Object>(&self, object: &mut T, durability: Durability) -> Result<(), StoreError> {
+    pub async fn create_object<T: Object>(
+        &self,
+        object: &mut T,
+        durability: Durability,
+    ) -> Result<(), StoreError> {
         object.metadata_mut().resource_version = "1".to_owned();
         self.create(record_of(object), durability).await
     }
@@ -27,7 +31,11 @@ impl dyn Store {
     /// Replaces the stored object if its `resourceVersion` is still the one
     /// `object` carries, then advances `object`'s version. On error `object`
     /// is left as it was.
-    pub async fn update_object<T: Object>(&self, object: &mut T, durability: Durability) -> Result<(), StoreError> {
+    pub async fn update_object<T: Object>(
+        &self,
+        object: &mut T,
+        durability: Durability,
+    ) -> Result<(), StoreError> {
         let previous = object.metadata().resource_version.clone();
         let expected = previous.parse::<u64>().map_err(|_| conflict(object, 0))?;
         object.metadata_mut().resource_version = (expected + 1).to_string();
@@ -39,7 +47,11 @@ impl dyn Store {
     }
 
     /// Reads one object.
-    pub async fn get_object<T: Object>(&self, namespace: &str, name: &str) -> Result<T, StoreError> {
+    pub async fn get_object<T: Object>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<T, StoreError> {
         object_of(&self.get(T::KIND, namespace, name).await?)
     }
 
@@ -62,11 +74,17 @@ impl dyn Store {
     }
 
     /// Lists objects of `T`'s kind; `query.kind` is set from `T`.
-    pub async fn list_objects<T: Object>(&self, mut query: ListQuery) -> Result<ObjectList<T>, StoreError> {
+    pub async fn list_objects<T: Object>(
+        &self,
+        mut query: ListQuery,
+    ) -> Result<ObjectList<T>, StoreError> {
         query.kind = T::KIND.to_owned();
         let page = self.list(query).await?;
         let items = page.items.iter().map(object_of).collect::<Result<_, _>>()?;
-        Ok(ObjectList { items, continue_token: page.continue_token })
+        Ok(ObjectList {
+            items,
+            continue_token: page.continue_token,
+        })
     }
 }
 
@@ -87,10 +105,17 @@ fn record_of<T: Object>(object: &T) -> Record {
 
 fn object_of<T: Object>(record: &Record) -> Result<T, StoreError> {
     serde_json::from_str(&record.body).map_err(|e| {
-        StoreError::Unavailable(format!("stored {} {:?} cannot be read: {e}", record.kind, record.name))
+        StoreError::Unavailable(format!(
+            "stored {} {:?} cannot be read: {e}",
+            record.kind, record.name
+        ))
     })
 }
 
 fn conflict<T: Object>(object: &T, expected: u64) -> StoreError {
-    StoreError::Conflict { kind: T::KIND.to_owned(), name: object.metadata().name.clone(), expected }
+    StoreError::Conflict {
+        kind: T::KIND.to_owned(),
+        name: object.metadata().name.clone(),
+        expected,
+    }
 }

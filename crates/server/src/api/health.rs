@@ -15,7 +15,11 @@ pub(crate) async fn healthz() -> Json<Value> {
 /// The store can serve: the process may take traffic.
 pub(crate) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     state.engine.store().ping().await.map_err(|e| {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", e.to_string())
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            e.to_string(),
+        )
     })?;
     Ok(Json(json!({"status": "ready"})))
 }

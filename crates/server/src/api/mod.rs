@@ -19,13 +19,31 @@ pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
-        .route("/v1/namespaces/{ns}/tools", get(tools::list).post(tools::create))
-        .route("/v1/namespaces/{ns}/tools/{name}", get(tools::get).put(tools::replace).delete(tools::delete))
-        .route("/v1/namespaces/{ns}/toolcalls", get(toolcalls::list).post(toolcalls::create))
-        .route("/v1/namespaces/{ns}/toolcalls/{name}", get(toolcalls::get).put(toolcalls::relabel))
-        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "route_not_found", "no such endpoint") })
+        .route(
+            "/v1/namespaces/{ns}/tools",
+            get(tools::list).post(tools::create),
+        )
+        .route(
+            "/v1/namespaces/{ns}/tools/{name}",
+            get(tools::get).put(tools::replace).delete(tools::delete),
+        )
+        .route(
+            "/v1/namespaces/{ns}/toolcalls",
+            get(toolcalls::list).post(toolcalls::create),
+        )
+        .route(
+            "/v1/namespaces/{ns}/toolcalls/{name}",
+            get(toolcalls::get).put(toolcalls::relabel),
+        )
+        .fallback(|| async {
+            ApiError::new(StatusCode::NOT_FOUND, "route_not_found", "no such endpoint")
+        })
         .method_not_allowed_fallback(|| async {
-            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this endpoint does not take that method")
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this endpoint does not take that method",
+            )
         })
 }
 
@@ -76,7 +94,9 @@ impl<T: Object> From<ObjectList<T>> for List<T> {
         List {
             api_version: API_VERSION,
             kind: format!("{}List", T::KIND),
-            metadata: ListMeta { continue_token: list.continue_token },
+            metadata: ListMeta {
+                continue_token: list.continue_token,
+            },
             items: list.items,
         }
     }

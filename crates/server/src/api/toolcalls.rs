@@ -33,7 +33,10 @@ pub(crate) async fn create(
     Manifest(call): Manifest<ToolCall>,
 ) -> Result<Response, ApiError> {
     let (status, call) = if params.wait {
-        (StatusCode::CREATED, state.engine.call(&ns, call).await?.into_response())
+        (
+            StatusCode::CREATED,
+            state.engine.call(&ns, call).await?.into_response(),
+        )
     } else {
         (StatusCode::ACCEPTED, state.engine.submit(&ns, call).await?)
     };

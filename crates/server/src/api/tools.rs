@@ -15,7 +15,10 @@ pub(crate) async fn create(
     Path(ns): Path<String>,
     Manifest(tool): Manifest<Tool>,
 ) -> Result<(StatusCode, Json<Tool>), ApiError> {
-    Ok((StatusCode::CREATED, Json(state.engine.create_tool(&ns, tool).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(state.engine.create_tool(&ns, tool).await?),
+    ))
 }
 
 pub(crate) async fn replace(
@@ -52,5 +55,10 @@ pub(crate) async fn delete(
     Path((ns, name)): Path<(String, String)>,
     Query(q): Query<DeleteParams>,
 ) -> Result<Json<Tool>, ApiError> {
-    Ok(Json(state.engine.delete_tool(&ns, &name, q.resource_version.as_deref()).await?))
+    Ok(Json(
+        state
+            .engine
+            .delete_tool(&ns, &name, q.resource_version.as_deref())
+            .await?,
+    ))
 }

@@ -10,7 +10,9 @@ const MIGRATIONS: &[&str] = &[include_str!("../../migrations/sqlite/0001_objects
 
 /// Applies the migrations the database has not seen, each in its own transaction.
 pub(super) fn run(conn: &mut Connection) -> Result<(), StoreError> {
-    let applied: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(unavailable)?;
+    let applied: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(unavailable)?;
     let applied = usize::try_from(applied).unwrap_or(usize::MAX);
     if applied > MIGRATIONS.len() {
         return Err(StoreError::Unavailable(format!(
@@ -21,7 +23,8 @@ pub(super) fn run(conn: &mut Connection) -> Result<(), StoreError> {
     for (version, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
         let tx = conn.transaction().map_err(unavailable)?;
         tx.execute_batch(sql).map_err(unavailable)?;
-        tx.pragma_update(None, "user_version", (version + 1) as i64).map_err(unavailable)?;
+        tx.pragma_update(None, "user_version", (version + 1) as i64)
+            .map_err(unavailable)?;
         tx.commit().map_err(unavailable)?;
         tracing::info!(version = version + 1, "applied store migration");
     }

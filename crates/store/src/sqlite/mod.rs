@@ -48,7 +48,11 @@ impl SqliteStore {
         let readers = (0..READERS)
             .map(|_| open_reader(&path))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { path, writes: writer::spawn(conn), readers: Readers::new(readers) })
+        Ok(Self {
+            path,
+            writes: writer::spawn(conn),
+            readers: Readers::new(readers),
+        })
     }
 
     /// The database file.
@@ -56,20 +60,31 @@ impl SqliteStore {
         &self.path
     }
 
-    async fn write(&self, write: Write, durability: Durability) -> Result<Option<Record>, StoreError> {
+    async fn write(
+        &self,
+        write: Write,
+        durability: Durability,
+    ) -> Result<Option<Record>, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.writes
-            .send(WriteRequest { write, durability, reply })
+            .send(WriteRequest {
+                write,
+                durability,
+                reply,
+            })
             .await
             .map_err(|_| StoreError::Unavailable("the writer has stopped".to_owned()))?;
-        answer.await.map_err(|_| StoreError::Unavailable("the writer stopped before answering".to_owned()))?
+        answer.await.map_err(|_| {
+            StoreError::Unavailable("the writer stopped before answering".to_owned())
+        })?
     }
 }
 
 fn open_reader(path: &Path) -> Result<Connection, StoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(unavailable)?;
-    conn.execute_batch("PRAGMA busy_timeout = 5000;").map_err(unavailable)?;
+    conn.execute_batch("PRAGMA busy_timeout = 5000;")
+        .map_err(unavailable)?;
     Ok(conn)
 }
 
@@ -80,11 +95,26 @@ fn unavailable(e: rusqlite::Error) -> StoreError {
 #[async_trait]
 impl Store for SqliteStore {
     async fn create(&self, record: Record, durability: Durability) -> Result<(), StoreError> {
-        self.write(Write::Create(record), durability).await.map(drop)
+        self.write(Write::Create(record), durability)
+            .await
+            .map(drop)
     }
 
-    async fn update(&self, record: Record, expected_version: u64, durability: Durability) -> Result<(), StoreError> {
-        self.write(Write::Update { record, expected_version }, durability).await.map(drop)
+    async fn update(
+        &self,
+        record: Record,
+        expected_version: u64,
+        durability: Durability,
+    ) -> Result<(), StoreError> {
+        self.write(
+            Write::Update {
+                record,
+                expected_version,
+            },
+            durability,
+        )
+        .await
+        .map(drop)
     }
 
     async fn delete(
@@ -106,7 +136,9 @@ impl Store for SqliteStore {
 
     async fn get(&self, kind: &str, namespace: &str, name: &str) -> Result<Record, StoreError> {
         let (kind, namespace, name) = (kind.to_owned(), namespace.to_owned(), name.to_owned());
-        self.readers.run(move |conn| rows::get(conn, &kind, &namespace, &name)).await
+        self.readers
+            .run(move |conn| rows::get(conn, &kind, &namespace, &name))
+            .await
     }
 
     async fn list(&self, query: ListQuery) -> Result<Page, StoreError> {
@@ -117,7 +149,12 @@ impl Store for SqliteStore {
         if self.writes.is_closed() {
             return Err(StoreError::Unavailable("the writer has stopped".to_owned()));
         }
-        self.readers.run(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(unavailable)).await
+        self.readers
+            .run(|conn| {
+                conn.query_row("SELECT 1", [], |_| Ok(()))
+                    .map_err(unavailable)
+            })
+            .await
     }
 }
 

@@ -14,7 +14,10 @@ pub(super) struct Readers {
 
 impl Readers {
     pub(super) fn new(conns: Vec<Connection>) -> Self {
-        Self { conns: Arc::new(conns.into_iter().map(Mutex::new).collect()), next: AtomicUsize::new(0) }
+        Self {
+            conns: Arc::new(conns.into_iter().map(Mutex::new).collect()),
+            next: AtomicUsize::new(0),
+        }
     }
 
     /// Runs `read` on a free connection (or waits for the next in turn).
@@ -32,7 +35,9 @@ impl Readers {
                 Some(conn) => conn,
                 // A panic while holding a connection leaves it usable: SQLite
                 // state is not affected by a Rust panic.
-                None => conns[start % n].lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
+                None => conns[start % n]
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()),
             };
             read(&conn)
         })

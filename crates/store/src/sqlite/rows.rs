@@ -9,7 +9,8 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 use super::unavailable;
 use crate::{ListQuery, Page, Record, StoreError};
 
-const COLUMNS: &str = "seq, kind, namespace, name, resource_version, labels, tool, phase, execution, body";
+const COLUMNS: &str =
+    "seq, kind, namespace, name, resource_version, labels, tool, phase, execution, body";
 
 pub(super) fn insert(conn: &Connection, r: &Record) -> Result<(), StoreError> {
     let result = conn.prepare_cached(
@@ -32,13 +33,20 @@ pub(super) fn insert(conn: &Connection, r: &Record) -> Result<(), StoreError> {
     match result {
         Ok(_) => Ok(()),
         Err(e) if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
-            Err(StoreError::AlreadyExists { kind: r.kind.clone(), name: r.name.clone() })
+            Err(StoreError::AlreadyExists {
+                kind: r.kind.clone(),
+                name: r.name.clone(),
+            })
         }
         Err(e) => Err(unavailable(e)),
     }
 }
 
-pub(super) fn update(conn: &Connection, r: &Record, expected_version: u64) -> Result<(), StoreError> {
+pub(super) fn update(
+    conn: &Connection,
+    r: &Record,
+    expected_version: u64,
+) -> Result<(), StoreError> {
     let changed = conn
         .prepare_cached(
             "UPDATE objects SET resource_version = ?4, labels = ?5, tool = ?6, phase = ?7, execution = ?8, body = ?9
@@ -64,7 +72,11 @@ pub(super) fn update(conn: &Connection, r: &Record, expected_version: u64) -> Re
     }
     // Nothing matched: tell a missing object from a stale version.
     get(conn, &r.kind, &r.namespace, &r.name)?;
-    Err(StoreError::Conflict { kind: r.kind.clone(), name: r.name.clone(), expected: expected_version })
+    Err(StoreError::Conflict {
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+        expected: expected_version,
+    })
 }
 
 pub(super) fn delete(
@@ -76,7 +88,11 @@ pub(super) fn delete(
 ) -> Result<Record, StoreError> {
     let current = get(conn, kind, namespace, name)?;
     if let Some(expected) = expected_version.filter(|v| *v != current.resource_version) {
-        return Err(StoreError::Conflict { kind: kind.to_owned(), name: name.to_owned(), expected });
+        return Err(StoreError::Conflict {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            expected,
+        });
     }
     conn.prepare_cached("DELETE FROM objects WHERE kind = ?1 AND namespace = ?2 AND name = ?3")
         .and_then(|mut stmt| stmt.execute(params![kind, namespace, name]))
@@ -84,13 +100,25 @@ pub(super) fn delete(
     Ok(current)
 }
 
-pub(super) fn get(conn: &Connection, kind: &str, namespace: &str, name: &str) -> Result<Record, StoreError> {
-    let sql = format!("SELECT {COLUMNS} FROM objects WHERE kind = ?1 AND namespace = ?2 AND name = ?3");
+pub(super) fn get(
+    conn: &Connection,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Record, StoreError> {
+    let sql =
+        format!("SELECT {COLUMNS} FROM objects WHERE kind = ?1 AND namespace = ?2 AND name = ?3");
     conn.prepare_cached(&sql)
-        .and_then(|mut stmt| stmt.query_row(params![kind, namespace, name], record).optional())
+        .and_then(|mut stmt| {
+            stmt.query_row(params![kind, namespace, name], record)
+                .optional()
+        })
         .map_err(unavailable)?
         .map(|(_, r)| r)
-        .ok_or_else(|| StoreError::NotFound { kind: kind.to_owned(), name: name.to_owned() })
+        .ok_or_else(|| StoreError::NotFound {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+        })
 }
 
 /// Lists newest first. Label selectors are applied while stepping through the
@@ -98,7 +126,11 @@ pub(super) fn get(conn: &Connection, kind: &str, namespace: &str, name: &str) ->
 pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError> {
     let mut sql = format!("SELECT {COLUMNS} FROM objects WHERE kind = ? AND namespace = ?");
     let mut args: Vec<SqlValue> = vec![q.kind.clone().into(), q.namespace.clone().into()];
-    let filters = [("tool", &q.index.tool), ("phase", &q.index.phase), ("execution", &q.index.execution)];
+    let filters = [
+        ("tool", &q.index.tool),
+        ("phase", &q.index.phase),
+        ("execution", &q.index.execution),
+    ];
     for (column, value) in filters {
         if let Some(value) = value {
             sql.push_str(&format!(" AND {column} = ?"));
@@ -106,14 +138,18 @@ pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError>
         }
     }
     if let Some(token) = &q.continue_from {
-        let seq: i64 = token.parse().map_err(|_| StoreError::InvalidArgument(format!("invalid continue token {token:?}")))?;
+        let seq: i64 = token.parse().map_err(|_| {
+            StoreError::InvalidArgument(format!("invalid continue token {token:?}"))
+        })?;
         sql.push_str(" AND seq < ?");
         args.push(seq.into());
     }
     sql.push_str(" ORDER BY seq DESC");
 
     let mut stmt = conn.prepare_cached(&sql).map_err(unavailable)?;
-    let mut rows = stmt.query(rusqlite::params_from_iter(args)).map_err(unavailable)?;
+    let mut rows = stmt
+        .query(rusqlite::params_from_iter(args))
+        .map_err(unavailable)?;
     let mut page = Page::default();
     let mut last_seq = None;
     while let Some(row) = rows.next().map_err(unavailable)? {
@@ -140,7 +176,11 @@ fn record(row: &Row<'_>) -> rusqlite::Result<(i64, Record)> {
         name: row.get(3)?,
         resource_version: u64::try_from(version).unwrap_or_default(),
         labels: serde_json::from_str::<BTreeMap<String, String>>(&labels).unwrap_or_default(),
-        index: IndexFields { tool: row.get(6)?, phase: row.get(7)?, execution: row.get(8)? },
+        index: IndexFields {
+            tool: row.get(6)?,
+            phase: row.get(7)?,
+            execution: row.get(8)?,
+        },
         body: row.get(9)?,
     };
     Ok((row.get(0)?, record))

@@ -24,7 +24,11 @@ async fn synced_records_survive_reopening() {
     let mut call = ToolCall {
         api_version: joch_core::API_VERSION.into(),
         kind: "ToolCall".into(),
-        metadata: ObjectMeta { name: "call-1".into(), namespace: "ns".into(), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: "call-1".into(),
+            namespace: "ns".into(),
+            ..ObjectMeta::default()
+        },
         spec: ToolCallSpec {
             execution_ref: None,
             agent_ref: None,
@@ -41,9 +45,15 @@ async fn synced_records_survive_reopening() {
     };
     {
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("open"));
-        store.create_object(&mut call, Durability::Deferred).await.expect("create");
+        store
+            .create_object(&mut call, Durability::Deferred)
+            .await
+            .expect("create");
         call.transition(Phase::Running).expect("move");
-        store.update_object(&mut call, Durability::Sync).await.expect("update");
+        store
+            .update_object(&mut call, Durability::Sync)
+            .await
+            .expect("update");
     }
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("reopen"));
     let read: ToolCall = store.get_object("ns", "call-1").await.expect("get");
@@ -56,7 +66,10 @@ async fn a_newer_schema_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("joch.db");
     drop(SqliteStore::open(&path).expect("open"));
-    Connection::open(&path).expect("raw").pragma_update(None, "user_version", 99).expect("bump");
+    Connection::open(&path)
+        .expect("raw")
+        .pragma_update(None, "user_version", 99)
+        .expect("bump");
     let err = SqliteStore::open(&path).err().expect("refused");
     assert!(err.to_string().contains("newer"), "{err}");
 }

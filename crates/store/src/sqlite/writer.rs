@@ -18,8 +18,16 @@ const QUEUE: usize = 4096;
 
 pub(super) enum Write {
     Create(Record),
-    Update { record: Record, expected_version: u64 },
-    Delete { kind: String, namespace: String, name: String, expected_version: Option<u64> },
+    Update {
+        record: Record,
+        expected_version: u64,
+    },
+    Delete {
+        kind: String,
+        namespace: String,
+        name: String,
+        expected_version: Option<u64>,
+    },
 }
 
 pub(super) struct WriteRequest {
@@ -58,7 +66,9 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
         Err(e) => {
             let message = e.to_string();
             for request in batch.drain(..) {
-                let _ = request.reply.send(Err(StoreError::Unavailable(message.clone())));
+                let _ = request
+                    .reply
+                    .send(Err(StoreError::Unavailable(message.clone())));
             }
             return;
         }
@@ -88,9 +98,15 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
 fn apply(conn: &Connection, write: &Write) -> Result<Option<Record>, StoreError> {
     match write {
         Write::Create(record) => rows::insert(conn, record).map(|()| None),
-        Write::Update { record, expected_version } => rows::update(conn, record, *expected_version).map(|()| None),
-        Write::Delete { kind, namespace, name, expected_version } => {
-            rows::delete(conn, kind, namespace, name, *expected_version).map(Some)
-        }
+        Write::Update {
+            record,
+            expected_version,
+        } => rows::update(conn, record, *expected_version).map(|()| None),
+        Write::Delete {
+            kind,
+            namespace,
+            name,
+            expected_version,
+        } => rows::delete(conn, kind, namespace, name, *expected_version).map(Some),
     }
 }

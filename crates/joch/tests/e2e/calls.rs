@@ -1,0 +1,318 @@
+//! The call path end to end: record, run, settle, read back, restart.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::harness::{Joch, NS, Webhook, rest_tool};
+
+fn echo_tool(webhook: &Webhook, name: &str, level: &str) -> Value {
+    rest_tool(
+        name,
+        &format!("{}/echo", webhook.base),
+        json!({"level": level}),
+    )
+}
+
+#[tokio::test]
+async fn a_call_is_recorded_and_reads_back_identically_after_kill_and_restart() {
+    let webhook = Webhook::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("joch.db");
+    let mut joch = Joch::start_on(&db, &[]).await;
+    joch.create_tool(echo_tool(
+        &webhook,
+        "zendesk.create_ticket",
+        "external_write",
+    ))
+    .await;
+
+    let (status, call) = joch
+        .post_call(json!({
+            "metadata": {"name": "call_abc123", "labels": {"team": "support"}},
+            "spec": {
+                "toolRef": {"name": "zendesk.create_ticket"},
+                "executionRef": {"name": "exec-20260510-001"},
+                "agentRef": {"name": "support-triage"},
+                "input": {"subject": "Refund request", "priority": "high"},
+                "sideEffects": {"idempotencyKey": "zendesk-create-12345"},
+                "hookContext": {"aosTurnId": "turn-1", "aosStepId": "step-1"},
+                "callerId": "user-42",
+                "skillNames": ["refunds"],
+                "context": {"name": "repo"}
+            }
+        }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{call}");
+    assert_eq!(
+        call["metadata"]["name"], "call_abc123",
+        "a caller's id is kept verbatim"
+    );
+    assert_eq!(call["status"]["phase"], "Succeeded");
+    assert_eq!(
+        call["status"]["output"],
+        json!({"echo": {"subject": "Refund request", "priority": "high"}})
+    );
+    assert_eq!(call["status"]["attempts"], 1);
+    assert_eq!(
+        call["spec"]["sideEffects"],
+        json!({"level": "external_write", "idempotent": false, "idempotencyKey": "zendesk-create-12345"})
+    );
+    assert_eq!(call["status"]["checksum"].as_str().map(str::len), Some(64));
+    for field in ["startedAt", "completedAt", "latencyMs"] {
+        assert!(
+            !call["status"][field].is_null(),
+            "status.{field} missing: {call}"
+        );
+    }
+    assert_eq!(webhook.hits(), 1);
+
+    let before = joch.get_call("call_abc123").await;
+    assert_eq!(before, call, "the answer is the record");
+    joch.kill();
+    let joch = Joch::start_on(&db, &[]).await;
+    assert_eq!(joch.get_call("call_abc123").await, before);
+    assert_eq!(webhook.hits(), 1, "a restart runs nothing");
+}
+
+#[tokio::test]
+async fn a_json_string_input_is_recorded_as_the_object_with_the_same_checksum() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    joch.create_tool(echo_tool(&webhook, "echo", "read_only"))
+        .await;
+    let (_, as_object) = joch.call("echo", json!({"b": [1, 2], "a": "x"})).await;
+    let (status, as_string) = joch.call("echo", json!(r#"{"a":"x","b":[1,2]}"#)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(as_string["spec"]["input"], json!({"a": "x", "b": [1, 2]}));
+    assert_eq!(
+        as_string["status"]["checksum"],
+        as_object["status"]["checksum"]
+    );
+    assert_ne!(as_string["metadata"]["name"], as_object["metadata"]["name"]);
+}
+
+#[tokio::test]
+async fn minted_ids_are_unique_uuids() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    joch.create_tool(echo_tool(&webhook, "echo", "read_only"))
+        .await;
+    let mut ids = std::collections::HashSet::new();
+    for _ in 0..20 {
+        let (_, call) = joch.call("echo", json!({})).await;
+        let id = call["metadata"]["name"].as_str().unwrap().to_owned();
+        assert_eq!(id.len(), 36, "{id}");
+        assert_eq!(id.as_bytes()[14], b'4', "UUID v4: {id}");
+        ids.insert(id);
+    }
+    assert_eq!(ids.len(), 20);
+}
+
+#[tokio::test]
+async fn bad_arguments_are_recorded_as_failed_calls_that_never_run() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    let mut tool = echo_tool(&webhook, "strict", "external_write");
+    tool["spec"]["inputSchema"] =
+        json!({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}});
+    joch.create_tool(tool).await;
+
+    for (input, code) in [
+        (json!({"n": "seven"}), "input_schema_violation"),
+        (json!({}), "input_schema_violation"),
+        (json!([1, 2]), "invalid_arguments"),
+        (json!("{not json"), "invalid_arguments"),
+    ] {
+        let (status, call) = joch.call("strict", input.clone()).await;
+        assert_eq!(status, StatusCode::CREATED, "{call}");
+        assert_eq!(call["status"]["phase"], "Failed", "{input}");
+        assert_eq!(call["status"]["error"]["code"], code, "{input}");
+        assert_eq!(call["status"]["attempts"], 0);
+        let stored = joch
+            .get_call(call["metadata"]["name"].as_str().unwrap())
+            .await;
+        assert_eq!(stored, call);
+    }
+    let (_, violation) = joch.call("strict", json!({"n": "seven"})).await;
+    assert_eq!(
+        violation["status"]["error"]["details"]["violations"][0]["path"],
+        "/n"
+    );
+    assert_eq!(webhook.hits(), 0);
+}
+
+#[tokio::test]
+async fn webhook_failures_are_failed_calls_with_the_reason_recorded() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    let cases = [
+        (
+            "fails",
+            format!("{}/fail", webhook.base),
+            "backend_http_status",
+        ),
+        (
+            "text",
+            format!("{}/text", webhook.base),
+            "backend_invalid_response",
+        ),
+        ("slow", format!("{}/slow", webhook.base), "backend_timeout"),
+        (
+            "refused",
+            "http://127.0.0.1:1/nothing".to_owned(),
+            "backend_unreachable",
+        ),
+    ];
+    for (name, url, code) in cases {
+        joch.create_tool(rest_tool(name, &url, json!({"level": "external_write"})))
+            .await;
+        let (status, call) = joch.call(name, json!({"x": 1})).await;
+        assert_eq!(status, StatusCode::CREATED, "{call}");
+        assert_eq!(call["status"]["phase"], "Failed", "{name}: {call}");
+        assert_eq!(call["status"]["error"]["code"], code, "{name}: {call}");
+        assert_eq!(call["status"]["attempts"], 1);
+        assert_eq!(
+            joch.get_call(call["metadata"]["name"].as_str().unwrap())
+                .await,
+            call
+        );
+    }
+    let (_, failed) = joch.call("fails", json!({})).await;
+    assert_eq!(
+        failed["status"]["error"]["details"],
+        json!({"status": 500, "body": "database exploded"})
+    );
+}
+
+#[tokio::test]
+async fn an_output_that_breaks_the_output_schema_fails_the_call_but_is_kept() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    let mut tool = echo_tool(&webhook, "typed", "read_only");
+    tool["spec"]["outputSchema"] = json!({"type": "object", "required": ["ticketId"]});
+    joch.create_tool(tool).await;
+    let (_, call) = joch.call("typed", json!({"a": 1})).await;
+    assert_eq!(call["status"]["phase"], "Failed");
+    assert_eq!(call["status"]["error"]["code"], "output_schema_violation");
+    assert_eq!(call["status"]["output"], json!({"echo": {"a": 1}}));
+}
+
+#[tokio::test]
+async fn wait_false_answers_202_with_the_pending_record_and_settles_in_the_background() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    joch.create_tool(echo_tool(&webhook, "echo", "external_write"))
+        .await;
+    let (status, pending) = joch
+        .send(
+            reqwest::Method::POST,
+            &format!("/v1/namespaces/{NS}/toolcalls?wait=false"),
+            Some(json!({"spec": {"toolRef": {"name": "echo"}, "input": {"q": 1}}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{pending}");
+    assert_eq!(pending["status"]["phase"], "Pending");
+    let name = pending["metadata"]["name"].as_str().unwrap().to_owned();
+    let mut settled = Value::Null;
+    for _ in 0..100 {
+        settled = joch.get_call(&name).await;
+        if settled["status"]["phase"] == "Succeeded" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(settled["status"]["phase"], "Succeeded", "{settled}");
+    assert_eq!(settled["status"]["output"], json!({"echo": {"q": 1}}));
+}
+
+#[tokio::test]
+async fn a_reused_call_id_is_refused_and_runs_nothing() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    joch.create_tool(echo_tool(&webhook, "echo", "external_write"))
+        .await;
+    let call =
+        json!({"metadata": {"name": "call_1"}, "spec": {"toolRef": {"name": "echo"}, "input": {}}});
+    assert_eq!(joch.post_call(call.clone()).await.0, StatusCode::CREATED);
+    let again = joch.post_call(call).await;
+    crate::harness::assert_error(&again, StatusCode::CONFLICT, "already_exists");
+    assert_eq!(webhook.hits(), 1);
+}
+
+#[tokio::test]
+async fn observability_keeps_secrets_out_of_the_record_but_the_caller_gets_the_result() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    let mut tool = echo_tool(&webhook, "login", "privileged");
+    tool["spec"]["observability"] =
+        json!({"logResult": false, "redactFields": ["password", "card.number"]});
+    joch.create_tool(tool).await;
+    let input =
+        json!({"user": "ann", "password": "hunter2", "card": {"number": "4111", "brand": "visa"}});
+    let (_, answer) = joch.call("login", input.clone()).await;
+    assert_eq!(
+        answer["status"]["output"],
+        json!({"echo": input}),
+        "the caller gets the full output"
+    );
+    let record = joch
+        .get_call(answer["metadata"]["name"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        record["spec"]["input"],
+        json!({"user": "ann", "password": "[REDACTED]", "card": {"number": "[REDACTED]", "brand": "visa"}})
+    );
+    assert_eq!(record["status"]["output"], "[REDACTED]");
+    assert!(!record.to_string().contains("hunter2"));
+}
+
+#[tokio::test]
+async fn a_tool_that_requires_approval_never_runs_without_one() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    let mut tool = echo_tool(&webhook, "wire", "financial");
+    tool["spec"]["sideEffects"]["requiresApproval"] = json!(true);
+    joch.create_tool(tool).await;
+    let (_, call) = joch.call("wire", json!({"amount": 100})).await;
+    assert_eq!(call["status"]["phase"], "Denied", "{call}");
+    assert_eq!(call["spec"]["approval"]["required"], true);
+    assert_eq!(webhook.hits(), 0);
+}
+
+#[tokio::test]
+async fn the_next_call_uses_a_replaced_tool_and_records_its_version() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    joch.create_tool(rest_tool(
+        "moving",
+        "http://127.0.0.1:1/old",
+        json!({"level": "read_only"}),
+    ))
+    .await;
+    let (_, first) = joch.call("moving", json!({})).await;
+    assert_eq!(
+        (
+            first["status"]["phase"].as_str(),
+            first["status"]["toolVersion"].as_str()
+        ),
+        (Some("Failed"), Some("1"))
+    );
+    let (status, _) = joch
+        .send(
+            reqwest::Method::PUT,
+            &format!("/v1/namespaces/{NS}/tools/moving"),
+            Some(echo_tool(&webhook, "moving", "read_only")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, second) = joch.call("moving", json!({})).await;
+    assert_eq!(
+        (
+            second["status"]["phase"].as_str(),
+            second["status"]["toolVersion"].as_str()
+        ),
+        (Some("Succeeded"), Some("2"))
+    );
+}

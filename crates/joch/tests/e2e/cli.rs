@@ -1,0 +1,110 @@
+//! The `joch` CLI against a real server, and every example manifest.
+
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::harness::{Joch, workspace_root};
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn apply_creates_then_configures_every_example() {
+    let joch = Joch::start().await;
+    let examples = workspace_root().join("examples");
+    let first = stdout(&joch.cli(&["apply", "-f", examples.to_str().unwrap(), "-n", "e2e"]));
+    let example_count = std::fs::read_dir(&examples).unwrap().count();
+    assert_eq!(first.matches(" created").count(), example_count, "{first}");
+    let second = stdout(&joch.cli(&["apply", "-f", examples.to_str().unwrap(), "-n", "e2e"]));
+    assert_eq!(
+        second.matches(" configured").count(),
+        example_count,
+        "{second}"
+    );
+    let (_, tool) = joch
+        .get("/v1/namespaces/e2e/tools/zendesk.create_ticket")
+        .await;
+    assert_eq!(tool["metadata"]["resourceVersion"], "2");
+
+    let bad = joch.cli(&["apply", "-f", "/nonexistent.yaml"]);
+    assert!(!bad.status.success());
+}
+
+#[tokio::test]
+async fn the_demo_serves_every_example_tool_end_to_end() {
+    let joch = Joch::start_with(&["--demo"]).await;
+    let inputs = [
+        ("demo.echo", json!({"hello": "world"})),
+        (
+            "zendesk.create_ticket",
+            json!({"subject": "Refund", "body": "Never arrived", "priority": "high", "customer_email": "a@b.c"}),
+        ),
+        (
+            "save_meal",
+            json!({"meal_type": "lunch", "dishes": ["soup"]}),
+        ),
+    ];
+    let (_, tools) = joch.get("/v1/namespaces/default/tools").await;
+    assert_eq!(
+        tools["items"].as_array().unwrap().len(),
+        inputs.len(),
+        "each example is covered here"
+    );
+    for (tool, input) in inputs {
+        let out = joch.cli(&["call", tool, "--input", &input.to_string(), "-o", "json"]);
+        let record: Value = serde_json::from_str(&stdout(&out)).expect("json record");
+        assert_eq!(record["status"]["phase"], "Succeeded", "{record}");
+    }
+    let (_, ticket) = joch
+        .get("/v1/namespaces/default/toolcalls?tool=zendesk.create_ticket")
+        .await;
+    assert_eq!(
+        ticket["items"][0]["spec"]["input"]["customer_email"],
+        "[REDACTED]"
+    );
+}
+
+#[tokio::test]
+async fn get_describe_and_call_print_what_the_server_holds() {
+    let joch = Joch::start_with(&["--demo"]).await;
+    let call = stdout(&joch.cli(&[
+        "call",
+        "demo.echo",
+        "--input",
+        r#"{"x": 1}"#,
+        "--id",
+        "call_cli_1",
+    ]));
+    assert!(call.contains("phase: Succeeded"), "{call}");
+
+    let table = stdout(&joch.cli(&["get", "toolcalls"]));
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "TOOL", "PHASE", "LATENCY", "AGE"]);
+    assert!(
+        table.lines().any(|l| l.starts_with("call_cli_1")
+            && l.contains("demo.echo")
+            && l.contains("Succeeded")),
+        "{table}"
+    );
+
+    let tools: Value =
+        serde_json::from_str(&stdout(&joch.cli(&["get", "tools", "-o", "json"]))).unwrap();
+    assert_eq!(tools.as_array().unwrap().len(), 3);
+
+    let described = stdout(&joch.cli(&["describe", "toolcall", "call_cli_1"]));
+    let record: Value = serde_yaml_ng::from_str(&described).unwrap();
+    assert_eq!(record, joch.get_call_in("default", "call_cli_1").await);
+
+    let failed = joch.cli(&["call", "save_meal", "--input", r#"{"meal_type": "brunch"}"#]);
+    assert!(!failed.status.success());
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("ended Failed"));
+    let missing = joch.cli(&["describe", "toolcall", "nope"]);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("404 toolcall_not_found"));
+}

@@ -1,0 +1,275 @@
+//! Starts the real `joch serve` binary on a free loopback port, real webhook
+//! servers, and gives each test a few-line vocabulary over HTTP.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::post;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+pub const NS: &str = "e2e";
+
+/// A running `joch serve` process, killed (SIGKILL) on drop.
+pub struct Joch {
+    child: Child,
+    pub base: String,
+    http: reqwest::Client,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Joch {
+    /// A server on a fresh database in its own temp dir.
+    pub async fn start() -> Joch {
+        Joch::start_with(&[]).await
+    }
+
+    /// A server on a fresh database, with extra `serve` flags.
+    pub async fn start_with(flags: &[&str]) -> Joch {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("joch.db");
+        let mut joch = Joch::start_on(&db, flags).await;
+        joch._dir = Some(dir);
+        joch
+    }
+
+    /// A server on `db`, with extra `serve` flags.
+    pub async fn start_on(db: &Path, flags: &[&str]) -> Joch {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_joch"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+            .arg(db)
+            .args(flags)
+            .env("JOCH_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn joch");
+        let stdout = child.stdout.take().expect("stdout");
+        let base = tokio::task::spawn_blocking(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let line = lines
+                .next()
+                .expect("joch printed nothing")
+                .expect("read stdout");
+            // Keep draining so the server never blocks on a full pipe.
+            std::thread::spawn(move || lines.for_each(drop));
+            let at = line
+                .find("http://")
+                .expect("startup line names the address");
+            line[at..]
+                .split_whitespace()
+                .next()
+                .expect("address")
+                .to_owned()
+        })
+        .await
+        .expect("read startup line");
+        joch_backends::install_crypto_provider();
+        let joch = Joch {
+            child,
+            base,
+            http: reqwest::Client::new(),
+            _dir: None,
+        };
+        joch.wait_ready().await;
+        joch
+    }
+
+    async fn wait_ready(&self) {
+        for _ in 0..100 {
+            if let Ok(r) = self.http.get(format!("{}/readyz", self.base)).send().await {
+                if r.status() == StatusCode::OK {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("joch at {} never became ready", self.base);
+    }
+
+    /// `kill -9`: no shutdown handler runs.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends `body` (JSON) and returns status and JSON answer.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        answer(request).await
+    }
+
+    /// Sends a raw body with a content type.
+    pub async fn send_raw(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> (StatusCode, Value) {
+        let request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("content-type", content_type)
+            .body(body);
+        answer(request).await
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.send(Method::GET, path, None).await
+    }
+
+    /// Creates a tool in [`NS`], asserting success.
+    pub async fn create_tool(&self, tool: Value) -> Value {
+        let (status, body) = self
+            .send(
+                Method::POST,
+                &format!("/v1/namespaces/{NS}/tools"),
+                Some(tool),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body
+    }
+
+    /// POSTs a ToolCall of `tool` with `input` and returns status and record.
+    pub async fn call(&self, tool: &str, input: Value) -> (StatusCode, Value) {
+        self.post_call(json!({"spec": {"toolRef": {"name": tool}, "input": input}}))
+            .await
+    }
+
+    pub async fn post_call(&self, call: Value) -> (StatusCode, Value) {
+        self.send(
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/toolcalls"),
+            Some(call),
+        )
+        .await
+    }
+
+    pub async fn get_call(&self, name: &str) -> Value {
+        self.get_call_in(NS, name).await
+    }
+
+    pub async fn get_call_in(&self, namespace: &str, name: &str) -> Value {
+        let (status, body) = self
+            .get(&format!("/v1/namespaces/{namespace}/toolcalls/{name}"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+
+    /// Runs the `joch` CLI against this server.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_joch"))
+            .args(args)
+            .env("JOCH_SERVER", &self.base)
+            .output()
+            .expect("run joch cli")
+    }
+}
+
+impl Drop for Joch {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn answer(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+    let response = request.send().await.expect("request");
+    let status = response.status();
+    let text = response.text().await.expect("body");
+    let body = serde_json::from_str(&text)
+        .unwrap_or_else(|_| panic!("answer is not JSON ({status}): {text}"));
+    (status, body)
+}
+
+/// A real HTTP server standing in for a tool's webhook. It counts the calls
+/// each route receives.
+pub struct Webhook {
+    pub base: String,
+    pub hits: Arc<AtomicUsize>,
+}
+
+impl Webhook {
+    pub async fn start() -> Webhook {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&hits);
+        let app = Router::new()
+            .route(
+                "/echo",
+                post(move |axum::Json(body): axum::Json<Value>| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    async move { axum::Json(json!({"echo": body})) }
+                }),
+            )
+            .route(
+                "/fail",
+                post(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "database exploded") }),
+            )
+            .route("/text", post(|| async { "not json" }))
+            .route(
+                "/slow",
+                post(|| async {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    axum::Json(json!({}))
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind webhook");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await.expect("webhook") });
+        Webhook { base, hits }
+    }
+
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+/// A rest tool manifest calling `url`.
+pub fn rest_tool(name: &str, url: &str, side_effects: Value) -> Value {
+    json!({
+        "apiVersion": "joch.dev/v1alpha1",
+        "kind": "Tool",
+        "metadata": {"name": name},
+        "spec": {
+            "description": format!("test tool {name}"),
+            "inputSchema": {"type": "object"},
+            "sideEffects": side_effects,
+            "backend": {"type": "rest", "endpoint": {"url": url, "timeoutMs": 1000}}
+        }
+    })
+}
+
+/// Asserts the status and error `code` of an answer, and the error shape.
+#[track_caller]
+pub fn assert_error(answer: &(StatusCode, Value), status: StatusCode, code: &str) {
+    let (got, body) = answer;
+    assert_eq!(*got, status, "{body}");
+    assert_eq!(body["code"], code, "{body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    assert!(body["details"].is_object(), "{body}");
+}
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
