@@ -7,6 +7,7 @@ mod harness;
 
 mod calls;
 mod cli;
+mod crash;
 mod errors;
 mod load;
 mod resources;
