@@ -9,6 +9,8 @@ pub enum StoreErrorKind {
     AlreadyExists,
     /// The object changed since it was read (`resourceVersion` mismatch).
     Conflict,
+    /// An idempotency key is held by another call.
+    KeyClaimed,
     /// The request itself is malformed (e.g. a `continue` token this store never issued).
     InvalidArgument,
     /// The store cannot serve requests (I/O error, closed, corrupt data).
@@ -44,6 +46,14 @@ pub enum StoreError {
         /// The version the writer expected.
         expected: u64,
     },
+    /// See [`StoreErrorKind::KeyClaimed`].
+    #[error("idempotency key is held by call {call:?}")]
+    KeyClaimed {
+        /// The call holding the key.
+        call: String,
+        /// That call's checksum.
+        checksum: String,
+    },
     /// See [`StoreErrorKind::InvalidArgument`].
     #[error("{0}")]
     InvalidArgument(String),
@@ -59,6 +69,7 @@ impl StoreError {
             StoreError::NotFound { .. } => StoreErrorKind::NotFound,
             StoreError::AlreadyExists { .. } => StoreErrorKind::AlreadyExists,
             StoreError::Conflict { .. } => StoreErrorKind::Conflict,
+            StoreError::KeyClaimed { .. } => StoreErrorKind::KeyClaimed,
             StoreError::InvalidArgument(_) => StoreErrorKind::InvalidArgument,
             StoreError::Unavailable(_) => StoreErrorKind::Unavailable,
         }

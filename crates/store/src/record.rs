@@ -40,12 +40,27 @@ pub struct Record {
     pub body: String,
 }
 
+/// A claim on an idempotency key, made atomically with a call's creation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyClaim {
+    /// The tool the key is scoped to (keys are per namespace and tool).
+    pub tool: String,
+    /// The key, at most 255 characters.
+    pub key: String,
+    /// The claiming call's checksum, to tell a retry from a reuse.
+    pub checksum: String,
+    /// Now, in unix milliseconds: a claim whose expiry has passed is replaced.
+    pub now_ms: i64,
+    /// When this claim lapses, in unix milliseconds.
+    pub expires_at_ms: i64,
+}
+
 /// A list request. Results come newest first.
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
     /// Kind to list.
     pub kind: String,
-    /// Namespace to list.
+    /// Namespace to list; empty lists every namespace (for recovery).
     pub namespace: String,
     /// Only objects whose labels match.
     pub selector: LabelSelector,
@@ -75,6 +90,18 @@ pub struct Page {
 pub trait Store: Send + Sync + 'static {
     /// Inserts a new object. `AlreadyExists` if the name is taken.
     async fn create(&self, record: Record, durability: Durability) -> Result<(), StoreError>;
+
+    /// Inserts a new call and claims its idempotency key in one atomic step:
+    /// either both happen or neither. `KeyClaimed` if a live claim exists.
+    async fn create_claimed(
+        &self,
+        record: Record,
+        claim: IdempotencyClaim,
+        durability: Durability,
+    ) -> Result<(), StoreError>;
+
+    /// Removes claims that expired before `now_ms`; returns how many.
+    async fn purge_expired_keys(&self, now_ms: i64) -> Result<usize, StoreError>;
 
     /// Replaces an object whose stored version is `expected_version`.
     /// `NotFound` if absent, `Conflict` if the version differs.

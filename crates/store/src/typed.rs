@@ -6,7 +6,7 @@
 
 use joch_core::Object;
 
-use crate::{Durability, ListQuery, Record, Store, StoreError};
+use crate::{Durability, IdempotencyClaim, ListQuery, Record, Store, StoreError};
 
 /// One page of typed objects.
 #[derive(Debug, Clone)]
@@ -26,6 +26,18 @@ impl dyn Store {
     ) -> Result<(), StoreError> {
         object.metadata_mut().resource_version = "1".to_owned();
         self.create(record_of(object), durability).await
+    }
+
+    /// Stores a new object as version 1 together with its idempotency claim.
+    pub async fn create_object_claimed<T: Object>(
+        &self,
+        object: &mut T,
+        claim: IdempotencyClaim,
+        durability: Durability,
+    ) -> Result<(), StoreError> {
+        object.metadata_mut().resource_version = "1".to_owned();
+        self.create_claimed(record_of(object), claim, durability)
+            .await
     }
 
     /// Replaces the stored object if its `resourceVersion` is still the one

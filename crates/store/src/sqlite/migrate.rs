@@ -6,7 +6,10 @@ use super::unavailable;
 use crate::StoreError;
 
 /// Every migration in order; the database's `user_version` counts how many ran.
-const MIGRATIONS: &[&str] = &[include_str!("../../migrations/sqlite/0001_objects.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/sqlite/0001_objects.sql"),
+    include_str!("../../migrations/sqlite/0002_idempotency_keys.sql"),
+];
 
 /// Applies the migrations the database has not seen, each in its own transaction.
 pub(super) fn run(conn: &mut Connection) -> Result<(), StoreError> {

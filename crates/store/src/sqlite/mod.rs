@@ -17,9 +17,9 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::{Durability, ListQuery, Page, Record, Store, StoreError};
+use crate::{Durability, IdempotencyClaim, ListQuery, Page, Record, Store, StoreError};
 use readers::Readers;
-use writer::{Write, WriteRequest};
+use writer::{Write, WriteRequest, Written};
 
 /// Read connections kept open; WAL lets them all read while the writer writes.
 const READERS: usize = 4;
@@ -60,11 +60,7 @@ impl SqliteStore {
         &self.path
     }
 
-    async fn write(
-        &self,
-        write: Write,
-        durability: Durability,
-    ) -> Result<Option<Record>, StoreError> {
+    async fn write(&self, write: Write, durability: Durability) -> Result<Written, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.writes
             .send(WriteRequest {
@@ -95,9 +91,32 @@ fn unavailable(e: rusqlite::Error) -> StoreError {
 #[async_trait]
 impl Store for SqliteStore {
     async fn create(&self, record: Record, durability: Durability) -> Result<(), StoreError> {
-        self.write(Write::Create(record), durability)
+        self.write(Write::Create(record, None), durability)
             .await
             .map(drop)
+    }
+
+    async fn create_claimed(
+        &self,
+        record: Record,
+        claim: IdempotencyClaim,
+        durability: Durability,
+    ) -> Result<(), StoreError> {
+        self.write(Write::Create(record, Some(claim)), durability)
+            .await
+            .map(drop)
+    }
+
+    async fn purge_expired_keys(&self, now_ms: i64) -> Result<usize, StoreError> {
+        match self
+            .write(Write::PurgeKeys { now_ms }, Durability::Sync)
+            .await?
+        {
+            Written::Purged(n) => Ok(n),
+            _ => Err(StoreError::Unavailable(
+                "purge returned no count".to_owned(),
+            )),
+        }
     }
 
     async fn update(
@@ -130,8 +149,12 @@ impl Store for SqliteStore {
             name: name.to_owned(),
             expected_version,
         };
-        let removed = self.write(write, Durability::Sync).await?;
-        removed.ok_or_else(|| StoreError::Unavailable("delete returned no record".to_owned()))
+        match self.write(write, Durability::Sync).await? {
+            Written::Removed(record) => Ok(record),
+            _ => Err(StoreError::Unavailable(
+                "delete returned no record".to_owned(),
+            )),
+        }
     }
 
     async fn get(&self, kind: &str, namespace: &str, name: &str) -> Result<Record, StoreError> {

@@ -7,7 +7,7 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 
 use super::unavailable;
-use crate::{ListQuery, Page, Record, StoreError};
+use crate::{IdempotencyClaim, ListQuery, Page, Record, StoreError};
 
 const COLUMNS: &str =
     "seq, kind, namespace, name, resource_version, labels, tool, phase, execution, body";
@@ -40,6 +40,49 @@ pub(super) fn insert(conn: &Connection, r: &Record) -> Result<(), StoreError> {
         }
         Err(e) => Err(unavailable(e)),
     }
+}
+
+/// Claims a key for call `call`, replacing an expired claim. A live claim
+/// is reported with the call that holds it.
+pub(super) fn claim_key(
+    conn: &Connection,
+    namespace: &str,
+    call: &str,
+    c: &IdempotencyClaim,
+) -> Result<(), StoreError> {
+    conn.prepare_cached("DELETE FROM idempotency_keys WHERE namespace = ?1 AND tool = ?2 AND key = ?3 AND expires_at <= ?4")
+        .and_then(|mut stmt| stmt.execute(params![namespace, c.tool, c.key, c.now_ms]))
+        .map_err(unavailable)?;
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO idempotency_keys (namespace, tool, key, call, checksum, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                namespace,
+                c.tool,
+                c.key,
+                call,
+                c.checksum,
+                c.expires_at_ms
+            ])
+        })
+        .map_err(unavailable)?;
+    if inserted == 1 {
+        return Ok(());
+    }
+    let (call, checksum) = conn
+        .prepare_cached("SELECT call, checksum FROM idempotency_keys WHERE namespace = ?1 AND tool = ?2 AND key = ?3")
+        .and_then(|mut stmt| stmt.query_row(params![namespace, c.tool, c.key], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(unavailable)?;
+    Err(StoreError::KeyClaimed { call, checksum })
+}
+
+pub(super) fn purge_keys(conn: &Connection, now_ms: i64) -> Result<usize, StoreError> {
+    conn.prepare_cached("DELETE FROM idempotency_keys WHERE expires_at <= ?1")
+        .and_then(|mut stmt| stmt.execute(params![now_ms]))
+        .map_err(unavailable)
 }
 
 pub(super) fn update(
@@ -124,8 +167,12 @@ pub(super) fn get(
 /// Lists newest first. Label selectors are applied while stepping through the
 /// rows, so a page is always full unless the list is exhausted.
 pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError> {
-    let mut sql = format!("SELECT {COLUMNS} FROM objects WHERE kind = ? AND namespace = ?");
-    let mut args: Vec<SqlValue> = vec![q.kind.clone().into(), q.namespace.clone().into()];
+    let mut sql = format!("SELECT {COLUMNS} FROM objects WHERE kind = ?");
+    let mut args: Vec<SqlValue> = vec![q.kind.clone().into()];
+    if !q.namespace.is_empty() {
+        sql.push_str(" AND namespace = ?");
+        args.push(q.namespace.clone().into());
+    }
     let filters = [
         ("tool", &q.index.tool),
         ("phase", &q.index.phase),

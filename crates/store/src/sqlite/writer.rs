@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{rows, unavailable};
-use crate::{Durability, Record, StoreError};
+use crate::{Durability, IdempotencyClaim, Record, StoreError};
 
 /// Most writes in one transaction; bounds the latency of the first in a batch.
 const MAX_BATCH: usize = 512;
@@ -17,7 +17,10 @@ const MAX_BATCH: usize = 512;
 const QUEUE: usize = 4096;
 
 pub(super) enum Write {
-    Create(Record),
+    Create(Record, Option<IdempotencyClaim>),
+    PurgeKeys {
+        now_ms: i64,
+    },
     Update {
         record: Record,
         expected_version: u64,
@@ -33,7 +36,14 @@ pub(super) enum Write {
 pub(super) struct WriteRequest {
     pub write: Write,
     pub durability: Durability,
-    pub reply: oneshot::Sender<Result<Option<Record>, StoreError>>,
+    pub reply: oneshot::Sender<Result<Written, StoreError>>,
+}
+
+/// What a write hands back.
+pub(super) enum Written {
+    Nothing,
+    Removed(Record),
+    Purged(usize),
 }
 
 pub(super) fn spawn(conn: Connection) -> mpsc::Sender<WriteRequest> {
@@ -61,7 +71,7 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>) {
 }
 
 fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
-    let tx = match conn.transaction() {
+    let mut tx = match conn.transaction() {
         Ok(tx) => tx,
         Err(e) => {
             let message = e.to_string();
@@ -73,11 +83,11 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
             return;
         }
     };
-    // A failing statement (a duplicate name, a stale version) rolls back only
-    // itself; the rest of the batch commits.
+    // A failing write (a duplicate name, a stale version, a held key) rolls
+    // back to its savepoint; the rest of the batch commits.
     let mut synced = Vec::with_capacity(batch.len());
     for request in batch.drain(..) {
-        let result = apply(&tx, &request.write);
+        let result = apply_atomically(&mut tx, &request.write);
         match request.durability {
             Durability::Deferred => {
                 let _ = request.reply.send(result);
@@ -95,18 +105,36 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
     }
 }
 
-fn apply(conn: &Connection, write: &Write) -> Result<Option<Record>, StoreError> {
+fn apply_atomically(
+    tx: &mut rusqlite::Transaction<'_>,
+    write: &Write,
+) -> Result<Written, StoreError> {
+    let savepoint = tx.savepoint().map_err(unavailable)?;
+    let result = apply(&savepoint, write);
+    if result.is_ok() {
+        savepoint.commit().map_err(unavailable)?;
+    } // else dropping the savepoint rolls back this write alone
+    result
+}
+
+fn apply(conn: &Connection, write: &Write) -> Result<Written, StoreError> {
     match write {
-        Write::Create(record) => rows::insert(conn, record).map(|()| None),
+        Write::Create(record, claim) => {
+            if let Some(claim) = claim {
+                rows::claim_key(conn, &record.namespace, &record.name, claim)?;
+            }
+            rows::insert(conn, record).map(|()| Written::Nothing)
+        }
         Write::Update {
             record,
             expected_version,
-        } => rows::update(conn, record, *expected_version).map(|()| None),
+        } => rows::update(conn, record, *expected_version).map(|()| Written::Nothing),
         Write::Delete {
             kind,
             namespace,
             name,
             expected_version,
-        } => rows::delete(conn, kind, namespace, name, *expected_version).map(Some),
+        } => rows::delete(conn, kind, namespace, name, *expected_version).map(Written::Removed),
+        Write::PurgeKeys { now_ms } => rows::purge_keys(conn, *now_ms).map(Written::Purged),
     }
 }
