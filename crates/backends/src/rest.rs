@@ -18,6 +18,11 @@ pub struct RestConfig {
     pub max_response_bytes: usize,
     /// How much of a failing response's body is kept on the record (default 2 KiB).
     pub max_error_body_bytes: usize,
+    /// Extra tries after a connection error or timeout, for tools where a
+    /// repeat is safe (default 2).
+    pub transport_retries: u32,
+    /// Wait before the first retry, doubled for each next one (default 100 ms).
+    pub retry_backoff: Duration,
 }
 
 impl Default for RestConfig {
@@ -25,6 +30,8 @@ impl Default for RestConfig {
         Self {
             max_response_bytes: 16 * 1024 * 1024,
             max_error_body_bytes: 2048,
+            transport_retries: 2,
+            retry_backoff: Duration::from_millis(100),
         }
     }
 }
@@ -79,10 +86,33 @@ impl ToolBackend for WebhookBackend {
             .timeout(timeout)
             .json(call.args);
 
-        let response = request
-            .send()
-            .await
-            .map_err(|e| transport_failure(&e, endpoint.timeout_ms))?;
+        // A transport error leaves unknown whether the webhook acted. Sending
+        // again is safe only if acting twice is harmless (an idempotent tool)
+        // or the receiver can tell a repeat (it gets the idempotency key).
+        let retry_safe =
+            call.tool.spec.side_effects.is_repeatable() || call.idempotency_key.is_some();
+        let retries = if retry_safe {
+            self.config.transport_retries
+        } else {
+            0
+        };
+        let mut attempt = 0;
+        let response = loop {
+            let this_try = request.try_clone().ok_or_else(|| {
+                failure(
+                    "backend_error",
+                    "webhook request cannot be repeated".to_owned(),
+                )
+            })?;
+            match this_try.send().await {
+                Ok(response) => break response,
+                Err(e) if attempt < retries && (e.is_connect() || e.is_timeout()) => {
+                    attempt += 1;
+                    tokio::time::sleep(self.config.retry_backoff * 2u32.pow(attempt - 1)).await;
+                }
+                Err(e) => return Err(transport_failure(&e, endpoint.timeout_ms)),
+            }
+        };
         let status = response.status();
         let body = read_limited(
             response,
@@ -131,6 +161,12 @@ fn headers(
             )
         })?;
         headers.insert(name, value);
+    }
+    if let Some(key) = call
+        .idempotency_key
+        .and_then(|k| HeaderValue::from_str(k).ok())
+    {
+        headers.insert(HeaderName::from_static("idempotency-key"), key);
     }
     // Let the receiver deduplicate: the same call id and attempt means a retry.
     let ids = [

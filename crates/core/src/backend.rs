@@ -26,6 +26,9 @@ pub struct Invocation<'a> {
     pub checksum: &'a str,
     /// 1 for the first invocation of this call.
     pub attempt: u32,
+    /// The call's idempotency key, forwarded to backends that can pass it on
+    /// (a webhook gets it as the `Idempotency-Key` header).
+    pub idempotency_key: Option<&'a str>,
 }
 
 /// A tool that ran and failed, or could not be reached: recorded as the

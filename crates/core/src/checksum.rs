@@ -20,9 +20,15 @@ struct Canonical<'a> {
 pub fn checksum(tool: &str, args: &Map<String, Value>) -> String {
     // JCS only fails on values JSON cannot represent (non-finite floats), which
     // a `serde_json::Value` cannot hold.
-    let canonical = serde_jcs::to_vec(&Canonical { tool, args })
-        .expect("a serde_json value is always canonicalisable");
-    hex(&Sha256::digest(&canonical))
+    digest(&Canonical { tool, args }).expect("a serde_json value is always canonicalisable")
+}
+
+/// Lowercase hex sha256 of the RFC 8785 canonical form of any value, or
+/// `None` if it has no JSON form (a non-finite float).
+pub fn digest<T: Serialize + ?Sized>(value: &T) -> Option<String> {
+    serde_jcs::to_vec(value)
+        .ok()
+        .map(|canonical| hex(&Sha256::digest(&canonical)))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -66,6 +66,14 @@ pub struct SideEffects {
     /// Every call needs a person's approval before it runs.
     #[serde(default)]
     pub requires_approval: bool,
+    /// Derives an idempotency key from the call when the caller gives none,
+    /// e.g. `zendesk-{{ input.subject | hash }}` (MiniJinja syntax; `input`,
+    /// `tool`, `agent`, `execution` and `caller` are in scope).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key_template: Option<String>,
+    /// How long a key collapses repeats, in seconds (default: the server's, 24 h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_window_seconds: Option<u64>,
 }
 
 impl SideEffects {

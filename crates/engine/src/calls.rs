@@ -8,7 +8,7 @@
 //! and both share each sync with every other call in flight (group commit).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use joch_core::normalize::normalize_args;
 use joch_core::redact::{REDACTED, redact_fields};
@@ -16,27 +16,31 @@ use joch_core::{
     Approval, CallError, CallSideEffects, Invocation, Phase, Tool, ToolCall, ToolCallStatus,
     checksum,
 };
-use joch_store::Durability;
+use joch_store::{Durability, StoreError};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
 use crate::engine::now;
+use crate::idempotency;
 use crate::resources::admit;
 use crate::schema::Compiled;
 use crate::{Engine, EngineError};
 
-/// A call that has settled (any terminal phase).
+/// What a caller gets back for a call.
 #[derive(Debug, Clone)]
-pub struct Settled {
+pub struct CallOutcome {
     /// The record, exactly as stored.
     pub record: ToolCall,
     /// The tool's output in full. The record may hold less: the tool's
     /// `observability` settings redact or drop it there, but the caller that
     /// made the call gets what the tool returned.
     pub output: Option<Value>,
+    /// True when this is an earlier call with the same idempotency key,
+    /// returned from the record without running anything.
+    pub replayed: bool,
 }
 
-impl Settled {
+impl CallOutcome {
     /// The record with the full output: what the calling agent receives.
     pub fn into_response(self) -> ToolCall {
         let mut record = self.record;
@@ -44,6 +48,14 @@ impl Settled {
             record.status.output = self.output;
         }
         record
+    }
+
+    fn replay(record: ToolCall) -> Self {
+        Self {
+            record,
+            output: None,
+            replayed: true,
+        }
     }
 }
 
@@ -57,19 +69,46 @@ struct Recorded {
     rejection: Option<(Phase, CallError)>,
 }
 
+/// Either a new record, or the call already holding the idempotency key.
+enum Admission {
+    New(Box<Recorded>),
+    KeyHeldBy(String),
+}
+
 impl Engine {
     /// Records a call, runs it and returns it settled. The answer is durable
     /// when this returns; the record was durable before the tool's side
-    /// effect could happen.
-    pub async fn call(&self, namespace: &str, call: ToolCall) -> Result<Settled, EngineError> {
-        let recorded = self.record(namespace, call, Durability::Deferred).await?;
-        self.run(recorded).await
+    /// effect could happen. A call whose idempotency key is held by an
+    /// earlier call with the same arguments returns that call, once settled,
+    /// without running anything.
+    pub async fn call(&self, namespace: &str, call: ToolCall) -> Result<CallOutcome, EngineError> {
+        match self.record(namespace, call, Durability::Deferred).await? {
+            Admission::New(recorded) => self.run(*recorded).await,
+            Admission::KeyHeldBy(holder) => Ok(CallOutcome::replay(
+                self.wait_settled(namespace, &holder).await?,
+            )),
+        }
     }
 
     /// Records a call durably (phase `Pending`) and returns that record at
-    /// once; the call runs in the background and settles in the store.
-    pub async fn submit(&self, namespace: &str, call: ToolCall) -> Result<ToolCall, EngineError> {
-        let recorded = self.record(namespace, call, Durability::Sync).await?;
+    /// once; the call runs in the background and settles in the store. If
+    /// its idempotency key is held by a settled call, that call is returned;
+    /// by an unsettled one, `IdempotencyKeyInUse`.
+    pub async fn submit(
+        &self,
+        namespace: &str,
+        call: ToolCall,
+    ) -> Result<CallOutcome, EngineError> {
+        let recorded = match self.record(namespace, call, Durability::Sync).await? {
+            Admission::New(recorded) => *recorded,
+            Admission::KeyHeldBy(holder) => {
+                let existing = self.get_call(namespace, &holder).await?;
+                if !existing.status.phase.is_terminal() {
+                    return Err(EngineError::IdempotencyKeyInUse { call: holder });
+                }
+                return Ok(CallOutcome::replay(existing));
+            }
+        };
         let pending = recorded.call.clone();
         let engine = self.clone();
         tokio::spawn(async move {
@@ -78,17 +117,21 @@ impl Engine {
                 tracing::error!(call = %name, error = %e, "background call could not be settled");
             }
         });
-        Ok(pending)
+        Ok(CallOutcome {
+            record: pending,
+            output: None,
+            replayed: false,
+        })
     }
 
-    /// Resolves the tool, normalises and checks the input, and stores the
-    /// call as `Pending`.
+    /// Resolves the tool, normalises and checks the input, claims the
+    /// idempotency key, and stores the call as `Pending`.
     async fn record(
         &self,
         namespace: &str,
         mut call: ToolCall,
         durability: Durability,
-    ) -> Result<Recorded, EngineError> {
+    ) -> Result<Admission, EngineError> {
         if call.metadata.name.is_empty() {
             call.metadata.name = uuid::Uuid::new_v4().to_string();
         }
@@ -99,28 +142,6 @@ impl Engine {
             .get_object(namespace, call.tool_name())
             .await?;
         let effects = &tool.spec.side_effects;
-
-        call.status = ToolCallStatus {
-            tool_version: Some(tool.metadata.resource_version.clone()),
-            ..Default::default()
-        };
-        let idempotency_key = call
-            .spec
-            .side_effects
-            .take()
-            .and_then(|s| s.idempotency_key);
-        call.spec.side_effects = Some(CallSideEffects {
-            level: effects.level,
-            idempotent: effects.idempotent,
-            idempotency_key,
-        });
-        if effects.requires_approval {
-            call.spec.approval = Some(Approval {
-                required: true,
-                status: Some("pending".to_owned()),
-                ..Default::default()
-            });
-        }
 
         let mut rejection = None;
         let args = match normalize_args(std::mem::take(&mut call.spec.input)) {
@@ -133,7 +154,25 @@ impl Engine {
                 Map::new()
             }
         };
-        call.status.checksum = checksum(call.tool_name(), &args);
+        let key = idempotency::key_of(&call, &tool, &args)?;
+
+        call.status = ToolCallStatus {
+            checksum: checksum(call.tool_name(), &args),
+            tool_version: Some(tool.metadata.resource_version.clone()),
+            ..Default::default()
+        };
+        call.spec.side_effects = Some(CallSideEffects {
+            level: effects.level,
+            idempotent: effects.idempotent,
+            idempotency_key: key.clone(),
+        });
+        if effects.requires_approval {
+            call.spec.approval = Some(Approval {
+                required: true,
+                status: Some("pending".to_owned()),
+                ..Default::default()
+            });
+        }
         let schemas = match self.inner.schemas.get(&tool) {
             Ok(schemas) => Some(schemas),
             Err(e) => {
@@ -144,12 +183,9 @@ impl Engine {
                 None
             }
         };
-        let args_value = Value::Object(args);
+        let args = Value::Object(args);
         if rejection.is_none() {
-            if let Err(e) = schemas
-                .as_ref()
-                .map_or(Ok(()), |s| s.check_input(&args_value))
-            {
+            if let Err(e) = schemas.as_ref().map_or(Ok(()), |s| s.check_input(&args)) {
                 rejection = Some((Phase::Failed, e));
             }
         }
@@ -163,31 +199,60 @@ impl Engine {
                 ),
             ));
         }
-        call.spec.input = recorded_value(
-            &args_value,
-            tool.spec.observability.log_args,
-            &tool.spec.observability.redact_fields,
-        );
-        let args = match args_value {
+        let observability = &tool.spec.observability;
+        call.spec.input =
+            recorded_value(&args, observability.log_args, &observability.redact_fields);
+        let args = match args {
             Value::Object(args) => args,
             _ => Map::new(),
         };
 
-        self.inner
-            .store
-            .create_object(&mut call, durability)
-            .await?;
-        Ok(Recorded {
-            call,
-            tool,
-            args,
-            schemas,
-            rejection,
-        })
+        let store = &self.inner.store;
+        let created = match key {
+            None => store.create_object(&mut call, durability).await,
+            Some(key) => {
+                let window = self.inner.config.idempotency_window;
+                let claim = idempotency::claim(&tool, key, &call.status.checksum, window);
+                store
+                    .create_object_claimed(&mut call, claim, durability)
+                    .await
+            }
+        };
+        match created {
+            Ok(()) => Ok(Admission::New(Box::new(Recorded {
+                call,
+                tool,
+                args,
+                schemas,
+                rejection,
+            }))),
+            Err(StoreError::KeyClaimed {
+                call: holder,
+                checksum,
+            }) if checksum == call.status.checksum => Ok(Admission::KeyHeldBy(holder)),
+            Err(StoreError::KeyClaimed { call: holder, .. }) => {
+                Err(EngineError::IdempotencyKeyReused { call: holder })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Waits until the named call has settled and returns it.
+    async fn wait_settled(&self, namespace: &str, name: &str) -> Result<ToolCall, EngineError> {
+        let mut settled = self.inner.settled.subscribe();
+        loop {
+            let call = self.get_call(namespace, name).await?;
+            if call.status.phase.is_terminal() {
+                return Ok(call);
+            }
+            // A settle elsewhere in this process wakes us at once; the timer
+            // covers a call settled by another process sharing the store.
+            let _ = tokio::time::timeout(Duration::from_millis(500), settled.changed()).await;
+        }
     }
 
     /// Takes a recorded call to a terminal phase.
-    async fn run(&self, recorded: Recorded) -> Result<Settled, EngineError> {
+    async fn run(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
         let Recorded {
             mut call,
             tool,
@@ -200,10 +265,11 @@ impl Engine {
             if let Some((phase, error)) = rejection {
                 return self.settle(call, phase, None, Some(error), None).await;
             }
-            let Some(backend) = self.inner.backends.get(tool.spec.backend.kind()).cloned() else {
+            let kind = tool.spec.backend.kind();
+            let Some(backend) = self.inner.backends.get(kind).cloned() else {
                 let error = CallError::new(
                     "backend_unavailable",
-                    format!("no {:?} backend is configured", tool.spec.backend.kind()),
+                    format!("no {kind:?} backend is configured"),
                 );
                 return self
                     .settle(call, Phase::Failed, None, Some(error), None)
@@ -231,6 +297,11 @@ impl Engine {
                 args: &args,
                 checksum: &call.status.checksum,
                 attempt: call.status.attempts,
+                idempotency_key: call
+                    .spec
+                    .side_effects
+                    .as_ref()
+                    .and_then(|s| s.idempotency_key.as_deref()),
             };
             let result = backend.invoke(invocation).await;
             let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -261,7 +332,7 @@ impl Engine {
         output: Option<Value>,
         error: Option<CallError>,
         latency_ms: Option<u64>,
-    ) -> Result<Settled, EngineError> {
+    ) -> Result<CallOutcome, EngineError> {
         call.transition(phase)?;
         call.status.completed_at = Some(now());
         call.status.latency_ms = latency_ms;
@@ -270,10 +341,12 @@ impl Engine {
             .store
             .update_object(&mut call, Durability::Sync)
             .await?;
+        self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
         tracing::debug!(phase = %phase, latency_ms, "tool call settled");
-        Ok(Settled {
+        Ok(CallOutcome {
             record: call,
             output,
+            replayed: false,
         })
     }
 }

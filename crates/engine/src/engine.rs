@@ -2,11 +2,13 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::Utc;
 use joch_core::object::IndexFields;
 use joch_core::{LabelSelector, Time, ToolBackend};
 use joch_store::{ListQuery, Store};
+use tokio::sync::watch;
 
 use crate::EngineError;
 use crate::schema::SchemaCache;
@@ -18,6 +20,9 @@ pub struct EngineConfig {
     pub default_list_limit: usize,
     /// Largest `limit` a client may ask for (default 5 000).
     pub max_list_limit: usize,
+    /// How long an idempotency key collapses repeats when the tool sets no
+    /// window of its own (default 24 h).
+    pub idempotency_window: Duration,
 }
 
 impl Default for EngineConfig {
@@ -25,6 +30,7 @@ impl Default for EngineConfig {
         Self {
             default_list_limit: 500,
             max_list_limit: 5_000,
+            idempotency_window: Duration::from_secs(24 * 60 * 60),
         }
     }
 }
@@ -41,6 +47,9 @@ pub(crate) struct Inner {
     pub(crate) backends: HashMap<&'static str, Arc<dyn ToolBackend>>,
     pub(crate) schemas: SchemaCache,
     pub(crate) config: EngineConfig,
+    /// Bumped whenever a call settles, so callers waiting on another call's
+    /// outcome (same idempotency key) re-read the store at once.
+    pub(crate) settled: watch::Sender<u64>,
 }
 
 impl Engine {
@@ -58,6 +67,7 @@ impl Engine {
                 backends,
                 schemas: SchemaCache::default(),
                 config,
+                settled: watch::channel(0).0,
             }),
         }
     }

@@ -29,6 +29,21 @@ pub enum EngineError {
     /// The resource or request is invalid, field by field.
     #[error("{0}")]
     Invalid(#[from] ValidationError),
+    /// An idempotency key is empty, too long, or its template cannot render.
+    #[error("{0}")]
+    InvalidIdempotencyKey(String),
+    /// The idempotency key belongs to a call with different arguments.
+    #[error("idempotency key was already used by call {call:?} with different arguments")]
+    IdempotencyKeyReused {
+        /// The call holding the key.
+        call: String,
+    },
+    /// The idempotency key's call has not settled and the caller would not wait.
+    #[error("idempotency key is held by call {call:?}, which has not settled yet")]
+    IdempotencyKeyInUse {
+        /// The call holding the key.
+        call: String,
+    },
     /// A query parameter is malformed.
     #[error("{0}")]
     BadRequest(String),

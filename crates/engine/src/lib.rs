@@ -16,10 +16,12 @@
 mod calls;
 mod engine;
 mod error;
+mod idempotency;
 mod resources;
 mod schema;
 
-pub use calls::Settled;
+pub use calls::CallOutcome;
 pub use engine::{Engine, EngineConfig, ListParams};
 pub use error::EngineError;
+pub use idempotency::{MAX_KEY_LEN, validate_key};
 pub use joch_store::ObjectList;

@@ -21,6 +21,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         WebhookBackend::new(RestConfig::default()).context("cannot build the webhook client")?;
     let backends: Vec<Arc<dyn ToolBackend>> = vec![Arc::new(webhook)];
     let engine = Engine::new(store, backends, EngineConfig::default());
+    engine.spawn_key_purger(std::time::Duration::from_secs(60));
 
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await

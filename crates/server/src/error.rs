@@ -58,6 +58,19 @@ impl From<EngineError> for ApiError {
                 message,
             )
             .with_details(json!({"fields": v.0})),
+            EngineError::InvalidIdempotencyKey(_) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_idempotency_key", message)
+            }
+            EngineError::IdempotencyKeyReused { call } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                message,
+            )
+            .with_details(json!({"toolCall": call})),
+            EngineError::IdempotencyKeyInUse { call } => {
+                ApiError::new(StatusCode::CONFLICT, "idempotency_key_in_use", message)
+                    .with_details(json!({"toolCall": call}))
+            }
             EngineError::BadRequest(_) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
             }

@@ -209,12 +209,33 @@ impl Webhook {
     pub async fn start() -> Webhook {
         let hits = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&hits);
+        let slow_counted = Arc::clone(&hits);
         let app = Router::new()
             .route(
                 "/echo",
                 post(move |axum::Json(body): axum::Json<Value>| {
                     counted.fetch_add(1, Ordering::SeqCst);
                     async move { axum::Json(json!({"echo": body})) }
+                }),
+            )
+            .route(
+                "/slow-echo",
+                post(move |axum::Json(body): axum::Json<Value>| {
+                    let counted = Arc::clone(&slow_counted);
+                    async move {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        axum::Json(json!({"echo": body}))
+                    }
+                }),
+            )
+            .route(
+                "/headers",
+                post(|headers: axum::http::HeaderMap| async move {
+                    let pairs = headers
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or_default())));
+                    axum::Json(Value::Object(pairs.collect()))
                 }),
             )
             .route(

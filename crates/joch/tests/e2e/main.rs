@@ -9,5 +9,6 @@ mod calls;
 mod cli;
 mod crash;
 mod errors;
+mod idempotency;
 mod load;
 mod resources;

@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use joch_core::ToolCall;
 use serde::Deserialize;
@@ -24,24 +24,74 @@ fn yes() -> bool {
     true
 }
 
+/// Marks an answer that was served from the record of an earlier call
+/// with the same idempotency key: as a header, and as an annotation on the
+/// returned resource (not stored).
+const REPLAYED_HEADER: &str = "idempotent-replayed";
+const REPLAYED_ANNOTATION: &str = "joch.dev/idempotent-replayed";
+
 /// Runs the call: 201 with the settled record, or with `?wait=false` 202
-/// with the `Pending` record.
+/// with the `Pending` record. A repeat of an idempotency key answers 200
+/// with the original call.
 pub(crate) async fn create(
     State(state): State<AppState>,
     Path(ns): Path<String>,
     Query(params): Query<CreateParams>,
-    Manifest(call): Manifest<ToolCall>,
+    headers: HeaderMap,
+    Manifest(mut call): Manifest<ToolCall>,
 ) -> Result<Response, ApiError> {
-    let (status, call) = if params.wait {
-        (
-            StatusCode::CREATED,
-            state.engine.call(&ns, call).await?.into_response(),
-        )
+    take_idempotency_header(&headers, &mut call)?;
+    let outcome = if params.wait {
+        state.engine.call(&ns, call).await?
     } else {
-        (StatusCode::ACCEPTED, state.engine.submit(&ns, call).await?)
+        state.engine.submit(&ns, call).await?
     };
+    let status = match (outcome.replayed, params.wait) {
+        (true, _) => StatusCode::OK,
+        (false, true) => StatusCode::CREATED,
+        (false, false) => StatusCode::ACCEPTED,
+    };
+    let replayed = outcome.replayed;
+    let mut call = outcome.into_response();
     let location = format!("/v1/namespaces/{ns}/toolcalls/{}", call.metadata.name);
-    Ok((status, [(header::LOCATION, location)], Json(call)).into_response())
+    let mut response_headers = HeaderMap::new();
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        response_headers.insert(header::LOCATION, location);
+    }
+    if replayed {
+        response_headers.insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+        call.metadata
+            .annotations
+            .insert(REPLAYED_ANNOTATION.to_owned(), "true".to_owned());
+    }
+    Ok((status, response_headers, Json(call)).into_response())
+}
+
+/// The `Idempotency-Key` header, if any, becomes the call's key; a body
+/// that names a different key is refused rather than silently overridden.
+fn take_idempotency_header(headers: &HeaderMap, call: &mut ToolCall) -> Result<(), ApiError> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(());
+    };
+    let key = value.to_str().map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_idempotency_key",
+            "Idempotency-Key must be visible ASCII",
+        )
+    })?;
+    let effects = call.spec.side_effects.get_or_insert_with(Default::default);
+    match &effects.idempotency_key {
+        Some(body_key) if body_key != key => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_idempotency_key",
+            "the Idempotency-Key header and spec.sideEffects.idempotencyKey differ",
+        )),
+        _ => {
+            effects.idempotency_key = Some(key.to_owned());
+            Ok(())
+        }
+    }
 }
 
 pub(crate) async fn get(
