@@ -34,5 +34,6 @@ pub use tool::{
     Backend, Observability, RestBackend, RestEndpoint, SideEffectLevel, SideEffects, Tool, ToolSpec,
 };
 pub use toolcall::{
-    Approval, CallError, CallSideEffects, HookDecision, ToolCall, ToolCallSpec, ToolCallStatus,
+    Approval, CallError, CallSideEffects, HookDecision, Resolution, ToolCall, ToolCallSpec,
+    ToolCallStatus,
 };

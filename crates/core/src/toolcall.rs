@@ -72,6 +72,9 @@ pub struct ToolCallSpec {
     /// The per-turn execution environment the caller reports (seed 004).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Value>,
+    /// The call this one replays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<ObjectRef>,
 }
 
 /// `spec.sideEffects` of a call.
@@ -156,6 +159,24 @@ pub struct ToolCallStatus {
     /// Which policy decided what, before and after the call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hook_decisions: Vec<HookDecision>,
+    /// True when `spec.input` is not what the tool received (fields were
+    /// redacted or the input withheld): such a call cannot be resumed after
+    /// a crash, nor replayed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub input_withheld: bool,
+    /// How an operator settled a call whose outcome was `Unknown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<Resolution>,
+}
+
+/// An operator's settlement of an `Unknown` call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Resolution {
+    /// Why the operator decided as they did.
+    pub reason: String,
+    /// When.
+    pub resolved_at: Time,
 }
 
 /// Why a call failed, as data on the record.

@@ -60,13 +60,13 @@ impl CallOutcome {
 }
 
 /// A recorded call, ready to run.
-struct Recorded {
-    call: ToolCall,
-    tool: Tool,
-    args: Map<String, Value>,
-    schemas: Option<Arc<Compiled>>,
+pub(crate) struct Recorded {
+    pub(crate) call: ToolCall,
+    pub(crate) tool: Tool,
+    pub(crate) args: Map<String, Value>,
+    pub(crate) schemas: Option<Arc<Compiled>>,
     /// Set when the call must not run; it will settle with this error.
-    rejection: Option<(Phase, CallError)>,
+    pub(crate) rejection: Option<(Phase, CallError)>,
 }
 
 /// Either a new record, or the call already holding the idempotency key.
@@ -202,6 +202,7 @@ impl Engine {
         let observability = &tool.spec.observability;
         call.spec.input =
             recorded_value(&args, observability.log_args, &observability.redact_fields);
+        call.status.input_withheld = call.spec.input != args;
         let args = match args {
             Value::Object(args) => args,
             _ => Map::new(),
@@ -252,7 +253,7 @@ impl Engine {
     }
 
     /// Takes a recorded call to a terminal phase.
-    async fn run(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
+    pub(crate) async fn run(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
         let Recorded {
             mut call,
             tool,
@@ -276,7 +277,10 @@ impl Engine {
                     .await;
             };
 
-            call.transition(Phase::Running)?;
+            // A call recovered after a crash is already Running: this is its next attempt.
+            if call.status.phase != Phase::Running {
+                call.transition(Phase::Running)?;
+            }
             call.status.attempts += 1;
             call.status.started_at = Some(now());
             let durability = if tool.spec.side_effects.is_repeatable() {
@@ -325,7 +329,7 @@ impl Engine {
     }
 
     /// Moves the call to its terminal phase and stores it durably.
-    async fn settle(
+    pub(crate) async fn settle(
         &self,
         mut call: ToolCall,
         phase: Phase,

@@ -44,6 +44,16 @@ pub enum EngineError {
         /// The call holding the key.
         call: String,
     },
+    /// The request is understood but refused in the resource's current state
+    /// (replaying a write without override, resolving a call that is not
+    /// `Unknown`). `code` is the stable reason.
+    #[error("{message}")]
+    Refused {
+        /// Stable snake_case reason, e.g. `replay_not_allowed`.
+        code: &'static str,
+        /// For people.
+        message: String,
+    },
     /// A query parameter is malformed.
     #[error("{0}")]
     BadRequest(String),

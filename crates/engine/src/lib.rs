@@ -17,6 +17,8 @@ mod calls;
 mod engine;
 mod error;
 mod idempotency;
+mod recovery;
+mod replay;
 mod resources;
 mod schema;
 
@@ -25,3 +27,5 @@ pub use engine::{Engine, EngineConfig, ListParams};
 pub use error::EngineError;
 pub use idempotency::{MAX_KEY_LEN, validate_key};
 pub use joch_store::ObjectList;
+pub use recovery::{RecoveryReport, Resolve};
+pub use replay::{Replay, ReplayMode};

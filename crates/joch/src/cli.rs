@@ -41,6 +41,45 @@ pub enum Command {
     Describe(DescribeArgs),
     /// Call a tool through the gateway and print the settled record.
     Call(CallArgs),
+    /// Replay a recorded call as a new call.
+    Replay(ReplayArgs),
+    /// Settle a call whose outcome is Unknown, as an operator decided.
+    Resolve(ResolveArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The call to replay.
+    pub name: String,
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// Execute again even a tool that is not read-only or idempotent.
+    #[arg(long = "override")]
+    pub override_writes: bool,
+    /// Run nothing: the new call carries the recorded outcome.
+    #[arg(long)]
+    pub record: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("outcome").required(true).args(["succeeded", "failed"]))]
+pub struct ResolveArgs {
+    /// The Unknown call.
+    pub name: String,
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// The side effect happened.
+    #[arg(long)]
+    pub succeeded: bool,
+    /// The side effect did not happen.
+    #[arg(long)]
+    pub failed: bool,
+    /// Why you decided so; kept on the record.
+    #[arg(long, default_value = "resolved by an operator")]
+    pub reason: String,
+    /// The outcome as JSON, when known.
+    #[arg(long)]
+    pub output: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -110,6 +149,15 @@ pub struct GetArgs {
     /// Most items to show.
     #[arg(long, default_value_t = 100)]
     pub limit: usize,
+    /// Tool calls in this phase only, e.g. `Unknown`.
+    #[arg(long)]
+    pub phase: Option<String>,
+    /// Tool calls of this tool only.
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// Tool calls of this execution only.
+    #[arg(long)]
+    pub execution: Option<String>,
 }
 
 #[derive(Debug, Args)]

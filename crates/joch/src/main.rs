@@ -29,6 +29,8 @@ async fn main() -> std::process::ExitCode {
         Command::Get(args) => output::get(&cli.client, args).await,
         Command::Describe(args) => output::describe(&cli.client, args).await,
         Command::Call(args) => output::call(&cli.client, args).await,
+        Command::Replay(args) => output::replay(&cli.client, args).await,
+        Command::Resolve(args) => output::resolve(&cli.client, args).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

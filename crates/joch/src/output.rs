@@ -5,7 +5,10 @@ use chrono::{DateTime, Utc};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::cli::{CallArgs, ClientArgs, DescribeArgs, GetArgs, OutputFormat, ResourceKind};
+use crate::cli::{
+    CallArgs, ClientArgs, DescribeArgs, GetArgs, OutputFormat, ReplayArgs, ResolveArgs,
+    ResourceKind,
+};
 use crate::client::Client;
 
 pub async fn get(client_args: &ClientArgs, args: GetArgs) -> anyhow::Result<()> {
@@ -19,8 +22,16 @@ pub async fn get(client_args: &ClientArgs, args: GetArgs) -> anyhow::Result<()> 
         ],
         None => {
             let mut query = format!("?limit={}", args.limit);
-            if let Some(selector) = &args.selector {
-                query.push_str(&format!("&labelSelector={}", encode(selector)));
+            let filters = [
+                ("labelSelector", &args.selector),
+                ("phase", &args.phase),
+                ("tool", &args.tool),
+                ("execution", &args.execution),
+            ];
+            for (name, value) in filters {
+                if let Some(value) = value {
+                    query.push_str(&format!("&{name}={}", encode(value)));
+                }
             }
             let list = client
                 .expect_ok(Method::GET, &format!("{collection}{query}"), None)
@@ -86,6 +97,46 @@ pub async fn call(client_args: &ClientArgs, args: CallArgs) -> anyhow::Result<()
             .unwrap_or("no reason recorded");
         bail!("the call ended {phase}: {reason}");
     }
+    Ok(())
+}
+
+pub async fn replay(client_args: &ClientArgs, args: ReplayArgs) -> anyhow::Result<()> {
+    let client = Client::new(client_args)?;
+    let mode = if args.record { "record" } else { "execute" };
+    let body = json!({"mode": mode, "override": args.override_writes});
+    let path = format!(
+        "/v1/namespaces/{}/toolcalls/{}/replay",
+        args.namespace, args.name
+    );
+    let record = client.expect_ok(Method::POST, &path, Some(&body)).await?;
+    print!("{}", serde_yaml_ng::to_string(&record)?);
+    Ok(())
+}
+
+pub async fn resolve(client_args: &ClientArgs, args: ResolveArgs) -> anyhow::Result<()> {
+    let client = Client::new(client_args)?;
+    let phase = if args.succeeded {
+        "Succeeded"
+    } else {
+        "Failed"
+    };
+    let mut body = json!({"phase": phase, "reason": args.reason});
+    if let Some(output) = &args.output {
+        body["output"] = serde_json::from_str(output).context("--output is not valid JSON")?;
+    }
+    let path = format!(
+        "/v1/namespaces/{}/toolcalls/{}/resolve",
+        args.namespace, args.name
+    );
+    let record = client.expect_ok(Method::POST, &path, Some(&body)).await?;
+    println!(
+        "toolcall/{} {}",
+        args.name,
+        record
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+    );
     Ok(())
 }
 

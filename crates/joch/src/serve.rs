@@ -5,7 +5,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use joch_backends::{RestConfig, WebhookBackend};
 use joch_core::ToolBackend;
-use joch_engine::{Engine, EngineConfig};
+use joch_engine::{Engine, EngineConfig, RecoveryReport};
 use joch_server::ServerConfig;
 use joch_store::{SqliteStore, Store};
 
@@ -21,6 +21,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         WebhookBackend::new(RestConfig::default()).context("cannot build the webhook client")?;
     let backends: Vec<Arc<dyn ToolBackend>> = vec![Arc::new(webhook)];
     let engine = Engine::new(store, backends, EngineConfig::default());
+    let recovered = engine
+        .recover()
+        .await
+        .context("cannot recover unfinished calls")?;
     engine.spawn_key_purger(std::time::Duration::from_secs(60));
 
     let listener = tokio::net::TcpListener::bind(args.addr)
@@ -45,6 +49,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     if args.demo {
         demo::apply_examples(&engine, addr).await?;
+    }
+    if recovered != RecoveryReport::default() {
+        println!(
+            "recovered unfinished calls: {} resumed, {} re-run, {} interrupted (now Unknown), {} abandoned",
+            recovered.resumed, recovered.rerun, recovered.interrupted, recovered.abandoned
+        );
     }
 
     axum::serve(listener, app)

@@ -71,6 +71,7 @@ impl From<EngineError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "idempotency_key_in_use", message)
                     .with_details(json!({"toolCall": call}))
             }
+            EngineError::Refused { code, .. } => ApiError::new(StatusCode::CONFLICT, code, message),
             EngineError::BadRequest(_) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
             }

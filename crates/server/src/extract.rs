@@ -19,35 +19,64 @@ impl<S: Send + Sync, T: Object> FromRequest<S> for Manifest<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let format = Format::of(req.headers().get(header::CONTENT_TYPE));
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "payload_too_large",
-                    "request body is larger than the server accepts",
-                )
-            } else {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "malformed_body",
-                    rejection.body_text(),
-                )
-            }
-        })?;
-        let value = format.parse(&bytes)?;
+        let value = body_value(req, state).await?;
         check_type::<T>(&value)?;
-        let object = serde_path_to_error::deserialize(value).map_err(|e| {
-            let field = e.path().to_string();
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_resource",
-                format!("{field}: {}", e.inner()),
-            )
-            .with_details(json!({"fields": [{"field": field, "message": e.inner().to_string()}]}))
-        })?;
-        Ok(Manifest(object))
+        Ok(Manifest(typed(value)?))
     }
+}
+
+/// A plain JSON or YAML request body (not a resource), e.g. a replay request.
+/// An empty body is read as `{}`.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let empty = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|l| l == "0");
+        let value = if empty {
+            json!({})
+        } else {
+            body_value(req, state).await?
+        };
+        Ok(Body(typed(value)?))
+    }
+}
+
+async fn body_value<S: Send + Sync>(req: Request, state: &S) -> Result<Value, ApiError> {
+    let format = Format::of(req.headers().get(header::CONTENT_TYPE));
+    let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "request body is larger than the server accepts",
+            )
+        } else {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "malformed_body",
+                rejection.body_text(),
+            )
+        }
+    })?;
+    format.parse(&bytes)
+}
+
+/// Deserialises a parsed body, naming the field at fault.
+fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_resource",
+            format!("{field}: {}", e.inner()),
+        )
+        .with_details(json!({"fields": [{"field": field, "message": e.inner().to_string()}]}))
+    })
 }
 
 enum Format {

@@ -210,6 +210,7 @@ impl Webhook {
         let hits = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&hits);
         let slow_counted = Arc::clone(&hits);
+        let hang_counted = Arc::clone(&hits);
         let app = Router::new()
             .route(
                 "/echo",
@@ -225,6 +226,19 @@ impl Webhook {
                     async move {
                         counted.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_millis(300)).await;
+                        axum::Json(json!({"echo": body}))
+                    }
+                }),
+            )
+            .route(
+                "/hang-first",
+                post(move |axum::Json(body): axum::Json<Value>| {
+                    let counted = Arc::clone(&hang_counted);
+                    async move {
+                        // The first call never answers in time; the rest answer at once.
+                        if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                            tokio::time::sleep(Duration::from_secs(30)).await;
+                        }
                         axum::Json(json!({"echo": body}))
                     }
                 }),
@@ -261,6 +275,30 @@ impl Webhook {
     pub fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
     }
+}
+
+/// Polls a call until it reaches `phase` (or fails the test after ~5 s).
+pub async fn wait_for_phase(joch: &Joch, name: &str, phase: &str) -> Value {
+    let mut call = Value::Null;
+    for _ in 0..250 {
+        call = joch.get_call(name).await;
+        if call["status"]["phase"] == phase {
+            return call;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{name} never reached {phase}: {call}");
+}
+
+/// Polls the webhook until it has received `n` calls.
+pub async fn wait_for_hits(webhook: &Webhook, n: usize) {
+    for _ in 0..250 {
+        if webhook.hits() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the webhook got {} calls, expected {n}", webhook.hits());
 }
 
 /// A rest tool manifest calling `url`.

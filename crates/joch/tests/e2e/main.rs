@@ -11,4 +11,6 @@ mod crash;
 mod errors;
 mod idempotency;
 mod load;
+mod recovery;
+mod replay;
 mod resources;

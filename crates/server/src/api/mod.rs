@@ -7,7 +7,7 @@ mod tools;
 
 use axum::Router;
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{get, post};
 use joch_core::{API_VERSION, Object};
 use joch_engine::ListParams;
 use joch_engine::ObjectList;
@@ -34,6 +34,14 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/v1/namespaces/{ns}/toolcalls/{name}",
             get(toolcalls::get).put(toolcalls::relabel),
+        )
+        .route(
+            "/v1/namespaces/{ns}/toolcalls/{name}/replay",
+            post(toolcalls::replay),
+        )
+        .route(
+            "/v1/namespaces/{ns}/toolcalls/{name}/resolve",
+            post(toolcalls::resolve),
         )
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "route_not_found", "no such endpoint")

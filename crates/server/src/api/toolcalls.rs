@@ -5,11 +5,13 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use joch_core::ToolCall;
+use joch_core::{Phase, ToolCall};
+use joch_engine::{Replay, Resolve};
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::{List, ListQueryParams};
-use crate::extract::{Manifest, Path, Query};
+use crate::extract::{Body, Manifest, Path, Query};
 use crate::{ApiError, AppState};
 
 #[derive(Deserialize)]
@@ -116,4 +118,38 @@ pub(crate) async fn relabel(
     Manifest(call): Manifest<ToolCall>,
 ) -> Result<Json<ToolCall>, ApiError> {
     Ok(Json(state.engine.relabel_call(&ns, &name, call).await?))
+}
+
+/// Replays a settled call as a new one (201), linked by `spec.replayOf`.
+pub(crate) async fn replay(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    Body(replay): Body<Replay>,
+) -> Result<(StatusCode, Json<ToolCall>), ApiError> {
+    let outcome = state.engine.replay_call(&ns, &name, replay).await?;
+    Ok((StatusCode::CREATED, Json(outcome.into_response())))
+}
+
+/// `{"phase": "Succeeded" | "Failed", "reason": "...", "output": ...}`
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResolveBody {
+    phase: Phase,
+    reason: String,
+    #[serde(default)]
+    output: Option<Value>,
+}
+
+/// Settles an `Unknown` call as an operator decided.
+pub(crate) async fn resolve(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    Body(body): Body<ResolveBody>,
+) -> Result<Json<ToolCall>, ApiError> {
+    let resolve = Resolve {
+        phase: body.phase,
+        output: body.output,
+        reason: body.reason,
+    };
+    Ok(Json(state.engine.resolve_call(&ns, &name, resolve).await?))
 }

@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use joch_core::{ObjectMeta, ObjectRef, Phase, ToolCall, ToolCallSpec, ToolCallStatus};
+use joch_core::{Phase, ToolCall};
 
 use super::*;
 use crate::testsuite;
@@ -21,28 +21,11 @@ async fn sqlite_passes_the_store_suite() {
 async fn synced_records_survive_reopening() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("joch.db");
-    let mut call = ToolCall {
-        api_version: joch_core::API_VERSION.into(),
-        kind: "ToolCall".into(),
-        metadata: ObjectMeta {
-            name: "call-1".into(),
-            namespace: "ns".into(),
-            ..ObjectMeta::default()
-        },
-        spec: ToolCallSpec {
-            execution_ref: None,
-            agent_ref: None,
-            tool_ref: ObjectRef::new("t"),
-            input: serde_json::json!({"a": 1}),
-            side_effects: None,
-            approval: None,
-            hook_context: None,
-            caller_id: None,
-            skill_names: vec![],
-            context: None,
-        },
-        status: ToolCallStatus::default(),
-    };
+    let mut call: ToolCall = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "call-1", "namespace": "ns"},
+        "spec": {"toolRef": {"name": "t"}, "input": {"a": 1}}
+    }))
+    .expect("call");
     {
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("open"));
         store

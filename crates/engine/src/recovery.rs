@@ -1,0 +1,190 @@
+//! After a crash: reconcile the calls a previous run left unfinished, and
+//! let an operator settle the ones whose outcome nobody can know.
+//!
+//! The rule that makes this decidable is in `calls.rs`: a risky call's
+//! `Running` record is synced before its side effect. So a `Pending` call
+//! never reached its tool and is safe to run; a `Running` one may have, and
+//! is re-run only when repeating it is harmless.
+
+use joch_core::{CallError, Phase, Resolution, Tool, ToolCall};
+use joch_store::{Durability, ListQuery};
+use serde_json::Value;
+
+use crate::calls::Recorded;
+use crate::engine::now;
+use crate::{Engine, EngineError};
+
+/// What [`Engine::recover`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// `Pending` calls started again (they had never run).
+    pub resumed: usize,
+    /// `Running` calls of repeatable tools run again (attempts + 1).
+    pub rerun: usize,
+    /// `Running` calls of risky tools marked `Unknown` (reason `interrupted`).
+    pub interrupted: usize,
+    /// Calls settled `Failed` because they could not be run again (tool
+    /// deleted, input not recorded).
+    pub abandoned: usize,
+}
+
+/// How an operator settles an `Unknown` call.
+#[derive(Debug, Clone)]
+pub struct Resolve {
+    /// `Succeeded` or `Failed`.
+    pub phase: Phase,
+    /// The outcome, when the operator knows it.
+    pub output: Option<Value>,
+    /// Why; kept on the record.
+    pub reason: String,
+}
+
+impl Engine {
+    /// Reconciles every call left `Pending` or `Running` by a previous run.
+    /// Call before serving. Calls that are run again run in the background.
+    pub async fn recover(&self) -> Result<RecoveryReport, EngineError> {
+        let mut report = RecoveryReport::default();
+        for phase in [Phase::Running, Phase::Pending] {
+            for call in self.calls_in(phase).await? {
+                self.reconcile(call, &mut report).await?;
+            }
+        }
+        if report != RecoveryReport::default() {
+            tracing::warn!(
+                ?report,
+                "recovered calls left unfinished by the previous run"
+            );
+        }
+        Ok(report)
+    }
+
+    async fn reconcile(
+        &self,
+        call: ToolCall,
+        report: &mut RecoveryReport,
+    ) -> Result<(), EngineError> {
+        let ns = call.metadata.namespace.clone();
+        let repeatable = call
+            .spec
+            .side_effects
+            .as_ref()
+            .is_some_and(|s| s.idempotent || s.level == joch_core::SideEffectLevel::ReadOnly);
+        if call.status.phase == Phase::Running && !repeatable {
+            let error = CallError::new(
+                "interrupted",
+                "joch stopped while the tool was running; its side effect may or may not have happened",
+            );
+            self.settle(call, Phase::Unknown, None, Some(error), None)
+                .await?;
+            report.interrupted += 1;
+            return Ok(());
+        }
+        let tool: Option<Tool> = match self.inner.store.get_object(&ns, call.tool_name()).await {
+            Ok(tool) => Some(tool),
+            Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => None,
+            Err(e) => return Err(e.into()),
+        };
+        let runnable = match (&tool, &call.spec.input) {
+            (Some(_), Value::Object(_)) => !call.status.input_withheld,
+            _ => false,
+        };
+        let (Some(tool), true) = (tool, runnable) else {
+            let error = CallError::new(
+                "interrupted",
+                "joch stopped before this call finished, and it cannot be run again: its tool is gone or its input was not recorded",
+            );
+            let phase = if call.status.phase == Phase::Running {
+                Phase::Unknown
+            } else {
+                Phase::Failed
+            };
+            self.settle(call, phase, None, Some(error), None).await?;
+            report.abandoned += 1;
+            return Ok(());
+        };
+        if call.status.phase == Phase::Running {
+            report.rerun += 1;
+        } else {
+            report.resumed += 1;
+        }
+        let args = call.spec.input.as_object().cloned().unwrap_or_default();
+        let schemas = self.inner.schemas.get(&tool).ok();
+        let recorded = Recorded {
+            call,
+            tool,
+            args,
+            schemas,
+            rejection: None,
+        };
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let name = recorded.call.metadata.name.clone();
+            if let Err(e) = engine.run(recorded).await {
+                tracing::error!(call = %name, error = %e, "recovered call could not be settled");
+            }
+        });
+        Ok(())
+    }
+
+    /// Every call in `phase`, across namespaces.
+    async fn calls_in(&self, phase: Phase) -> Result<Vec<ToolCall>, EngineError> {
+        let mut calls = Vec::new();
+        let mut query = ListQuery {
+            limit: 1000,
+            ..ListQuery::default()
+        };
+        query.index.phase = Some(phase.as_str().to_owned());
+        loop {
+            let page = self
+                .inner
+                .store
+                .list_objects::<ToolCall>(query.clone())
+                .await?;
+            calls.extend(page.items);
+            match page.continue_token {
+                Some(token) => query.continue_from = Some(token),
+                None => return Ok(calls),
+            }
+        }
+    }
+
+    /// Settles an `Unknown` call as an operator decided, keeping their reason.
+    pub async fn resolve_call(
+        &self,
+        namespace: &str,
+        name: &str,
+        resolve: Resolve,
+    ) -> Result<ToolCall, EngineError> {
+        let mut call = self.get_call(namespace, name).await?;
+        if call.status.phase != Phase::Unknown {
+            return Err(EngineError::Refused {
+                code: "not_unknown",
+                message: format!(
+                    "only Unknown calls can be resolved; {name:?} is {}",
+                    call.status.phase
+                ),
+            });
+        }
+        if !matches!(resolve.phase, Phase::Succeeded | Phase::Failed) {
+            return Err(EngineError::BadRequest(
+                "a call can be resolved only to Succeeded or Failed".to_owned(),
+            ));
+        }
+        call.transition(resolve.phase)?;
+        call.status.resolution = Some(Resolution {
+            reason: resolve.reason.clone(),
+            resolved_at: now(),
+        });
+        call.status.output = resolve.output;
+        call.status.error = match resolve.phase {
+            Phase::Failed => Some(CallError::new("resolved_failed", resolve.reason)),
+            _ => None,
+        };
+        self.inner
+            .store
+            .update_object(&mut call, Durability::Sync)
+            .await?;
+        self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(call)
+    }
+}
