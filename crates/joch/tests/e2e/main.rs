@@ -9,6 +9,7 @@ mod calls;
 mod cli;
 mod crash;
 mod errors;
+mod faults;
 mod idempotency;
 mod load;
 mod recovery;
