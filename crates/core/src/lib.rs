@@ -10,6 +10,7 @@
 //! deterministic and unit-testable.
 #![warn(missing_docs)]
 
+pub mod approval;
 pub mod backend;
 pub mod checksum;
 pub mod error;
@@ -17,23 +18,27 @@ pub mod meta;
 pub mod names;
 pub mod normalize;
 pub mod object;
+pub mod patch;
 pub mod phase;
+pub mod policy;
 pub mod redact;
 pub mod selector;
 pub mod tool;
 pub mod toolcall;
 
+pub use approval::{Approval, ApprovalPhase};
 pub use backend::{Invocation, ToolBackend, ToolFailure};
 pub use checksum::checksum;
 pub use error::{FieldError, ValidationError};
 pub use meta::{API_VERSION, ObjectMeta, ObjectRef, Time};
 pub use object::Object;
 pub use phase::{IllegalTransition, Phase};
+pub use policy::{Hook, Policy};
 pub use selector::LabelSelector;
 pub use tool::{
     Backend, Observability, RestBackend, RestEndpoint, SideEffectLevel, SideEffects, Tool, ToolSpec,
 };
 pub use toolcall::{
-    Approval, CallError, CallSideEffects, HookDecision, Resolution, ToolCall, ToolCallSpec,
+    CallApproval, CallError, CallSideEffects, HookDecision, Resolution, ToolCall, ToolCallSpec,
     ToolCallStatus,
 };

@@ -1,12 +1,13 @@
 //! The phases of a ToolCall and the only moves allowed between them.
 //!
 //! ```text
-//!            ┌────────────► Denied / Skipped
-//!            │
-//! Pending ───┼──► AwaitingApproval ──► Running ──► Succeeded / Failed / TimedOut
-//!            │           │                │
-//!            └──► Running└► Denied,       └──► Unknown (outcome lost: crash or
-//!                            TimedOut          missing hook result)
+//! Pending ──► AwaitingApproval ──► Running ──► Succeeded | Failed
+//!    │              │                 │
+//!    │              ├─► Denied        ├─► Denied    (the result hook withheld the output)
+//!    │              ├─► TimedOut      ├─► TimedOut
+//!    │              └─► Failed        └─► Unknown   (outcome lost: crash, missing hook result)
+//!    ├─► Running
+//!    └─► Failed | Denied | Skipped    (never ran)
 //! ```
 //! A terminal phase never changes, except `Unknown`, which a late, authoritative
 //! outcome (a hook result arriving after its deadline, an operator's
@@ -82,8 +83,8 @@ impl Phase {
                 AwaitingApproval | Running | Failed | Denied | Skipped | Unknown
             ) | (
                 AwaitingApproval,
-                Running | Denied | TimedOut | Skipped | Unknown
-            ) | (Running, Succeeded | Failed | TimedOut | Unknown)
+                Running | Failed | Denied | TimedOut | Skipped | Unknown
+            ) | (Running, Succeeded | Failed | Denied | TimedOut | Unknown)
                 | (Unknown, Succeeded | Failed)
         )
     }
@@ -137,12 +138,14 @@ mod tests {
         (Pending, Skipped),
         (Pending, Unknown),
         (AwaitingApproval, Running),
+        (AwaitingApproval, Failed),
         (AwaitingApproval, Denied),
         (AwaitingApproval, TimedOut),
         (AwaitingApproval, Skipped),
         (AwaitingApproval, Unknown),
         (Running, Succeeded),
         (Running, Failed),
+        (Running, Denied),
         (Running, TimedOut),
         (Running, Unknown),
         (Unknown, Succeeded),

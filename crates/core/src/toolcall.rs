@@ -59,7 +59,7 @@ pub struct ToolCallSpec {
     pub side_effects: Option<CallSideEffects>,
     /// Whether a person must approve the call, and their decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<Approval>,
+    pub approval: Option<CallApproval>,
     /// Correlation with the agent's hook events (`aosTurnId`, `aosStepId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook_context: Option<HookContext>,
@@ -92,10 +92,11 @@ pub struct CallSideEffects {
     pub idempotency_key: Option<String>,
 }
 
-/// `spec.approval`.
+/// `spec.approval`: the approval state of one call (the `Approval`
+/// resource holds the request and its full decision).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Approval {
+pub struct CallApproval {
     /// The call may not run until a person approves it.
     #[serde(default)]
     pub required: bool,
@@ -164,6 +165,10 @@ pub struct ToolCallStatus {
     /// a crash, nor replayed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub input_withheld: bool,
+    /// The input as the caller sent it, when a policy modified it (the
+    /// modified input is `spec.input`, and is what ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_input: Option<Value>,
     /// How an operator settled a call whose outcome was `Unknown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<Resolution>,

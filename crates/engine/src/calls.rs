@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use joch_core::normalize::normalize_args;
 use joch_core::redact::{REDACTED, redact_fields};
 use joch_core::{
-    Approval, CallError, CallSideEffects, Invocation, Phase, Tool, ToolCall, ToolCallStatus,
+    CallApproval, CallError, CallSideEffects, Invocation, Phase, Tool, ToolCall, ToolCallStatus,
     checksum,
 };
 use joch_store::{Durability, StoreError};
@@ -167,7 +167,7 @@ impl Engine {
             idempotency_key: key.clone(),
         });
         if effects.requires_approval {
-            call.spec.approval = Some(Approval {
+            call.spec.approval = Some(CallApproval {
                 required: true,
                 status: Some("pending".to_owned()),
                 ..Default::default()

@@ -17,6 +17,7 @@ mod calls;
 mod engine;
 mod error;
 mod idempotency;
+pub mod policy;
 mod recovery;
 mod replay;
 mod resources;

@@ -1,0 +1,176 @@
+//! The `Approval` resource: a person's decision on a deferred call.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::names::validate_name;
+use crate::object::{IndexFields, Object, check_type};
+use crate::policy::ApprovalRouting;
+use crate::tool::SideEffectLevel;
+use crate::{ObjectMeta, ObjectRef, Time, ValidationError};
+
+/// A request for a person to approve (or reject, or edit) a tool call. Its
+/// name is the call's name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Approval {
+    /// Always `joch.dev/v1alpha1`.
+    #[serde(default = "api_version")]
+    pub api_version: String,
+    /// Always `Approval`.
+    #[serde(default = "approval_kind")]
+    pub kind: String,
+    /// Name (the call's), namespace.
+    pub metadata: ObjectMeta,
+    /// What is to be decided.
+    pub spec: ApprovalSpec,
+    /// The decision.
+    #[serde(default)]
+    pub status: ApprovalStatus,
+}
+
+fn api_version() -> String {
+    crate::API_VERSION.to_owned()
+}
+
+fn approval_kind() -> String {
+    Approval::KIND.to_owned()
+}
+
+/// `Approval.spec`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalSpec {
+    /// The action awaiting the decision.
+    pub action: ApprovalAction,
+    /// The policy (and version) that asked for approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_ref: Option<PolicyRef>,
+    /// How risky the action is.
+    pub risk: Risk,
+    /// Approvers, deadline, fallback.
+    #[serde(default)]
+    pub routing: ApprovalRouting,
+    /// What the approver may do: `approve`, `reject`, `edit`.
+    pub options: Vec<String>,
+    /// What the approver needs to see: tool, input, reason.
+    pub payload: Value,
+}
+
+/// `spec.action`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalAction {
+    /// `tool_call`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The call.
+    pub tool_call_ref: ObjectRef,
+}
+
+/// A policy at a version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyRef {
+    /// Policy name.
+    pub name: String,
+    /// Its `spec.version` when it decided.
+    pub version: String,
+}
+
+/// `spec.risk`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Risk {
+    /// The tool's side-effect level.
+    pub level: SideEffectLevel,
+    /// Why it needs a person, for the approver.
+    pub summary: String,
+}
+
+/// Where an approval is in its life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ApprovalPhase {
+    /// Waiting for a person.
+    #[default]
+    Pending,
+    /// Approved (possibly with edited arguments).
+    Approved,
+    /// Rejected.
+    Rejected,
+    /// Nobody decided before the deadline; the fallback applied.
+    Expired,
+}
+
+impl ApprovalPhase {
+    /// The API name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalPhase::Pending => "Pending",
+            ApprovalPhase::Approved => "Approved",
+            ApprovalPhase::Rejected => "Rejected",
+            ApprovalPhase::Expired => "Expired",
+        }
+    }
+}
+
+/// `Approval.status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalStatus {
+    /// Where the approval is.
+    #[serde(default)]
+    pub phase: ApprovalPhase,
+    /// When the fallback applies if nobody decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Time>,
+    /// `approve`, `reject`, `edit` or `timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
+    /// Who decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// When.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<Time>,
+    /// Why, in the approver's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rationale: Option<String>,
+    /// For the model, when rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The arguments the approver substituted (`edit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_input: Option<Value>,
+}
+
+impl Object for Approval {
+    const KIND: &'static str = "Approval";
+    const PLURAL: &'static str = "approvals";
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_type::<Approval>(&self.api_version, &self.kind)?;
+        validate_name("metadata.name", &self.metadata.name)
+    }
+
+    fn index(&self) -> IndexFields {
+        IndexFields {
+            tool: self
+                .spec
+                .payload
+                .get("tool")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            phase: Some(self.status.phase.as_str().to_owned()),
+            execution: None,
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Policy hooks: which policies apply to a call, what each decides, and
+//! how their decisions combine.
+//!
+//! Precedence when several policies decide: deny beats defer (approval or
+//! user input), defer beats modify, modify beats allow; modifications of
+//! several policies all apply, in policy-name order. With no matching rule,
+//! the call is allowed. A policy that fails to evaluate denies (fails
+//! closed), and the error is the recorded reason.
+
+mod evaluate;
+mod facts;
+
+use joch_core::policy::{ApprovalRouting, Patch, UserInput};
+use joch_core::{HookDecision, LabelSelector, Policy};
+use serde_json::Value;
+
+pub use evaluate::StandardPolicyEngine;
+pub(crate) use facts::Facts;
+
+use joch_core::Hook;
+
+/// Evaluates one policy. Implementations: rules with CEL expressions and
+/// Rego modules ([`StandardPolicyEngine`]); a test or an embedder may plug
+/// in another.
+pub trait PolicyEngine: Send + Sync {
+    /// The verdict of `policy` for `hook` on the call described by `facts`,
+    /// or `None` when none of its rules matched. `Err` is an evaluation
+    /// failure, which the caller turns into a denial.
+    fn evaluate(
+        &self,
+        policy: &Policy,
+        hook: Hook,
+        facts: &Value,
+    ) -> Result<Option<Verdict>, String>;
+}
+
+/// What one policy decided, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// The decision.
+    pub effect: Effect,
+    /// The rule that decided, when named.
+    pub rule: Option<String>,
+    /// Shown to the model.
+    pub reason: Option<String>,
+    /// Shown to the approver.
+    pub approver_reason: Option<String>,
+}
+
+/// The decision of a verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Run, or pass the output through.
+    Allow,
+    /// Refuse.
+    Deny,
+    /// Change the input (request hook) or the output (result hook).
+    Modify(Patch),
+    /// Wait for a person's approval.
+    Defer(ApprovalRouting),
+    /// Ask the user for a value to inject.
+    RequestUserInput(UserInput),
+}
+
+impl Effect {
+    /// The decision's name in `hookDecisions` and events.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Effect::Allow => "allow",
+            Effect::Deny => "deny",
+            Effect::Modify(_) => "modify",
+            Effect::Defer(_) => "defer",
+            Effect::RequestUserInput(_) => "request_user_input",
+        }
+    }
+
+    fn rank(&self) -> u8 {
+        match self {
+            Effect::Deny => 3,
+            Effect::Defer(_) | Effect::RequestUserInput(_) => 2,
+            Effect::Modify(_) => 1,
+            Effect::Allow => 0,
+        }
+    }
+}
+
+/// A verdict with the policy that gave it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Policy name.
+    pub policy_id: String,
+    /// Its `spec.version`.
+    pub policy_version: String,
+    /// What it decided.
+    pub verdict: Verdict,
+}
+
+impl Decision {
+    /// The entry recorded in `status.hookDecisions`.
+    pub fn record(&self, hook: Hook) -> HookDecision {
+        HookDecision {
+            hook: hook.step().to_owned(),
+            decision: self.verdict.effect.name().to_owned(),
+            policy_id: Some(self.policy_id.clone()),
+            policy_version: Some(self.policy_version.clone()),
+            reason: self.verdict.reason.clone(),
+        }
+    }
+}
+
+/// The combined outcome of every applicable policy for one hook.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Outcome {
+    /// What each policy decided, in policy-name order.
+    pub decisions: Vec<Decision>,
+    /// Whether any policy applied at all.
+    pub applied: bool,
+}
+
+impl Outcome {
+    /// The deciding decision: the highest-ranked, the first among equals.
+    pub fn winner(&self) -> Option<&Decision> {
+        self.decisions
+            .iter()
+            .fold(None, |best: Option<&Decision>, d| match best {
+                Some(b) if b.verdict.effect.rank() >= d.verdict.effect.rank() => Some(b),
+                _ => Some(d),
+            })
+    }
+
+    /// Every patch to apply, when modification is what the policies decided.
+    pub fn patches(&self) -> Vec<&Patch> {
+        if self.winner().is_some_and(|w| w.verdict.effect.rank() > 1) {
+            return Vec::new();
+        }
+        self.decisions
+            .iter()
+            .filter_map(|d| match &d.verdict.effect {
+                Effect::Modify(p) => Some(p),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The entries for `status.hookDecisions`: each decision, or a default
+    /// allow when policies applied but none matched.
+    pub fn records(&self, hook: Hook) -> Vec<HookDecision> {
+        if self.decisions.is_empty() && self.applied {
+            return vec![HookDecision {
+                hook: hook.step().to_owned(),
+                decision: "allow".to_owned(),
+                policy_id: None,
+                policy_version: None,
+                reason: Some("no policy rule matched".to_owned()),
+            }];
+        }
+        self.decisions.iter().map(|d| d.record(hook)).collect()
+    }
+}
+
+/// Evaluates every policy that applies to the call, failing closed.
+pub(crate) fn decide(
+    engine: &dyn PolicyEngine,
+    policies: &[Policy],
+    hook: Hook,
+    facts: &Facts,
+) -> Outcome {
+    let mut outcome = Outcome::default();
+    for policy in policies.iter().filter(|p| applies(p, facts)) {
+        outcome.applied = true;
+        let verdict = match engine.evaluate(policy, hook, &facts.value) {
+            Ok(Some(verdict)) => verdict,
+            Ok(None) => continue,
+            Err(error) => Verdict {
+                effect: Effect::Deny,
+                rule: None,
+                reason: Some(format!(
+                    "policy {:?} failed to evaluate: {error}",
+                    policy.metadata.name
+                )),
+                approver_reason: None,
+            },
+        };
+        outcome.decisions.push(Decision {
+            policy_id: policy.metadata.name.clone(),
+            policy_version: policy.spec.version.clone(),
+            verdict,
+        });
+    }
+    outcome
+}
+
+fn applies(policy: &Policy, facts: &Facts) -> bool {
+    let scope = &policy.spec.applies_to;
+    let tool_ok = scope.tools.is_empty()
+        || scope
+            .tools
+            .iter()
+            .any(|g| evaluate::glob_matches(g, &facts.tool_name));
+    let agent_ok = scope.agents.as_ref().is_none_or(|a| {
+        let selector = a
+            .selector
+            .match_labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        LabelSelector::parse(&selector).is_ok_and(|s| s.matches(&facts.labels))
+    });
+    tool_ok && agent_ok
+}
