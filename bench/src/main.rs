@@ -145,8 +145,12 @@ async fn start_joch(db: &Path) -> Result<SocketAddr> {
     let backend: Arc<dyn ToolBackend> = Arc::new(joch_backends::WebhookBackend::new(
         joch_backends::RestConfig::default(),
     )?);
-    let engine =
-        joch_engine::Engine::new(store, vec![backend], joch_engine::EngineConfig::default());
+    let engine = joch_engine::Engine::new(
+        store,
+        vec![backend],
+        Arc::new(joch_engine::policy::StandardPolicyEngine::default()),
+        joch_engine::EngineConfig::default(),
+    );
     serve(joch_server::router(
         engine,
         joch_server::ServerConfig::default(),

@@ -1,4 +1,4 @@
-//! The call path: record, validate, execute, settle.
+//! The front of the call path: admit a call, decide on it, record it.
 //!
 //! Durability rule: the write that immediately precedes a side effect is
 //! synced, and so is the write that precedes an answer to the caller. Writes
@@ -8,20 +8,21 @@
 //! and both share each sync with every other call in flight (group commit).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use joch_core::normalize::normalize_args;
-use joch_core::redact::{REDACTED, redact_fields};
+use joch_core::patch::apply_patch;
 use joch_core::{
-    CallApproval, CallError, CallSideEffects, Invocation, Phase, Tool, ToolCall, ToolCallStatus,
+    CallApproval, CallError, CallSideEffects, Hook, Phase, Policy, Tool, ToolCall, ToolCallStatus,
     checksum,
 };
 use joch_store::{Durability, StoreError};
 use serde_json::{Map, Value};
-use tracing::Instrument;
 
-use crate::engine::now;
+use crate::approvals::Deferral;
+use crate::hooks::{REPLAY_OVERRIDE_ANNOTATION, refusal};
 use crate::idempotency;
+use crate::policy::{self, Effect, Facts};
 use crate::resources::admit;
 use crate::schema::Compiled;
 use crate::{Engine, EngineError};
@@ -50,11 +51,11 @@ impl CallOutcome {
         record
     }
 
-    fn replay(record: ToolCall) -> Self {
+    pub(crate) fn stored(record: ToolCall, replayed: bool) -> Self {
         Self {
             record,
             output: None,
-            replayed: true,
+            replayed,
         }
     }
 }
@@ -65,8 +66,30 @@ pub(crate) struct Recorded {
     pub(crate) tool: Tool,
     pub(crate) args: Map<String, Value>,
     pub(crate) schemas: Option<Arc<Compiled>>,
-    /// Set when the call must not run; it will settle with this error.
-    pub(crate) rejection: Option<(Phase, CallError)>,
+    /// Set when the call must not run; it settles with this phase, error and
+    /// answer for the model.
+    pub(crate) rejection: Option<Rejection>,
+    /// The namespace's policies, for the result hook.
+    pub(crate) policies: Vec<Policy>,
+    /// What the request hook saw, extended with the output for the result hook.
+    pub(crate) facts: Option<Facts>,
+}
+
+/// Why a call will not run.
+pub(crate) struct Rejection {
+    pub(crate) phase: Phase,
+    pub(crate) error: CallError,
+    pub(crate) answer: Option<Value>,
+}
+
+impl Rejection {
+    fn failed(code: &str, message: String) -> Self {
+        Rejection {
+            phase: Phase::Failed,
+            error: CallError::new(code, message),
+            answer: None,
+        }
+    }
 }
 
 /// Either a new record, or the call already holding the idempotency key.
@@ -78,22 +101,29 @@ enum Admission {
 impl Engine {
     /// Records a call, runs it and returns it settled. The answer is durable
     /// when this returns; the record was durable before the tool's side
-    /// effect could happen. A call whose idempotency key is held by an
-    /// earlier call with the same arguments returns that call, once settled,
-    /// without running anything.
+    /// effect could happen. A call deferred for approval is answered once
+    /// decided. A call whose idempotency key is held by an earlier call with
+    /// the same arguments returns that call, once settled, without running.
     pub async fn call(&self, namespace: &str, call: ToolCall) -> Result<CallOutcome, EngineError> {
         match self.record(namespace, call, Durability::Deferred).await? {
+            Admission::New(recorded) if recorded.call.status.phase == Phase::AwaitingApproval => {
+                let settled = self
+                    .wait_settled(namespace, &recorded.call.metadata.name)
+                    .await?;
+                Ok(CallOutcome::stored(settled, false))
+            }
             Admission::New(recorded) => self.run(*recorded).await,
-            Admission::KeyHeldBy(holder) => Ok(CallOutcome::replay(
+            Admission::KeyHeldBy(holder) => Ok(CallOutcome::stored(
                 self.wait_settled(namespace, &holder).await?,
+                true,
             )),
         }
     }
 
-    /// Records a call durably (phase `Pending`) and returns that record at
-    /// once; the call runs in the background and settles in the store. If
-    /// its idempotency key is held by a settled call, that call is returned;
-    /// by an unsettled one, `IdempotencyKeyInUse`.
+    /// Records a call durably and returns that record at once (`Pending`, or
+    /// `AwaitingApproval`); the call runs in the background and settles in
+    /// the store. If its idempotency key is held by a settled call, that
+    /// call is returned; by an unsettled one, `IdempotencyKeyInUse`.
     pub async fn submit(
         &self,
         namespace: &str,
@@ -106,10 +136,17 @@ impl Engine {
                 if !existing.status.phase.is_terminal() {
                     return Err(EngineError::IdempotencyKeyInUse { call: holder });
                 }
-                return Ok(CallOutcome::replay(existing));
+                return Ok(CallOutcome::stored(existing, true));
             }
         };
-        let pending = recorded.call.clone();
+        let accepted = recorded.call.clone();
+        if accepted.status.phase == Phase::Pending {
+            self.run_in_background(recorded);
+        }
+        Ok(CallOutcome::stored(accepted, false))
+    }
+
+    pub(crate) fn run_in_background(&self, recorded: Recorded) {
         let engine = self.clone();
         tokio::spawn(async move {
             let name = recorded.call.metadata.name.clone();
@@ -117,15 +154,11 @@ impl Engine {
                 tracing::error!(call = %name, error = %e, "background call could not be settled");
             }
         });
-        Ok(CallOutcome {
-            record: pending,
-            output: None,
-            replayed: false,
-        })
     }
 
-    /// Resolves the tool, normalises and checks the input, claims the
-    /// idempotency key, and stores the call as `Pending`.
+    /// Resolves the tool, normalises the input, runs the request hook,
+    /// checks the input, claims the idempotency key, and stores the call
+    /// (`Pending`, or `AwaitingApproval` with its Approval).
     async fn record(
         &self,
         namespace: &str,
@@ -141,21 +174,17 @@ impl Engine {
             .store
             .get_object(namespace, call.tool_name())
             .await?;
-        let effects = &tool.spec.side_effects;
+        let effects = tool.spec.side_effects.clone();
 
         let mut rejection = None;
-        let args = match normalize_args(std::mem::take(&mut call.spec.input)) {
+        let mut args = match normalize_args(std::mem::take(&mut call.spec.input)) {
             Ok(args) => args,
             Err(e) => {
-                rejection = Some((
-                    Phase::Failed,
-                    CallError::new("invalid_arguments", e.to_string()),
-                ));
+                rejection = Some(Rejection::failed("invalid_arguments", e.to_string()));
                 Map::new()
             }
         };
         let key = idempotency::key_of(&call, &tool, &args)?;
-
         call.status = ToolCallStatus {
             checksum: checksum(call.tool_name(), &args),
             tool_version: Some(tool.metadata.resource_version.clone()),
@@ -166,48 +195,103 @@ impl Engine {
             idempotent: effects.idempotent,
             idempotency_key: key.clone(),
         });
-        if effects.requires_approval {
-            call.spec.approval = Some(CallApproval {
-                required: true,
-                status: Some("pending".to_owned()),
-                ..Default::default()
-            });
+
+        let policies = self.policies(namespace).await?;
+        let mut facts = None;
+        let mut deferral = None;
+        if rejection.is_none() && !policies.is_empty() {
+            let overridden = call
+                .metadata
+                .annotations
+                .get(REPLAY_OVERRIDE_ANNOTATION)
+                .is_some_and(|v| v == "true");
+            let count = self.tool_call_count(&call).await?;
+            let request = Facts::request(&call, &tool, &args, count, overridden);
+            let outcome = policy::decide(&*self.inner.policy, &policies, Hook::Request, &request);
+            call.status
+                .hook_decisions
+                .extend(outcome.records(Hook::Request));
+            match outcome.winner().map(|w| (w, &w.verdict.effect)) {
+                Some((w, Effect::Deny)) => {
+                    let reason = w
+                        .verdict
+                        .reason
+                        .clone()
+                        .unwrap_or_else(|| format!("denied by policy {}", w.policy_id));
+                    rejection = Some(Rejection {
+                        phase: Phase::Denied,
+                        answer: Some(refusal(&call, "Denied by policy", Some(&reason))),
+                        error: CallError::new("denied_by_policy", reason),
+                    });
+                }
+                Some((w, Effect::Defer(_) | Effect::RequestUserInput(_))) => {
+                    deferral = Some(Deferral::from_decision(w))
+                }
+                _ => {
+                    let patches = outcome.patches();
+                    if !patches.is_empty() {
+                        call.status.original_input = Some(Value::Object(args.clone()));
+                        let mut patched = Value::Object(std::mem::take(&mut args));
+                        patches
+                            .into_iter()
+                            .for_each(|p| apply_patch(&mut patched, p));
+                        args = match patched {
+                            Value::Object(map) => map,
+                            _ => Map::new(),
+                        };
+                    }
+                }
+            }
+            facts = Some(request.with_input(&args));
         }
+        if rejection.is_none() && deferral.is_none() && effects.requires_approval {
+            deferral = Some(Deferral::tool_requires_approval());
+        }
+
         let schemas = match self.inner.schemas.get(&tool) {
             Ok(schemas) => Some(schemas),
             Err(e) => {
-                rejection.get_or_insert((
-                    Phase::Failed,
-                    CallError::new("invalid_tool_config", e.to_string()),
-                ));
+                rejection.get_or_insert(Rejection::failed("invalid_tool_config", e.to_string()));
                 None
             }
         };
-        let args = Value::Object(args);
+        let args_value = Value::Object(args);
         if rejection.is_none() {
-            if let Err(e) = schemas.as_ref().map_or(Ok(()), |s| s.check_input(&args)) {
-                rejection = Some((Phase::Failed, e));
+            if let Err(e) = schemas
+                .as_ref()
+                .map_or(Ok(()), |s| s.check_input(&args_value))
+            {
+                rejection = Some(Rejection {
+                    phase: Phase::Failed,
+                    error: e,
+                    answer: None,
+                });
             }
         }
-        if rejection.is_none() && effects.requires_approval {
-            // Approvals are not wired in yet: never run a call that needs one.
-            rejection = Some((
-                Phase::Denied,
-                CallError::new(
-                    "approval_unavailable",
-                    "the tool requires approval and no approval flow is configured",
-                ),
-            ));
-        }
         let observability = &tool.spec.observability;
-        call.spec.input =
-            recorded_value(&args, observability.log_args, &observability.redact_fields);
-        call.status.input_withheld = call.spec.input != args;
-        let args = match args {
+        call.spec.input = crate::execute::recorded_value(
+            &args_value,
+            observability.log_args,
+            &observability.redact_fields,
+        );
+        call.status.input_withheld = call.spec.input != args_value;
+        let args = match args_value {
             Value::Object(args) => args,
             _ => Map::new(),
         };
 
+        let durability = match (&deferral, &rejection) {
+            (Some(_), None) => {
+                call.transition(Phase::AwaitingApproval)?;
+                call.spec.approval = Some(CallApproval {
+                    required: true,
+                    status: Some("pending".to_owned()),
+                    ..Default::default()
+                });
+                Durability::Sync
+            }
+            _ => durability,
+        };
         let store = &self.inner.store;
         let created = match key {
             None => store.create_object(&mut call, durability).await,
@@ -220,26 +304,38 @@ impl Engine {
             }
         };
         match created {
-            Ok(()) => Ok(Admission::New(Box::new(Recorded {
-                call,
-                tool,
-                args,
-                schemas,
-                rejection,
-            }))),
+            Ok(()) => {}
             Err(StoreError::KeyClaimed {
                 call: holder,
                 checksum,
-            }) if checksum == call.status.checksum => Ok(Admission::KeyHeldBy(holder)),
-            Err(StoreError::KeyClaimed { call: holder, .. }) => {
-                Err(EngineError::IdempotencyKeyReused { call: holder })
+            }) if checksum == call.status.checksum => {
+                return Ok(Admission::KeyHeldBy(holder));
             }
-            Err(e) => Err(e.into()),
+            Err(StoreError::KeyClaimed { call: holder, .. }) => {
+                return Err(EngineError::IdempotencyKeyReused { call: holder });
+            }
+            Err(e) => return Err(e.into()),
         }
+        if let (Some(deferral), None) = (deferral, &rejection) {
+            self.open_approval(&call, &tool, &args, deferral).await?;
+        }
+        Ok(Admission::New(Box::new(Recorded {
+            call,
+            tool,
+            args,
+            schemas,
+            rejection,
+            policies,
+            facts,
+        })))
     }
 
     /// Waits until the named call has settled and returns it.
-    async fn wait_settled(&self, namespace: &str, name: &str) -> Result<ToolCall, EngineError> {
+    pub(crate) async fn wait_settled(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ToolCall, EngineError> {
         let mut settled = self.inner.settled.subscribe();
         loop {
             let call = self.get_call(namespace, name).await?;
@@ -251,117 +347,4 @@ impl Engine {
             let _ = tokio::time::timeout(Duration::from_millis(500), settled.changed()).await;
         }
     }
-
-    /// Takes a recorded call to a terminal phase.
-    pub(crate) async fn run(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
-        let Recorded {
-            mut call,
-            tool,
-            args,
-            schemas,
-            rejection,
-        } = recorded;
-        let span = tracing::info_span!("execute_tool", tool = %tool.metadata.name, call = %call.metadata.name);
-        async move {
-            if let Some((phase, error)) = rejection {
-                return self.settle(call, phase, None, Some(error), None).await;
-            }
-            let kind = tool.spec.backend.kind();
-            let Some(backend) = self.inner.backends.get(kind).cloned() else {
-                let error = CallError::new(
-                    "backend_unavailable",
-                    format!("no {kind:?} backend is configured"),
-                );
-                return self
-                    .settle(call, Phase::Failed, None, Some(error), None)
-                    .await;
-            };
-
-            // A call recovered after a crash is already Running: this is its next attempt.
-            if call.status.phase != Phase::Running {
-                call.transition(Phase::Running)?;
-            }
-            call.status.attempts += 1;
-            call.status.started_at = Some(now());
-            let durability = if tool.spec.side_effects.is_repeatable() {
-                Durability::Deferred
-            } else {
-                Durability::Sync
-            };
-            self.inner
-                .store
-                .update_object(&mut call, durability)
-                .await?;
-
-            let started = Instant::now();
-            let invocation = Invocation {
-                namespace: &call.metadata.namespace,
-                call_id: &call.metadata.name,
-                tool: &tool,
-                args: &args,
-                checksum: &call.status.checksum,
-                attempt: call.status.attempts,
-                idempotency_key: call
-                    .spec
-                    .side_effects
-                    .as_ref()
-                    .and_then(|s| s.idempotency_key.as_deref()),
-            };
-            let result = backend.invoke(invocation).await;
-            let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-
-            let (phase, output, error) = match result {
-                Ok(output) => match schemas.as_ref().map_or(Ok(()), |s| s.check_output(&output)) {
-                    Ok(()) => (Phase::Succeeded, Some(output), None),
-                    Err(e) => (Phase::Failed, Some(output), Some(e)),
-                },
-                Err(e) => (Phase::Failed, None, Some(e)),
-            };
-            let observability = &tool.spec.observability;
-            call.status.output = output
-                .as_ref()
-                .map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
-            self.settle(call, phase, output, error, Some(latency_ms))
-                .await
-        }
-        .instrument(span)
-        .await
-    }
-
-    /// Moves the call to its terminal phase and stores it durably.
-    pub(crate) async fn settle(
-        &self,
-        mut call: ToolCall,
-        phase: Phase,
-        output: Option<Value>,
-        error: Option<CallError>,
-        latency_ms: Option<u64>,
-    ) -> Result<CallOutcome, EngineError> {
-        call.transition(phase)?;
-        call.status.completed_at = Some(now());
-        call.status.latency_ms = latency_ms;
-        call.status.error = error;
-        self.inner
-            .store
-            .update_object(&mut call, Durability::Sync)
-            .await?;
-        self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
-        tracing::debug!(phase = %phase, latency_ms, "tool call settled");
-        Ok(CallOutcome {
-            record: call,
-            output,
-            replayed: false,
-        })
-    }
-}
-
-/// What of a value the record keeps: all of it, with named fields redacted,
-/// or only the marker that it was withheld.
-fn recorded_value(value: &Value, keep: bool, redact: &[String]) -> Value {
-    if !keep {
-        return Value::String(REDACTED.to_owned());
-    }
-    let mut value = value.clone();
-    redact_fields(&mut value, redact);
-    value
 }

@@ -11,6 +11,7 @@ use joch_store::{ListQuery, Store};
 use tokio::sync::watch;
 
 use crate::EngineError;
+use crate::policy::PolicyEngine;
 use crate::schema::SchemaCache;
 
 /// Engine settings, each with a documented default.
@@ -23,6 +24,9 @@ pub struct EngineConfig {
     /// How long an idempotency key collapses repeats when the tool sets no
     /// window of its own (default 24 h).
     pub idempotency_window: Duration,
+    /// How long a deferred call waits for a person when its policy sets no
+    /// deadline (default 300 s); then the fallback applies.
+    pub approval_timeout: Duration,
 }
 
 impl Default for EngineConfig {
@@ -31,6 +35,7 @@ impl Default for EngineConfig {
             default_list_limit: 500,
             max_list_limit: 5_000,
             idempotency_window: Duration::from_secs(24 * 60 * 60),
+            approval_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -50,6 +55,7 @@ pub(crate) struct Inner {
     /// Bumped whenever a call settles, so callers waiting on another call's
     /// outcome (same idempotency key) re-read the store at once.
     pub(crate) settled: watch::Sender<u64>,
+    pub(crate) policy: Arc<dyn PolicyEngine>,
 }
 
 impl Engine {
@@ -58,6 +64,7 @@ impl Engine {
     pub fn new(
         store: Arc<dyn Store>,
         backends: Vec<Arc<dyn ToolBackend>>,
+        policy: Arc<dyn PolicyEngine>,
         config: EngineConfig,
     ) -> Self {
         let backends = backends.into_iter().map(|b| (b.kind(), b)).collect();
@@ -68,6 +75,7 @@ impl Engine {
                 schemas: SchemaCache::default(),
                 config,
                 settled: watch::channel(0).0,
+                policy,
             }),
         }
     }

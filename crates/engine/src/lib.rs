@@ -13,9 +13,12 @@
 //! a tool that fails is not an error, it is a call that ends `Failed`.
 #![warn(missing_docs)]
 
+mod approvals;
 mod calls;
 mod engine;
 mod error;
+mod execute;
+mod hooks;
 mod idempotency;
 pub mod policy;
 mod recovery;
@@ -23,6 +26,7 @@ mod replay;
 mod resources;
 mod schema;
 
+pub use approvals::ApprovalDecision;
 pub use calls::CallOutcome;
 pub use engine::{Engine, EngineConfig, ListParams};
 pub use error::EngineError;
@@ -30,3 +34,4 @@ pub use idempotency::{MAX_KEY_LEN, validate_key};
 pub use joch_store::ObjectList;
 pub use recovery::{RecoveryReport, Resolve};
 pub use replay::{Replay, ReplayMode};
+pub use resources::Configurable;

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::calls::Recorded;
 use crate::engine::now;
+use crate::policy::Facts;
 use crate::{Engine, EngineError};
 
 /// What [`Engine::recover`] did.
@@ -26,6 +27,8 @@ pub struct RecoveryReport {
     /// Calls settled `Failed` because they could not be run again (tool
     /// deleted, input not recorded).
     pub abandoned: usize,
+    /// Approvals still waiting for a person; their deadlines are re-armed.
+    pub approvals_pending: usize,
 }
 
 /// How an operator settles an `Unknown` call.
@@ -49,6 +52,7 @@ impl Engine {
                 self.reconcile(call, &mut report).await?;
             }
         }
+        report.approvals_pending = self.rearm_pending_approvals().await?;
         if report != RecoveryReport::default() {
             tracing::warn!(
                 ?report,
@@ -109,20 +113,27 @@ impl Engine {
         }
         let args = call.spec.input.as_object().cloned().unwrap_or_default();
         let schemas = self.inner.schemas.get(&tool).ok();
+        let policies = self.policies(&ns).await?;
+        let facts = match policies.is_empty() {
+            true => None,
+            false => Some(Facts::request(
+                &call,
+                &tool,
+                &args,
+                self.tool_call_count(&call).await?,
+                false,
+            )),
+        };
         let recorded = Recorded {
             call,
             tool,
             args,
             schemas,
             rejection: None,
+            policies,
+            facts,
         };
-        let engine = self.clone();
-        tokio::spawn(async move {
-            let name = recorded.call.metadata.name.clone();
-            if let Err(e) = engine.run(recorded).await {
-                tracing::error!(call = %name, error = %e, "recovered call could not be settled");
-            }
-        });
+        self.run_in_background(recorded);
         Ok(())
     }
 

@@ -2,68 +2,94 @@
 //! every kind, with each kind's own admission checks.
 
 use joch_core::names::validate_namespace;
-use joch_core::{Object, Tool, ToolCall, ValidationError};
+use joch_core::{Object, Policy, Tool, ToolCall, ValidationError};
 use joch_store::{Durability, ObjectList};
 
 use crate::engine::now;
 use crate::{Engine, EngineError, ListParams};
 
+/// A resource clients configure (as opposed to the ledger's records), with
+/// its own admission check beyond [`Object::validate`].
+pub trait Configurable: Object {
+    /// Checks what needs the engine's parsers: schemas, expressions, modules.
+    fn check(&self) -> Result<(), ValidationError>;
+}
+
+impl Configurable for Tool {
+    fn check(&self) -> Result<(), ValidationError> {
+        crate::schema::compile(self).map(drop)
+    }
+}
+
+impl Configurable for Policy {
+    fn check(&self) -> Result<(), ValidationError> {
+        crate::policy::check(self)
+    }
+}
+
 impl Engine {
-    /// Stores a new Tool after checking it and compiling its schemas. Durable
-    /// when this returns.
-    pub async fn create_tool(&self, namespace: &str, mut tool: Tool) -> Result<Tool, EngineError> {
-        admit(namespace, &mut tool, None)?;
-        crate::schema::compile(&tool)?;
+    /// Stores a new resource after checking it. Durable when this returns.
+    pub async fn create_resource<T: Configurable>(
+        &self,
+        namespace: &str,
+        mut object: T,
+    ) -> Result<T, EngineError> {
+        admit(namespace, &mut object, None)?;
+        object.check()?;
         self.inner
             .store
-            .create_object(&mut tool, Durability::Sync)
+            .create_object(&mut object, Durability::Sync)
             .await?;
-        Ok(tool)
+        Ok(object)
     }
 
-    /// Replaces a Tool. With a `resourceVersion`, only if it is still the
+    /// Replaces a resource. With a `resourceVersion`, only if it is still the
     /// current one (`Conflict` otherwise); without, unconditionally. The next
     /// call uses the new version.
-    pub async fn replace_tool(
+    pub async fn replace_resource<T: Configurable>(
         &self,
         namespace: &str,
         name: &str,
-        mut tool: Tool,
-    ) -> Result<Tool, EngineError> {
-        admit(namespace, &mut tool, Some(name))?;
-        crate::schema::compile(&tool)?;
-        let current: Tool = self.inner.store.get_object(namespace, name).await?;
-        carry_identity(&current, &mut tool);
+        mut object: T,
+    ) -> Result<T, EngineError> {
+        admit(namespace, &mut object, Some(name))?;
+        object.check()?;
+        let current: T = self.inner.store.get_object(namespace, name).await?;
+        carry_identity(&current, &mut object);
         self.inner
             .store
-            .update_object(&mut tool, Durability::Sync)
+            .update_object(&mut object, Durability::Sync)
             .await?;
-        Ok(tool)
+        Ok(object)
     }
 
-    /// Reads a Tool.
-    pub async fn get_tool(&self, namespace: &str, name: &str) -> Result<Tool, EngineError> {
+    /// Reads a resource.
+    pub async fn get_resource<T: Object>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<T, EngineError> {
         valid_namespace(namespace)?;
         Ok(self.inner.store.get_object(namespace, name).await?)
     }
 
-    /// Lists Tools, newest first.
-    pub async fn list_tools(
+    /// Lists resources, newest first.
+    pub async fn list_resources<T: Object>(
         &self,
         namespace: &str,
         params: ListParams,
-    ) -> Result<ObjectList<Tool>, EngineError> {
+    ) -> Result<ObjectList<T>, EngineError> {
         self.list(namespace, params).await
     }
 
-    /// Deletes a Tool, if `resource_version` (when given) is current. Calls
-    /// already recorded keep their record.
-    pub async fn delete_tool(
+    /// Deletes a resource, if `resource_version` (when given) is current.
+    /// Calls already recorded keep their record.
+    pub async fn delete_resource<T: Configurable>(
         &self,
         namespace: &str,
         name: &str,
         resource_version: Option<&str>,
-    ) -> Result<Tool, EngineError> {
+    ) -> Result<T, EngineError> {
         valid_namespace(namespace)?;
         Ok(self
             .inner

@@ -104,7 +104,8 @@ pub fn plural_of(doc: &Value) -> anyhow::Result<&'static str> {
     match doc.get("kind").and_then(Value::as_str) {
         Some("Tool") => Ok("tools"),
         Some("ToolCall") => Ok("toolcalls"),
-        Some(other) => bail!("unknown kind {other:?} (joch serves Tool and ToolCall)"),
+        Some("Policy") => Ok("policies"),
+        Some(other) => bail!("unknown kind {other:?} (apply takes Tool, Policy and ToolCall)"),
         None => bail!("a manifest has no kind"),
     }
 }
@@ -124,7 +125,7 @@ async fn apply_one(client: &Client, default_namespace: &str, doc: Value) -> anyh
     let collection = format!("/v1/namespaces/{namespace}/{plural}");
 
     let created = client.send(Method::POST, &collection, Some(&doc)).await?;
-    let singular = plural.trim_end_matches('s');
+    let singular = doc["kind"].as_str().unwrap_or_default().to_lowercase();
     if created.status.is_success() {
         let name = created
             .body
@@ -142,9 +143,10 @@ async fn apply_one(client: &Client, default_namespace: &str, doc: Value) -> anyh
             },
         );
     }
-    // Already there: a Tool is replaced; a ToolCall is a ledger entry, never rewritten.
+    // Already there: a Tool or Policy is replaced; a ToolCall is a ledger
+    // entry, never rewritten.
     let exists = created.status == StatusCode::CONFLICT && created.body["code"] == "already_exists";
-    if !(exists && plural == "tools") {
+    if !(exists && plural != "toolcalls") {
         bail!("{singular}/{name}: {}", describe_error(&created));
     }
     let replaced = client

@@ -45,6 +45,33 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Settle a call whose outcome is Unknown, as an operator decided.
     Resolve(ResolveArgs),
+    /// Approve a call waiting for approval (or edit its arguments).
+    Approve(DecideArgs),
+    /// Deny a call waiting for approval.
+    Deny(DecideArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    /// The approval (its name is the call's).
+    pub name: String,
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// Who decides.
+    #[arg(long = "by", env = "JOCH_APPROVER", default_value = "cli")]
+    pub by: String,
+    /// Why, for the record.
+    #[arg(long)]
+    pub rationale: Option<String>,
+    /// For the model, when denying.
+    #[arg(long)]
+    pub message: Option<String>,
+    /// Approve these arguments (JSON) instead of the original ones.
+    #[arg(long)]
+    pub input: Option<String>,
+    /// The value a user-input request asks for (JSON).
+    #[arg(long)]
+    pub value: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -114,6 +141,10 @@ pub enum ResourceKind {
     Tools,
     #[value(alias = "toolcall", alias = "tc")]
     Toolcalls,
+    #[value(alias = "policy")]
+    Policies,
+    #[value(alias = "approval")]
+    Approvals,
 }
 
 impl ResourceKind {
@@ -121,6 +152,8 @@ impl ResourceKind {
         match self {
             ResourceKind::Tools => "tools",
             ResourceKind::Toolcalls => "toolcalls",
+            ResourceKind::Policies => "policies",
+            ResourceKind::Approvals => "approvals",
         }
     }
 }

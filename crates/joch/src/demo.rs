@@ -58,10 +58,11 @@ pub async fn apply_examples(engine: &Engine, addr: SocketAddr) -> anyhow::Result
             let tool: Tool =
                 serde_json::from_value(doc).with_context(|| format!("examples/{file}"))?;
             let name = tool.metadata.name.clone();
-            match engine.create_tool("default", tool.clone()).await {
-                Err(EngineError::AlreadyExists { .. }) => {
-                    engine.replace_tool("default", &name, tool).await.map(drop)
-                }
+            match engine.create_resource("default", tool.clone()).await {
+                Err(EngineError::AlreadyExists { .. }) => engine
+                    .replace_resource("default", &name, tool)
+                    .await
+                    .map(drop),
                 other => other.map(drop),
             }
             .with_context(|| format!("applying examples/{file}"))?;

@@ -31,6 +31,8 @@ async fn main() -> std::process::ExitCode {
         Command::Call(args) => output::call(&cli.client, args).await,
         Command::Replay(args) => output::replay(&cli.client, args).await,
         Command::Resolve(args) => output::resolve(&cli.client, args).await,
+        Command::Approve(args) => output::decide(&cli.client, "approve", args).await,
+        Command::Deny(args) => output::decide(&cli.client, "deny", args).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::cli::{
-    CallArgs, ClientArgs, DescribeArgs, GetArgs, OutputFormat, ReplayArgs, ResolveArgs,
+    CallArgs, ClientArgs, DecideArgs, DescribeArgs, GetArgs, OutputFormat, ReplayArgs, ResolveArgs,
     ResourceKind,
 };
 use crate::client::Client;
@@ -140,6 +140,34 @@ pub async fn resolve(client_args: &ClientArgs, args: ResolveArgs) -> anyhow::Res
     Ok(())
 }
 
+pub async fn decide(client_args: &ClientArgs, verb: &str, args: DecideArgs) -> anyhow::Result<()> {
+    let client = Client::new(client_args)?;
+    let mut body =
+        json!({"approvedBy": args.by, "rationale": args.rationale, "message": args.message});
+    let mut action = verb;
+    if let Some(input) = &args.input {
+        body["input"] = serde_json::from_str(input).context("--input is not valid JSON")?;
+        action = "edit";
+    }
+    if let Some(value) = &args.value {
+        body["value"] = serde_json::from_str(value).context("--value is not valid JSON")?;
+    }
+    let path = format!(
+        "/v1/namespaces/{}/approvals/{}/{action}",
+        args.namespace, args.name
+    );
+    let approval = client.expect_ok(Method::POST, &path, Some(&body)).await?;
+    println!(
+        "approval/{} {}",
+        args.name,
+        approval
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+    );
+    Ok(())
+}
+
 fn items_or_one(mut items: Vec<Value>, args: &GetArgs) -> Value {
     if args.name.is_some() && items.len() == 1 {
         items.remove(0)
@@ -173,6 +201,47 @@ fn table(kind: ResourceKind, items: &[Value], wide: bool, now: DateTime<Utc>) ->
                     ]);
                 }
                 rows.push(row);
+            }
+        }
+        ResourceKind::Policies => {
+            rows.push(
+                ["NAME", "VERSION", "RULES", "AGE"]
+                    .map(str::to_owned)
+                    .to_vec(),
+            );
+            for p in items {
+                let rules = p
+                    .pointer("/spec/rules")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                let rules = if p.pointer("/spec/rego").is_some() {
+                    format!("{rules}+rego")
+                } else {
+                    rules.to_string()
+                };
+                rows.push(vec![
+                    s(p, "/metadata/name"),
+                    s(p, "/spec/version"),
+                    rules,
+                    age(p, now),
+                ]);
+            }
+        }
+        ResourceKind::Approvals => {
+            rows.push(
+                ["NAME", "TOOL", "PHASE", "DECIDED-BY", "POLICY", "AGE"]
+                    .map(str::to_owned)
+                    .to_vec(),
+            );
+            for a in items {
+                rows.push(vec![
+                    s(a, "/metadata/name"),
+                    s(a, "/spec/payload/tool"),
+                    s(a, "/status/phase"),
+                    s(a, "/status/decidedBy"),
+                    s(a, "/spec/policyRef/name"),
+                    age(a, now),
+                ]);
             }
         }
         ResourceKind::Toolcalls => {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use joch_backends::{RestConfig, WebhookBackend};
 use joch_core::ToolBackend;
+use joch_engine::policy::StandardPolicyEngine;
 use joch_engine::{Engine, EngineConfig, RecoveryReport};
 use joch_server::ServerConfig;
 use joch_store::{SqliteStore, Store};
@@ -20,7 +21,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let webhook =
         WebhookBackend::new(RestConfig::default()).context("cannot build the webhook client")?;
     let backends: Vec<Arc<dyn ToolBackend>> = vec![Arc::new(webhook)];
-    let engine = Engine::new(store, backends, EngineConfig::default());
+    let policy = Arc::new(StandardPolicyEngine::default());
+    let engine = Engine::new(store, backends, policy, EngineConfig::default());
     let recovered = engine
         .recover()
         .await

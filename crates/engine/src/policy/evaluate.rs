@@ -139,6 +139,18 @@ pub(crate) fn glob_matches(pattern: &str, text: &str) -> bool {
         .is_ok_and(|g| g.compile_matcher().is_match(text))
 }
 
+pub(crate) fn compile_cel(expr: &str) -> Result<cel::Program, String> {
+    cel::Program::compile(expr).map_err(|e| format!("invalid CEL expression {expr:?}: {e}"))
+}
+
+pub(crate) fn compile_rego(name: &str, module: &str) -> Result<regorus::Engine, String> {
+    let mut engine = regorus::Engine::new();
+    engine
+        .add_policy(format!("{name}.rego"), module.to_owned())
+        .map_err(|e| format!("invalid Rego module: {e}"))?;
+    Ok(engine)
+}
+
 /// Evaluates a CEL expression with the facts' top-level keys as variables.
 fn cel_true(expr: &str, facts: &Value) -> Result<bool, String> {
     let program =
@@ -176,13 +188,7 @@ impl StandardPolicyEngine {
             match cache.get(&key) {
                 Some(engine) => engine.clone(),
                 None => {
-                    let mut engine = regorus::Engine::new();
-                    engine
-                        .add_policy(
-                            format!("{}.rego", policy.metadata.name),
-                            rego.module.clone(),
-                        )
-                        .map_err(|e| format!("invalid Rego module: {e}"))?;
+                    let engine = compile_rego(&policy.metadata.name, &rego.module)?;
                     cache.insert(key, engine.clone());
                     engine
                 }

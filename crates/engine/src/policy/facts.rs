@@ -55,6 +55,12 @@ impl Facts {
         }
     }
 
+    /// The same facts with the input as modified by the request hook.
+    pub fn with_input(mut self, args: &Map<String, Value>) -> Facts {
+        self.value["input"] = Value::Object(args.clone());
+        self
+    }
+
     /// The same facts, for the result hook, with the tool's output.
     pub fn for_result(&self, output: &Value) -> Facts {
         let mut facts = self.clone();

@@ -209,3 +209,20 @@ fn applies(policy: &Policy, facts: &Facts) -> bool {
     });
     tool_ok && agent_ok
 }
+
+/// Checks that a policy's CEL expressions parse and its Rego module compiles,
+/// so a broken policy is refused when written rather than denying every call.
+pub(crate) fn check(policy: &Policy) -> Result<(), joch_core::ValidationError> {
+    for (i, rule) in policy.spec.rules.iter().enumerate() {
+        if let Some(expr) = &rule.when.expr {
+            evaluate::compile_cel(expr).map_err(|e| {
+                joch_core::ValidationError::field(format!("spec.rules[{i}].when.expr"), e)
+            })?;
+        }
+    }
+    if let Some(rego) = &policy.spec.rego {
+        evaluate::compile_rego(&policy.metadata.name, &rego.module)
+            .map_err(|e| joch_core::ValidationError::field("spec.rego.module", e))?;
+    }
+    Ok(())
+}

@@ -269,19 +269,6 @@ async fn observability_keeps_secrets_out_of_the_record_but_the_caller_gets_the_r
 }
 
 #[tokio::test]
-async fn a_tool_that_requires_approval_never_runs_without_one() {
-    let webhook = Webhook::start().await;
-    let joch = Joch::start().await;
-    let mut tool = echo_tool(&webhook, "wire", "financial");
-    tool["spec"]["sideEffects"]["requiresApproval"] = json!(true);
-    joch.create_tool(tool).await;
-    let (_, call) = joch.call("wire", json!({"amount": 100})).await;
-    assert_eq!(call["status"]["phase"], "Denied", "{call}");
-    assert_eq!(call["spec"]["approval"]["required"], true);
-    assert_eq!(webhook.hits(), 0);
-}
-
-#[tokio::test]
 async fn the_next_call_uses_a_replaced_tool_and_records_its_version() {
     let webhook = Webhook::start().await;
     let joch = Joch::start().await;

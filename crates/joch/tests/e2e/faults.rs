@@ -142,8 +142,8 @@ async fn fifty_kills_lose_no_acknowledged_call_and_repeat_no_side_effect() {
     // Let calls resumed by the last recovery settle.
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let acks = acks.lock().unwrap();
-    let ledger = ledger.lock().unwrap();
+    let acks = std::mem::take(&mut *acks.lock().unwrap());
+    let ledger = ledger.lock().unwrap().clone();
     let mut unknown = 0;
     let mut reruns = 0;
     for ack in acks.iter() {

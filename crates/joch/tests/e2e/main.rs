@@ -5,6 +5,7 @@
 
 mod harness;
 
+mod approvals;
 mod calls;
 mod cli;
 mod crash;
@@ -12,6 +13,7 @@ mod errors;
 mod faults;
 mod idempotency;
 mod load;
+mod policies;
 mod recovery;
 mod replay;
 mod resources;

@@ -1,16 +1,18 @@
 //! Routes: `/v1/namespaces/{ns}/{plural}[/{name}]`, health, and structured
 //! answers for unknown routes and methods.
 
+mod approvals;
 mod health;
+mod resources;
 mod toolcalls;
-mod tools;
 
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use joch_core::{API_VERSION, Object};
+use joch_core::{API_VERSION, Object, Policy, Tool};
 use joch_engine::ListParams;
 use joch_engine::ObjectList;
+use resources::{create, delete, get as read, list, replace};
 use serde::{Deserialize, Serialize};
 
 use crate::{ApiError, AppState};
@@ -21,11 +23,37 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/readyz", get(health::readyz))
         .route(
             "/v1/namespaces/{ns}/tools",
-            get(tools::list).post(tools::create),
+            get(list::<Tool>).post(create::<Tool>),
         )
         .route(
             "/v1/namespaces/{ns}/tools/{name}",
-            get(tools::get).put(tools::replace).delete(tools::delete),
+            get(read::<Tool>)
+                .put(replace::<Tool>)
+                .delete(delete::<Tool>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/policies",
+            get(list::<Policy>).post(create::<Policy>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/policies/{name}",
+            get(read::<Policy>)
+                .put(replace::<Policy>)
+                .delete(delete::<Policy>),
+        )
+        .route("/v1/namespaces/{ns}/approvals", get(approvals::list))
+        .route("/v1/namespaces/{ns}/approvals/{name}", get(approvals::get))
+        .route(
+            "/v1/namespaces/{ns}/approvals/{name}/approve",
+            post(approvals::approve),
+        )
+        .route(
+            "/v1/namespaces/{ns}/approvals/{name}/deny",
+            post(approvals::deny),
+        )
+        .route(
+            "/v1/namespaces/{ns}/approvals/{name}/edit",
+            post(approvals::edit),
         )
         .route(
             "/v1/namespaces/{ns}/toolcalls",

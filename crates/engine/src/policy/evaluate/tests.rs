@@ -184,7 +184,10 @@ fn deny_beats_defer_beats_modify_beats_allow() {
             .winner()
             .map(|d| (d.policy_id.clone(), d.verdict.effect.name()))
     };
-    assert_eq!(winner(&[allow.clone()]), Some(("a-allow".into(), "allow")));
+    assert_eq!(
+        winner(std::slice::from_ref(&allow)),
+        Some(("a-allow".into(), "allow"))
+    );
     assert_eq!(
         winner(&[allow.clone(), modify.clone()]),
         Some(("b-modify".into(), "modify"))

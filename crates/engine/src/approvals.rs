@@ -1,0 +1,490 @@
+//! Human approvals: a deferred call waits in `AwaitingApproval` with an
+//! `Approval` resource until a person approves, edits or rejects it, or its
+//! deadline applies the fallback.
+//!
+//! Exactly once: deciding updates the Approval conditionally on its
+//! `resourceVersion`, so only one decision wins, and the approved call moves
+//! `AwaitingApproval → Running` conditionally too, so it runs once even if
+//! two replicas (or a decision and a timeout) race.
+
+use std::time::Duration;
+
+use joch_core::approval::{ApprovalAction, ApprovalSpec, ApprovalStatus, PolicyRef, Risk};
+use joch_core::normalize::normalize_args;
+use joch_core::patch::apply_patch;
+use joch_core::policy::{ApprovalRouting, OnTimeout, UserInput};
+use joch_core::{
+    Approval, ApprovalPhase, CallApproval, CallError, Hook, HookDecision, ObjectMeta, ObjectRef,
+    Phase, Time, Tool, ToolCall,
+};
+use joch_store::{Durability, ListQuery, StoreErrorKind};
+use serde_json::{Map, Value, json};
+
+use crate::calls::{Recorded, Rejection};
+use crate::engine::now;
+use crate::hooks::refusal;
+use crate::policy::{self, Decision, Effect, Facts};
+use crate::{Engine, EngineError, ListParams, ObjectList};
+
+/// Why a call waits, and for what.
+pub(crate) struct Deferral {
+    routing: ApprovalRouting,
+    user_input: Option<UserInput>,
+    policy: Option<PolicyRef>,
+    reason: Option<String>,
+    approver_reason: Option<String>,
+}
+
+impl Deferral {
+    pub(crate) fn from_decision(d: &Decision) -> Self {
+        let (routing, user_input) = match &d.verdict.effect {
+            Effect::Defer(routing) => (routing.clone(), None),
+            Effect::RequestUserInput(input) => (ApprovalRouting::default(), Some(input.clone())),
+            _ => (ApprovalRouting::default(), None),
+        };
+        Deferral {
+            routing,
+            user_input,
+            policy: Some(PolicyRef {
+                name: d.policy_id.clone(),
+                version: d.policy_version.clone(),
+            }),
+            reason: d.verdict.reason.clone(),
+            approver_reason: d.verdict.approver_reason.clone(),
+        }
+    }
+
+    pub(crate) fn tool_requires_approval() -> Self {
+        Deferral {
+            routing: ApprovalRouting::default(),
+            user_input: None,
+            policy: None,
+            reason: Some("the tool requires approval".to_owned()),
+            approver_reason: None,
+        }
+    }
+}
+
+/// A person's decision.
+#[derive(Debug, Clone, Default)]
+pub struct ApprovalDecision {
+    /// Who decides.
+    pub by: String,
+    /// Why, for the record.
+    pub rationale: Option<String>,
+    /// For the model, when rejecting.
+    pub message: Option<String>,
+    /// New arguments (`edit`): they go through the request hook again.
+    pub edited_input: Option<Value>,
+    /// The value asked for by a `userInput` requirement.
+    pub value: Option<Value>,
+}
+
+impl Engine {
+    /// Creates the Approval for a call just recorded `AwaitingApproval`, and
+    /// arms its deadline.
+    pub(crate) async fn open_approval(
+        &self,
+        call: &ToolCall,
+        tool: &Tool,
+        args: &Map<String, Value>,
+        deferral: Deferral,
+    ) -> Result<Approval, EngineError> {
+        let mut routing = deferral.routing;
+        let timeout = routing
+            .timeout_seconds
+            .map_or(self.inner.config.approval_timeout, Duration::from_secs);
+        routing.timeout_seconds = Some(timeout.as_secs());
+        let deadline =
+            Time(now().0 + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX));
+        let (kind, options) = match &deferral.user_input {
+            Some(_) => ("user_input", vec!["provide", "reject"]),
+            None => ("tool_call", vec!["approve", "reject", "edit"]),
+        };
+        let mut payload = json!({"tool": tool.metadata.name, "input": call.spec.input, "reason": deferral.reason});
+        if let Some(input) = &deferral.user_input {
+            payload["userInput"] = json!(input);
+        }
+        let _ = args;
+        let mut approval = Approval {
+            api_version: joch_core::API_VERSION.to_owned(),
+            kind: "Approval".to_owned(),
+            metadata: ObjectMeta {
+                name: call.metadata.name.clone(),
+                namespace: call.metadata.namespace.clone(),
+                uid: uuid::Uuid::new_v4().to_string(),
+                creation_timestamp: Some(now()),
+                labels: call.metadata.labels.clone(),
+                ..ObjectMeta::default()
+            },
+            spec: ApprovalSpec {
+                action: ApprovalAction {
+                    kind: kind.to_owned(),
+                    tool_call_ref: ObjectRef::new(&call.metadata.name),
+                },
+                policy_ref: deferral.policy,
+                risk: Risk {
+                    level: tool.spec.side_effects.level,
+                    summary: deferral
+                        .approver_reason
+                        .or(deferral.reason)
+                        .unwrap_or_else(|| "needs approval".to_owned()),
+                },
+                routing,
+                options: options.into_iter().map(str::to_owned).collect(),
+                payload,
+            },
+            status: ApprovalStatus {
+                deadline: Some(deadline),
+                ..ApprovalStatus::default()
+            },
+        };
+        self.inner
+            .store
+            .create_object(&mut approval, Durability::Sync)
+            .await?;
+        self.arm_deadline(&approval);
+        Ok(approval)
+    }
+
+    /// Applies the fallback when the deadline passes, unless decided before.
+    pub(crate) fn arm_deadline(&self, approval: &Approval) {
+        let Some(deadline) = approval.status.deadline else {
+            return;
+        };
+        let wait = (deadline.0 - now().0).to_std().unwrap_or(Duration::ZERO);
+        let (engine, ns, name) = (
+            self.clone(),
+            approval.metadata.namespace.clone(),
+            approval.metadata.name.clone(),
+        );
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            if let Err(e) = engine.expire(&ns, &name).await {
+                tracing::warn!(approval = %name, error = %e, "approval deadline could not be applied");
+            }
+        });
+    }
+
+    /// Re-arms the deadlines of approvals still pending (after a restart).
+    pub(crate) async fn rearm_pending_approvals(&self) -> Result<usize, EngineError> {
+        let mut query = ListQuery {
+            limit: 10_000,
+            ..ListQuery::default()
+        };
+        query.index.phase = Some(ApprovalPhase::Pending.as_str().to_owned());
+        let pending = self
+            .inner
+            .store
+            .list_objects::<Approval>(query)
+            .await?
+            .items;
+        pending.iter().for_each(|a| self.arm_deadline(a));
+        Ok(pending.len())
+    }
+
+    /// Reads an Approval.
+    pub async fn get_approval(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
+        crate::resources::valid_namespace(namespace)?;
+        Ok(self.inner.store.get_object(namespace, name).await?)
+    }
+
+    /// Lists Approvals, newest first; `phase` filters (`Pending`, ...).
+    pub async fn list_approvals(
+        &self,
+        namespace: &str,
+        params: ListParams,
+    ) -> Result<ObjectList<Approval>, EngineError> {
+        crate::resources::valid_namespace(namespace)?;
+        let query = self.inner.list_query(
+            namespace,
+            ListParams {
+                phase: None,
+                ..params.clone()
+            },
+        )?;
+        let mut query = query;
+        query.index.phase = params.phase;
+        Ok(self.inner.store.list_objects(query).await?)
+    }
+
+    /// Approves (or, with `edited_input`, edits; or, for a user-input
+    /// request, provides the value). The call then runs in the background.
+    pub async fn approve(
+        &self,
+        namespace: &str,
+        name: &str,
+        decision: ApprovalDecision,
+    ) -> Result<Approval, EngineError> {
+        let mut approval = self.pending_approval(namespace, name).await?;
+        let verb = match (&decision.edited_input, approval.spec.action.kind.as_str()) {
+            (_, "user_input") if decision.value.is_none() => {
+                return Err(EngineError::BadRequest(
+                    "this approval asks for a value: give one".to_owned(),
+                ));
+            }
+            (_, "user_input") => "provide",
+            (Some(_), _) => "edit",
+            (None, _) => "approve",
+        };
+        approval.status.phase = ApprovalPhase::Approved;
+        approval.status.edited_input = decision.edited_input.clone();
+        self.decide(&mut approval, verb, &decision).await?;
+        self.resume(namespace, name, &approval, &decision).await?;
+        Ok(approval)
+    }
+
+    /// Rejects: the call ends `Denied`, and the model gets the message.
+    pub async fn reject(
+        &self,
+        namespace: &str,
+        name: &str,
+        decision: ApprovalDecision,
+    ) -> Result<Approval, EngineError> {
+        let mut approval = self.pending_approval(namespace, name).await?;
+        approval.status.phase = ApprovalPhase::Rejected;
+        approval.status.message = decision.message.clone();
+        self.decide(&mut approval, "reject", &decision).await?;
+        let mut call = self.get_call(namespace, name).await?;
+        if call.status.phase != Phase::AwaitingApproval {
+            return Ok(approval);
+        }
+        mark_call(&mut call, "rejected", &approval);
+        let message = decision
+            .message
+            .or(decision.rationale)
+            .unwrap_or_else(|| "rejected by an approver".to_owned());
+        let answer = refusal(&call, "Denied by approver", Some(&message));
+        call.status.output = Some(answer.clone());
+        self.settle(
+            call,
+            Phase::Denied,
+            Some(answer),
+            Some(CallError::new("denied_by_approver", message)),
+            None,
+        )
+        .await?;
+        Ok(approval)
+    }
+
+    async fn pending_approval(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
+        let approval = self.get_approval(namespace, name).await?;
+        if approval.status.phase != ApprovalPhase::Pending {
+            return Err(decided(name, approval.status.phase));
+        }
+        Ok(approval)
+    }
+
+    /// Stores the decision; only the first of racing decisions wins.
+    async fn decide(
+        &self,
+        approval: &mut Approval,
+        verb: &str,
+        decision: &ApprovalDecision,
+    ) -> Result<(), EngineError> {
+        approval.status.decision = Some(verb.to_owned());
+        approval.status.decided_by = Some(decision.by.clone());
+        approval.status.decided_at = Some(now());
+        approval.status.rationale = decision.rationale.clone();
+        match self
+            .inner
+            .store
+            .update_object(approval, Durability::Sync)
+            .await
+        {
+            Err(e) if e.kind() == StoreErrorKind::Conflict => {
+                Err(decided(&approval.metadata.name, ApprovalPhase::Approved))
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// The deadline passed: apply the fallback if nobody decided.
+    async fn expire(&self, namespace: &str, name: &str) -> Result<(), EngineError> {
+        let mut approval = match self.pending_approval(namespace, name).await {
+            Ok(approval) => approval,
+            Err(EngineError::Refused { .. } | EngineError::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        approval.status.phase = ApprovalPhase::Expired;
+        let decision = ApprovalDecision {
+            by: "timeout".to_owned(),
+            rationale: Some("no decision before the deadline".to_owned()),
+            ..Default::default()
+        };
+        match self.decide(&mut approval, "timeout", &decision).await {
+            Err(EngineError::Refused { .. }) => return Ok(()),
+            other => other?,
+        }
+        if approval.spec.routing.on_timeout.unwrap_or_default() == OnTimeout::Approve
+            && approval.spec.action.kind == "tool_call"
+        {
+            return self.resume(namespace, name, &approval, &decision).await;
+        }
+        let mut call = self.get_call(namespace, name).await?;
+        if call.status.phase != Phase::AwaitingApproval {
+            return Ok(());
+        }
+        mark_call(&mut call, "timed_out", &approval);
+        let reason = "nobody decided on the approval before its deadline";
+        let answer = refusal(&call, "Approval timed out", Some(reason));
+        call.status.output = Some(answer.clone());
+        self.settle(
+            call,
+            Phase::TimedOut,
+            Some(answer),
+            Some(CallError::new("approval_timed_out", reason)),
+            None,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Runs an approved call: with the approver's arguments (back through
+    /// the request hook) or the provided value, if any.
+    async fn resume(
+        &self,
+        namespace: &str,
+        name: &str,
+        approval: &Approval,
+        decision: &ApprovalDecision,
+    ) -> Result<(), EngineError> {
+        let mut call = self.get_call(namespace, name).await?;
+        if call.status.phase != Phase::AwaitingApproval {
+            return Ok(());
+        }
+        mark_call(&mut call, "approved", approval);
+        // The policy deferred; the approval is what allowed the call under it.
+        if let Some(policy) = &approval.spec.policy_ref {
+            call.status.hook_decisions.push(HookDecision {
+                hook: Hook::Request.step().to_owned(),
+                decision: "allow".to_owned(),
+                policy_id: Some(policy.name.clone()),
+                policy_version: Some(policy.version.clone()),
+                reason: Some(format!("approved by {}", decision.by)),
+            });
+        }
+        let tool: Tool = self
+            .inner
+            .store
+            .get_object(namespace, call.tool_name())
+            .await?;
+        let policies = self.policies(namespace).await?;
+        let schemas = self.inner.schemas.get(&tool).ok();
+        let mut rejection = None;
+        let mut args = match (&call.spec.input, call.status.input_withheld) {
+            (Value::Object(args), false) => args.clone(),
+            _ => {
+                rejection = Some(Rejection {
+                    phase: Phase::Failed,
+                    error: CallError::new(
+                        "input_withheld",
+                        "the call's input was not recorded, so it cannot run after approval",
+                    ),
+                    answer: None,
+                });
+                Map::new()
+            }
+        };
+        if let Some(edited) = &decision.edited_input {
+            call.status
+                .original_input
+                .get_or_insert(call.spec.input.clone());
+            args = normalize_args(edited.clone())
+                .map_err(|e| EngineError::BadRequest(e.to_string()))?;
+        }
+        if let (Some(value), Some(input)) =
+            (&decision.value, approval.spec.payload.get("userInput"))
+        {
+            let target = input
+                .get("targetArg")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let mut patched = Value::Object(args);
+            let patch = joch_core::policy::Patch {
+                set: [(target.to_owned(), value.clone())].into(),
+                ..Default::default()
+            };
+            apply_patch(&mut patched, &patch);
+            args = patched.as_object().cloned().unwrap_or_default();
+        }
+        let count = self.tool_call_count(&call).await?;
+        let facts = Facts::request(&call, &tool, &args, count, false);
+        if decision.edited_input.is_some() && rejection.is_none() {
+            // Edited arguments are new arguments: policies see them too. A
+            // defer is satisfied by this very approval.
+            let outcome = policy::decide(&*self.inner.policy, &policies, Hook::Request, &facts);
+            call.status
+                .hook_decisions
+                .extend(outcome.records(Hook::Request));
+            if let Some(w) = outcome
+                .winner()
+                .filter(|w| w.verdict.effect == Effect::Deny)
+            {
+                let reason = w
+                    .verdict
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| format!("denied by policy {}", w.policy_id));
+                rejection = Some(Rejection {
+                    phase: Phase::Denied,
+                    answer: Some(refusal(&call, "Denied by policy", Some(&reason))),
+                    error: CallError::new("denied_by_policy", reason),
+                });
+            }
+            let mut patched = Value::Object(args);
+            outcome
+                .patches()
+                .into_iter()
+                .for_each(|p| apply_patch(&mut patched, p));
+            args = patched.as_object().cloned().unwrap_or_default();
+        }
+        if decision.edited_input.is_some() || decision.value.is_some() {
+            let observability = &tool.spec.observability;
+            let value = Value::Object(args.clone());
+            if rejection.is_none() {
+                if let Err(e) = schemas.as_ref().map_or(Ok(()), |s| s.check_input(&value)) {
+                    rejection = Some(Rejection {
+                        phase: Phase::Failed,
+                        error: e,
+                        answer: None,
+                    });
+                }
+            }
+            call.spec.input = crate::execute::recorded_value(
+                &value,
+                observability.log_args,
+                &observability.redact_fields,
+            );
+        }
+        let facts = Some(facts.with_input(&args));
+        self.run_in_background(Recorded {
+            call,
+            tool,
+            args,
+            schemas,
+            rejection,
+            policies,
+            facts,
+        });
+        Ok(())
+    }
+}
+
+/// Records the approval's outcome on the call's `spec.approval`.
+fn mark_call(call: &mut ToolCall, status: &str, approval: &Approval) {
+    call.spec.approval = Some(CallApproval {
+        required: true,
+        status: Some(status.to_owned()),
+        approved_by: approval.status.decided_by.clone(),
+        approved_at: approval.status.decided_at,
+        reason: approval.status.rationale.clone(),
+    });
+}
+
+fn decided(name: &str, phase: ApprovalPhase) -> EngineError {
+    EngineError::Refused {
+        code: "approval_decided",
+        message: format!("approval {name:?} is already {}", phase.as_str()),
+    }
+}

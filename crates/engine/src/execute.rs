@@ -1,0 +1,179 @@
+//! The back of the call path: run the backend, apply the result hook, settle.
+
+use std::time::Instant;
+
+use joch_core::patch::apply_patch;
+use joch_core::redact::{REDACTED, redact_fields};
+use joch_core::{CallError, Hook, Invocation, Phase, ToolCall};
+use joch_store::Durability;
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::calls::{CallOutcome, Recorded, Rejection};
+use crate::engine::now;
+use crate::hooks::refusal;
+use crate::policy::{self, Effect};
+use crate::{Engine, EngineError};
+
+impl Engine {
+    /// Takes a recorded call (`Pending`, `AwaitingApproval` once approved,
+    /// or `Running` after a crash) to a terminal phase.
+    pub(crate) async fn run(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
+        let span = tracing::info_span!(
+            "execute_tool",
+            tool = %recorded.tool.metadata.name,
+            call = %recorded.call.metadata.name
+        );
+        self.run_inner(recorded).instrument(span).await
+    }
+
+    async fn run_inner(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
+        let Recorded {
+            mut call,
+            tool,
+            args,
+            schemas,
+            rejection,
+            policies,
+            facts,
+        } = recorded;
+        if let Some(Rejection {
+            phase,
+            error,
+            answer,
+        }) = rejection
+        {
+            call.status.output = answer.clone();
+            return self.settle(call, phase, answer, Some(error), None).await;
+        }
+        let kind = tool.spec.backend.kind();
+        let Some(backend) = self.inner.backends.get(kind).cloned() else {
+            let error = CallError::new(
+                "backend_unavailable",
+                format!("no {kind:?} backend is configured"),
+            );
+            return self
+                .settle(call, Phase::Failed, None, Some(error), None)
+                .await;
+        };
+
+        // A call recovered after a crash is already Running: this is its next attempt.
+        if call.status.phase != Phase::Running {
+            call.transition(Phase::Running)?;
+        }
+        call.status.attempts += 1;
+        call.status.started_at = Some(now());
+        let durability = if tool.spec.side_effects.is_repeatable() {
+            Durability::Deferred
+        } else {
+            Durability::Sync
+        };
+        self.inner
+            .store
+            .update_object(&mut call, durability)
+            .await?;
+
+        let started = Instant::now();
+        let invocation = Invocation {
+            namespace: &call.metadata.namespace,
+            call_id: &call.metadata.name,
+            tool: &tool,
+            args: &args,
+            checksum: &call.status.checksum,
+            attempt: call.status.attempts,
+            idempotency_key: call
+                .spec
+                .side_effects
+                .as_ref()
+                .and_then(|s| s.idempotency_key.as_deref()),
+        };
+        let result = backend.invoke(invocation).await;
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+
+        let (mut phase, mut output, mut error) = match result {
+            Ok(output) => match schemas.as_ref().map_or(Ok(()), |s| s.check_output(&output)) {
+                Ok(()) => (Phase::Succeeded, Some(output), None),
+                Err(e) => (Phase::Failed, Some(output), Some(e)),
+            },
+            Err(e) => (Phase::Failed, None, Some(e)),
+        };
+        let observability = &tool.spec.observability;
+        let mut answer = output.clone();
+
+        if let (Phase::Succeeded, Some(result), Some(facts)) = (phase, &mut output, &facts) {
+            let outcome = policy::decide(
+                &*self.inner.policy,
+                &policies,
+                Hook::Result,
+                &facts.for_result(result),
+            );
+            call.status
+                .hook_decisions
+                .extend(outcome.records(Hook::Result));
+            match outcome.winner().map(|w| (w, &w.verdict.effect)) {
+                Some((_, Effect::Allow)) | None => {}
+                Some((_, Effect::Modify(_))) => {
+                    outcome
+                        .patches()
+                        .into_iter()
+                        .for_each(|p| apply_patch(result, p));
+                    answer = Some(result.clone());
+                }
+                // Deny, or anything that would need a person after the fact:
+                // what ran stays on the record, the caller gets a refusal.
+                Some((w, _)) => {
+                    let reason =
+                        w.verdict.reason.clone().unwrap_or_else(|| {
+                            format!("output withheld by policy {}", w.policy_id)
+                        });
+                    phase = Phase::Denied;
+                    answer = Some(refusal(&call, "Denied by policy", Some(&reason)));
+                    error = Some(CallError::new("output_denied_by_policy", reason));
+                }
+            }
+        }
+        call.status.output = output
+            .as_ref()
+            .map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
+        self.settle(call, phase, answer, error, Some(latency_ms))
+            .await
+    }
+
+    /// Moves the call to its terminal phase and stores it durably.
+    /// `answer` is what the caller gets as output.
+    pub(crate) async fn settle(
+        &self,
+        mut call: ToolCall,
+        phase: Phase,
+        answer: Option<Value>,
+        error: Option<CallError>,
+        latency_ms: Option<u64>,
+    ) -> Result<CallOutcome, EngineError> {
+        call.transition(phase)?;
+        call.status.completed_at = Some(now());
+        call.status.latency_ms = latency_ms;
+        call.status.error = error;
+        self.inner
+            .store
+            .update_object(&mut call, Durability::Sync)
+            .await?;
+        self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
+        tracing::debug!(phase = %phase, latency_ms, "tool call settled");
+        Ok(CallOutcome {
+            record: call,
+            output: answer,
+            replayed: false,
+        })
+    }
+}
+
+/// What of a value the record keeps: all of it, with named fields redacted,
+/// or only the marker that it was withheld.
+pub(crate) fn recorded_value(value: &Value, keep: bool, redact: &[String]) -> Value {
+    if !keep {
+        return Value::String(REDACTED.to_owned());
+    }
+    let mut value = value.clone();
+    redact_fields(&mut value, redact);
+    value
+}

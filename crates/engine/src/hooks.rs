@@ -1,0 +1,62 @@
+//! Glue between the call path and the policy engine: which policies a
+//! namespace has, the loop counter, and the answers a denial gives the model.
+
+use joch_core::{Policy, ToolCall};
+use joch_store::ListQuery;
+use serde_json::{Value, json};
+
+use crate::{Engine, EngineError};
+
+/// Annotation a replay carries when its caller overrode the write gate, so
+/// that policies see it (`override`) and the record shows it.
+pub const REPLAY_OVERRIDE_ANNOTATION: &str = "joch.dev/replay-override";
+
+impl Engine {
+    /// Every policy of the namespace, in name order (the order decisions are
+    /// combined and recorded in).
+    pub(crate) async fn policies(&self, namespace: &str) -> Result<Vec<Policy>, EngineError> {
+        let query = ListQuery {
+            namespace: namespace.to_owned(),
+            limit: 1000,
+            ..ListQuery::default()
+        };
+        let mut policies = self.inner.store.list_objects::<Policy>(query).await?.items;
+        policies.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        Ok(policies)
+    }
+
+    /// `toolCallCount`: calls with this checksum in the call's execution,
+    /// this one included. Without an execution, every call counts once.
+    pub(crate) async fn tool_call_count(&self, call: &ToolCall) -> Result<usize, EngineError> {
+        let Some(execution) = &call.spec.execution_ref else {
+            return Ok(1);
+        };
+        let mut query = ListQuery {
+            namespace: call.metadata.namespace.clone(),
+            limit: 10_000,
+            ..ListQuery::default()
+        };
+        query.index.execution = Some(execution.name.clone());
+        query.index.tool = Some(call.tool_name().to_owned());
+        let earlier = self
+            .inner
+            .store
+            .list_objects::<ToolCall>(query)
+            .await?
+            .items;
+        Ok(1 + earlier
+            .iter()
+            .filter(|c| c.status.checksum == call.status.checksum)
+            .count())
+    }
+}
+
+/// What the model receives for a call that did not run (seed 003): it can
+/// see why and adapt.
+pub(crate) fn refusal(call: &ToolCall, error: &str, reason: Option<&str>) -> Value {
+    let mut answer = json!({"success": false, "error": error, "tool_call_id": call.metadata.name});
+    if let Some(reason) = reason {
+        answer["reason"] = json!(reason);
+    }
+    answer
+}

@@ -1,0 +1,101 @@
+//! `/v1/namespaces/{ns}/approvals[/{name}[/approve|/deny|/edit]]`.
+
+use axum::Json;
+use axum::extract::State;
+use joch_core::Approval;
+use joch_engine::ApprovalDecision;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{List, ListQueryParams};
+use crate::extract::{Body, Path, Query};
+use crate::{ApiError, AppState};
+
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+) -> Result<Json<Approval>, ApiError> {
+    Ok(Json(state.engine.get_approval(&ns, &name).await?))
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    Query(q): Query<ListQueryParams>,
+) -> Result<Json<List<Approval>>, ApiError> {
+    Ok(Json(
+        state.engine.list_approvals(&ns, q.into()).await?.into(),
+    ))
+}
+
+/// A decision, as an approver sends it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct DecisionBody {
+    /// Who decides. (Until authentication lands, the caller says who it is.)
+    approved_by: String,
+    #[serde(default)]
+    rationale: Option<String>,
+    /// For the model, when denying.
+    #[serde(default)]
+    message: Option<String>,
+    /// `edit`: the arguments to run instead.
+    #[serde(default)]
+    input: Option<Value>,
+    /// For a user-input request: the value to inject.
+    #[serde(default)]
+    value: Option<Value>,
+}
+
+impl DecisionBody {
+    fn into_decision(self) -> ApprovalDecision {
+        ApprovalDecision {
+            by: self.approved_by,
+            rationale: self.rationale,
+            message: self.message,
+            edited_input: self.input,
+            value: self.value,
+        }
+    }
+}
+
+/// Approves; the call runs in the background and the waiting caller gets its result.
+pub(crate) async fn approve(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    Body(body): Body<DecisionBody>,
+) -> Result<Json<Approval>, ApiError> {
+    let mut decision = body.into_decision();
+    decision.edited_input = None;
+    Ok(Json(state.engine.approve(&ns, &name, decision).await?))
+}
+
+/// Approves with new arguments, which go through the request hook again.
+pub(crate) async fn edit(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    Body(body): Body<DecisionBody>,
+) -> Result<Json<Approval>, ApiError> {
+    let decision = body.into_decision();
+    if decision.edited_input.is_none() {
+        return Err(joch_engine::EngineError::BadRequest(
+            "edit needs input: the arguments to run".to_owned(),
+        )
+        .into());
+    }
+    Ok(Json(state.engine.approve(&ns, &name, decision).await?))
+}
+
+/// Rejects; the call ends Denied and the model gets the message.
+pub(crate) async fn deny(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    Body(body): Body<DecisionBody>,
+) -> Result<Json<Approval>, ApiError> {
+    Ok(Json(
+        state
+            .engine
+            .reject(&ns, &name, body.into_decision())
+            .await?,
+    ))
+}

@@ -1,0 +1,69 @@
+//! `/v1/namespaces/{ns}/{plural}[/{name}]` for configured resources (tools,
+//! policies): the same five verbs for every kind.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use joch_engine::Configurable;
+use serde::Deserialize;
+
+use super::{List, ListQueryParams};
+use crate::extract::{Manifest, Path, Query};
+use crate::{ApiError, AppState};
+
+pub(crate) async fn create<T: Configurable>(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    Manifest(object): Manifest<T>,
+) -> Result<(StatusCode, Json<T>), ApiError> {
+    Ok((
+        StatusCode::CREATED,
+        Json(state.engine.create_resource(&ns, object).await?),
+    ))
+}
+
+pub(crate) async fn replace<T: Configurable>(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    Manifest(object): Manifest<T>,
+) -> Result<Json<T>, ApiError> {
+    Ok(Json(
+        state.engine.replace_resource(&ns, &name, object).await?,
+    ))
+}
+
+pub(crate) async fn get<T: Configurable>(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+) -> Result<Json<T>, ApiError> {
+    Ok(Json(state.engine.get_resource(&ns, &name).await?))
+}
+
+pub(crate) async fn list<T: Configurable>(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    Query(q): Query<ListQueryParams>,
+) -> Result<Json<List<T>>, ApiError> {
+    Ok(Json(
+        state.engine.list_resources(&ns, q.into()).await?.into(),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct DeleteParams {
+    resource_version: Option<String>,
+}
+
+pub(crate) async fn delete<T: Configurable>(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    Query(q): Query<DeleteParams>,
+) -> Result<Json<T>, ApiError> {
+    Ok(Json(
+        state
+            .engine
+            .delete_resource(&ns, &name, q.resource_version.as_deref())
+            .await?,
+    ))
+}
