@@ -250,6 +250,8 @@ impl Engine {
             return Ok(approval);
         }
         mark_call(&mut call, "rejected", &approval);
+        self.emit_for(&call, "run_resumed", json!({"approved": false}))
+            .await?;
         let message = decision
             .message
             .or(decision.rationale)
@@ -265,6 +267,31 @@ impl Engine {
         )
         .await?;
         Ok(approval)
+    }
+
+    /// Withdraws a pending approval whose call will not run (its batch was
+    /// stopped by a denial).
+    pub(crate) async fn withdraw_approval(
+        &self,
+        namespace: &str,
+        name: &str,
+        reason: &str,
+    ) -> Result<(), EngineError> {
+        let mut approval = match self.pending_approval(namespace, name).await {
+            Ok(approval) => approval,
+            Err(EngineError::Refused { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        approval.status.phase = ApprovalPhase::Expired;
+        let decision = ApprovalDecision {
+            by: "joch".to_owned(),
+            rationale: Some(reason.to_owned()),
+            ..Default::default()
+        };
+        match self.decide(&mut approval, "withdrawn", &decision).await {
+            Err(EngineError::Refused { .. }) => Ok(()),
+            other => other,
+        }
     }
 
     async fn pending_approval(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
@@ -326,6 +353,12 @@ impl Engine {
             return Ok(());
         }
         mark_call(&mut call, "timed_out", &approval);
+        self.emit_for(
+            &call,
+            "run_resumed",
+            json!({"approved": false, "reason": "approval timed out"}),
+        )
+        .await?;
         let reason = "nobody decided on the approval before its deadline";
         let answer = refusal(&call, "Approval timed out", Some(reason));
         call.status.output = Some(answer.clone());
@@ -354,6 +387,8 @@ impl Engine {
             return Ok(());
         }
         mark_call(&mut call, "approved", approval);
+        self.emit_for(&call, "run_resumed", json!({"approved": true}))
+            .await?;
         // The policy deferred; the approval is what allowed the call under it.
         if let Some(policy) = &approval.spec.policy_ref {
             call.status.hook_decisions.push(HookDecision {

@@ -17,7 +17,7 @@ use joch_core::{
     checksum,
 };
 use joch_store::{Durability, StoreError};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::approvals::Deferral;
 use crate::hooks::{REPLAY_OVERRIDE_ANNOTATION, refusal};
@@ -93,7 +93,7 @@ impl Rejection {
 }
 
 /// Either a new record, or the call already holding the idempotency key.
-enum Admission {
+pub(crate) enum Admission {
     New(Box<Recorded>),
     KeyHeldBy(String),
 }
@@ -105,7 +105,10 @@ impl Engine {
     /// decided. A call whose idempotency key is held by an earlier call with
     /// the same arguments returns that call, once settled, without running.
     pub async fn call(&self, namespace: &str, call: ToolCall) -> Result<CallOutcome, EngineError> {
-        match self.record(namespace, call, Durability::Deferred).await? {
+        match self
+            .record(namespace, call, Durability::Deferred, None)
+            .await?
+        {
             Admission::New(recorded) if recorded.call.status.phase == Phase::AwaitingApproval => {
                 let settled = self
                     .wait_settled(namespace, &recorded.call.metadata.name)
@@ -129,7 +132,7 @@ impl Engine {
         namespace: &str,
         call: ToolCall,
     ) -> Result<CallOutcome, EngineError> {
-        let recorded = match self.record(namespace, call, Durability::Sync).await? {
+        let recorded = match self.record(namespace, call, Durability::Sync, None).await? {
             Admission::New(recorded) => *recorded,
             Admission::KeyHeldBy(holder) => {
                 let existing = self.get_call(namespace, &holder).await?;
@@ -159,11 +162,12 @@ impl Engine {
     /// Resolves the tool, normalises the input, runs the request hook,
     /// checks the input, claims the idempotency key, and stores the call
     /// (`Pending`, or `AwaitingApproval` with its Approval).
-    async fn record(
+    pub(crate) async fn record(
         &self,
         namespace: &str,
         mut call: ToolCall,
         durability: Durability,
+        skip: Option<&str>,
     ) -> Result<Admission, EngineError> {
         if call.metadata.name.is_empty() {
             call.metadata.name = uuid::Uuid::new_v4().to_string();
@@ -196,9 +200,21 @@ impl Engine {
             idempotency_key: key.clone(),
         });
 
-        let policies = self.policies(namespace).await?;
+        if let Some(reason) = skip {
+            rejection.get_or_insert(Rejection {
+                phase: Phase::Skipped,
+                answer: Some(refusal(&call, "Skipped", Some(reason))),
+                error: CallError::new("skipped", reason),
+            });
+        }
+        let policies = match skip {
+            Some(_) => Vec::new(),
+            None => self.policies(namespace).await?,
+        };
         let mut facts = None;
         let mut deferral = None;
+        // What the request hook decided, for the `policy_decision` event.
+        let mut decided = rejection.is_none().then_some(("allow", None::<String>));
         if rejection.is_none() && !policies.is_empty() {
             let overridden = call
                 .metadata
@@ -211,6 +227,9 @@ impl Engine {
             call.status
                 .hook_decisions
                 .extend(outcome.records(Hook::Request));
+            if let Some(w) = outcome.winner() {
+                decided = Some((w.verdict.effect.name(), w.verdict.reason.clone()));
+            }
             match outcome.winner().map(|w| (w, &w.verdict.effect)) {
                 Some((w, Effect::Deny)) => {
                     let reason = w
@@ -316,8 +335,29 @@ impl Engine {
             }
             Err(e) => return Err(e.into()),
         }
+        if let Some((action, reason)) = decided {
+            self.emit_for(
+                &call,
+                "policy_decision",
+                json!({"action": action, "reason": reason}),
+            )
+            .await?;
+        }
         if let (Some(deferral), None) = (deferral, &rejection) {
-            self.open_approval(&call, &tool, &args, deferral).await?;
+            let approval = self.open_approval(&call, &tool, &args, deferral).await?;
+            let payload = json!({"approval": approval.metadata.name, "input": call.spec.input, "options": approval.spec.options});
+            let reason = approval
+                .spec
+                .payload
+                .get("reason")
+                .cloned()
+                .unwrap_or(Value::Null);
+            self.emit_for(
+                &call,
+                "run_paused",
+                json!({"reason": reason, "payload": payload}),
+            )
+            .await?;
         }
         Ok(Admission::New(Box::new(Recorded {
             call,

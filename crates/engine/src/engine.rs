@@ -55,6 +55,8 @@ pub(crate) struct Inner {
     /// Bumped whenever a call settles, so callers waiting on another call's
     /// outcome (same idempotency key) re-read the store at once.
     pub(crate) settled: watch::Sender<u64>,
+    /// Bumped whenever an event is appended, so followers read at once.
+    pub(crate) appended: watch::Sender<u64>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
 }
 
@@ -75,6 +77,7 @@ impl Engine {
                 schemas: SchemaCache::default(),
                 config,
                 settled: watch::channel(0).0,
+                appended: watch::channel(0).0,
                 policy,
             }),
         }

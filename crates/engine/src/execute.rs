@@ -6,7 +6,7 @@ use joch_core::patch::apply_patch;
 use joch_core::redact::{REDACTED, redact_fields};
 use joch_core::{CallError, Hook, Invocation, Phase, ToolCall};
 use joch_store::Durability;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::calls::{CallOutcome, Recorded, Rejection};
@@ -150,6 +150,12 @@ impl Engine {
         latency_ms: Option<u64>,
     ) -> Result<CallOutcome, EngineError> {
         call.transition(phase)?;
+        let completed = json!({
+            "success": phase == Phase::Succeeded,
+            "output": answer,
+            "error": error.as_ref().map(|e| e.message.clone()),
+        });
+        self.emit_for(&call, "tool_completed", completed).await?;
         call.status.completed_at = Some(now());
         call.status.latency_ms = latency_ms;
         call.status.error = error;

@@ -14,9 +14,11 @@
 #![warn(missing_docs)]
 
 mod approvals;
+mod batches;
 mod calls;
 mod engine;
 mod error;
+mod events;
 mod execute;
 mod hooks;
 mod idempotency;
@@ -27,9 +29,11 @@ mod resources;
 mod schema;
 
 pub use approvals::ApprovalDecision;
+pub use batches::{BATCH_LABEL, Batch};
 pub use calls::CallOutcome;
 pub use engine::{Engine, EngineConfig, ListParams};
 pub use error::EngineError;
+pub use events::Event;
 pub use idempotency::{MAX_KEY_LEN, validate_key};
 pub use joch_store::ObjectList;
 pub use recovery::{RecoveryReport, Resolve};

@@ -2,7 +2,7 @@
 //! every kind, with each kind's own admission checks.
 
 use joch_core::names::validate_namespace;
-use joch_core::{Object, Policy, Tool, ToolCall, ValidationError};
+use joch_core::{Execution, Object, Policy, Tool, ToolCall, ValidationError};
 use joch_store::{Durability, ObjectList};
 
 use crate::engine::now;
@@ -13,6 +13,10 @@ use crate::{Engine, EngineError, ListParams};
 pub trait Configurable: Object {
     /// Checks what needs the engine's parsers: schemas, expressions, modules.
     fn check(&self) -> Result<(), ValidationError>;
+
+    /// Keeps what clients may not write: on create (`current` is `None`)
+    /// the status starts fresh; on replace it is carried over.
+    fn keep_status(&mut self, _current: Option<&Self>) {}
 }
 
 impl Configurable for Tool {
@@ -27,6 +31,16 @@ impl Configurable for Policy {
     }
 }
 
+impl Configurable for Execution {
+    fn check(&self) -> Result<(), ValidationError> {
+        Ok(())
+    }
+
+    fn keep_status(&mut self, current: Option<&Self>) {
+        self.status = current.map(|c| c.status.clone()).unwrap_or_default();
+    }
+}
+
 impl Engine {
     /// Stores a new resource after checking it. Durable when this returns.
     pub async fn create_resource<T: Configurable>(
@@ -36,6 +50,7 @@ impl Engine {
     ) -> Result<T, EngineError> {
         admit(namespace, &mut object, None)?;
         object.check()?;
+        object.keep_status(None);
         self.inner
             .store
             .create_object(&mut object, Durability::Sync)
@@ -56,6 +71,7 @@ impl Engine {
         object.check()?;
         let current: T = self.inner.store.get_object(namespace, name).await?;
         carry_identity(&current, &mut object);
+        object.keep_status(Some(&current));
         self.inner
             .store
             .update_object(&mut object, Durability::Sync)

@@ -105,7 +105,10 @@ pub fn plural_of(doc: &Value) -> anyhow::Result<&'static str> {
         Some("Tool") => Ok("tools"),
         Some("ToolCall") => Ok("toolcalls"),
         Some("Policy") => Ok("policies"),
-        Some(other) => bail!("unknown kind {other:?} (apply takes Tool, Policy and ToolCall)"),
+        Some("Execution") => Ok("executions"),
+        Some(other) => {
+            bail!("unknown kind {other:?} (apply takes Tool, Policy, Execution and ToolCall)")
+        }
         None => bail!("a manifest has no kind"),
     }
 }

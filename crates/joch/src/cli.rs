@@ -49,6 +49,20 @@ pub enum Command {
     Approve(DecideArgs),
     /// Deny a call waiting for approval.
     Deny(DecideArgs),
+    /// Print an execution's event timeline.
+    Logs(LogsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The execution.
+    #[arg(short = 'e', long)]
+    pub execution: String,
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// Keep printing events as they happen.
+    #[arg(short, long)]
+    pub follow: bool,
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +159,8 @@ pub enum ResourceKind {
     Policies,
     #[value(alias = "approval")]
     Approvals,
+    #[value(alias = "execution")]
+    Executions,
 }
 
 impl ResourceKind {
@@ -154,6 +170,7 @@ impl ResourceKind {
             ResourceKind::Toolcalls => "toolcalls",
             ResourceKind::Policies => "policies",
             ResourceKind::Approvals => "approvals",
+            ResourceKind::Executions => "executions",
         }
     }
 }

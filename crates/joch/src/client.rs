@@ -53,6 +53,16 @@ impl Client {
         Ok(Answer { status, body })
     }
 
+    /// Opens a long-lived GET (an event stream) and returns the response as it starts.
+    pub async fn stream(&self, path: &str) -> anyhow::Result<reqwest::Response> {
+        let url = format!("{}{path}", self.base);
+        self.http
+            .get(&url)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach the joch server at {}", self.base))
+    }
+
     /// Like [`Client::send`], but a non-2xx answer is an error showing the
     /// server's `code` and `message`.
     pub async fn expect_ok(

@@ -4,6 +4,7 @@ mod apply;
 mod cli;
 mod client;
 mod demo;
+mod logs;
 mod output;
 mod serve;
 
@@ -33,6 +34,7 @@ async fn main() -> std::process::ExitCode {
         Command::Resolve(args) => output::resolve(&cli.client, args).await,
         Command::Approve(args) => output::decide(&cli.client, "approve", args).await,
         Command::Deny(args) => output::decide(&cli.client, "deny", args).await,
+        Command::Logs(args) => logs::run(&cli.client, args).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -227,6 +227,24 @@ fn table(kind: ResourceKind, items: &[Value], wide: bool, now: DateTime<Utc>) ->
                 ]);
             }
         }
+        ResourceKind::Executions => {
+            rows.push(
+                ["NAME", "PHASE", "BATCHES", "FAIL-SAFE", "AGE"]
+                    .map(str::to_owned)
+                    .to_vec(),
+            );
+            for e in items {
+                rows.push(vec![
+                    s(e, "/metadata/name"),
+                    s(e, "/status/phase"),
+                    s(e, "/status/batches"),
+                    e.pointer("/spec/failSafe/approvalDenialPolicy")
+                        .map(display)
+                        .unwrap_or_else(|| "continue".to_owned()),
+                    age(e, now),
+                ]);
+            }
+        }
         ResourceKind::Approvals => {
             rows.push(
                 ["NAME", "TOOL", "PHASE", "DECIDED-BY", "POLICY", "AGE"]

@@ -55,6 +55,19 @@ pub struct IdempotencyClaim {
     pub expires_at_ms: i64,
 }
 
+/// One event of an execution's timeline. The store numbers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    /// Tenant.
+    pub namespace: String,
+    /// The execution whose timeline it extends.
+    pub execution: String,
+    /// 1, 2, 3... within the execution; assigned by [`Store::append_event`].
+    pub sequence: u64,
+    /// The event as JSON, without its sequence number.
+    pub body: String,
+}
+
 /// A list request. Results come newest first.
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
@@ -127,6 +140,23 @@ pub trait Store: Send + Sync + 'static {
 
     /// Lists objects, newest first, one page at a time.
     async fn list(&self, query: ListQuery) -> Result<Page, StoreError>;
+
+    /// Appends an event to its execution's timeline, numbering it after the
+    /// last one; returns the number. Ordered with every other write.
+    async fn append_event(
+        &self,
+        event: EventRecord,
+        durability: Durability,
+    ) -> Result<u64, StoreError>;
+
+    /// The execution's events numbered above `after`, oldest first.
+    async fn list_events(
+        &self,
+        namespace: &str,
+        execution: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError>;
 
     /// Succeeds when the store can serve reads and writes.
     async fn ping(&self) -> Result<(), StoreError>;

@@ -31,6 +31,48 @@ where
     keys_are_scoped_by_namespace_and_tool(&*new_store().await).await;
     expired_keys_are_replaced_and_purged(&*new_store().await).await;
     concurrent_claims_of_one_key_have_one_winner(new_store().await).await;
+    events_are_numbered_per_execution_in_order(&*new_store().await).await;
+}
+
+/// Events get 1, 2, 3... per execution, and list oldest first after a cursor.
+pub async fn events_are_numbered_per_execution_in_order(store: &dyn Store) {
+    let event = |execution: &str, body: &str| crate::EventRecord {
+        namespace: "ns".to_owned(),
+        execution: execution.to_owned(),
+        sequence: 0,
+        body: body.to_owned(),
+    };
+    let mut numbers = Vec::new();
+    for (execution, body) in [("a", "1"), ("b", "1"), ("a", "2"), ("a", "3")] {
+        numbers.push(
+            store
+                .append_event(event(execution, body), Durability::Sync)
+                .await
+                .expect("append"),
+        );
+    }
+    assert_eq!(numbers, [1, 1, 2, 3]);
+    let after_one = store.list_events("ns", "a", 1, 10).await.expect("list");
+    let bodies: Vec<_> = after_one
+        .iter()
+        .map(|e| (e.sequence, e.body.as_str()))
+        .collect();
+    assert_eq!(bodies, [(2, "2"), (3, "3")]);
+    assert_eq!(
+        store
+            .list_events("ns", "a", 0, 1)
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .list_events("other", "a", 0, 10)
+            .await
+            .expect("list")
+            .is_empty()
+    );
 }
 
 /// A claim on `key` for `tool` at time `now_ms`, living 1000 ms.

@@ -10,6 +10,7 @@ mod calls;
 mod cli;
 mod crash;
 mod errors;
+mod events;
 mod faults;
 mod idempotency;
 mod load;

@@ -2,6 +2,7 @@
 //! answers for unknown routes and methods.
 
 mod approvals;
+mod executions;
 mod health;
 mod resources;
 mod toolcalls;
@@ -9,7 +10,7 @@ mod toolcalls;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use joch_core::{API_VERSION, Object, Policy, Tool};
+use joch_core::{API_VERSION, Execution, Object, Policy, Tool};
 use joch_engine::ListParams;
 use joch_engine::ObjectList;
 use resources::{create, delete, get as read, list, replace};
@@ -40,6 +41,28 @@ pub(crate) fn routes() -> Router<AppState> {
             get(read::<Policy>)
                 .put(replace::<Policy>)
                 .delete(delete::<Policy>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions",
+            get(list::<Execution>).post(create::<Execution>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions/{name}",
+            get(read::<Execution>)
+                .put(replace::<Execution>)
+                .delete(delete::<Execution>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions/{name}/batches",
+            post(executions::batch),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions/{name}/events",
+            get(executions::events),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions/{name}/complete",
+            post(executions::complete),
         )
         .route("/v1/namespaces/{ns}/approvals", get(approvals::list))
         .route("/v1/namespaces/{ns}/approvals/{name}", get(approvals::get))

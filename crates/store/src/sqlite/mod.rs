@@ -17,7 +17,9 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::{Durability, IdempotencyClaim, ListQuery, Page, Record, Store, StoreError};
+use crate::{
+    Durability, EventRecord, IdempotencyClaim, ListQuery, Page, Record, Store, StoreError,
+};
 use readers::Readers;
 use writer::{Write, WriteRequest, Written};
 
@@ -166,6 +168,32 @@ impl Store for SqliteStore {
 
     async fn list(&self, query: ListQuery) -> Result<Page, StoreError> {
         self.readers.run(move |conn| rows::list(conn, &query)).await
+    }
+
+    async fn append_event(
+        &self,
+        event: EventRecord,
+        durability: Durability,
+    ) -> Result<u64, StoreError> {
+        match self.write(Write::AppendEvent(event), durability).await? {
+            Written::Appended(sequence) => Ok(sequence),
+            _ => Err(StoreError::Unavailable(
+                "append returned no sequence".to_owned(),
+            )),
+        }
+    }
+
+    async fn list_events(
+        &self,
+        namespace: &str,
+        execution: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let (namespace, execution) = (namespace.to_owned(), execution.to_owned());
+        self.readers
+            .run(move |conn| rows::list_events(conn, &namespace, &execution, after, limit))
+            .await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -7,7 +7,7 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 
 use super::unavailable;
-use crate::{IdempotencyClaim, ListQuery, Page, Record, StoreError};
+use crate::{EventRecord, IdempotencyClaim, ListQuery, Page, Record, StoreError};
 
 const COLUMNS: &str =
     "seq, kind, namespace, name, resource_version, labels, tool, phase, execution, body";
@@ -239,4 +239,51 @@ fn labels_to_sql(labels: &BTreeMap<String, String>) -> String {
 
 fn version_to_sql(version: u64) -> rusqlite::Result<i64> {
     i64::try_from(version).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+/// Numbers the event after the execution's last one. The single writer makes
+/// read-then-insert safe; the unique index guards it anyway.
+pub(super) fn append_event(conn: &Connection, e: &EventRecord) -> Result<u64, StoreError> {
+    let last: i64 = conn
+        .prepare_cached(
+            "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE namespace = ?1 AND execution = ?2",
+        )
+        .and_then(|mut stmt| stmt.query_row(params![e.namespace, e.execution], |r| r.get(0)))
+        .map_err(unavailable)?;
+    let sequence = last + 1;
+    conn.prepare_cached(
+        "INSERT INTO events (namespace, execution, sequence, body) VALUES (?1, ?2, ?3, ?4)",
+    )
+    .and_then(|mut stmt| stmt.execute(params![e.namespace, e.execution, sequence, e.body]))
+    .map_err(unavailable)?;
+    Ok(u64::try_from(sequence).unwrap_or_default())
+}
+
+pub(super) fn list_events(
+    conn: &Connection,
+    namespace: &str,
+    execution: &str,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<EventRecord>, StoreError> {
+    let after = i64::try_from(after).unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT sequence, body FROM events WHERE namespace = ?1 AND execution = ?2 AND sequence > ?3
+             ORDER BY sequence LIMIT ?4",
+        )
+        .map_err(unavailable)?;
+    let rows = stmt
+        .query_map(params![namespace, execution, after, limit], |r| {
+            let sequence: i64 = r.get(0)?;
+            Ok(EventRecord {
+                namespace: namespace.to_owned(),
+                execution: execution.to_owned(),
+                sequence: u64::try_from(sequence).unwrap_or_default(),
+                body: r.get(1)?,
+            })
+        })
+        .map_err(unavailable)?;
+    rows.collect::<Result<_, _>>().map_err(unavailable)
 }

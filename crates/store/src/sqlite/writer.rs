@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{rows, unavailable};
-use crate::{Durability, IdempotencyClaim, Record, StoreError};
+use crate::{Durability, EventRecord, IdempotencyClaim, Record, StoreError};
 
 /// Most writes in one transaction; bounds the latency of the first in a batch.
 const MAX_BATCH: usize = 512;
@@ -21,6 +21,7 @@ pub(super) enum Write {
     PurgeKeys {
         now_ms: i64,
     },
+    AppendEvent(EventRecord),
     Update {
         record: Record,
         expected_version: u64,
@@ -44,6 +45,7 @@ pub(super) enum Written {
     Nothing,
     Removed(Record),
     Purged(usize),
+    Appended(u64),
 }
 
 pub(super) fn spawn(conn: Connection) -> mpsc::Sender<WriteRequest> {
@@ -136,5 +138,6 @@ fn apply(conn: &Connection, write: &Write) -> Result<Written, StoreError> {
             expected_version,
         } => rows::delete(conn, kind, namespace, name, *expected_version).map(Written::Removed),
         Write::PurgeKeys { now_ms } => rows::purge_keys(conn, *now_ms).map(Written::Purged),
+        Write::AppendEvent(event) => rows::append_event(conn, event).map(Written::Appended),
     }
 }

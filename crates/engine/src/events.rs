@@ -1,0 +1,122 @@
+//! The timeline of an execution (seed 003): `tool_batch_started`,
+//! `policy_decision`, `run_paused`, `run_resumed`, `tool_completed` (always
+//! the last event of a call) and `warning`, numbered per execution.
+//!
+//! Events are written through the store's ordered writer without their own
+//! sync: each rides with the call write that follows it, which is synced
+//! before the caller hears of it.
+
+use std::time::Duration;
+
+use joch_core::{Time, ToolCall};
+use joch_store::{Durability, EventRecord};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::engine::now;
+use crate::{Engine, EngineError};
+
+/// One event of an execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    /// 1, 2, 3... within the execution.
+    #[serde(default)]
+    pub sequence: u64,
+    /// `tool_batch_started`, `policy_decision`, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When it happened.
+    pub time: Time,
+    /// The seed's data fields for this type.
+    pub data: Value,
+}
+
+impl Engine {
+    /// Appends an event to `execution`'s timeline.
+    pub(crate) async fn emit(
+        &self,
+        namespace: &str,
+        execution: &str,
+        kind: &str,
+        data: Value,
+    ) -> Result<(), EngineError> {
+        let event = Event {
+            sequence: 0,
+            kind: kind.to_owned(),
+            time: now(),
+            data,
+        };
+        let body =
+            serde_json::to_string(&event).map_err(|e| EngineError::Unavailable(e.to_string()))?;
+        let record = EventRecord {
+            namespace: namespace.to_owned(),
+            execution: execution.to_owned(),
+            sequence: 0,
+            body,
+        };
+        self.inner
+            .store
+            .append_event(record, Durability::Deferred)
+            .await?;
+        self.inner.appended.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(())
+    }
+
+    /// Appends an event about `call`, if it belongs to an execution.
+    pub(crate) async fn emit_for(
+        &self,
+        call: &ToolCall,
+        kind: &str,
+        mut data: Value,
+    ) -> Result<(), EngineError> {
+        let Some(execution) = &call.spec.execution_ref else {
+            return Ok(());
+        };
+        data["tool_name"] = json!(call.tool_name());
+        data["tool_call_id"] = json!(call.metadata.name);
+        self.emit(&call.metadata.namespace, &execution.name, kind, data)
+            .await
+    }
+
+    /// The execution's events numbered above `after`, oldest first.
+    pub async fn events(
+        &self,
+        namespace: &str,
+        execution: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, EngineError> {
+        crate::resources::valid_namespace(namespace)?;
+        let records = self
+            .inner
+            .store
+            .list_events(namespace, execution, after, limit)
+            .await?;
+        records
+            .into_iter()
+            .map(|r| {
+                let mut event: Event = serde_json::from_str(&r.body).map_err(|e| {
+                    EngineError::Unavailable(format!("stored event cannot be read: {e}"))
+                })?;
+                event.sequence = r.sequence;
+                Ok(event)
+            })
+            .collect()
+    }
+
+    /// Waits until new events may be available: at once when this process
+    /// appends one, or after `poll` (for events written by another process).
+    pub async fn wait_for_events(
+        &self,
+        seen: &mut tokio::sync::watch::Receiver<u64>,
+        poll: Duration,
+    ) {
+        let _ = tokio::time::timeout(poll, seen.changed()).await;
+    }
+
+    /// A receiver to pass to [`Engine::wait_for_events`].
+    pub fn event_notifications(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.appended.subscribe()
+    }
+}

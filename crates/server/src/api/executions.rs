@@ -1,0 +1,151 @@
+//! `/v1/namespaces/{ns}/executions/{name}/batches|events|complete`.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, Stream};
+use joch_core::{API_VERSION, Execution, ToolCall};
+use joch_engine::{Engine, Event};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::extract::{Body, Path, Query};
+use crate::{ApiError, AppState};
+
+/// `{"calls": [ToolCall, ...]}`: one LLM turn.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BatchBody {
+    calls: Vec<ToolCall>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BatchParams {
+    #[serde(default = "yes")]
+    wait: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Runs a batch: 200 with every call settled, or 202 as admitted with `wait=false`.
+pub(crate) async fn batch(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    Query(params): Query<BatchParams>,
+    Body(body): Body<BatchBody>,
+) -> Result<Response, ApiError> {
+    let batch = state
+        .engine
+        .run_batch(&ns, &name, body.calls, params.wait)
+        .await?;
+    let status = if params.wait {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    let calls: Vec<ToolCall> = batch.calls.into_iter().map(|c| c.into_response()).collect();
+    let answer = json!({
+        "apiVersion": API_VERSION,
+        "kind": "ToolBatch",
+        "execution": batch.execution,
+        "batch": batch.number,
+        "calls": calls,
+    });
+    Ok((status, Json(answer)).into_response())
+}
+
+/// Marks the execution completed.
+pub(crate) async fn complete(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+) -> Result<Json<Execution>, ApiError> {
+    Ok(Json(state.engine.complete_execution(&ns, &name).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventParams {
+    /// Only events numbered above this.
+    #[serde(default)]
+    after: u64,
+    /// Stream them as Server-Sent Events, live.
+    #[serde(default)]
+    follow: bool,
+}
+
+/// The execution's timeline, oldest first; `?follow=true` streams it.
+pub(crate) async fn events(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    Query(params): Query<EventParams>,
+) -> Result<Response, ApiError> {
+    if params.follow {
+        let stream = follow(state.engine.clone(), ns, name, params.after);
+        return Ok(Sse::new(stream)
+            .keep_alive(KeepAlive::default())
+            .into_response());
+    }
+    let events = state
+        .engine
+        .events(&ns, &name, params.after, 10_000)
+        .await?;
+    Ok(
+        Json(json!({"apiVersion": API_VERSION, "kind": "EventList", "items": events}))
+            .into_response(),
+    )
+}
+
+/// Events as they are written: each is sent once, in order, with its
+/// sequence number as the SSE id; the stream ends when the client leaves.
+fn follow(
+    engine: Engine,
+    ns: String,
+    execution: String,
+    after: u64,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    let notifications = engine.event_notifications();
+    let state = (
+        engine,
+        ns,
+        execution,
+        after,
+        notifications,
+        VecDeque::<Event>::new(),
+    );
+    stream::unfold(
+        state,
+        |(engine, ns, execution, mut cursor, mut seen, mut buffer)| async move {
+            loop {
+                if let Some(event) = buffer.pop_front() {
+                    cursor = event.sequence;
+                    let sse = SseEvent::default()
+                        .id(event.sequence.to_string())
+                        .event(event.kind.clone())
+                        .data(serde_json::to_string(&event).unwrap_or_default());
+                    return Some((Ok(sse), (engine, ns, execution, cursor, seen, buffer)));
+                }
+                match engine.events(&ns, &execution, cursor, 500).await {
+                    Ok(events) if !events.is_empty() => buffer.extend(events),
+                    Ok(_) => {
+                        engine
+                            .wait_for_events(&mut seen, Duration::from_millis(250))
+                            .await
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "event stream stopped");
+                        return None;
+                    }
+                }
+            }
+        },
+    )
+}
