@@ -142,6 +142,10 @@ pub struct ApprovalStatus {
     /// The arguments the approver substituted (`edit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edited_input: Option<Value>,
+    /// The decision stands for later calls of the same tool (recorded as a
+    /// `StandingApproval` named after the tool).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub always: bool,
 }
 
 impl Object for Approval {
@@ -172,5 +176,60 @@ impl Object for Approval {
             phase: Some(self.status.phase.as_str().to_owned()),
             execution: None,
         }
+    }
+}
+
+/// A decision an approver made with `always`: it stands for every later
+/// call of the same tool in the namespace that a policy would defer. Its
+/// name is the tool's name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StandingApproval {
+    /// Always `joch.dev/v1alpha1`.
+    #[serde(default = "api_version")]
+    pub api_version: String,
+    /// Always `StandingApproval`.
+    #[serde(default = "standing_kind")]
+    pub kind: String,
+    /// Name (the tool's), namespace.
+    pub metadata: ObjectMeta,
+    /// The standing decision.
+    pub spec: StandingApprovalSpec,
+}
+
+fn standing_kind() -> String {
+    StandingApproval::KIND.to_owned()
+}
+
+/// `StandingApproval.spec`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StandingApprovalSpec {
+    /// `approve` or `reject`.
+    pub decision: String,
+    /// Who decided.
+    pub decided_by: String,
+    /// The approval it was decided on.
+    pub approval_ref: ObjectRef,
+    /// Why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rationale: Option<String>,
+}
+
+impl Object for StandingApproval {
+    const KIND: &'static str = "StandingApproval";
+    const PLURAL: &'static str = "standingapprovals";
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_type::<StandingApproval>(&self.api_version, &self.kind)?;
+        validate_name("metadata.name", &self.metadata.name)
     }
 }

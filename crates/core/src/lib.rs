@@ -27,7 +27,7 @@ pub mod selector;
 pub mod tool;
 pub mod toolcall;
 
-pub use approval::{Approval, ApprovalPhase};
+pub use approval::{Approval, ApprovalPhase, StandingApproval};
 pub use backend::{Invocation, ToolBackend, ToolFailure};
 pub use checksum::checksum;
 pub use error::{FieldError, ValidationError};

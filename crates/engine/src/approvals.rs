@@ -9,13 +9,15 @@
 
 use std::time::Duration;
 
-use joch_core::approval::{ApprovalAction, ApprovalSpec, ApprovalStatus, PolicyRef, Risk};
+use joch_core::approval::{
+    ApprovalAction, ApprovalSpec, ApprovalStatus, PolicyRef, Risk, StandingApprovalSpec,
+};
 use joch_core::normalize::normalize_args;
 use joch_core::patch::apply_patch;
 use joch_core::policy::{ApprovalRouting, OnTimeout, UserInput};
 use joch_core::{
     Approval, ApprovalPhase, CallApproval, CallError, Hook, HookDecision, ObjectMeta, ObjectRef,
-    Phase, Time, Tool, ToolCall,
+    Phase, StandingApproval, Time, Tool, ToolCall,
 };
 use joch_store::{Durability, ListQuery, StoreErrorKind};
 use serde_json::{Map, Value, json};
@@ -54,6 +56,15 @@ impl Deferral {
         }
     }
 
+    /// True for a yes/no approval (a user-input request needs a value each time).
+    pub(crate) fn is_approval(&self) -> bool {
+        self.user_input.is_none()
+    }
+
+    pub(crate) fn policy(&self) -> Option<&PolicyRef> {
+        self.policy.as_ref()
+    }
+
     pub(crate) fn tool_requires_approval() -> Self {
         Deferral {
             routing: ApprovalRouting::default(),
@@ -78,6 +89,8 @@ pub struct ApprovalDecision {
     pub edited_input: Option<Value>,
     /// The value asked for by a `userInput` requirement.
     pub value: Option<Value>,
+    /// Let the decision stand for later calls of the same tool.
+    pub always: bool,
 }
 
 impl Engine {
@@ -313,6 +326,7 @@ impl Engine {
         approval.status.decided_by = Some(decision.by.clone());
         approval.status.decided_at = Some(now());
         approval.status.rationale = decision.rationale.clone();
+        approval.status.always = decision.always && matches!(verb, "approve" | "reject");
         match self
             .inner
             .store
@@ -320,9 +334,59 @@ impl Engine {
             .await
         {
             Err(e) if e.kind() == StoreErrorKind::Conflict => {
-                Err(decided(&approval.metadata.name, ApprovalPhase::Approved))
+                return Err(decided(&approval.metadata.name, ApprovalPhase::Approved));
             }
-            other => Ok(other?),
+            other => other?,
+        }
+        if approval.status.always {
+            self.stand_by(approval, verb, decision).await?;
+        }
+        Ok(())
+    }
+
+    /// Records an `always` decision for the approval's tool.
+    async fn stand_by(
+        &self,
+        approval: &Approval,
+        verb: &str,
+        decision: &ApprovalDecision,
+    ) -> Result<(), EngineError> {
+        let Some(tool) = approval.spec.payload.get("tool").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        let standing = StandingApproval {
+            api_version: joch_core::API_VERSION.to_owned(),
+            kind: "StandingApproval".to_owned(),
+            metadata: ObjectMeta {
+                name: tool.to_owned(),
+                ..ObjectMeta::default()
+            },
+            spec: StandingApprovalSpec {
+                decision: verb.to_owned(),
+                decided_by: decision.by.clone(),
+                approval_ref: ObjectRef::new(&approval.metadata.name),
+                rationale: decision.rationale.clone(),
+            },
+        };
+        let ns = &approval.metadata.namespace;
+        match self.create_resource(ns, standing.clone()).await {
+            Err(EngineError::AlreadyExists { .. }) => {
+                self.replace_resource(ns, tool, standing).await.map(drop)
+            }
+            other => other.map(drop),
+        }
+    }
+
+    /// The standing decision for `tool` in `namespace`, if an approver made one.
+    pub(crate) async fn standing_decision(
+        &self,
+        namespace: &str,
+        tool: &str,
+    ) -> Result<Option<StandingApproval>, EngineError> {
+        match self.inner.store.get_object(namespace, tool).await {
+            Ok(standing) => Ok(Some(standing)),
+            Err(e) if e.kind() == StoreErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -343,7 +407,12 @@ impl Engine {
             Err(EngineError::Refused { .. }) => return Ok(()),
             other => other?,
         }
-        if approval.spec.routing.on_timeout.unwrap_or_default() == OnTimeout::Approve
+        if approval
+            .spec
+            .routing
+            .on_timeout
+            .unwrap_or(self.inner.config.approval_fallback)
+            == OnTimeout::Approve
             && approval.spec.action.kind == "tool_call"
         {
             return self.resume(namespace, name, &approval, &decision).await;

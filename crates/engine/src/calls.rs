@@ -13,8 +13,8 @@ use std::time::Duration;
 use joch_core::normalize::normalize_args;
 use joch_core::patch::apply_patch;
 use joch_core::{
-    CallApproval, CallError, CallSideEffects, Hook, Phase, Policy, Tool, ToolCall, ToolCallStatus,
-    checksum,
+    CallApproval, CallError, CallSideEffects, Hook, HookDecision, Phase, Policy, Tool, ToolCall,
+    ToolCallStatus, checksum,
 };
 use joch_store::{Durability, StoreError};
 use serde_json::{Map, Value, json};
@@ -265,6 +265,35 @@ impl Engine {
         }
         if rejection.is_none() && deferral.is_none() && effects.requires_approval {
             deferral = Some(Deferral::tool_requires_approval());
+        }
+        if let Some(standing) = match &deferral {
+            Some(d) if d.is_approval() => {
+                self.standing_decision(namespace, call.tool_name()).await?
+            }
+            _ => None,
+        } {
+            let approve = standing.spec.decision == "approve";
+            let reason = format!(
+                "standing {} by {} (approval {})",
+                standing.spec.decision, standing.spec.decided_by, standing.spec.approval_ref.name
+            );
+            let policy = deferral.as_ref().and_then(|d| d.policy()).cloned();
+            call.status.hook_decisions.push(HookDecision {
+                hook: Hook::Request.step().to_owned(),
+                decision: if approve { "allow" } else { "deny" }.to_owned(),
+                policy_id: policy.as_ref().map(|p| p.name.clone()),
+                policy_version: policy.map(|p| p.version),
+                reason: Some(reason.clone()),
+            });
+            deferral = None;
+            decided = Some((if approve { "allow" } else { "deny" }, Some(reason.clone())));
+            if !approve {
+                rejection = Some(Rejection {
+                    phase: Phase::Denied,
+                    answer: Some(refusal(&call, "Denied by approver", Some(&reason))),
+                    error: CallError::new("denied_by_approver", reason),
+                });
+            }
         }
 
         let schemas = match self.inner.schemas.get(&tool) {

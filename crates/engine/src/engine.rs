@@ -27,6 +27,9 @@ pub struct EngineConfig {
     /// How long a deferred call waits for a person when its policy sets no
     /// deadline (default 300 s); then the fallback applies.
     pub approval_timeout: Duration,
+    /// What an expired approval decides when its policy names no
+    /// `onTimeout` (default deny: the call ends `TimedOut`).
+    pub approval_fallback: joch_core::policy::OnTimeout,
 }
 
 impl Default for EngineConfig {
@@ -36,6 +39,7 @@ impl Default for EngineConfig {
             max_list_limit: 5_000,
             idempotency_window: Duration::from_secs(24 * 60 * 60),
             approval_timeout: Duration::from_secs(300),
+            approval_fallback: joch_core::policy::OnTimeout::Deny,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! every kind, with each kind's own admission checks.
 
 use joch_core::names::validate_namespace;
-use joch_core::{Execution, Object, Policy, Tool, ToolCall, ValidationError};
+use joch_core::{Execution, Object, Policy, StandingApproval, Tool, ToolCall, ValidationError};
 use joch_store::{Durability, ObjectList};
 
 use crate::engine::now;
@@ -38,6 +38,18 @@ impl Configurable for Execution {
 
     fn keep_status(&mut self, current: Option<&Self>) {
         self.status = current.map(|c| c.status.clone()).unwrap_or_default();
+    }
+}
+
+impl Configurable for StandingApproval {
+    fn check(&self) -> Result<(), ValidationError> {
+        match self.spec.decision.as_str() {
+            "approve" | "reject" => Ok(()),
+            other => Err(ValidationError::field(
+                "spec.decision",
+                format!("must be approve or reject, got {other:?}"),
+            )),
+        }
     }
 }
 

@@ -86,6 +86,9 @@ pub struct DecideArgs {
     /// The value a user-input request asks for (JSON).
     #[arg(long)]
     pub value: Option<String>,
+    /// Let the decision stand for later calls of the same tool in the namespace.
+    #[arg(long)]
+    pub always: bool,
 }
 
 #[derive(Debug, Args)]
@@ -137,6 +140,18 @@ pub struct ServeArgs {
     /// Also serve demo webhooks under /demo and apply the example tools.
     #[arg(long)]
     pub demo: bool,
+    /// How long a call waits for approval when its policy sets no deadline.
+    #[arg(long, env = "JOCH_APPROVAL_TIMEOUT_SECONDS", default_value_t = 300)]
+    pub approval_timeout_seconds: u64,
+    /// What an expired approval decides when its policy says nothing: deny or approve.
+    #[arg(long, env = "JOCH_APPROVAL_FALLBACK", default_value = "deny")]
+    pub approval_fallback: ApprovalFallback,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApprovalFallback {
+    Deny,
+    Approve,
 }
 
 #[derive(Debug, Args)]

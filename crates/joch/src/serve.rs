@@ -10,7 +10,9 @@ use joch_engine::{Engine, EngineConfig, RecoveryReport};
 use joch_server::ServerConfig;
 use joch_store::{SqliteStore, Store};
 
-use crate::cli::ServeArgs;
+use joch_core::policy::OnTimeout;
+
+use crate::cli::{ApprovalFallback, ServeArgs};
 use crate::demo;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -22,7 +24,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         WebhookBackend::new(RestConfig::default()).context("cannot build the webhook client")?;
     let backends: Vec<Arc<dyn ToolBackend>> = vec![Arc::new(webhook)];
     let policy = Arc::new(StandardPolicyEngine::default());
-    let engine = Engine::new(store, backends, policy, EngineConfig::default());
+    let config = EngineConfig {
+        approval_timeout: std::time::Duration::from_secs(args.approval_timeout_seconds),
+        approval_fallback: match args.approval_fallback {
+            ApprovalFallback::Deny => OnTimeout::Deny,
+            ApprovalFallback::Approve => OnTimeout::Approve,
+        },
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(store, backends, policy, config);
     let recovered = engine
         .recover()
         .await

@@ -441,3 +441,85 @@ async fn an_approval_decided_after_a_restart_runs_the_call_exactly_once() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(webhook.hits(), 1);
 }
+
+#[tokio::test]
+async fn an_always_decision_stands_for_later_calls_of_the_tool() {
+    let (webhook, joch) = setup(json!({})).await;
+    let mut first = seed_call("always-1");
+    first["spec"]["sideEffects"] = json!({});
+    submit(&joch, first).await;
+    let (status, approval) = joch
+        .send(
+            Method::POST,
+            &approvals("always-1", "approve"),
+            Some(json!({"approvedBy": "alice", "always": true})),
+        )
+        .await;
+    assert_eq!(
+        (status, approval["status"]["always"].as_bool()),
+        (StatusCode::OK, Some(true))
+    );
+    wait_for_phase(&joch, "always-1", "Succeeded").await;
+
+    let mut second = seed_call("always-2");
+    second["spec"]["sideEffects"] = json!({});
+    let (status, call) = joch.post_call(second).await;
+    assert_eq!(
+        (status, call["status"]["phase"].as_str()),
+        (StatusCode::CREATED, Some("Succeeded")),
+        "{call}"
+    );
+    let standing = &call["status"]["hookDecisions"][1];
+    assert_eq!(standing["decision"], "allow");
+    assert_eq!(
+        standing["reason"],
+        "standing approve by alice (approval always-1)"
+    );
+    assert_eq!(webhook.hits(), 2);
+
+    let (_, grant) = joch
+        .get(&format!(
+            "/v1/namespaces/{NS}/standingapprovals/zendesk.create_ticket"
+        ))
+        .await;
+    assert_eq!(grant["spec"]["decidedBy"], "alice");
+    let (status, _) = joch
+        .send(
+            Method::DELETE,
+            &format!("/v1/namespaces/{NS}/standingapprovals/zendesk.create_ticket"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let mut third = seed_call("always-3");
+    third["spec"]["sideEffects"] = json!({});
+    submit(&joch, third).await;
+}
+
+#[tokio::test]
+async fn the_servers_fallback_applies_when_the_policy_names_none() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start_with(&[
+        "--approval-timeout-seconds",
+        "1",
+        "--approval-fallback",
+        "approve",
+    ])
+    .await;
+    joch.create_tool(rest_tool(
+        "zendesk.create_ticket",
+        &format!("{}/echo", webhook.base),
+        json!({"level": "external_write"}),
+    ))
+    .await;
+    seed_policy(&joch, json!({})).await;
+    let mut call = seed_call("fallback-1");
+    call["spec"]["sideEffects"] = json!({});
+    submit(&joch, call).await;
+    let (_, approval) = joch
+        .get(&format!("/v1/namespaces/{NS}/approvals/fallback-1"))
+        .await;
+    assert_eq!(approval["spec"]["routing"]["timeoutSeconds"], 1);
+    wait_for_phase(&joch, "fallback-1", "Succeeded").await;
+    assert_eq!(webhook.hits(), 1);
+}

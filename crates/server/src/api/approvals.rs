@@ -45,6 +45,9 @@ pub(crate) struct DecisionBody {
     /// For a user-input request: the value to inject.
     #[serde(default)]
     value: Option<Value>,
+    /// Let the decision stand for later calls of the same tool.
+    #[serde(default)]
+    always: bool,
 }
 
 impl DecisionBody {
@@ -55,6 +58,7 @@ impl DecisionBody {
             message: self.message,
             edited_input: self.input,
             value: self.value,
+            always: self.always,
         }
     }
 }

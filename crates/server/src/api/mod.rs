@@ -10,7 +10,7 @@ mod toolcalls;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use joch_core::{API_VERSION, Execution, Object, Policy, Tool};
+use joch_core::{API_VERSION, Execution, Object, Policy, StandingApproval, Tool};
 use joch_engine::ListParams;
 use joch_engine::ObjectList;
 use resources::{create, delete, get as read, list, replace};
@@ -63,6 +63,14 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/v1/namespaces/{ns}/executions/{name}/complete",
             post(executions::complete),
+        )
+        .route(
+            "/v1/namespaces/{ns}/standingapprovals",
+            get(list::<StandingApproval>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/standingapprovals/{name}",
+            get(read::<StandingApproval>).delete(delete::<StandingApproval>),
         )
         .route("/v1/namespaces/{ns}/approvals", get(approvals::list))
         .route("/v1/namespaces/{ns}/approvals/{name}", get(approvals::get))
