@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use anyhow::Context;
 use axum::routing::post;
 use axum::{Json, Router};
-use joch_core::Tool;
-use joch_engine::{Engine, EngineError};
+use joch_core::{Policy, Tool};
+use joch_engine::{Configurable, Engine, EngineError};
 use serde_json::{Value, json};
 
 use crate::apply::{parse_documents, plural_of};
@@ -24,6 +24,10 @@ const EXAMPLES: &[(&str, &str)] = &[
     (
         "save-meal.json",
         include_str!("../../../examples/save-meal.json"),
+    ),
+    (
+        "policy-support-guardrails.yaml",
+        include_str!("../../../examples/policy-support-guardrails.yaml"),
     ),
 ];
 
@@ -52,21 +56,13 @@ pub async fn apply_examples(engine: &Engine, addr: SocketAddr) -> anyhow::Result
         for doc in parse_documents(&text.replace(EXAMPLE_ORIGIN, &origin))
             .with_context(|| format!("examples/{file}"))?
         {
-            if plural_of(&doc)? != "tools" {
-                continue;
-            }
-            let tool: Tool =
-                serde_json::from_value(doc).with_context(|| format!("examples/{file}"))?;
-            let name = tool.metadata.name.clone();
-            match engine.create_resource("default", tool.clone()).await {
-                Err(EngineError::AlreadyExists { .. }) => engine
-                    .replace_resource("default", &name, tool)
-                    .await
-                    .map(drop),
-                other => other.map(drop),
+            let name = match plural_of(&doc)? {
+                "tools" => apply::<Tool>(engine, doc).await,
+                "policies" => apply::<Policy>(engine, doc).await,
+                _ => continue,
             }
             .with_context(|| format!("applying examples/{file}"))?;
-            println!("demo: tool/{name} ready");
+            println!("demo: {name} ready");
         }
     }
     println!(
@@ -74,4 +70,18 @@ pub async fn apply_examples(engine: &Engine, addr: SocketAddr) -> anyhow::Result
          -d '{{\"spec\":{{\"toolRef\":{{\"name\":\"zendesk.create_ticket\"}},\"input\":{{\"subject\":\"Refund for order 12345\",\"body\":\"Never arrived\",\"priority\":\"high\"}}}}}}'"
     );
     Ok(())
+}
+
+/// Creates the resource in namespace `default`, or replaces it; returns `kind/name`.
+async fn apply<T: Configurable>(engine: &Engine, doc: Value) -> anyhow::Result<String> {
+    let object: T = serde_json::from_value(doc)?;
+    let name = object.metadata().name.clone();
+    match engine.create_resource("default", object.clone()).await {
+        Err(EngineError::AlreadyExists { .. }) => engine
+            .replace_resource("default", &name, object)
+            .await
+            .map(drop),
+        other => other.map(drop),
+    }?;
+    Ok(format!("{}/{name}", T::KIND.to_lowercase()))
 }

@@ -65,6 +65,29 @@ async fn the_demo_serves_every_example_tool_end_to_end() {
     let (_, ticket) = joch
         .get("/v1/namespaces/default/toolcalls?tool=zendesk.create_ticket")
         .await;
+    let ticket = ticket.clone();
+
+    // The example policy: urgent tickets wait for a person; looping is refused.
+    let calls = "/v1/namespaces/default/toolcalls";
+    let urgent = json!({"spec": {"toolRef": {"name": "zendesk.create_ticket"},
+        "input": {"subject": "Down", "body": "All of it", "priority": "urgent"}}});
+    let (_, waiting) = joch
+        .send(
+            reqwest::Method::POST,
+            &format!("{calls}?wait=false"),
+            Some(urgent),
+        )
+        .await;
+    assert_eq!(waiting["status"]["phase"], "AwaitingApproval", "{waiting}");
+    let again = json!({"spec": {"toolRef": {"name": "demo.echo"}, "executionRef": {"name": "loop"}, "input": {"same": true}}});
+    let mut phases = Vec::new();
+    for _ in 0..4 {
+        let (_, call) = joch
+            .send(reqwest::Method::POST, calls, Some(again.clone()))
+            .await;
+        phases.push(call["status"]["phase"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(phases, ["Succeeded", "Succeeded", "Succeeded", "Denied"]);
     assert_eq!(
         ticket["items"][0]["spec"]["input"]["customer_email"],
         "[REDACTED]"
