@@ -24,7 +24,6 @@ use serde_json::{Map, Value, json};
 
 use crate::calls::{Recorded, Rejection};
 use crate::engine::now;
-use crate::hooks::refusal;
 use crate::policy::{self, Decision, Effect, Facts};
 use crate::{Engine, EngineError, ListParams, ObjectList};
 
@@ -269,16 +268,14 @@ impl Engine {
             .message
             .or(decision.rationale)
             .unwrap_or_else(|| "rejected by an approver".to_owned());
-        let answer = refusal(&call, "Denied by approver", Some(&message));
-        call.status.output = Some(answer.clone());
-        self.settle(
-            call,
+        let rejection = Rejection::refused(
+            &call,
             Phase::Denied,
-            Some(answer),
-            Some(CallError::new("denied_by_approver", message)),
-            None,
-        )
-        .await?;
+            "Denied by approver",
+            "denied_by_approver",
+            message,
+        );
+        self.refuse(call, rejection).await?;
         Ok(approval)
     }
 
@@ -428,17 +425,15 @@ impl Engine {
             json!({"approved": false, "reason": "approval timed out"}),
         )
         .await?;
-        let reason = "nobody decided on the approval before its deadline";
-        let answer = refusal(&call, "Approval timed out", Some(reason));
-        call.status.output = Some(answer.clone());
-        self.settle(
-            call,
+        let reason = "nobody decided on the approval before its deadline".to_owned();
+        let rejection = Rejection::refused(
+            &call,
             Phase::TimedOut,
-            Some(answer),
-            Some(CallError::new("approval_timed_out", reason)),
-            None,
-        )
-        .await?;
+            "Approval timed out",
+            "approval_timed_out",
+            reason,
+        );
+        self.refuse(call, rejection).await?;
         Ok(())
     }
 
@@ -525,16 +520,7 @@ impl Engine {
                 .winner()
                 .filter(|w| w.verdict.effect == Effect::Deny)
             {
-                let reason = w
-                    .verdict
-                    .reason
-                    .clone()
-                    .unwrap_or_else(|| format!("denied by policy {}", w.policy_id));
-                rejection = Some(Rejection {
-                    phase: Phase::Denied,
-                    answer: Some(refusal(&call, "Denied by policy", Some(&reason))),
-                    error: CallError::new("denied_by_policy", reason),
-                });
+                rejection = Some(Rejection::by_policy(&call, w));
             }
             let mut patched = Value::Object(args);
             outcome

@@ -13,7 +13,6 @@ use serde_json::json;
 use tokio::task::JoinSet;
 
 use crate::calls::{Admission, CallOutcome, Recorded, Rejection};
-use crate::hooks::refusal;
 use crate::{Engine, EngineError};
 
 /// Label carrying a call's batch number within its execution.
@@ -250,11 +249,13 @@ impl Engine {
             self.withdraw_approval(&call.metadata.namespace, &call.metadata.name, reason)
                 .await?;
         }
-        recorded.rejection = Some(Rejection {
-            phase: Phase::Skipped,
-            answer: Some(refusal(call, "Skipped", Some(reason))),
-            error: joch_core::CallError::new("skipped", reason),
-        });
+        recorded.rejection = Some(Rejection::refused(
+            call,
+            Phase::Skipped,
+            "Skipped",
+            "skipped",
+            reason.to_owned(),
+        ));
         Ok(())
     }
 

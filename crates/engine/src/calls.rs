@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 use crate::approvals::Deferral;
 use crate::hooks::{REPLAY_OVERRIDE_ANNOTATION, refusal};
 use crate::idempotency;
-use crate::policy::{self, Effect, Facts};
+use crate::policy::{self, Decision, Effect, Facts};
 use crate::resources::admit;
 use crate::schema::Compiled;
 use crate::{Engine, EngineError};
@@ -89,6 +89,37 @@ impl Rejection {
             error: CallError::new(code, message),
             answer: None,
         }
+    }
+
+    /// A refusal the model is told about: `{"success": false, "error": headline, "reason"}`.
+    pub(crate) fn refused(
+        call: &ToolCall,
+        phase: Phase,
+        headline: &str,
+        code: &str,
+        reason: String,
+    ) -> Self {
+        Rejection {
+            phase,
+            answer: Some(refusal(call, headline, Some(&reason))),
+            error: CallError::new(code, reason),
+        }
+    }
+
+    /// A policy's denial.
+    pub(crate) fn by_policy(call: &ToolCall, decision: &Decision) -> Self {
+        let reason = decision
+            .verdict
+            .reason
+            .clone()
+            .unwrap_or_else(|| format!("denied by policy {}", decision.policy_id));
+        Self::refused(
+            call,
+            Phase::Denied,
+            "Denied by policy",
+            "denied_by_policy",
+            reason,
+        )
     }
 }
 
@@ -201,11 +232,14 @@ impl Engine {
         });
 
         if let Some(reason) = skip {
-            rejection.get_or_insert(Rejection {
-                phase: Phase::Skipped,
-                answer: Some(refusal(&call, "Skipped", Some(reason))),
-                error: CallError::new("skipped", reason),
-            });
+            let skipped = Rejection::refused(
+                &call,
+                Phase::Skipped,
+                "Skipped",
+                "skipped",
+                reason.to_owned(),
+            );
+            rejection.get_or_insert(skipped);
         }
         let policies = match skip {
             Some(_) => Vec::new(),
@@ -231,18 +265,7 @@ impl Engine {
                 decided = Some((w.verdict.effect.name(), w.verdict.reason.clone()));
             }
             match outcome.winner().map(|w| (w, &w.verdict.effect)) {
-                Some((w, Effect::Deny)) => {
-                    let reason = w
-                        .verdict
-                        .reason
-                        .clone()
-                        .unwrap_or_else(|| format!("denied by policy {}", w.policy_id));
-                    rejection = Some(Rejection {
-                        phase: Phase::Denied,
-                        answer: Some(refusal(&call, "Denied by policy", Some(&reason))),
-                        error: CallError::new("denied_by_policy", reason),
-                    });
-                }
+                Some((w, Effect::Deny)) => rejection = Some(Rejection::by_policy(&call, w)),
                 Some((w, Effect::Defer(_) | Effect::RequestUserInput(_))) => {
                     deferral = Some(Deferral::from_decision(w))
                 }
@@ -288,11 +311,13 @@ impl Engine {
             deferral = None;
             decided = Some((if approve { "allow" } else { "deny" }, Some(reason.clone())));
             if !approve {
-                rejection = Some(Rejection {
-                    phase: Phase::Denied,
-                    answer: Some(refusal(&call, "Denied by approver", Some(&reason))),
-                    error: CallError::new("denied_by_approver", reason),
-                });
+                rejection = Some(Rejection::refused(
+                    &call,
+                    Phase::Denied,
+                    "Denied by approver",
+                    "denied_by_approver",
+                    reason,
+                ));
             }
         }
 

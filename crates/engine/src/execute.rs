@@ -37,14 +37,8 @@ impl Engine {
             policies,
             facts,
         } = recorded;
-        if let Some(Rejection {
-            phase,
-            error,
-            answer,
-        }) = rejection
-        {
-            call.status.output = answer.clone();
-            return self.settle(call, phase, answer, Some(error), None).await;
+        if let Some(rejection) = rejection {
+            return self.refuse(call, rejection).await;
         }
         let kind = tool.spec.backend.kind();
         let Some(backend) = self.inner.backends.get(kind).cloned() else {
@@ -137,6 +131,23 @@ impl Engine {
             .map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
         self.settle(call, phase, answer, error, Some(latency_ms))
             .await
+    }
+
+    /// Settles a call that will not run, telling the model why.
+    pub(crate) async fn refuse(
+        &self,
+        mut call: ToolCall,
+        rejection: Rejection,
+    ) -> Result<CallOutcome, EngineError> {
+        call.status.output = rejection.answer.clone();
+        self.settle(
+            call,
+            rejection.phase,
+            rejection.answer,
+            Some(rejection.error),
+            None,
+        )
+        .await
     }
 
     /// Moves the call to its terminal phase and stores it durably.
