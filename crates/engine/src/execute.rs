@@ -162,6 +162,7 @@ impl Engine {
     ) -> Result<CallOutcome, EngineError> {
         call.transition(phase)?;
         let completed = json!({
+            "source": if call.spec.replay_of.is_some() { "replay" } else { "execute" },
             "success": phase == Phase::Succeeded,
             "output": answer,
             "error": error.as_ref().map(|e| e.message.clone()),

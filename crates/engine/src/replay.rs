@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use crate::calls::CallOutcome;
 use crate::engine::now;
+use crate::hooks::REPLAY_OVERRIDE_ANNOTATION;
 use crate::{Engine, EngineError};
 
 /// How to replay.
@@ -68,6 +69,12 @@ impl Engine {
         call.spec.replay_of = Some(ObjectRef::new(name));
         call.spec.side_effects = None; // a replay is a deliberate new execution: no key
         call.spec.approval = None;
+        if replay.override_writes {
+            // Policies see it as `override`, and the record shows it.
+            call.metadata
+                .annotations
+                .insert(REPLAY_OVERRIDE_ANNOTATION.to_owned(), "true".to_owned());
+        }
 
         match replay.mode {
             ReplayMode::Record => self.replay_from_record(namespace, call, &original).await,

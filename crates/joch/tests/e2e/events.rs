@@ -85,6 +85,7 @@ async fn allow_and_deny_timelines() {
         (Some("echo"), Some("a"))
     );
     assert_eq!(completed["output"], json!({"echo": {}}));
+    assert_eq!(completed["source"], "execute");
     assert_eq!(events[2]["data"]["reason"], "stop");
     assert_eq!(events[3]["data"]["error"], "stop");
     assert!(events.iter().all(|e| e["time"].is_string()));

@@ -103,3 +103,35 @@ async fn calls_whose_input_was_withheld_or_that_do_not_exist_cannot_replay() {
         "invalid_resource",
     );
 }
+
+#[tokio::test]
+async fn a_policy_sees_replays_and_overrides_and_can_refuse_them() {
+    let (webhook, joch) = setup().await;
+    crate::policies::apply_policy(&joch, "no-forced-replays", json!({"version": "1", "rules": [
+        {"when": {"replay": true, "override": true}, "action": {"deny": {"reason": "writes are not replayed here"}}}
+    ]}))
+    .await;
+    let (_, original) = joch.call("write", json!({"q": 1})).await;
+    let (status, again) = replay(&joch, name(&original), json!({"override": true})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(again["status"]["phase"], "Denied", "{again}");
+    assert_eq!(
+        again["status"]["error"]["message"],
+        "writes are not replayed here"
+    );
+    assert_eq!(
+        again["metadata"]["annotations"]["joch.dev/replay-override"],
+        "true"
+    );
+    let (_, read_again) = replay(
+        &joch,
+        name(&joch.call("read", json!({})).await.1),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        read_again["status"]["phase"], "Succeeded",
+        "a free replay is not an override"
+    );
+    assert_eq!(webhook.hits(), 3);
+}
