@@ -74,6 +74,10 @@ pub struct SideEffects {
     /// How long a key collapses repeats, in seconds (default: the server's, 24 h).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_window_seconds: Option<u64>,
+    /// How long a call of this tool waits for approval when the deferring
+    /// policy sets no deadline (default: the server's, 300 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout_seconds: Option<u64>,
 }
 
 impl SideEffects {

@@ -103,8 +103,10 @@ impl Engine {
         deferral: Deferral,
     ) -> Result<Approval, EngineError> {
         let mut routing = deferral.routing;
+        // The policy's deadline, else the tool's, else the server's.
         let timeout = routing
             .timeout_seconds
+            .or(tool.spec.side_effects.approval_timeout_seconds)
             .map_or(self.inner.config.approval_timeout, Duration::from_secs);
         routing.timeout_seconds = Some(timeout.as_secs());
         let deadline =

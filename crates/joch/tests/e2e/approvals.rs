@@ -393,12 +393,15 @@ async fn a_tool_that_requires_approval_waits_for_one() {
         json!({"level": "financial"}),
     );
     tool["spec"]["sideEffects"]["requiresApproval"] = json!(true);
+    tool["spec"]["sideEffects"]["approvalTimeoutSeconds"] = json!(77);
     joch.create_tool(tool).await;
     let (_, call) = joch
         .send(Method::POST, &format!("/v1/namespaces/{NS}/toolcalls?wait=false"), Some(json!({"metadata": {"name": "t1"}, "spec": {"toolRef": {"name": "wire"}, "input": {}}})))
         .await;
     assert_eq!(call["status"]["phase"], "AwaitingApproval");
     assert_eq!(webhook.hits(), 0);
+    let (_, approval) = joch.get(&format!("/v1/namespaces/{NS}/approvals/t1")).await;
+    assert_eq!(approval["spec"]["routing"]["timeoutSeconds"], 77, "the tool's deadline");
     joch.send(
         Method::POST,
         &approvals("t1", "approve"),
