@@ -146,7 +146,7 @@ impl Engine {
             match slot {
                 Slot::Replayed(holder) => calls.push((
                     index,
-                    CallOutcome::stored(self.get_call(namespace, &holder).await?, true),
+                    CallOutcome::stored(self.key_holder(namespace, &holder).await?, true),
                 )),
                 Slot::Admitted(recorded) if !wait => {
                     calls.push((index, CallOutcome::stored(recorded.call.clone(), false)));

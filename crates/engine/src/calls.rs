@@ -166,7 +166,7 @@ impl Engine {
         let recorded = match self.record(namespace, call, Durability::Sync, None).await? {
             Admission::New(recorded) => *recorded,
             Admission::KeyHeldBy(holder) => {
-                let existing = self.get_call(namespace, &holder).await?;
+                let existing = self.key_holder(namespace, &holder).await?;
                 if !existing.status.phase.is_terminal() {
                     return Err(EngineError::IdempotencyKeyInUse { call: holder });
                 }
@@ -432,13 +432,33 @@ impl Engine {
     ) -> Result<ToolCall, EngineError> {
         let mut settled = self.inner.settled.subscribe();
         loop {
-            let call = self.get_call(namespace, name).await?;
+            let call = self.key_holder(namespace, name).await?;
             if call.status.phase.is_terminal() {
                 return Ok(call);
             }
             // A settle elsewhere in this process wakes us at once; the timer
             // covers a call settled by another process sharing the store.
             let _ = tokio::time::timeout(Duration::from_millis(500), settled.changed()).await;
+        }
+    }
+
+    /// Reads the call holding an idempotency key. The store reports a claim
+    /// as soon as it is applied, but a reader sees the holder only once its
+    /// group commit lands, a moment later: a brief NotFound means "not yet".
+    pub(crate) async fn key_holder(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ToolCall, EngineError> {
+        let mut waited = Duration::ZERO;
+        loop {
+            match self.get_call(namespace, name).await {
+                Err(EngineError::NotFound { .. }) if waited < Duration::from_secs(5) => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    waited += Duration::from_millis(5);
+                }
+                other => return other,
+            }
         }
     }
 }

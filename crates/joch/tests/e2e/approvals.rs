@@ -401,7 +401,10 @@ async fn a_tool_that_requires_approval_waits_for_one() {
     assert_eq!(call["status"]["phase"], "AwaitingApproval");
     assert_eq!(webhook.hits(), 0);
     let (_, approval) = joch.get(&format!("/v1/namespaces/{NS}/approvals/t1")).await;
-    assert_eq!(approval["spec"]["routing"]["timeoutSeconds"], 77, "the tool's deadline");
+    assert_eq!(
+        approval["spec"]["routing"]["timeoutSeconds"], 77,
+        "the tool's deadline"
+    );
     joch.send(
         Method::POST,
         &approvals("t1", "approve"),
