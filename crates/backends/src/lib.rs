@@ -7,6 +7,8 @@
 //! alone.
 #![warn(missing_docs)]
 
+mod actions;
 mod rest;
 
+pub use actions::ActionsExecutor;
 pub use rest::{RestConfig, WebhookBackend, install_crypto_provider};

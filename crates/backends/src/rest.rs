@@ -3,10 +3,11 @@
 //! a refused connection, a non-2xx status, a body that is not JSON or is too
 //! large) is a failure recorded on the call.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use joch_core::{Backend, Invocation, ToolBackend, ToolFailure};
+use joch_core::{Backend, Invocation, RestEndpoint, ToolBackend, ToolFailure};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Client, Method, Response};
 use serde_json::{Value, json};
@@ -69,22 +70,44 @@ impl ToolBackend for WebhookBackend {
     }
 
     async fn invoke(&self, call: Invocation<'_>) -> Result<Value, ToolFailure> {
-        let Backend::Rest(rest) = &call.tool.spec.backend;
-        let endpoint = &rest.endpoint;
+        match &call.tool.spec.backend {
+            Backend::Rest(rest) => {
+                self.send(&rest.endpoint, &BTreeMap::new(), call.args, &call)
+                    .await
+            }
+            other => Err(failure(
+                "invalid_tool_config",
+                format!("a {:?} tool is not a webhook", other.kind()),
+            )),
+        }
+    }
+}
+
+impl WebhookBackend {
+    /// Sends one request for `call` to `endpoint` with `body` as JSON, plus
+    /// `secret_headers` (resolved by the caller, never recorded). Retries a
+    /// transport error only when a repeat is safe.
+    pub async fn send<B: serde::Serialize + ?Sized + Sync>(
+        &self,
+        endpoint: &RestEndpoint,
+        secret_headers: &BTreeMap<String, String>,
+        body: &B,
+        call: &Invocation<'_>,
+    ) -> Result<Value, ToolFailure> {
         let method = Method::from_bytes(endpoint.method.as_bytes()).map_err(|_| {
             failure(
                 "invalid_tool_config",
                 format!("invalid HTTP method {:?}", endpoint.method),
             )
         })?;
-        let headers = headers(&endpoint.headers, &call)?;
+        let headers = headers(&endpoint.headers, secret_headers, call)?;
         let timeout = Duration::from_millis(endpoint.timeout_ms);
         let request = self
             .client
             .request(method, &endpoint.url)
             .headers(headers)
             .timeout(timeout)
-            .json(call.args);
+            .json(body);
 
         // A transport error leaves unknown whether the webhook acted. Sending
         // again is safe only if acting twice is harmless (an idempotent tool)
@@ -143,11 +166,12 @@ impl ToolBackend for WebhookBackend {
 }
 
 fn headers(
-    configured: &std::collections::BTreeMap<String, String>,
+    configured: &BTreeMap<String, String>,
+    secret: &BTreeMap<String, String>,
     call: &Invocation<'_>,
 ) -> Result<HeaderMap, ToolFailure> {
     let mut headers = HeaderMap::new();
-    for (name, value) in configured {
+    for (name, value) in configured.iter().chain(secret) {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
             failure(
                 "invalid_tool_config",

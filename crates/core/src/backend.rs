@@ -29,6 +29,18 @@ pub struct Invocation<'a> {
     /// The call's idempotency key, forwarded to backends that can pass it on
     /// (a webhook gets it as the `Idempotency-Key` header).
     pub idempotency_key: Option<&'a str>,
+    /// What a declarative tool reads: its Endpoints and its context. `None`
+    /// for other backends.
+    pub actions: Option<&'a ActionInputs>,
+}
+
+/// The resources and state a declarative tool runs with, loaded by the engine.
+#[derive(Debug, Clone, Default)]
+pub struct ActionInputs {
+    /// The namespace's Endpoints the tool names, by name.
+    pub endpoints: std::collections::BTreeMap<String, crate::endpoint::EndpointSpec>,
+    /// `{user, workflow, agents, flags}`: the execution's context, with `user` filled in.
+    pub context: Map<String, Value>,
 }
 
 /// A tool that ran and failed, or could not be reached: recorded as the

@@ -36,7 +36,7 @@ fn execution_kind() -> String {
 }
 
 /// `Execution.spec`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExecutionSpec {
     /// The agent running; its calls default to it.
@@ -45,6 +45,9 @@ pub struct ExecutionSpec {
     /// What a denial does to the run.
     #[serde(default)]
     pub fail_safe: FailSafe,
+    /// The user the run serves (`{{user.*}}` in declarative tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<serde_json::Value>,
 }
 
 /// `spec.failSafe`.
@@ -96,6 +99,9 @@ pub struct ExecutionStatus {
     /// Why it is degraded or failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The agent in charge since the last handoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_agent: Option<String>,
 }
 
 impl Object for Execution {

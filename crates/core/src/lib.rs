@@ -10,11 +10,14 @@
 //! deterministic and unit-testable.
 #![warn(missing_docs)]
 
+pub mod actions;
 pub mod approval;
 pub mod backend;
 pub mod checksum;
+pub mod endpoint;
 pub mod error;
 pub mod execution;
+pub mod expr;
 pub mod meta;
 pub mod names;
 pub mod normalize;
@@ -24,12 +27,14 @@ pub mod phase;
 pub mod policy;
 pub mod redact;
 pub mod selector;
+pub mod template;
 pub mod tool;
 pub mod toolcall;
 
 pub use approval::{Approval, ApprovalPhase, StandingApproval};
-pub use backend::{Invocation, ToolBackend, ToolFailure};
+pub use backend::{ActionInputs, Invocation, ToolBackend, ToolFailure};
 pub use checksum::checksum;
+pub use endpoint::Endpoint;
 pub use error::{FieldError, ValidationError};
 pub use execution::{DenialPolicy, Execution, ExecutionPhase};
 pub use meta::{API_VERSION, ObjectMeta, ObjectRef, Time};

@@ -18,6 +18,12 @@ pub trait Object: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
     fn metadata_mut(&mut self) -> &mut ObjectMeta;
     /// Checks what serde cannot: names, cross-field rules.
     fn validate(&self) -> Result<(), ValidationError>;
+    /// Rewrites another accepted shape of a manifest into this kind's
+    /// (e.g. seed 002's tool JSON into a `Tool`); the default accepts none.
+    fn upgrade(manifest: serde_json::Value) -> serde_json::Value {
+        manifest
+    }
+
     /// Secondary index values the store keeps in columns so lists can filter
     /// on them without reading every body.
     fn index(&self) -> IndexFields {

@@ -149,6 +149,8 @@ pub enum Backend {
     /// An HTTP endpoint (a webhook): the input is the JSON body, a 2xx JSON
     /// response is the output.
     Rest(RestBackend),
+    /// Declarative actions (seed 002).
+    Actions(crate::actions::ActionsBackend),
 }
 
 impl Backend {
@@ -156,6 +158,7 @@ impl Backend {
     pub fn kind(&self) -> &'static str {
         match self {
             Backend::Rest(_) => "rest",
+            Backend::Actions(_) => "actions",
         }
     }
 }
@@ -185,11 +188,34 @@ pub struct RestEndpoint {
     pub timeout_ms: u64,
 }
 
-fn post() -> String {
+impl RestEndpoint {
+    /// What is wrong with the endpoint, as fields under `at`.
+    pub fn problems(&self, at: &str) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
+            errors.push(field(
+                &format!("{at}.url"),
+                "must be an http:// or https:// URL",
+            ));
+        }
+        if !METHODS.contains(&self.method.as_str()) {
+            errors.push(field(
+                &format!("{at}.method"),
+                &format!("must be one of {}", METHODS.join(", ")),
+            ));
+        }
+        if self.timeout_ms == 0 {
+            errors.push(field(&format!("{at}.timeoutMs"), "must be greater than 0"));
+        }
+        errors
+    }
+}
+
+pub(crate) fn post() -> String {
     "POST".to_owned()
 }
 
-fn default_timeout_ms() -> u64 {
+pub(crate) fn default_timeout_ms() -> u64 {
     30_000
 }
 
@@ -205,6 +231,33 @@ impl Object for Tool {
 
     fn metadata_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
+    }
+
+    /// Seed 002's shape: `{name, description, parameters, actions,
+    /// on_success, on_failure}` at the top level, as a declarative Tool.
+    fn upgrade(manifest: Value) -> Value {
+        if !is_seed_shape(&manifest) {
+            return manifest;
+        }
+        let mut backend = Map::new();
+        backend.insert("type".to_owned(), json!("actions"));
+        let mut spec = Map::new();
+        let mut name = Value::Null;
+        if let Value::Object(fields) = manifest {
+            for (key, value) in fields {
+                match key.as_str() {
+                    "name" => name = value,
+                    "actions" | "on_success" | "on_failure" | "onSuccess" | "onFailure" => {
+                        backend.insert(key, value);
+                    }
+                    _ => {
+                        spec.insert(key, value);
+                    }
+                }
+            }
+        }
+        spec.insert("backend".to_owned(), Value::Object(backend));
+        json!({"apiVersion": crate::API_VERSION, "kind": "Tool", "metadata": {"name": name}, "spec": spec})
     }
 
     fn validate(&self) -> Result<(), ValidationError> {
@@ -223,27 +276,14 @@ impl Object for Tool {
             errors.push(field("spec.outputSchema", "must be a JSON Schema object"));
         }
         match &self.spec.backend {
-            Backend::Rest(rest) => {
-                let e = &rest.endpoint;
-                if !(e.url.starts_with("http://") || e.url.starts_with("https://")) {
-                    errors.push(field(
-                        "spec.backend.endpoint.url",
-                        "must be an http:// or https:// URL",
-                    ));
-                }
-                if !METHODS.contains(&e.method.as_str()) {
-                    errors.push(field(
-                        "spec.backend.endpoint.method",
-                        &format!("must be one of {}", METHODS.join(", ")),
-                    ));
-                }
-                if e.timeout_ms == 0 {
-                    errors.push(field(
-                        "spec.backend.endpoint.timeoutMs",
-                        "must be greater than 0",
-                    ));
-                }
+            Backend::Rest(rest) => errors.extend(rest.endpoint.problems("spec.backend.endpoint")),
+            Backend::Actions(actions) if actions.actions.is_empty() => {
+                errors.push(field(
+                    "spec.backend.actions",
+                    "a declarative tool needs at least one action",
+                ));
             }
+            Backend::Actions(_) => {}
         }
         if errors.is_empty() {
             Ok(())
@@ -251,6 +291,13 @@ impl Object for Tool {
             Err(ValidationError(errors))
         }
     }
+}
+
+/// True for seed 002's tool JSON: actions at the top level, no `spec`.
+pub fn is_seed_shape(manifest: &Value) -> bool {
+    manifest.get("actions").is_some()
+        && manifest.get("spec").is_none()
+        && manifest.get("name").is_some()
 }
 
 fn field(field: &str, message: &str) -> FieldError {
@@ -392,7 +439,7 @@ mod tests {
         assert_eq!(t.spec.side_effects.level, SideEffectLevel::Unknown);
         assert!(!t.spec.side_effects.is_repeatable());
         assert!(t.spec.observability.log_args && t.spec.observability.log_result);
-        let Backend::Rest(r) = &t.spec.backend;
+        let Backend::Rest(r) = &t.spec.backend else { panic!("a rest tool") };
         assert_eq!(
             (r.endpoint.method.as_str(), r.endpoint.timeout_ms),
             ("POST", 30_000)

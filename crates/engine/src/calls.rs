@@ -13,8 +13,8 @@ use std::time::Duration;
 use joch_core::normalize::normalize_args;
 use joch_core::patch::apply_patch;
 use joch_core::{
-    CallApproval, CallError, CallSideEffects, Hook, HookDecision, Phase, Policy, Tool, ToolCall,
-    ToolCallStatus, checksum,
+    Backend, CallApproval, CallError, CallSideEffects, Hook, HookDecision, Phase, Policy, Tool,
+    ToolCall, ToolCallStatus, checksum,
 };
 use joch_store::{Durability, StoreError};
 use serde_json::{Map, Value, json};
@@ -329,7 +329,10 @@ impl Engine {
             }
         };
         let args_value = Value::Object(args);
-        if rejection.is_none() {
+        // A declarative tool with a `validate` action checks its parameters
+        // itself, so that its on_failure actions answer the model.
+        let validates_itself = matches!(&tool.spec.backend, Backend::Actions(a) if a.actions.iter().any(|a| a.kind() == "validate"));
+        if rejection.is_none() && !validates_itself {
             if let Err(e) = schemas
                 .as_ref()
                 .map_or(Ok(()), |s| s.check_input(&args_value))

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use joch_core::patch::apply_patch;
 use joch_core::redact::{REDACTED, redact_fields};
-use joch_core::{CallError, Hook, Invocation, Phase, ToolCall};
+use joch_core::{Backend, CallError, Hook, Invocation, Phase, ToolCall};
 use joch_store::Durability;
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -51,6 +51,18 @@ impl Engine {
                 .await;
         };
 
+        let action_inputs = match &tool.spec.backend {
+            Backend::Actions(actions) => {
+                let inputs = self.action_inputs(&call, actions).await?;
+                if let Some(error) = crate::context::missing_endpoints(actions, &inputs) {
+                    return self
+                        .settle(call, Phase::Failed, None, Some(error), None)
+                        .await;
+                }
+                Some(inputs)
+            }
+            _ => None,
+        };
         // A call recovered after a crash is already Running: this is its next attempt.
         if call.status.phase != Phase::Running {
             call.transition(Phase::Running)?;
@@ -80,15 +92,28 @@ impl Engine {
                 .side_effects
                 .as_ref()
                 .and_then(|s| s.idempotency_key.as_deref()),
+            actions: action_inputs.as_ref(),
         };
         let result = backend.invoke(invocation).await;
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
 
+        if action_inputs.is_some() {
+            // A declarative tool reports its state changes in its result, even a failed one.
+            let reported = match &result {
+                Ok(output) => Some(output),
+                Err(failure) => failure.details.as_ref(),
+            };
+            if let Some(reported) = reported {
+                self.persist_actions_outcome(&call, reported).await?;
+            }
+        }
         let (mut phase, mut output, mut error) = match result {
             Ok(output) => match schemas.as_ref().map_or(Ok(()), |s| s.check_output(&output)) {
                 Ok(()) => (Phase::Succeeded, Some(output), None),
                 Err(e) => (Phase::Failed, Some(output), Some(e)),
             },
+            // A failed action chain still answers the model (its on_failure response).
+            Err(e) if action_inputs.is_some() => (Phase::Failed, e.details.clone(), Some(e)),
             Err(e) => (Phase::Failed, None, Some(e)),
         };
         let observability = &tool.spec.observability;

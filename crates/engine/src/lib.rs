@@ -16,6 +16,7 @@
 mod approvals;
 mod batches;
 mod calls;
+mod context;
 mod engine;
 mod error;
 mod events;

@@ -1,9 +1,13 @@
 //! Create, replace, read, list and delete resources: the same rules for
 //! every kind, with each kind's own admission checks.
 
+use joch_core::actions::{Action, ActionsBackend};
 use joch_core::names::validate_namespace;
-use joch_core::{Execution, Object, Policy, StandingApproval, Tool, ToolCall, ValidationError};
+use joch_core::{
+    Backend, Endpoint, Execution, Object, Policy, StandingApproval, Tool, ToolCall, ValidationError,
+};
 use joch_store::{Durability, ObjectList};
+use serde_json::Value;
 
 use crate::engine::now;
 use crate::{Engine, EngineError, ListParams};
@@ -14,6 +18,12 @@ pub trait Configurable: Object {
     /// Checks what needs the engine's parsers: schemas, expressions, modules.
     fn check(&self) -> Result<(), ValidationError>;
 
+    /// Resources this one names, which must exist in its namespace:
+    /// (field, kind, name).
+    fn references(&self) -> Vec<(String, &'static str, String)> {
+        Vec::new()
+    }
+
     /// Keeps what clients may not write: on create (`current` is `None`)
     /// the status starts fresh; on replace it is carried over.
     fn keep_status(&mut self, _current: Option<&Self>) {}
@@ -21,8 +31,76 @@ pub trait Configurable: Object {
 
 impl Configurable for Tool {
     fn check(&self) -> Result<(), ValidationError> {
-        crate::schema::compile(self).map(drop)
+        crate::schema::compile(self)?;
+        match &self.spec.backend {
+            Backend::Actions(actions) => check_actions(actions),
+            _ => Ok(()),
+        }
     }
+
+    fn references(&self) -> Vec<(String, &'static str, String)> {
+        match &self.spec.backend {
+            Backend::Actions(actions) => actions
+                .endpoints()
+                .into_iter()
+                .map(|(at, name)| (format!("{at}.endpoint"), Endpoint::KIND, name.to_owned()))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Configurable for Endpoint {
+    fn check(&self) -> Result<(), ValidationError> {
+        Ok(())
+    }
+}
+
+/// Every template parses and every expression compiles, or the field says why.
+fn check_actions(actions: &ActionsBackend) -> Result<(), ValidationError> {
+    for (at, action) in actions.all() {
+        let templates: Vec<(String, Value)> = match action {
+            Action::ContextSet { data } => {
+                vec![(format!("{at}.data"), Value::Object(data.clone()))]
+            }
+            Action::FlagSet { flags } => {
+                vec![(format!("{at}.flags"), Value::Object(flags.clone()))]
+            }
+            Action::Webhook {
+                body: Some(body), ..
+            } => vec![(format!("{at}.body"), body.clone())],
+            Action::Respond { message } => {
+                vec![(format!("{at}.message"), Value::String(message.clone()))]
+            }
+            Action::Handoff { agent, reason } => {
+                let mut t = vec![(format!("{at}.agent"), Value::String(agent.clone()))];
+                t.extend(
+                    reason
+                        .iter()
+                        .map(|r| (format!("{at}.reason"), Value::String(r.clone()))),
+                );
+                t
+            }
+            _ => Vec::new(),
+        };
+        for (field, template) in templates {
+            joch_core::template::check_value(&template)
+                .map_err(|e| ValidationError::field(field, e))?;
+        }
+        let expressions: Vec<(String, &str)> = match action {
+            Action::Conditional { condition, .. } => vec![(format!("{at}.if"), condition.as_str())],
+            Action::Validate { rules } => rules
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (format!("{at}.rules[{i}].expr"), r.expr.as_str()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for (field, expr) in expressions {
+            joch_core::expr::compile(expr).map_err(|e| ValidationError::field(field, e))?;
+        }
+    }
+    Ok(())
 }
 
 impl Configurable for Policy {
@@ -62,6 +140,7 @@ impl Engine {
     ) -> Result<T, EngineError> {
         admit(namespace, &mut object, None)?;
         object.check()?;
+        self.check_references(namespace, &object).await?;
         object.keep_status(None);
         self.inner
             .store
@@ -81,6 +160,7 @@ impl Engine {
     ) -> Result<T, EngineError> {
         admit(namespace, &mut object, Some(name))?;
         object.check()?;
+        self.check_references(namespace, &object).await?;
         let current: T = self.inner.store.get_object(namespace, name).await?;
         carry_identity(&current, &mut object);
         object.keep_status(Some(&current));
@@ -166,6 +246,27 @@ impl Engine {
             .update_object(&mut current, Durability::Sync)
             .await?;
         Ok(current)
+    }
+
+    async fn check_references<T: Configurable>(
+        &self,
+        namespace: &str,
+        object: &T,
+    ) -> Result<(), EngineError> {
+        for (field, kind, name) in object.references() {
+            match self.inner.store.get(kind, namespace, &name).await {
+                Ok(_) => {}
+                Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => {
+                    return Err(ValidationError::field(
+                        field,
+                        format!("no {kind} {name:?} in namespace {namespace:?}"),
+                    )
+                    .into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     async fn list<T: Object>(

@@ -101,13 +101,19 @@ pub fn parse_documents(text: &str) -> anyhow::Result<Vec<Value>> {
 
 /// The collection path segment of a manifest's `kind`.
 pub fn plural_of(doc: &Value) -> anyhow::Result<&'static str> {
+    if joch_core::tool::is_seed_shape(doc) {
+        return Ok("tools");
+    }
     match doc.get("kind").and_then(Value::as_str) {
         Some("Tool") => Ok("tools"),
         Some("ToolCall") => Ok("toolcalls"),
         Some("Policy") => Ok("policies"),
         Some("Execution") => Ok("executions"),
+        Some("Endpoint") => Ok("endpoints"),
         Some(other) => {
-            bail!("unknown kind {other:?} (apply takes Tool, Policy, Execution and ToolCall)")
+            bail!(
+                "unknown kind {other:?} (apply takes Tool, Endpoint, Policy, Execution and ToolCall)"
+            )
         }
         None => bail!("a manifest has no kind"),
     }
@@ -115,6 +121,7 @@ pub fn plural_of(doc: &Value) -> anyhow::Result<&'static str> {
 
 async fn apply_one(client: &Client, default_namespace: &str, doc: Value) -> anyhow::Result<String> {
     let plural = plural_of(&doc)?;
+    let doc = <joch_core::Tool as joch_core::Object>::upgrade(doc);
     let meta = doc.get("metadata");
     let name = meta
         .and_then(|m| m.get("name"))
@@ -128,7 +135,7 @@ async fn apply_one(client: &Client, default_namespace: &str, doc: Value) -> anyh
     let collection = format!("/v1/namespaces/{namespace}/{plural}");
 
     let created = client.send(Method::POST, &collection, Some(&doc)).await?;
-    let singular = doc["kind"].as_str().unwrap_or_default().to_lowercase();
+    let singular = doc["kind"].as_str().unwrap_or("tool").to_lowercase();
     if created.status.is_success() {
         let name = created
             .body

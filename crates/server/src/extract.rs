@@ -19,7 +19,7 @@ impl<S: Send + Sync, T: Object> FromRequest<S> for Manifest<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let value = body_value(req, state).await?;
+        let value = T::upgrade(body_value(req, state).await?);
         check_type::<T>(&value)?;
         Ok(Manifest(typed(value)?))
     }

@@ -56,6 +56,7 @@ async fn invoke_with_key(
             checksum: "c",
             attempt: 1,
             idempotency_key,
+            actions: None,
         })
         .await
 }

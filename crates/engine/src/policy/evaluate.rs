@@ -139,10 +139,6 @@ pub(crate) fn glob_matches(pattern: &str, text: &str) -> bool {
         .is_ok_and(|g| g.compile_matcher().is_match(text))
 }
 
-pub(crate) fn compile_cel(expr: &str) -> Result<cel::Program, String> {
-    cel::Program::compile(expr).map_err(|e| format!("invalid CEL expression {expr:?}: {e}"))
-}
-
 pub(crate) fn compile_rego(name: &str, module: &str) -> Result<regorus::Engine, String> {
     let mut engine = regorus::Engine::new();
     engine
@@ -151,25 +147,8 @@ pub(crate) fn compile_rego(name: &str, module: &str) -> Result<regorus::Engine, 
     Ok(engine)
 }
 
-/// Evaluates a CEL expression with the facts' top-level keys as variables.
 fn cel_true(expr: &str, facts: &Value) -> Result<bool, String> {
-    let program =
-        cel::Program::compile(expr).map_err(|e| format!("invalid CEL expression {expr:?}: {e}"))?;
-    let mut context = cel::Context::default();
-    if let Value::Object(vars) = facts {
-        for (name, value) in vars {
-            let value =
-                cel::to_value(value).map_err(|e| format!("cannot pass {name} to CEL: {e}"))?;
-            context.add_variable_from_value(name.clone(), value);
-        }
-    }
-    match program.execute(&context) {
-        Ok(cel::Value::Bool(b)) => Ok(b),
-        Ok(other) => Err(format!(
-            "CEL expression {expr:?} gave {other:?}, not a boolean"
-        )),
-        Err(e) => Err(format!("CEL expression {expr:?} failed: {e}")),
-    }
+    joch_core::expr::evaluate_bool(expr, facts)
 }
 
 impl StandardPolicyEngine {

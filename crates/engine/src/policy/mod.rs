@@ -215,7 +215,7 @@ fn applies(policy: &Policy, facts: &Facts) -> bool {
 pub(crate) fn check(policy: &Policy) -> Result<(), joch_core::ValidationError> {
     for (i, rule) in policy.spec.rules.iter().enumerate() {
         if let Some(expr) = &rule.when.expr {
-            evaluate::compile_cel(expr).map_err(|e| {
+            joch_core::expr::compile(expr).map_err(|e| {
                 joch_core::ValidationError::field(format!("spec.rules[{i}].when.expr"), e)
             })?;
         }

@@ -203,6 +203,8 @@ async fn answer(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
 pub struct Webhook {
     pub base: String,
     pub hits: Arc<AtomicUsize>,
+    /// What `/record` received: `{"apiKey": header, "body": body}`, in order.
+    recorded: Arc<std::sync::Mutex<Vec<Value>>>,
 }
 
 impl Webhook {
@@ -211,6 +213,8 @@ impl Webhook {
         let counted = Arc::clone(&hits);
         let slow_counted = Arc::clone(&hits);
         let hang_counted = Arc::clone(&hits);
+        let recorded = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorder = Arc::clone(&recorded);
         let app = Router::new()
             .route(
                 "/echo",
@@ -218,6 +222,23 @@ impl Webhook {
                     counted.fetch_add(1, Ordering::SeqCst);
                     async move { axum::Json(json!({"echo": body})) }
                 }),
+            )
+            .route(
+                "/record",
+                post(
+                    move |headers: axum::http::HeaderMap, axum::Json(body): axum::Json<Value>| {
+                        let recorder = Arc::clone(&recorder);
+                        async move {
+                            let key = headers
+                                .get("x-api-key")
+                                .and_then(|v| v.to_str().ok())
+                                .map(str::to_owned);
+                            let mut seen = recorder.lock().unwrap();
+                            seen.push(json!({"apiKey": key, "body": body}));
+                            axum::Json(json!({"stored": seen.len()}))
+                        }
+                    },
+                ),
             )
             .route(
                 "/slow-echo",
@@ -269,7 +290,15 @@ impl Webhook {
             .expect("bind webhook");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         tokio::spawn(async move { axum::serve(listener, app).await.expect("webhook") });
-        Webhook { base, hits }
+        Webhook {
+            base,
+            hits,
+            recorded,
+        }
+    }
+
+    pub fn recorded(&self) -> Vec<Value> {
+        self.recorded.lock().unwrap().clone()
     }
 
     pub fn hits(&self) -> usize {

@@ -9,6 +9,7 @@ mod approvals;
 mod calls;
 mod cli;
 mod crash;
+mod declarative;
 mod errors;
 mod events;
 mod faults;

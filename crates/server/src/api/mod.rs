@@ -2,6 +2,7 @@
 //! answers for unknown routes and methods.
 
 mod approvals;
+mod contexts;
 mod executions;
 mod health;
 mod resources;
@@ -10,7 +11,7 @@ mod toolcalls;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use joch_core::{API_VERSION, Execution, Object, Policy, StandingApproval, Tool};
+use joch_core::{API_VERSION, Endpoint, Execution, Object, Policy, StandingApproval, Tool};
 use joch_engine::ListParams;
 use joch_engine::ObjectList;
 use resources::{create, delete, get as read, list, replace};
@@ -71,6 +72,20 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/v1/namespaces/{ns}/standingapprovals/{name}",
             get(read::<StandingApproval>).delete(delete::<StandingApproval>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/endpoints",
+            get(list::<Endpoint>).post(create::<Endpoint>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/endpoints/{name}",
+            get(read::<Endpoint>)
+                .put(replace::<Endpoint>)
+                .delete(delete::<Endpoint>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/callcontexts/{name}",
+            get(contexts::get),
         )
         .route("/v1/namespaces/{ns}/approvals", get(approvals::list))
         .route("/v1/namespaces/{ns}/approvals/{name}", get(approvals::get))
