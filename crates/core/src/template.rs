@@ -57,7 +57,7 @@ pub fn check(text: &str) -> Result<(), String> {
 /// Every string in `value` that holds a placeholder, checked.
 pub fn check_value(value: &Value) -> Result<(), String> {
     match value {
-        Value::String(text) if text.contains("{{") => check(text),
+        Value::String(text) if text.contains("{{") || text.contains("{%") => check(text),
         Value::Array(items) => items.iter().try_for_each(check_value),
         Value::Object(map) => map.values().try_for_each(check_value),
         _ => Ok(()),
