@@ -439,7 +439,9 @@ mod tests {
         assert_eq!(t.spec.side_effects.level, SideEffectLevel::Unknown);
         assert!(!t.spec.side_effects.is_repeatable());
         assert!(t.spec.observability.log_args && t.spec.observability.log_result);
-        let Backend::Rest(r) = &t.spec.backend else { panic!("a rest tool") };
+        let Backend::Rest(r) = &t.spec.backend else {
+            panic!("a rest tool")
+        };
         assert_eq!(
             (r.endpoint.method.as_str(), r.endpoint.timeout_ms),
             ("POST", 30_000)

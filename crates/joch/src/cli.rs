@@ -247,6 +247,15 @@ pub struct CallArgs {
     /// Call id to use (a provider's id, say); one is minted if absent.
     #[arg(long)]
     pub id: Option<String>,
+    /// The user or session the call is made for (`spec.callerId`).
+    #[arg(long)]
+    pub caller: Option<String>,
+    /// The execution (agent run) the call belongs to.
+    #[arg(short = 'e', long)]
+    pub execution: Option<String>,
+    /// The agent making the call.
+    #[arg(long)]
+    pub agent: Option<String>,
     /// Print the record as JSON instead of YAML.
     #[arg(short, long)]
     pub output: Option<OutputFormat>,

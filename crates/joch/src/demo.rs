@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use anyhow::Context;
 use axum::routing::post;
 use axum::{Json, Router};
-use joch_core::{Policy, Tool};
+use joch_core::{Endpoint, Policy, Tool};
 use joch_engine::{Configurable, Engine, EngineError};
 use serde_json::{Value, json};
 
@@ -24,6 +24,14 @@ const EXAMPLES: &[(&str, &str)] = &[
     (
         "save-meal.json",
         include_str!("../../../examples/save-meal.json"),
+    ),
+    (
+        "endpoint-meal-log.yaml",
+        include_str!("../../../examples/endpoint-meal-log.yaml"),
+    ),
+    (
+        "save-meal-actions.json",
+        include_str!("../../../examples/save-meal-actions.json"),
     ),
     (
         "policy-support-guardrails.yaml",
@@ -56,9 +64,11 @@ pub async fn apply_examples(engine: &Engine, addr: SocketAddr) -> anyhow::Result
         for doc in parse_documents(&text.replace(EXAMPLE_ORIGIN, &origin))
             .with_context(|| format!("examples/{file}"))?
         {
+            let doc = <Tool as joch_core::Object>::upgrade(doc);
             let name = match plural_of(&doc)? {
                 "tools" => apply::<Tool>(engine, doc).await,
                 "policies" => apply::<Policy>(engine, doc).await,
+                "endpoints" => apply::<Endpoint>(engine, doc).await,
                 _ => continue,
             }
             .with_context(|| format!("applying examples/{file}"))?;

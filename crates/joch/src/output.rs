@@ -80,6 +80,15 @@ pub async fn call(client_args: &ClientArgs, args: CallArgs) -> anyhow::Result<()
     if let Some(id) = &args.id {
         call["metadata"] = json!({"name": id});
     }
+    if let Some(caller) = &args.caller {
+        call["spec"]["callerId"] = json!(caller);
+    }
+    if let Some(execution) = &args.execution {
+        call["spec"]["executionRef"] = json!({"name": execution});
+    }
+    if let Some(agent) = &args.agent {
+        call["spec"]["agentRef"] = json!({"name": agent});
+    }
     let path = format!("/v1/namespaces/{}/toolcalls", args.namespace);
     let record = client.expect_ok(Method::POST, &path, Some(&call)).await?;
     match args.output {

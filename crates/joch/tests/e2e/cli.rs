@@ -50,6 +50,10 @@ async fn the_demo_serves_every_example_tool_end_to_end() {
             "save_meal",
             json!({"meal_type": "lunch", "dishes": ["soup"]}),
         ),
+        (
+            "log_meal",
+            json!({"meal_type": "dinner", "dishes": ["rice"]}),
+        ),
     ];
     let (_, tools) = joch.get("/v1/namespaces/default/tools").await;
     assert_eq!(
@@ -58,7 +62,18 @@ async fn the_demo_serves_every_example_tool_end_to_end() {
         "each example is covered here"
     );
     for (tool, input) in inputs {
-        let out = joch.cli(&["call", tool, "--input", &input.to_string(), "-o", "json"]);
+        let out = joch.cli(&[
+            "call",
+            tool,
+            "--input",
+            &input.to_string(),
+            "-o",
+            "json",
+            "--caller",
+            "user-42",
+            "-e",
+            "demo-run",
+        ]);
         let record: Value = serde_json::from_str(&stdout(&out)).expect("json record");
         assert_eq!(record["status"]["phase"], "Succeeded", "{record}");
     }
@@ -119,7 +134,7 @@ async fn get_describe_and_call_print_what_the_server_holds() {
 
     let tools: Value =
         serde_json::from_str(&stdout(&joch.cli(&["get", "tools", "-o", "json"]))).unwrap();
-    assert_eq!(tools.as_array().unwrap().len(), 3);
+    assert_eq!(tools.as_array().unwrap().len(), 4);
 
     let described = stdout(&joch.cli(&["describe", "toolcall", "call_cli_1"]));
     let record: Value = serde_yaml_ng::from_str(&described).unwrap();

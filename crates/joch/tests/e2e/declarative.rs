@@ -438,3 +438,45 @@ async fn the_context_is_durable_isolated_and_loses_no_concurrent_append() {
         "namespaces never share a context"
     );
 }
+
+#[tokio::test]
+async fn joch_apply_takes_the_seed_json_and_the_execution_names_the_user() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    endpoint(
+        &joch,
+        "meal.log",
+        &format!("{}/record", webhook.base),
+        json!({}),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("save_meal.json");
+    std::fs::write(&file, save_meal().to_string()).unwrap();
+    let out = joch.cli(&["apply", "-f", file.to_str().unwrap(), "-n", NS]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "tool/save_meal created"
+    );
+
+    let run = json!({"kind": "Execution", "metadata": {"name": "ann-day"}, "spec": {"user": {"id": "ann", "name": "Ann"}}});
+    assert_eq!(
+        joch.send(
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/executions"),
+            Some(run)
+        )
+        .await
+        .0,
+        StatusCode::CREATED
+    );
+    let call = json!({"spec": {"toolRef": {"name": "save_meal"}, "executionRef": {"name": "ann-day"}, "input": {"meal_type": "breakfast", "dishes": ["eggs"]}}});
+    let (_, done) = joch.post_call(call).await;
+    assert_eq!(done["status"]["phase"], "Succeeded", "{done}");
+    assert_eq!(webhook.recorded()[0]["body"]["user_id"], "ann");
+}
