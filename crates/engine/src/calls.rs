@@ -372,7 +372,7 @@ impl Engine {
         let created = match key {
             None => store.create_object(&mut call, durability).await,
             Some(key) => {
-                let window = self.inner.config.idempotency_window;
+                let window = self.idempotency_window(namespace).await?;
                 let claim = idempotency::claim(&tool, key, &call.status.checksum, window);
                 store
                     .create_object_claimed(&mut call, claim, durability)

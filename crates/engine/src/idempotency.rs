@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use joch_core::checksum::digest;
-use joch_core::{Tool, ToolCall};
+use joch_core::{Namespace, Tool, ToolCall};
 use joch_store::IdempotencyClaim;
 use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value as TemplateValue};
 use serde_json::{Map, Value, json};
@@ -72,6 +72,74 @@ pub(crate) fn claim(
 }
 
 impl Engine {
+    /// The namespace's key window when its `Namespace` sets one, else the server's.
+    pub(crate) async fn idempotency_window(
+        &self,
+        namespace: &str,
+    ) -> Result<Duration, EngineError> {
+        match self
+            .inner
+            .store
+            .get_object::<Namespace>(namespace, namespace)
+            .await
+        {
+            Ok(ns) => Ok(ns
+                .spec
+                .idempotency_window_seconds
+                .map_or(self.inner.config.idempotency_window, Duration::from_secs)),
+            Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => {
+                Ok(self.inner.config.idempotency_window)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Reads a namespace's settings (defaults when it has none stored).
+    pub async fn get_namespace(&self, namespace: &str) -> Result<Namespace, EngineError> {
+        crate::resources::valid_namespace(namespace)?;
+        match self
+            .inner
+            .store
+            .get_object::<Namespace>(namespace, namespace)
+            .await
+        {
+            Ok(ns) => Ok(ns),
+            Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => Ok(Namespace {
+                api_version: joch_core::API_VERSION.to_owned(),
+                kind: "Namespace".to_owned(),
+                metadata: joch_core::ObjectMeta {
+                    name: namespace.to_owned(),
+                    namespace: namespace.to_owned(),
+                    ..Default::default()
+                },
+                spec: Default::default(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Creates or replaces a namespace's settings.
+    pub async fn put_namespace(
+        &self,
+        namespace: &str,
+        mut settings: Namespace,
+    ) -> Result<Namespace, EngineError> {
+        if settings.metadata.name.is_empty() {
+            settings.metadata.name = namespace.to_owned();
+        } else if settings.metadata.name != namespace {
+            return Err(EngineError::BadRequest(format!(
+                "a Namespace's name is the namespace: {:?} is not {namespace:?}",
+                settings.metadata.name
+            )));
+        }
+        match self.create_resource(namespace, settings.clone()).await {
+            Err(EngineError::AlreadyExists { .. }) => {
+                self.replace_resource(namespace, namespace, settings).await
+            }
+            other => other,
+        }
+    }
+
     /// Starts a background task that removes expired idempotency keys every
     /// `every`, so the key table does not grow without bound.
     pub fn spawn_key_purger(&self, every: Duration) -> tokio::task::JoinHandle<()> {

@@ -50,6 +50,12 @@ impl Configurable for Tool {
     }
 }
 
+impl Configurable for joch_core::Namespace {
+    fn check(&self) -> Result<(), ValidationError> {
+        Ok(())
+    }
+}
+
 impl Configurable for Endpoint {
     fn check(&self) -> Result<(), ValidationError> {
         Ok(())

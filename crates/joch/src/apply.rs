@@ -110,9 +110,10 @@ pub fn plural_of(doc: &Value) -> anyhow::Result<&'static str> {
         Some("Policy") => Ok("policies"),
         Some("Execution") => Ok("executions"),
         Some("Endpoint") => Ok("endpoints"),
+        Some("Namespace") => Ok("namespaces"),
         Some(other) => {
             bail!(
-                "unknown kind {other:?} (apply takes Tool, Endpoint, Policy, Execution and ToolCall)"
+                "unknown kind {other:?} (apply takes Tool, Endpoint, Policy, Execution, Namespace and ToolCall)"
             )
         }
         None => bail!("a manifest has no kind"),
@@ -132,6 +133,13 @@ async fn apply_one(client: &Client, default_namespace: &str, doc: Value) -> anyh
         .and_then(|m| m.get("namespace"))
         .and_then(Value::as_str)
         .unwrap_or(default_namespace);
+    if plural == "namespaces" {
+        // Settings of a namespace: one object per namespace, written in place.
+        client
+            .expect_ok(Method::PUT, &format!("/v1/namespaces/{name}"), Some(&doc))
+            .await?;
+        return Ok(format!("namespace/{name} configured"));
+    }
     let collection = format!("/v1/namespaces/{namespace}/{plural}");
 
     let created = client.send(Method::POST, &collection, Some(&doc)).await?;

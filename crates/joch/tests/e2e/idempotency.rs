@@ -284,3 +284,44 @@ async fn the_webhook_receives_the_key() {
         "{call}"
     );
 }
+
+#[tokio::test]
+async fn a_namespace_sets_the_window_for_tools_that_set_none() {
+    let (webhook, joch) = start_with_tool("echo").await;
+    let (_, defaults) = joch.get(&format!("/v1/namespaces/{NS}")).await;
+    assert_eq!(defaults["kind"], "Namespace");
+    let settings = json!({"kind": "Namespace", "spec": {"idempotencyWindowSeconds": 1}});
+    let (status, body) = joch
+        .send(Method::PUT, &format!("/v1/namespaces/{NS}"), Some(settings))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let wrong = json!({"kind": "Namespace", "metadata": {"name": "other"}});
+    assert_error(
+        &joch
+            .send(Method::PUT, &format!("/v1/namespaces/{NS}"), Some(wrong))
+            .await,
+        StatusCode::BAD_REQUEST,
+        "bad_request",
+    );
+
+    assert_eq!(
+        joch.post_call(keyed("zendesk.create_ticket", "k", json!({})))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        joch.post_call(keyed("zendesk.create_ticket", "k", json!({})))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(
+        joch.post_call(keyed("zendesk.create_ticket", "k", json!({})))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    assert_eq!(webhook.hits(), 2);
+}

@@ -5,6 +5,7 @@ mod approvals;
 mod contexts;
 mod executions;
 mod health;
+mod namespaces;
 mod resources;
 mod toolcalls;
 
@@ -23,6 +24,10 @@ pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route(
+            "/v1/namespaces/{ns}",
+            get(namespaces::get).put(namespaces::put),
+        )
         .route(
             "/v1/namespaces/{ns}/tools",
             get(list::<Tool>).post(create::<Tool>),

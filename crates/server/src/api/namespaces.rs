@@ -1,0 +1,25 @@
+//! `/v1/namespaces/{ns}`: a namespace's settings.
+
+use axum::Json;
+use axum::extract::State;
+use joch_core::Namespace;
+
+use crate::extract::{Manifest, Path};
+use crate::{ApiError, AppState};
+
+/// The settings, or the defaults when none were stored.
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+) -> Result<Json<Namespace>, ApiError> {
+    Ok(Json(state.engine.get_namespace(&ns).await?))
+}
+
+/// Creates or replaces the settings.
+pub(crate) async fn put(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    Manifest(settings): Manifest<Namespace>,
+) -> Result<Json<Namespace>, ApiError> {
+    Ok(Json(state.engine.put_namespace(&ns, settings).await?))
+}
