@@ -99,7 +99,6 @@ impl Engine {
         &self,
         call: &ToolCall,
         tool: &Tool,
-        args: &Map<String, Value>,
         deferral: Deferral,
     ) -> Result<Approval, EngineError> {
         let mut routing = deferral.routing;
@@ -119,7 +118,6 @@ impl Engine {
         if let Some(input) = &deferral.user_input {
             payload["userInput"] = json!(input);
         }
-        let _ = args;
         let mut approval = Approval {
             api_version: joch_core::API_VERSION.to_owned(),
             kind: "Approval".to_owned(),

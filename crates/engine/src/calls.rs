@@ -401,7 +401,7 @@ impl Engine {
             .await?;
         }
         if let (Some(deferral), None) = (deferral, &rejection) {
-            let approval = self.open_approval(&call, &tool, &args, deferral).await?;
+            let approval = self.open_approval(&call, &tool, deferral).await?;
             let payload = json!({"approval": approval.metadata.name, "input": call.spec.input, "options": approval.spec.options});
             let reason = approval
                 .spec
