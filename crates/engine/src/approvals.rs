@@ -25,6 +25,7 @@ use serde_json::{Map, Value, json};
 use crate::calls::{Recorded, Rejection};
 use crate::engine::now;
 use crate::policy::{self, Decision, Effect, Facts};
+use crate::telemetry;
 use crate::{Engine, EngineError, ListParams, ObjectList};
 
 /// Why a call waits, and for what.
@@ -155,6 +156,7 @@ impl Engine {
             .store
             .create_object(&mut approval, Durability::Sync)
             .await?;
+        telemetry::approvals_pending(1.0);
         self.arm_deadline(&approval);
         Ok(approval)
     }
@@ -191,6 +193,7 @@ impl Engine {
             .list_objects::<Approval>(query)
             .await?
             .items;
+        telemetry::approvals_pending(pending.len() as f64);
         pending.iter().for_each(|a| self.arm_deadline(a));
         Ok(pending.len())
     }
@@ -335,6 +338,13 @@ impl Engine {
             }
             other => other?,
         }
+        telemetry::approvals_pending(-1.0);
+        if let (Some(opened), Some(decided)) = (
+            approval.metadata.creation_timestamp,
+            approval.status.decided_at,
+        ) {
+            telemetry::approval_waited(opened.millis_until(decided) as f64 / 1000.0);
+        }
         if approval.status.always {
             self.stand_by(approval, verb, decision).await?;
         }
@@ -455,13 +465,16 @@ impl Engine {
             .await?;
         // The policy deferred; the approval is what allowed the call under it.
         if let Some(policy) = &approval.spec.policy_ref {
-            call.status.hook_decisions.push(HookDecision {
-                hook: Hook::Request.step().to_owned(),
-                decision: "allow".to_owned(),
-                policy_id: Some(policy.name.clone()),
-                policy_version: Some(policy.version.clone()),
-                reason: Some(format!("approved by {}", decision.by)),
-            });
+            telemetry::record_decisions(
+                &mut call,
+                vec![HookDecision {
+                    hook: Hook::Request.step().to_owned(),
+                    decision: "allow".to_owned(),
+                    policy_id: Some(policy.name.clone()),
+                    policy_version: Some(policy.version.clone()),
+                    reason: Some(format!("approved by {}", decision.by)),
+                }],
+            );
         }
         let tool: Tool = self
             .inner
@@ -513,9 +526,7 @@ impl Engine {
             // Edited arguments are new arguments: policies see them too. A
             // defer is satisfied by this very approval.
             let outcome = policy::decide(&*self.inner.policy, &policies, Hook::Request, &facts);
-            call.status
-                .hook_decisions
-                .extend(outcome.records(Hook::Request));
+            telemetry::record_decisions(&mut call, outcome.records(Hook::Request));
             if let Some(w) = outcome
                 .winner()
                 .filter(|w| w.verdict.effect == Effect::Deny)

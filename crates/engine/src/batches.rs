@@ -13,6 +13,7 @@ use serde_json::json;
 use tokio::task::JoinSet;
 
 use crate::calls::{Admission, CallOutcome, Recorded, Rejection};
+use crate::telemetry;
 use crate::{Engine, EngineError};
 
 /// Label carrying a call's batch number within its execution.
@@ -44,6 +45,7 @@ impl Engine {
         calls: Vec<ToolCall>,
         wait: bool,
     ) -> Result<Batch, EngineError> {
+        let started = std::time::Instant::now();
         let mut run = self.execution_for_batch(namespace, execution).await?;
         let number = run.status.batches;
         self.emit(
@@ -182,6 +184,15 @@ impl Engine {
             calls.push((index, outcome?));
         }
         calls.sort_by_key(|(index, _)| *index);
+        let failures = calls
+            .iter()
+            .filter(|(_, c)| c.record.status.phase != Phase::Succeeded)
+            .count();
+        telemetry::batch_done(
+            calls.len(),
+            failures,
+            started.elapsed().as_secs_f64() * 1000.0,
+        );
         let execution = self.get_resource(namespace, execution).await?;
         Ok(Batch {
             execution,

@@ -25,6 +25,7 @@ use crate::idempotency;
 use crate::policy::{self, Decision, Effect, Facts};
 use crate::resources::admit;
 use crate::schema::Compiled;
+use crate::telemetry;
 use crate::{Engine, EngineError};
 
 /// What a caller gets back for a call.
@@ -147,10 +148,11 @@ impl Engine {
                 Ok(CallOutcome::stored(settled, false))
             }
             Admission::New(recorded) => self.run(*recorded).await,
-            Admission::KeyHeldBy(holder) => Ok(CallOutcome::stored(
-                self.wait_settled(namespace, &holder).await?,
-                true,
-            )),
+            Admission::KeyHeldBy(holder) => {
+                let original = self.wait_settled(namespace, &holder).await?;
+                telemetry::idempotent_replay(namespace, original.tool_name());
+                Ok(CallOutcome::stored(original, true))
+            }
         }
     }
 
@@ -170,6 +172,7 @@ impl Engine {
                 if !existing.status.phase.is_terminal() {
                     return Err(EngineError::IdempotencyKeyInUse { call: holder });
                 }
+                telemetry::idempotent_replay(namespace, existing.tool_name());
                 return Ok(CallOutcome::stored(existing, true));
             }
         };
@@ -258,9 +261,7 @@ impl Engine {
             let count = self.tool_call_count(&call).await?;
             let request = Facts::request(&call, &tool, &args, count, overridden);
             let outcome = policy::decide(&*self.inner.policy, &policies, Hook::Request, &request);
-            call.status
-                .hook_decisions
-                .extend(outcome.records(Hook::Request));
+            telemetry::record_decisions(&mut call, outcome.records(Hook::Request));
             if let Some(w) = outcome.winner() {
                 decided = Some((w.verdict.effect.name(), w.verdict.reason.clone()));
             }
@@ -301,13 +302,16 @@ impl Engine {
                 standing.spec.decision, standing.spec.decided_by, standing.spec.approval_ref.name
             );
             let policy = deferral.as_ref().and_then(|d| d.policy()).cloned();
-            call.status.hook_decisions.push(HookDecision {
-                hook: Hook::Request.step().to_owned(),
-                decision: if approve { "allow" } else { "deny" }.to_owned(),
-                policy_id: policy.as_ref().map(|p| p.name.clone()),
-                policy_version: policy.map(|p| p.version),
-                reason: Some(reason.clone()),
-            });
+            telemetry::record_decisions(
+                &mut call,
+                vec![HookDecision {
+                    hook: Hook::Request.step().to_owned(),
+                    decision: if approve { "allow" } else { "deny" }.to_owned(),
+                    policy_id: policy.as_ref().map(|p| p.name.clone()),
+                    policy_version: policy.map(|p| p.version),
+                    reason: Some(reason.clone()),
+                }],
+            );
             deferral = None;
             decided = Some((if approve { "allow" } else { "deny" }, Some(reason.clone())));
             if !approve {

@@ -13,6 +13,7 @@ use crate::calls::{CallOutcome, Recorded, Rejection};
 use crate::engine::now;
 use crate::hooks::refusal;
 use crate::policy::{self, Effect};
+use crate::telemetry;
 use crate::{Engine, EngineError};
 
 impl Engine {
@@ -96,6 +97,11 @@ impl Engine {
         };
         let result = backend.invoke(invocation).await;
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        telemetry::backend_latency(
+            kind,
+            &tool.metadata.name,
+            started.elapsed().as_secs_f64() * 1000.0,
+        );
 
         if action_inputs.is_some() {
             // A declarative tool reports its state changes in its result, even a failed one.
@@ -126,9 +132,7 @@ impl Engine {
                 Hook::Result,
                 &facts.for_result(result),
             );
-            call.status
-                .hook_decisions
-                .extend(outcome.records(Hook::Result));
+            telemetry::record_decisions(&mut call, outcome.records(Hook::Result));
             match outcome.winner().map(|w| (w, &w.verdict.effect)) {
                 Some((_, Effect::Allow)) | None => {}
                 Some((_, Effect::Modify(_))) => {
@@ -201,6 +205,7 @@ impl Engine {
             .update_object(&mut call, Durability::Sync)
             .await?;
         self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
+        telemetry::call_settled(&call, phase, latency_ms);
         tracing::debug!(phase = %phase, latency_ms, "tool call settled");
         Ok(CallOutcome {
             record: call,

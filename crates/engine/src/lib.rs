@@ -28,6 +28,7 @@ mod recovery;
 mod replay;
 mod resources;
 mod schema;
+mod telemetry;
 
 pub use approvals::ApprovalDecision;
 pub use batches::{BATCH_LABEL, Batch};

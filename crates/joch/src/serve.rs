@@ -46,11 +46,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listener
         .local_addr()
         .context("cannot read the bound address")?;
+    let metrics = install_metrics()?;
     let mut app = joch_server::router(
         engine.clone(),
         ServerConfig {
             max_body_bytes: args.max_body_bytes,
         },
+    );
+    app = app.route(
+        "/metrics",
+        axum::routing::get(move || std::future::ready(metrics.render())),
     );
     if args.demo {
         app = app.merge(demo::routes());
@@ -94,4 +99,24 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     interrupt.await.unwrap_or_default();
+}
+
+/// Installs the process-wide Prometheus recorder the engine's metrics go to.
+/// Latencies get explicit buckets so they render as Prometheus histograms.
+fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::PrometheusHandle> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    const MS: [f64; 15] = [
+        0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0,
+        30000.0,
+    ];
+    const SECONDS: [f64; 12] = [
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 1.0, 10.0, 60.0, 300.0,
+    ];
+    const SIZES: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_ms".to_owned()), &MS)?
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), &SECONDS)?
+        .set_buckets_for_metric(Matcher::Full("joch_store_batch_size".to_owned()), &SIZES)?
+        .install_recorder()
+        .context("cannot install the metrics recorder")
 }

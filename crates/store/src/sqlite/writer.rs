@@ -73,6 +73,8 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>) {
 }
 
 fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
+    let started = std::time::Instant::now();
+    metrics::histogram!("joch_store_batch_size").record(batch.len() as f64);
     let mut tx = match conn.transaction() {
         Ok(tx) => tx,
         Err(e) => {
@@ -98,6 +100,7 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
         }
     }
     let committed = tx.commit().map_err(|e| unavailable(e).to_string());
+    metrics::histogram!("joch_store_commit_seconds").record(started.elapsed().as_secs_f64());
     for (reply, result) in synced {
         let answer = match &committed {
             Ok(()) => result,
