@@ -206,7 +206,14 @@ impl Engine {
             .await?;
         self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
         telemetry::call_settled(&call, phase, latency_ms);
-        tracing::debug!(phase = %phase, latency_ms, "tool call settled");
+        tracing::info!(
+            namespace = %call.metadata.namespace,
+            tool = %call.tool_name(),
+            call = %call.metadata.name,
+            phase = %phase,
+            latency_ms,
+            "tool call settled"
+        );
         Ok(CallOutcome {
             record: call,
             output: answer,

@@ -12,6 +12,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub struct Cli {
     #[command(flatten)]
     pub client: ClientArgs,
+    /// Log lines as text or as JSON objects (to stderr; level from JOCH_LOG).
+    #[arg(long, global = true, env = "JOCH_LOG_FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -146,6 +149,12 @@ pub struct ServeArgs {
     /// What an expired approval decides when its policy says nothing: deny or approve.
     #[arg(long, env = "JOCH_APPROVAL_FALLBACK", default_value = "deny")]
     pub approval_fallback: ApprovalFallback,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

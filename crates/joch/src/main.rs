@@ -15,14 +15,17 @@ use crate::cli::{Cli, Command};
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("JOCH_LOG")
-                .unwrap_or_else(|_| "joch=info,warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("JOCH_LOG")
+        .unwrap_or_else(|_| "joch=info,warn".into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        cli::LogFormat::Json => logs.json().flatten_event(true).init(),
+        cli::LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
     joch_backends::install_crypto_provider();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args).await,

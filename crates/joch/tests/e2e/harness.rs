@@ -41,13 +41,33 @@ impl Joch {
 
     /// A server on `db`, with extra `serve` flags.
     pub async fn start_on(db: &Path, flags: &[&str]) -> Joch {
+        Joch::spawn(db, flags, "warn", Stdio::inherit()).await
+    }
+
+    /// A server on a fresh database whose info-level logs go to `log`.
+    pub async fn start_logging(flags: &[&str], log: &Path) -> Joch {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = std::fs::File::create(log).expect("log file");
+        let mut joch = Joch::spawn(
+            &dir.path().join("joch.db"),
+            flags,
+            "info",
+            Stdio::from(file),
+        )
+        .await;
+        joch._dir = Some(dir);
+        joch
+    }
+
+    async fn spawn(db: &Path, flags: &[&str], level: &str, stderr: Stdio) -> Joch {
         let mut child = Command::new(env!("CARGO_BIN_EXE_joch"))
+            .args(flags.iter().filter(|f| f.starts_with("--log-format")))
             .args(["serve", "--addr", "127.0.0.1:0", "--db"])
             .arg(db)
-            .args(flags)
-            .env("JOCH_LOG", "warn")
+            .args(flags.iter().filter(|f| !f.starts_with("--log-format")))
+            .env("JOCH_LOG", level)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawn joch");
         let stdout = child.stdout.take().expect("stdout");

@@ -126,3 +126,34 @@ async fn metrics_count_calls_replays_batches_decisions_and_approvals() {
     assert!(text.contains(r#"agent_tool_call_latency_ms_bucket{tool_name="echo",result="success",source="execute",le="+Inf"} 6"#));
     assert!(!text.contains(&name), "no call ids in labels");
 }
+
+#[tokio::test]
+async fn json_logs_have_one_line_per_settled_call() {
+    let webhook = Webhook::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joch.log");
+    let joch = Joch::start_logging(&["--log-format=json"], &log).await;
+    joch.create_tool(rest_tool(
+        "echo",
+        &format!("{}/echo", webhook.base),
+        json!({"level": "read_only"}),
+    ))
+    .await;
+    let (_, a) = joch.call("echo", json!({"secret": "do-not-log"})).await;
+    joch.call("echo", json!({})).await;
+    drop(joch);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let settled: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["message"] == "tool call settled")
+        .collect();
+    assert_eq!(settled.len(), 2, "{text}");
+    assert_eq!(settled[0]["level"], "INFO");
+    assert_eq!(settled[0]["call"], a["metadata"]["name"]);
+    assert_eq!(
+        (settled[0]["tool"].as_str(), settled[0]["phase"].as_str()),
+        (Some("echo"), Some("Succeeded"))
+    );
+    assert!(!text.contains("do-not-log"), "arguments are not logged");
+}
