@@ -38,7 +38,7 @@ pub enum Command {
     Serve(ServeArgs),
     /// Create or replace resources from YAML or JSON files (multi-document).
     Apply(ApplyArgs),
-    /// List tools or tool calls.
+    /// List resources: tools, toolcalls, policies, approvals, executions.
     Get(GetArgs),
     /// Show one resource in full.
     Describe(DescribeArgs),
