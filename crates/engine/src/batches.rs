@@ -207,29 +207,7 @@ impl Engine {
         namespace: &str,
         name: &str,
     ) -> Result<Execution, EngineError> {
-        let mut run: Execution = match self.inner.store.get_object(namespace, name).await {
-            Ok(run) => run,
-            Err(e) if e.kind() == StoreErrorKind::NotFound => {
-                let fresh = Execution {
-                    api_version: joch_core::API_VERSION.to_owned(),
-                    kind: "Execution".to_owned(),
-                    metadata: ObjectMeta {
-                        name: name.to_owned(),
-                        ..ObjectMeta::default()
-                    },
-                    spec: Default::default(),
-                    status: Default::default(),
-                };
-                match self.create_resource(namespace, fresh).await {
-                    Ok(run) => run,
-                    Err(EngineError::AlreadyExists { .. }) => {
-                        self.inner.store.get_object(namespace, name).await?
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let mut run = self.execution(namespace, name).await?;
         if matches!(
             run.status.phase,
             ExecutionPhase::Failed | ExecutionPhase::Completed
@@ -248,6 +226,36 @@ impl Engine {
             .update_object(&mut run, Durability::Sync)
             .await?;
         Ok(run)
+    }
+
+    /// The execution, created with the defaults if it does not exist yet
+    /// (an execution starts with its first batch or call).
+    pub(crate) async fn execution(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Execution, EngineError> {
+        match self.inner.store.get_object(namespace, name).await {
+            Ok(run) => return Ok(run),
+            Err(e) if e.kind() == StoreErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        let fresh = Execution {
+            api_version: joch_core::API_VERSION.to_owned(),
+            kind: "Execution".to_owned(),
+            metadata: ObjectMeta {
+                name: name.to_owned(),
+                ..ObjectMeta::default()
+            },
+            spec: Default::default(),
+            status: Default::default(),
+        };
+        match self.create_resource(namespace, fresh).await {
+            Err(EngineError::AlreadyExists { .. }) => {
+                Ok(self.inner.store.get_object(namespace, name).await?)
+            }
+            other => other,
+        }
     }
 
     /// Marks an admitted call that has not run as skipped.

@@ -169,27 +169,7 @@ impl Engine {
         agent: &str,
     ) -> Result<(), EngineError> {
         for _ in 0..MAX_RETRIES {
-            let mut run: Execution = match self.inner.store.get_object(ns, execution).await {
-                Ok(run) => run,
-                Err(e) if e.kind() == StoreErrorKind::NotFound => {
-                    let fresh = Execution {
-                        api_version: joch_core::API_VERSION.to_owned(),
-                        kind: "Execution".to_owned(),
-                        metadata: ObjectMeta {
-                            name: execution.to_owned(),
-                            ..ObjectMeta::default()
-                        },
-                        spec: Default::default(),
-                        status: Default::default(),
-                    };
-                    match self.create_resource(ns, fresh).await {
-                        Ok(run) => run,
-                        Err(EngineError::AlreadyExists { .. }) => continue,
-                        Err(e) => return Err(e),
-                    }
-                }
-                Err(e) => return Err(e.into()),
-            };
+            let mut run = self.execution(ns, execution).await?;
             run.status.active_agent = Some(agent.to_owned());
             match self
                 .inner
