@@ -1,10 +1,12 @@
 //! joch-bench: what does routing a tool call through joch cost?
 //!
 //! In one process it starts an echo webhook and, per joch scenario, a fresh
-//! joch server (its own SQLite ledger in a temp dir) whose tool forwards to
-//! that webhook. It then drives the same load at the webhook directly
-//! (the baseline) and through joch, and prints throughput, p50 and p99
-//! latency, and joch's cost relative to the baseline.
+//! joch server (its own SQLite ledger in a temp dir): one with joch's
+//! built-in no-op tool (joch's own cost), and two whose tool forwards to
+//! the webhook. It drives the same load at the webhook directly (the
+//! baseline) and through joch, and prints throughput, p50/p90/p99/max
+//! latency, store commits per second, joch's cost relative to the baseline,
+//! and the process's peak RSS.
 //!
 //! Everything shares one machine and one tokio runtime, so the figures are an
 //! upper bound on overhead (client, joch and webhook compete for the CPUs)
@@ -58,7 +60,10 @@ struct Stats {
     first_failure: Option<String>,
     calls_per_s: f64,
     p50_ms: f64,
+    p90_ms: f64,
     p99_ms: f64,
+    max_ms: f64,
+    commits_per_s: f64,
 }
 
 #[tokio::main]
@@ -70,6 +75,8 @@ async fn main() -> Result<()> {
     );
     // reqwest is built with rustls but no default provider; without one it panics.
     joch_backends::install_crypto_provider();
+    // The store's own metrics tell how many group commits each scenario made.
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
 
     let webhook = serve(axum::Router::new().route("/echo", post(echo))).await?;
     let webhook_url = format!("http://{webhook}/echo");
@@ -91,22 +98,41 @@ async fn main() -> Result<()> {
             &args,
             "direct",
             Target::Direct(webhook_url.clone()),
+            &metrics,
         )
         .await?,
     ];
-    for level in ["read_only", "external_write"] {
-        // A fresh server and ledger per scenario, so neither inherits the other's rows.
-        let joch = start_joch(&dir.path().join(format!("{level}.db"))).await?;
-        let tool = format!("echo-{}", level.replace('_', "-"));
-        create_tool(&client, joch, &tool, level, &webhook_url).await?;
+    let scenarios = [
+        ("noop", "read_only", "noop"),
+        ("read_only", "read_only", "rest"),
+        ("external_write", "external_write", "rest"),
+    ];
+    for (scenario, level, backend) in scenarios {
+        // A fresh server and ledger per scenario, so none inherits another's rows.
+        let joch = start_joch(&dir.path().join(format!("{scenario}.db"))).await?;
+        let tool = format!("tool-{}", scenario.replace('_', "-"));
+        create_tool(&client, joch, &tool, level, backend, &webhook_url).await?;
         let target = Target::Joch {
             url: format!("http://{joch}/v1/namespaces/{NAMESPACE}/toolcalls"),
             tool,
         };
-        results.push(measure(&client, &args, &format!("joch_{level}"), target).await?);
+        results.push(
+            measure(
+                &client,
+                &args,
+                &format!("joch_{scenario}"),
+                target,
+                &metrics,
+            )
+            .await?,
+        );
     }
 
     report(&results);
+    println!(
+        "peak RSS of the process (client, webhook and every joch): {} KiB",
+        peak_rss_kib().unwrap_or(0)
+    );
     let failures: usize = results.iter().map(|s| s.failures).sum();
     if failures > 0 {
         for s in results.iter().filter(|s| s.failures > 0) {
@@ -142,12 +168,12 @@ async fn serve(router: axum::Router) -> Result<SocketAddr> {
 /// A joch server exactly as the binary wires it: SQLite store, webhook backend.
 async fn start_joch(db: &Path) -> Result<SocketAddr> {
     let store: Arc<dyn Store> = Arc::new(joch_store::SqliteStore::open(db)?);
-    let backend: Arc<dyn ToolBackend> = Arc::new(joch_backends::WebhookBackend::new(
+    let webhook: Arc<dyn ToolBackend> = Arc::new(joch_backends::WebhookBackend::new(
         joch_backends::RestConfig::default(),
     )?);
     let engine = joch_engine::Engine::new(
         store,
-        vec![backend],
+        vec![webhook, Arc::new(joch_backends::NoopBackend)],
         Arc::new(joch_engine::policy::StandardPolicyEngine::default()),
         joch_engine::EngineConfig::default(),
     );
@@ -163,8 +189,15 @@ async fn create_tool(
     joch: SocketAddr,
     name: &str,
     level: &str,
+    backend: &str,
     webhook: &str,
 ) -> Result<()> {
+    let backend = match backend {
+        "noop" => json!({"type": "noop"}),
+        _ => {
+            json!({"type": "rest", "endpoint": {"method": "POST", "url": webhook, "timeoutMs": 5000}})
+        }
+    };
     let tool = json!({
         "apiVersion": "joch.dev/v1alpha1",
         "kind": "Tool",
@@ -173,7 +206,7 @@ async fn create_tool(
             "description": "Echoes its input (benchmark)",
             "inputSchema": {"type": "object"},
             "sideEffects": {"level": level},
-            "backend": {"type": "rest", "endpoint": {"method": "POST", "url": webhook, "timeoutMs": 5000}},
+            "backend": backend,
         },
     });
     let url = format!("http://{joch}/v1/namespaces/{NAMESPACE}/tools");
@@ -188,7 +221,13 @@ async fn create_tool(
 }
 
 /// Warm up, then run the measured calls.
-async fn measure(client: &Client, args: &Args, name: &str, target: Target) -> Result<Stats> {
+async fn measure(
+    client: &Client,
+    args: &Args,
+    name: &str,
+    target: Target,
+    metrics: &metrics_exporter_prometheus::PrometheusHandle,
+) -> Result<Stats> {
     let warmup = run(client, args.warmup, args.concurrency, &target).await?;
     if let Some(e) = warmup.first_failure {
         bail!(
@@ -197,6 +236,7 @@ async fn measure(client: &Client, args: &Args, name: &str, target: Target) -> Re
         );
     }
 
+    let commits_before = store_commits(metrics);
     let started = Instant::now();
     let Outcome {
         mut latencies,
@@ -204,6 +244,7 @@ async fn measure(client: &Client, args: &Args, name: &str, target: Target) -> Re
         first_failure,
     } = run(client, args.calls, args.concurrency, &target).await?;
     let elapsed = started.elapsed();
+    let commits = store_commits(metrics) - commits_before;
     latencies.sort_unstable();
     Ok(Stats {
         name: name.to_owned(),
@@ -212,8 +253,32 @@ async fn measure(client: &Client, args: &Args, name: &str, target: Target) -> Re
         first_failure,
         calls_per_s: args.calls as f64 / elapsed.as_secs_f64(),
         p50_ms: percentile_ms(&latencies, 0.50),
+        p90_ms: percentile_ms(&latencies, 0.90),
         p99_ms: percentile_ms(&latencies, 0.99),
+        max_ms: percentile_ms(&latencies, 1.0),
+        commits_per_s: commits / elapsed.as_secs_f64(),
     })
+}
+
+/// Group commits the SQLite writers made so far (all joch servers in this process).
+fn store_commits(metrics: &metrics_exporter_prometheus::PrometheusHandle) -> f64 {
+    metrics
+        .render()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("joch_store_commit_seconds_count ")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0)
+}
+
+/// Peak resident memory of this process, from /proc (Linux).
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Every call's latency (failed ones included) and what failed.
@@ -303,7 +368,7 @@ fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
 }
 
 /// A table for people, then one `RESULT` line per scenario for scripts. Every
-/// ratio and overhead compares a scenario with the first (the direct baseline).
+/// ratio and added latency compares a scenario with the first (the direct baseline).
 fn report(results: &[Stats]) {
     let Some(base) = results.first() else { return };
     let mut table = vec![String::new(), TABLE_HEADER.to_owned()];
@@ -315,25 +380,32 @@ fn report(results: &[Stats]) {
             failures,
             calls_per_s: cps,
             p50_ms: p50,
+            p90_ms: p90,
             p99_ms: p99,
+            max_ms: max,
+            commits_per_s: commits,
             ..
         } = s;
         let thru = cps / base.calls_per_s;
-        let (p50x, p99x) = (p50 / base.p50_ms, p99 / base.p99_ms);
-        let (p50d, p99d) = (p50 - base.p50_ms, p99 - base.p99_ms);
+        let (p50d, p90d, p99d, maxd) = (
+            p50 - base.p50_ms,
+            p90 - base.p90_ms,
+            p99 - base.p99_ms,
+            max - base.max_ms,
+        );
         table.push(format!(
-            "{name:<20} {cps:>9.0} {p50:>8.3} {p99:>8.3} {thru:>7.3} {p50x:>6.2} {p99x:>6.2} \
-             {p50d:>8.3} {p99d:>8.3} {failures:>8}"
+            "{name:<20} {cps:>9.0} {thru:>7.3} {p50:>8.3} {p90:>8.3} {p99:>8.3} {max:>8.3} \
+             {p50d:>8.3} {p99d:>8.3} {commits:>9.0} {failures:>8}"
         ));
         lines.push(format!(
-            "RESULT scenario={name} calls={calls} failures={failures} calls_per_s={cps:.1} \
-             p50_ms={p50:.3} p99_ms={p99:.3} throughput_ratio={thru:.3} p50_ratio={p50x:.2} \
-             p99_ratio={p99x:.2} p50_overhead_ms={p50d:.3} p99_overhead_ms={p99d:.3}"
+            "RESULT scenario={name} calls={calls} failures={failures} calls_per_s={cps:.1} throughput_ratio={thru:.3} \
+             p50_ms={p50:.3} p90_ms={p90:.3} p99_ms={p99:.3} max_ms={max:.3} added_p50_ms={p50d:.3} \
+             added_p90_ms={p90d:.3} added_p99_ms={p99d:.3} added_max_ms={maxd:.3} commits_per_s={commits:.0}"
         ));
     }
     println!("{}\n{}", table.join("\n"), lines.join("\n"));
 }
 
 // Matches the widths of the rows' format string above.
-const TABLE_HEADER: &str = "scenario               calls/s   p50 ms   p99 ms  thru x  p50 x  p99 x  \
-                            +p50 ms  +p99 ms failures";
+const TABLE_HEADER: &str = "scenario               calls/s  thru x   p50 ms   p90 ms   p99 ms   max ms  \
+                            +p50 ms  +p99 ms commits/s failures";

@@ -8,7 +8,9 @@
 #![warn(missing_docs)]
 
 mod actions;
+mod noop;
 mod rest;
 
 pub use actions::ActionsExecutor;
+pub use noop::NoopBackend;
 pub use rest::{RestConfig, WebhookBackend, install_crypto_provider};

@@ -151,6 +151,8 @@ pub enum Backend {
     Rest(RestBackend),
     /// Declarative actions (seed 002).
     Actions(crate::actions::ActionsBackend),
+    /// Does nothing and returns `{}`: a built-in tool for measuring joch itself.
+    Noop {},
 }
 
 impl Backend {
@@ -159,6 +161,7 @@ impl Backend {
         match self {
             Backend::Rest(_) => "rest",
             Backend::Actions(_) => "actions",
+            Backend::Noop {} => "noop",
         }
     }
 }
@@ -283,7 +286,7 @@ impl Object for Tool {
                     "a declarative tool needs at least one action",
                 ));
             }
-            Backend::Actions(_) => {}
+            Backend::Actions(_) | Backend::Noop {} => {}
         }
         if errors.is_empty() {
             Ok(())

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use joch_backends::{ActionsExecutor, RestConfig, WebhookBackend};
+use joch_backends::{ActionsExecutor, NoopBackend, RestConfig, WebhookBackend};
 use joch_core::ToolBackend;
 use joch_engine::policy::StandardPolicyEngine;
 use joch_engine::{Engine, EngineConfig, RecoveryReport};
@@ -23,7 +23,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let webhook =
         WebhookBackend::new(RestConfig::default()).context("cannot build the webhook client")?;
     let actions = ActionsExecutor::new(webhook.clone());
-    let backends: Vec<Arc<dyn ToolBackend>> = vec![Arc::new(webhook), Arc::new(actions)];
+    let backends: Vec<Arc<dyn ToolBackend>> =
+        vec![Arc::new(webhook), Arc::new(actions), Arc::new(NoopBackend)];
     let policy = Arc::new(StandardPolicyEngine::default());
     let config = EngineConfig {
         approval_timeout: std::time::Duration::from_secs(args.approval_timeout_seconds),
