@@ -25,7 +25,7 @@ impl dyn Store {
         durability: Durability,
     ) -> Result<(), StoreError> {
         object.metadata_mut().resource_version = "1".to_owned();
-        self.create(record_of(object), durability).await
+        self.create(record_of(object)?, durability).await
     }
 
     /// Stores a new object as version 1 together with its idempotency claim.
@@ -36,7 +36,7 @@ impl dyn Store {
         durability: Durability,
     ) -> Result<(), StoreError> {
         object.metadata_mut().resource_version = "1".to_owned();
-        self.create_claimed(record_of(object), claim, durability)
+        self.create_claimed(record_of(object)?, claim, durability)
             .await
     }
 
@@ -51,7 +51,10 @@ impl dyn Store {
         let previous = object.metadata().resource_version.clone();
         let expected = previous.parse::<u64>().map_err(|_| conflict(object, 0))?;
         object.metadata_mut().resource_version = (expected + 1).to_string();
-        let result = self.update(record_of(object), expected, durability).await;
+        let result = match record_of(object) {
+            Ok(record) => self.update(record, expected, durability).await,
+            Err(e) => Err(e),
+        };
         if result.is_err() {
             object.metadata_mut().resource_version = previous;
         }
@@ -100,19 +103,26 @@ impl dyn Store {
     }
 }
 
-fn record_of<T: Object>(object: &T) -> Record {
+fn record_of<T: Object>(object: &T) -> Result<Record, StoreError> {
     let meta = object.metadata();
-    Record {
+    // Objects are trees of strings, numbers and string-keyed maps; a failure
+    // here would be a bug, reported as an error rather than a crash.
+    let body = serde_json::to_string(object).map_err(|e| {
+        StoreError::Unavailable(format!(
+            "{} {:?} cannot be encoded: {e}",
+            T::KIND,
+            meta.name
+        ))
+    })?;
+    Ok(Record {
         kind: T::KIND.to_owned(),
         namespace: meta.namespace.clone(),
         name: meta.name.clone(),
         resource_version: meta.resource_version.parse().unwrap_or(0),
         labels: meta.labels.clone(),
         index: object.index(),
-        // Objects are trees of strings, numbers and maps with string keys:
-        // serialising them to JSON cannot fail.
-        body: serde_json::to_string(object).expect("a joch object always serialises to JSON"),
-    }
+        body,
+    })
 }
 
 fn object_of<T: Object>(record: &Record) -> Result<T, StoreError> {

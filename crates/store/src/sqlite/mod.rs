@@ -52,7 +52,7 @@ impl SqliteStore {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             path,
-            writes: writer::spawn(conn),
+            writes: writer::spawn(conn)?,
             readers: Readers::new(readers),
         })
     }

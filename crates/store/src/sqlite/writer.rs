@@ -48,13 +48,15 @@ pub(super) enum Written {
     Appended(u64),
 }
 
-pub(super) fn spawn(conn: Connection) -> mpsc::Sender<WriteRequest> {
+pub(super) fn spawn(conn: Connection) -> Result<mpsc::Sender<WriteRequest>, StoreError> {
     let (tx, rx) = mpsc::channel(QUEUE);
     std::thread::Builder::new()
         .name("joch-sqlite-writer".to_owned())
         .spawn(move || run(conn, rx))
-        .expect("the OS can start the store's writer thread");
-    tx
+        .map_err(|e| {
+            StoreError::Unavailable(format!("cannot start the store's writer thread: {e}"))
+        })?;
+    Ok(tx)
 }
 
 fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>) {
