@@ -174,7 +174,7 @@ impl Object for Approval {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             phase: Some(self.status.phase.as_str().to_owned()),
-            execution: None,
+            ..IndexFields::default()
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct IndexFields {
     pub phase: Option<String>,
     /// For a ToolCall, the execution (agent run) it belongs to.
     pub execution: Option<String>,
+    /// For a ToolCall, its checksum (counting repeats in an execution).
+    pub checksum: Option<String>,
 }
 
 /// Checks the `apiVersion` and `kind` header of a manifest against `T`.

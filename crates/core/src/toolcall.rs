@@ -272,6 +272,7 @@ impl Object for ToolCall {
             tool: Some(self.spec.tool_ref.name.clone()),
             phase: Some(self.status.phase.as_str().to_owned()),
             execution: self.spec.execution_ref.as_ref().map(|r| r.name.clone()),
+            checksum: Some(self.status.checksum.clone()).filter(|c| !c.is_empty()),
         }
     }
 }

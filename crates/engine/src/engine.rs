@@ -142,6 +142,7 @@ impl Inner {
                 tool: params.tool,
                 phase: params.phase,
                 execution: params.execution,
+                checksum: None,
             },
             limit,
             continue_from: params.continue_token,

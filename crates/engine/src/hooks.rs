@@ -27,27 +27,20 @@ impl Engine {
 
     /// `toolCallCount`: calls with this checksum in the call's execution,
     /// this one included. Without an execution, every call counts once.
+    /// An indexed count: a long run does not make each call slower.
     pub(crate) async fn tool_call_count(&self, call: &ToolCall) -> Result<usize, EngineError> {
         let Some(execution) = &call.spec.execution_ref else {
             return Ok(1);
         };
         let mut query = ListQuery {
+            kind: "ToolCall".to_owned(),
             namespace: call.metadata.namespace.clone(),
-            limit: 10_000,
             ..ListQuery::default()
         };
         query.index.execution = Some(execution.name.clone());
-        query.index.tool = Some(call.tool_name().to_owned());
-        let earlier = self
-            .inner
-            .store
-            .list_objects::<ToolCall>(query)
-            .await?
-            .items;
-        Ok(1 + earlier
-            .iter()
-            .filter(|c| c.status.checksum == call.status.checksum)
-            .count())
+        query.index.checksum = Some(call.status.checksum.clone());
+        let earlier = self.inner.store.count(query).await?;
+        Ok(1 + usize::try_from(earlier).unwrap_or(usize::MAX))
     }
 }
 

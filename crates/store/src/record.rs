@@ -158,6 +158,10 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<EventRecord>, StoreError>;
 
+    /// How many objects match the query's kind, namespace and index
+    /// columns (its selector, limit and token are ignored).
+    async fn count(&self, query: ListQuery) -> Result<u64, StoreError>;
+
     /// Succeeds when the store can serve reads and writes.
     async fn ping(&self) -> Result<(), StoreError>;
 }

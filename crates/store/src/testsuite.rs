@@ -32,6 +32,33 @@ where
     expired_keys_are_replaced_and_purged(&*new_store().await).await;
     concurrent_claims_of_one_key_have_one_winner(new_store().await).await;
     events_are_numbered_per_execution_in_order(&*new_store().await).await;
+    count_follows_the_index_columns(&*new_store().await).await;
+}
+
+/// Counts use the same index filters as lists, checksum included.
+pub async fn count_follows_the_index_columns(store: &dyn Store) {
+    for (name, execution, checksum) in [
+        ("1", "run", "a"),
+        ("2", "run", "a"),
+        ("3", "run", "b"),
+        ("4", "other", "a"),
+    ] {
+        let mut r = record("ToolCall", "ns", name);
+        r.index.execution = Some(execution.into());
+        r.index.checksum = Some(checksum.into());
+        store.create(r, Durability::Sync).await.expect("create");
+    }
+    let mut q = query("ToolCall", "ns", 1);
+    assert_eq!(
+        store.count(q.clone()).await.expect("count"),
+        4,
+        "limit does not cap a count"
+    );
+    q.index.execution = Some("run".into());
+    q.index.checksum = Some("a".into());
+    assert_eq!(store.count(q.clone()).await.expect("count"), 2);
+    q.namespace = "elsewhere".into();
+    assert_eq!(store.count(q).await.expect("count"), 0);
 }
 
 /// Events get 1, 2, 3... per execution, and list oldest first after a cursor.
@@ -401,7 +428,7 @@ pub async fn list_filters_on_index_and_labels(store: &dyn Store) {
         r.index = IndexFields {
             tool: Some(tool.into()),
             phase: Some(phase.into()),
-            execution: None,
+            ..IndexFields::default()
         };
         r.labels.insert("team".into(), team.into());
         store.create(r, Durability::Sync).await.expect("create");

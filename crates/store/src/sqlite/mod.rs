@@ -196,6 +196,12 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn count(&self, query: ListQuery) -> Result<u64, StoreError> {
+        self.readers
+            .run(move |conn| rows::count(conn, &query))
+            .await
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         if self.writes.is_closed() {
             return Err(StoreError::Unavailable("the writer has stopped".to_owned()));

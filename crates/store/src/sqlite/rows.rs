@@ -10,26 +10,32 @@ use super::unavailable;
 use crate::{EventRecord, IdempotencyClaim, ListQuery, Page, Record, StoreError};
 
 const COLUMNS: &str =
-    "seq, kind, namespace, name, resource_version, labels, tool, phase, execution, body";
+    "seq, kind, namespace, name, resource_version, labels, tool, phase, execution, checksum, body";
+
+/// A record's values in the order of `COLUMNS` after `seq`, bound as ?1..?10
+/// by both the insert and the update.
+fn row_values(r: &Record) -> rusqlite::Result<Vec<SqlValue>> {
+    Ok(vec![
+        r.kind.clone().into(),
+        r.namespace.clone().into(),
+        r.name.clone().into(),
+        version_to_sql(r.resource_version)?.into(),
+        labels_to_sql(&r.labels).into(),
+        r.index.tool.clone().into(),
+        r.index.phase.clone().into(),
+        r.index.execution.clone().into(),
+        r.index.checksum.clone().into(),
+        r.body.clone().into(),
+    ])
+}
 
 pub(super) fn insert(conn: &Connection, r: &Record) -> Result<(), StoreError> {
-    let result = conn.prepare_cached(
-        "INSERT INTO objects (kind, namespace, name, resource_version, labels, tool, phase, execution, body)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )
-    .and_then(|mut stmt| {
-        stmt.execute(params![
-            r.kind,
-            r.namespace,
-            r.name,
-            version_to_sql(r.resource_version)?,
-            labels_to_sql(&r.labels),
-            r.index.tool,
-            r.index.phase,
-            r.index.execution,
-            r.body
-        ])
-    });
+    let result = conn
+        .prepare_cached(
+            "INSERT INTO objects (kind, namespace, name, resource_version, labels, tool, phase, execution, checksum, body)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )
+        .and_then(|mut stmt| stmt.execute(rusqlite::params_from_iter(row_values(r)?)));
     match result {
         Ok(_) => Ok(()),
         Err(e) if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
@@ -92,22 +98,14 @@ pub(super) fn update(
 ) -> Result<(), StoreError> {
     let changed = conn
         .prepare_cached(
-            "UPDATE objects SET resource_version = ?4, labels = ?5, tool = ?6, phase = ?7, execution = ?8, body = ?9
-             WHERE kind = ?1 AND namespace = ?2 AND name = ?3 AND resource_version = ?10",
+            "UPDATE objects SET resource_version = ?4, labels = ?5, tool = ?6, phase = ?7, execution = ?8,
+             checksum = ?9, body = ?10
+             WHERE kind = ?1 AND namespace = ?2 AND name = ?3 AND resource_version = ?11",
         )
         .and_then(|mut stmt| {
-            stmt.execute(params![
-                r.kind,
-                r.namespace,
-                r.name,
-                version_to_sql(r.resource_version)?,
-                labels_to_sql(&r.labels),
-                r.index.tool,
-                r.index.phase,
-                r.index.execution,
-                r.body,
-                version_to_sql(expected_version)?
-            ])
+            let mut values = row_values(r)?;
+            values.push(version_to_sql(expected_version)?.into());
+            stmt.execute(rusqlite::params_from_iter(values))
         })
         .map_err(unavailable)?;
     if changed == 1 {
@@ -164,10 +162,9 @@ pub(super) fn get(
         })
 }
 
-/// Lists newest first. Label selectors are applied while stepping through the
-/// rows, so a page is always full unless the list is exhausted.
-pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError> {
-    let mut sql = format!("SELECT {COLUMNS} FROM objects WHERE kind = ?");
+/// `{select} WHERE ...` for the query's kind, namespace and index columns.
+fn filtered(select: &str, q: &ListQuery) -> (String, Vec<SqlValue>) {
+    let mut sql = format!("{select} WHERE kind = ?");
     let mut args: Vec<SqlValue> = vec![q.kind.clone().into()];
     if !q.namespace.is_empty() {
         sql.push_str(" AND namespace = ?");
@@ -177,6 +174,7 @@ pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError>
         ("tool", &q.index.tool),
         ("phase", &q.index.phase),
         ("execution", &q.index.execution),
+        ("checksum", &q.index.checksum),
     ];
     for (column, value) in filters {
         if let Some(value) = value {
@@ -184,6 +182,23 @@ pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError>
             args.push(value.clone().into());
         }
     }
+    (sql, args)
+}
+
+/// How many objects match the query's kind, namespace and index columns.
+pub(super) fn count(conn: &Connection, q: &ListQuery) -> Result<u64, StoreError> {
+    let (sql, args) = filtered("SELECT COUNT(*) FROM objects", q);
+    let n: i64 = conn
+        .prepare_cached(&sql)
+        .and_then(|mut stmt| stmt.query_row(rusqlite::params_from_iter(args), |r| r.get(0)))
+        .map_err(unavailable)?;
+    Ok(u64::try_from(n).unwrap_or_default())
+}
+
+/// Lists newest first. Label selectors are applied while stepping through the
+/// rows, so a page is always full unless the list is exhausted.
+pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError> {
+    let (mut sql, mut args) = filtered(&format!("SELECT {COLUMNS} FROM objects"), q);
     if let Some(token) = &q.continue_from {
         let seq: i64 = token.parse().map_err(|_| {
             StoreError::InvalidArgument(format!("invalid continue token {token:?}"))
@@ -227,8 +242,9 @@ fn record(row: &Row<'_>) -> rusqlite::Result<(i64, Record)> {
             tool: row.get(6)?,
             phase: row.get(7)?,
             execution: row.get(8)?,
+            checksum: row.get(9)?,
         },
-        body: row.get(9)?,
+        body: row.get(10)?,
     };
     Ok((row.get(0)?, record))
 }
