@@ -152,7 +152,7 @@ impl Store for SqliteStore {
             expected_version,
         };
         match self.write(write, Durability::Sync).await? {
-            Written::Removed(record) => Ok(record),
+            Written::Removed(record) => Ok(*record),
             _ => Err(StoreError::Unavailable(
                 "delete returned no record".to_owned(),
             )),

@@ -43,7 +43,7 @@ pub(super) struct WriteRequest {
 /// What a write hands back.
 pub(super) enum Written {
     Nothing,
-    Removed(Record),
+    Removed(Box<Record>),
     Purged(usize),
     Appended(u64),
 }
@@ -141,7 +141,8 @@ fn apply(conn: &Connection, write: &Write) -> Result<Written, StoreError> {
             namespace,
             name,
             expected_version,
-        } => rows::delete(conn, kind, namespace, name, *expected_version).map(Written::Removed),
+        } => rows::delete(conn, kind, namespace, name, *expected_version)
+            .map(|r| Written::Removed(Box::new(r))),
         Write::PurgeKeys { now_ms } => rows::purge_keys(conn, *now_ms).map(Written::Purged),
         Write::AppendEvent(event) => rows::append_event(conn, event).map(Written::Appended),
     }
