@@ -352,3 +352,38 @@ async fn events_stream_live_and_the_cli_prints_them() {
     assert_eq!(text.lines().count(), 4, "{text}");
     assert!(text.lines().nth(3).unwrap().contains("tool_completed") && text.contains("second"));
 }
+
+#[tokio::test]
+async fn joch_logs_follow_prints_events_as_they_happen() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let (_webhook, joch) = setup().await;
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_joch"))
+        .args(["logs", "-e", "run-1", "-n", NS, "-f"])
+        .env("JOCH_SERVER", &joch.base)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = follower.stdout.take().unwrap();
+    let lines = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .take(2)
+            .collect::<Vec<_>>()
+    });
+    // The follower is already waiting when the call happens.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    joch.post_call(in_run("live", json!({}))).await;
+    let lines = tokio::time::timeout(Duration::from_secs(10), lines)
+        .await
+        .expect("lines arrive live")
+        .unwrap();
+    let _ = follower.kill();
+    assert!(
+        lines[0].contains("policy_decision") && lines[0].contains("live"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("tool_completed"), "{lines:?}");
+}
