@@ -381,6 +381,7 @@ async fn joch_logs_follow_prints_events_as_they_happen() {
         .expect("lines arrive live")
         .unwrap();
     let _ = follower.kill();
+    let _ = follower.wait();
     assert!(
         lines[0].contains("policy_decision") && lines[0].contains("live"),
         "{lines:?}"
