@@ -32,6 +32,8 @@ pub struct Invocation<'a> {
     /// What a declarative tool reads: its Endpoints and its context. `None`
     /// for other backends.
     pub actions: Option<&'a ActionInputs>,
+    /// The upstream server of an MCP tool, as stored. `None` for other backends.
+    pub mcp_server: Option<&'a crate::McpServer>,
 }
 
 /// The resources and state a declarative tool runs with, loaded by the engine.
@@ -57,4 +59,17 @@ pub trait ToolBackend: Send + Sync {
     /// the engine records as a Failed call. Must not retry a tool that is not
     /// idempotent.
     async fn invoke(&self, invocation: Invocation<'_>) -> Result<Value, ToolFailure>;
+
+    /// The backend's way to list a server's tools, if it has servers.
+    fn discovery(&self) -> Option<&dyn ToolDiscovery> {
+        None
+    }
+}
+
+/// Lists the tools an upstream server offers.
+#[async_trait]
+pub trait ToolDiscovery: Send + Sync {
+    /// The server's tool definitions, each as the server sent it (MCP's
+    /// `Tool` shape: `name`, `description`, `inputSchema`, `annotations`...).
+    async fn list_tools(&self, server: &crate::McpServer) -> Result<Vec<Value>, ToolFailure>;
 }

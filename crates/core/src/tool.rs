@@ -151,6 +151,8 @@ pub enum Backend {
     Rest(RestBackend),
     /// Declarative actions (seed 002).
     Actions(crate::actions::ActionsBackend),
+    /// A tool of an upstream MCP server (made by joch from an `McpServer`).
+    Mcp(crate::mcp::McpBackend),
     /// Does nothing and returns `{}`: a built-in tool for measuring joch itself.
     Noop {},
 }
@@ -161,6 +163,7 @@ impl Backend {
         match self {
             Backend::Rest(_) => "rest",
             Backend::Actions(_) => "actions",
+            Backend::Mcp(_) => "mcp",
             Backend::Noop {} => "noop",
         }
     }
@@ -286,7 +289,13 @@ impl Object for Tool {
                     "a declarative tool needs at least one action",
                 ));
             }
-            Backend::Actions(_) | Backend::Noop {} => {}
+            Backend::Mcp(mcp) if mcp.server.is_empty() || mcp.tool.is_empty() => {
+                errors.push(field(
+                    "spec.backend",
+                    "an MCP tool names its server and the tool on it",
+                ));
+            }
+            Backend::Actions(_) | Backend::Mcp(_) | Backend::Noop {} => {}
         }
         if errors.is_empty() {
             Ok(())

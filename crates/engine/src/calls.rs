@@ -20,6 +20,7 @@ use joch_store::{Durability, StoreError};
 use serde_json::{Map, Value, json};
 
 use crate::approvals::Deferral;
+use crate::mcp::SCHEMA_DRIFT_POLICY;
 use crate::hooks::{REPLAY_OVERRIDE_ANNOTATION, refusal};
 use crate::idempotency;
 use crate::policy::{self, Decision, Effect, Facts};
@@ -243,6 +244,27 @@ impl Engine {
                 reason.to_owned(),
             );
             rejection.get_or_insert(skipped);
+        }
+        if rejection.is_none() {
+            if let Some(reason) = self.drift_block(&tool).await? {
+                telemetry::record_decisions(
+                    &mut call,
+                    vec![HookDecision {
+                        hook: Hook::Request.step().to_owned(),
+                        decision: "deny".to_owned(),
+                        policy_id: Some(SCHEMA_DRIFT_POLICY.to_owned()),
+                        policy_version: None,
+                        reason: Some(reason.clone()),
+                    }],
+                );
+                rejection = Some(Rejection::refused(
+                    &call,
+                    Phase::Denied,
+                    "Tool quarantined",
+                    "tool_quarantined",
+                    reason,
+                ));
+            }
         }
         let policies = match skip {
             Some(_) => Vec::new(),

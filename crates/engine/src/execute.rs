@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use joch_core::patch::apply_patch;
 use joch_core::redact::{REDACTED, redact_fields};
-use joch_core::{Backend, CallError, Hook, Invocation, Phase, ToolCall};
+use joch_core::{Backend, CallError, Hook, Invocation, McpServer, Phase, ToolCall};
 use joch_store::Durability;
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -64,6 +64,27 @@ impl Engine {
             }
             _ => None,
         };
+        let mcp_server = match &tool.spec.backend {
+            Backend::Mcp(mcp) => match self
+                .inner
+                .store
+                .get_object::<McpServer>(&call.metadata.namespace, &mcp.server)
+                .await
+            {
+                Ok(server) => Some(server),
+                Err(joch_store::StoreError::NotFound { .. }) => {
+                    let error = CallError::new(
+                        "mcp_server_missing",
+                        format!("McpServer {:?} no longer exists", mcp.server),
+                    );
+                    return self
+                        .settle(call, Phase::Failed, None, Some(error), None)
+                        .await;
+                }
+                Err(e) => return Err(e.into()),
+            },
+            _ => None,
+        };
         // A call recovered after a crash is already Running: this is its next attempt.
         if call.status.phase != Phase::Running {
             call.transition(Phase::Running)?;
@@ -94,6 +115,7 @@ impl Engine {
                 .as_ref()
                 .and_then(|s| s.idempotency_key.as_deref()),
             actions: action_inputs.as_ref(),
+            mcp_server: mcp_server.as_ref(),
         };
         let result = backend.invoke(invocation).await;
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -45,6 +45,11 @@ impl Configurable for Tool {
                 .into_iter()
                 .map(|(at, name)| (format!("{at}.endpoint"), Endpoint::KIND, name.to_owned()))
                 .collect(),
+            Backend::Mcp(mcp) => vec![(
+                "spec.backend.server".to_owned(),
+                joch_core::McpServer::KIND,
+                mcp.server.clone(),
+            )],
             _ => Vec::new(),
         }
     }

@@ -57,6 +57,7 @@ async fn invoke_with_key(
             attempt: 1,
             idempotency_key,
             actions: None,
+            mcp_server: None,
         })
         .await
 }

@@ -5,6 +5,7 @@ mod approvals;
 mod contexts;
 mod executions;
 mod health;
+mod mcpservers;
 mod namespaces;
 mod resources;
 mod toolcalls;
@@ -12,7 +13,9 @@ mod toolcalls;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use joch_core::{API_VERSION, Endpoint, Execution, Object, Policy, StandingApproval, Tool};
+use joch_core::{
+    API_VERSION, Endpoint, Execution, McpServer, Object, Policy, StandingApproval, Tool,
+};
 use joch_engine::ListParams;
 use joch_engine::ObjectList;
 use resources::{create, delete, get as read, list, replace};
@@ -87,6 +90,24 @@ pub(crate) fn routes() -> Router<AppState> {
             get(read::<Endpoint>)
                 .put(replace::<Endpoint>)
                 .delete(delete::<Endpoint>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/mcpservers",
+            get(list::<McpServer>).post(mcpservers::create),
+        )
+        .route(
+            "/v1/namespaces/{ns}/mcpservers/{name}",
+            get(read::<McpServer>)
+                .put(mcpservers::replace)
+                .delete(mcpservers::delete),
+        )
+        .route(
+            "/v1/namespaces/{ns}/mcpservers/{name}/accept",
+            post(mcpservers::accept),
+        )
+        .route(
+            "/v1/namespaces/{ns}/mcpservers/{name}/refresh",
+            post(mcpservers::refresh),
         )
         .route(
             "/v1/namespaces/{ns}/callcontexts/{name}",

@@ -52,7 +52,7 @@ pub(crate) async fn list<T: Configurable>(
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct DeleteParams {
-    resource_version: Option<String>,
+    pub(crate) resource_version: Option<String>,
 }
 
 pub(crate) async fn delete<T: Configurable>(

@@ -1,0 +1,572 @@
+//! The `McpServer` resource: an upstream MCP server whose tools joch
+//! governs. joch connects to it, lists its tools and keeps each as a `Tool`
+//! named `<server>.<tool>`; a tool whose definition later changes (the "rug
+//! pull") is handled as `spec.discovery.onSchemaDrift` says.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::endpoint::SecretSource;
+use crate::names::validate_name;
+use crate::object::{Object, check_type};
+use crate::tool::{Observability, SideEffectLevel, SideEffects, ToolSpec};
+use crate::{Backend, FieldError, ObjectMeta, Time, Tool, ValidationError};
+
+/// Label on every Tool made from an upstream server's tool: the server's name.
+pub const SERVER_LABEL: &str = "joch.dev/mcp-server";
+
+/// An upstream MCP server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpServer {
+    /// Always `joch.dev/v1alpha1`.
+    #[serde(default = "api_version")]
+    pub api_version: String,
+    /// Always `McpServer`.
+    #[serde(default = "server_kind")]
+    pub kind: String,
+    /// Name (the prefix of its tools' names), namespace.
+    pub metadata: ObjectMeta,
+    /// How to reach it and how to treat its tools.
+    pub spec: McpServerSpec,
+    /// What joch last saw of it. Set by joch only.
+    #[serde(default)]
+    pub status: McpServerStatus,
+}
+
+fn api_version() -> String {
+    crate::API_VERSION.to_owned()
+}
+
+fn server_kind() -> String {
+    McpServer::KIND.to_owned()
+}
+
+/// `McpServer.spec`: exactly one of `stdio` and `http`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpServerSpec {
+    /// A local process joch starts and speaks to over stdin/stdout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdio: Option<StdioTransport>,
+    /// A streamable HTTP endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpTransport>,
+    /// Per-tool settings that override what the server's annotations imply,
+    /// by upstream tool name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, ToolOverride>,
+    /// When to re-list tools and what a changed definition does.
+    #[serde(default)]
+    pub discovery: Discovery,
+    /// Give up on one call after this long (default 30 000 ms).
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_timeout_ms() -> u64 {
+    30_000
+}
+
+/// `spec.stdio`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StdioTransport {
+    /// The program, e.g. `npx`.
+    pub command: String,
+    /// Its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Environment variables set for it (beside joch's own).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+/// `spec.http`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpTransport {
+    /// `http://` or `https://` URL of the MCP endpoint.
+    pub url: String,
+    /// Plain headers, recorded as written.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Headers whose values are read from the environment or a file when
+    /// joch connects; only the reference is stored.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_headers: BTreeMap<String, SecretSource>,
+}
+
+/// `spec.tools.<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolOverride {
+    /// Replaces the side effects derived from the tool's annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side_effects: Option<SideEffects>,
+    /// What of its calls is kept in records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observability: Option<Observability>,
+}
+
+/// `spec.discovery`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Discovery {
+    /// Re-list the server's tools this often, e.g. `30s`, `5m`, `1h`
+    /// (default: only when the resource changes, joch starts, or the server
+    /// reconnects).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_interval: Option<String>,
+    /// What a changed tool definition does.
+    #[serde(default)]
+    pub on_schema_drift: DriftAction,
+}
+
+/// `spec.discovery.onSchemaDrift`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriftAction {
+    /// The tool's calls are denied from the moment its definition changes
+    /// until an admin accepts the new one (`joch mcp accept`), even if the
+    /// server later changes it back.
+    #[default]
+    Quarantine,
+    /// A `warning` is recorded and the new definition is adopted.
+    Alert,
+    /// The tool's calls are denied while its definition differs from the
+    /// accepted one; they work again if the server reverts, or once the new
+    /// definition is accepted.
+    Deny,
+}
+
+/// `McpServer.status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpServerStatus {
+    /// `Connected` after a successful listing, `Unavailable` after a failed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Why the last listing failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the tools were last listed (successfully or not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_refresh_at: Option<Time>,
+    /// Consecutive failed listings, for the reconnect backoff.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures: u32,
+    /// The server's tools as joch knows them, by upstream name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, UpstreamToolState>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// What joch knows of one upstream tool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpstreamToolState {
+    /// Hash of the definition the Tool was made from.
+    pub accepted_hash: String,
+    /// Hash of the definition the server last listed.
+    pub discovered_hash: String,
+    /// Set when the definition changed under `quarantine`; cleared by accepting.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quarantined: bool,
+    /// When the server's definition was first seen to differ from the accepted one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_detected_at: Option<Time>,
+    /// The definition awaiting acceptance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_definition: Option<Value>,
+}
+
+impl UpstreamToolState {
+    /// Why calls of this tool are denied, if they are.
+    pub fn blocked(&self, action: DriftAction) -> Option<String> {
+        let drifted = self.accepted_hash != self.discovered_hash;
+        if self.quarantined {
+            Some("the upstream tool's definition changed; it is quarantined until an admin accepts it (joch mcp accept)".to_owned())
+        } else if drifted && action == DriftAction::Deny {
+            Some("the upstream tool's definition differs from the accepted one".to_owned())
+        } else {
+            None
+        }
+    }
+}
+
+/// What a listing means for one tool, given what joch knew of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reconciled {
+    /// New, unchanged, or changed and adopted (`alert`): make the Tool from
+    /// this definition.
+    Adopt {
+        /// True when an earlier, different definition was replaced.
+        drifted: bool,
+    },
+    /// Changed, not adopted: keep the Tool as it is.
+    Hold {
+        /// True the first time this change is seen.
+        newly_drifted: bool,
+    },
+}
+
+/// Folds a freshly listed definition into a tool's state.
+pub fn reconcile(
+    known: Option<&UpstreamToolState>,
+    definition: &Value,
+    action: DriftAction,
+    now: Time,
+) -> (UpstreamToolState, Reconciled) {
+    let hash = definition_hash(definition);
+    let Some(known) = known else {
+        let state = UpstreamToolState {
+            accepted_hash: hash.clone(),
+            discovered_hash: hash,
+            ..UpstreamToolState::default()
+        };
+        return (state, Reconciled::Adopt { drifted: false });
+    };
+    let mut state = known.clone();
+    let newly_drifted = hash != known.discovered_hash && hash != known.accepted_hash;
+    state.discovered_hash = hash.clone();
+    if hash == known.accepted_hash && !known.quarantined {
+        state.drift_detected_at = None;
+        state.pending_definition = None;
+        return (state, Reconciled::Hold { newly_drifted });
+    }
+    if hash == known.accepted_hash {
+        return (state, Reconciled::Hold { newly_drifted });
+    }
+    match action {
+        DriftAction::Alert => {
+            state.accepted_hash = hash;
+            state.drift_detected_at = None;
+            state.pending_definition = None;
+            (state, Reconciled::Adopt { drifted: true })
+        }
+        DriftAction::Quarantine | DriftAction::Deny => {
+            if action == DriftAction::Quarantine {
+                state.quarantined = true;
+            }
+            if newly_drifted || state.drift_detected_at.is_none() {
+                state.drift_detected_at = Some(now);
+            }
+            state.pending_definition = Some(definition.clone());
+            (state, Reconciled::Hold { newly_drifted })
+        }
+    }
+}
+
+/// Hash of what a model and a policy see of an upstream tool: its name,
+/// title, description, schemas and annotations (RFC 8785, sha256).
+pub fn definition_hash(definition: &Value) -> String {
+    let seen = json!({
+        "name": definition.get("name"),
+        "title": definition.get("title"),
+        "description": definition.get("description"),
+        "inputSchema": definition.get("inputSchema"),
+        "outputSchema": definition.get("outputSchema"),
+        "annotations": definition.get("annotations"),
+    });
+    crate::checksum::digest(&seen).unwrap_or_default()
+}
+
+/// The side effects an upstream tool's annotations claim. MCP's defaults
+/// apply to absent hints (`destructiveHint` and `openWorldHint` default to
+/// true); a tool with no annotations at all is `unknown`.
+pub fn side_effects_from_annotations(annotations: Option<&Value>) -> SideEffects {
+    let Some(annotations) = annotations.filter(|a| a.is_object()) else {
+        return SideEffects::default();
+    };
+    let hint = |name: &str| annotations.get(name).and_then(Value::as_bool);
+    let idempotent = hint("idempotentHint").unwrap_or(false);
+    let (level, idempotent) = if hint("readOnlyHint") == Some(true) {
+        (SideEffectLevel::ReadOnly, true)
+    } else if hint("destructiveHint").unwrap_or(true) || hint("openWorldHint").unwrap_or(true) {
+        (SideEffectLevel::ExternalWrite, idempotent)
+    } else {
+        (SideEffectLevel::LocalWrite, idempotent)
+    };
+    SideEffects {
+        level,
+        idempotent,
+        ..SideEffects::default()
+    }
+}
+
+impl McpServer {
+    /// The name of the Tool made from upstream tool `tool`.
+    pub fn tool_name(&self, tool: &str) -> String {
+        format!("{}.{tool}", self.metadata.name)
+    }
+
+    /// The Tool joch keeps for an upstream definition (as the server listed it).
+    pub fn tool_from(&self, definition: &Value) -> Result<Tool, String> {
+        let upstream = definition
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or("the server listed a tool without a name")?;
+        let overrides = self.spec.tools.get(upstream);
+        let side_effects = overrides
+            .and_then(|o| o.side_effects.clone())
+            .unwrap_or_else(|| side_effects_from_annotations(definition.get("annotations")));
+        let mut metadata = ObjectMeta {
+            name: self.tool_name(upstream),
+            namespace: self.metadata.namespace.clone(),
+            ..ObjectMeta::default()
+        };
+        metadata
+            .labels
+            .insert(SERVER_LABEL.to_owned(), self.metadata.name.clone());
+        Ok(Tool {
+            api_version: crate::API_VERSION.to_owned(),
+            kind: Tool::KIND.to_owned(),
+            metadata,
+            spec: ToolSpec {
+                description: definition
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                input_schema: definition
+                    .get("inputSchema")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object"})),
+                output_schema: definition.get("outputSchema").cloned(),
+                side_effects,
+                observability: overrides
+                    .and_then(|o| o.observability.clone())
+                    .unwrap_or_default(),
+                backend: Backend::Mcp(McpBackend {
+                    server: self.metadata.name.clone(),
+                    tool: upstream.to_owned(),
+                }),
+            },
+        })
+    }
+
+    /// How often to re-list tools, if periodically.
+    pub fn refresh_interval(&self) -> Option<std::time::Duration> {
+        self.spec
+            .discovery
+            .refresh_interval
+            .as_deref()
+            .and_then(|text| parse_duration(text).ok())
+    }
+}
+
+/// `backend` of `type: mcp`: a tool of an upstream MCP server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpBackend {
+    /// The `McpServer` in the tool's namespace.
+    pub server: String,
+    /// The tool's name on that server.
+    pub tool: String,
+}
+
+/// Parses `500ms`, `30s`, `5m`, `1h` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 30s, 5m or 1h"))?;
+    let millis = match unit {
+        "ms" => number,
+        "" | "s" => number.saturating_mul(1_000),
+        "m" => number.saturating_mul(60_000),
+        "h" => number.saturating_mul(3_600_000),
+        _ => return Err(format!("{text:?}: unit must be ms, s, m or h")),
+    };
+    Ok(std::time::Duration::from_millis(millis))
+}
+
+impl Object for McpServer {
+    const KIND: &'static str = "McpServer";
+    const PLURAL: &'static str = "mcpservers";
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_type::<McpServer>(&self.api_version, &self.kind)?;
+        validate_name("metadata.name", &self.metadata.name)?;
+        let mut errors = Vec::new();
+        let mut problem = |field: &str, message: String| {
+            errors.push(FieldError {
+                field: field.to_owned(),
+                message,
+            })
+        };
+        match (&self.spec.stdio, &self.spec.http) {
+            (Some(stdio), None) if stdio.command.trim().is_empty() => {
+                problem("spec.stdio.command", "must not be empty".to_owned())
+            }
+            (None, Some(http))
+                if !(http.url.starts_with("http://") || http.url.starts_with("https://")) =>
+            {
+                problem(
+                    "spec.http.url",
+                    format!("must be an http:// or https:// URL, got {:?}", http.url),
+                )
+            }
+            (Some(_), None) | (None, Some(_)) => {}
+            _ => problem("spec", "give exactly one of stdio and http".to_owned()),
+        }
+        if let Some(http) = &self.spec.http {
+            for (header, source) in &http.secret_headers {
+                if source.env.is_some() == source.file.is_some() {
+                    problem(
+                        &format!("spec.http.secretHeaders.{header}"),
+                        "give exactly one of env or file".to_owned(),
+                    );
+                }
+            }
+        }
+        if let Some(interval) = &self.spec.discovery.refresh_interval {
+            match parse_duration(interval) {
+                Ok(d) if d.as_millis() < 100 => problem(
+                    "spec.discovery.refreshInterval",
+                    "must be at least 100ms".to_owned(),
+                ),
+                Ok(_) => {}
+                Err(e) => problem("spec.discovery.refreshInterval", e),
+            }
+        }
+        if self.spec.timeout_ms == 0 {
+            problem("spec.timeoutMs", "must be positive".to_owned());
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationError(errors))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> Time {
+        Time(chrono::DateTime::from_timestamp(seconds, 0).unwrap_or_default())
+    }
+
+    fn echo(description: &str) -> Value {
+        json!({"name": "echo", "description": description, "inputSchema": {"type": "object"}})
+    }
+
+    #[test]
+    fn annotations_map_to_side_effects() {
+        let cases = [
+            (None, SideEffectLevel::Unknown, false),
+            (
+                Some(json!({"readOnlyHint": true})),
+                SideEffectLevel::ReadOnly,
+                true,
+            ),
+            (Some(json!({})), SideEffectLevel::ExternalWrite, false),
+            (
+                Some(json!({"destructiveHint": true, "idempotentHint": true})),
+                SideEffectLevel::ExternalWrite,
+                true,
+            ),
+            (
+                Some(json!({"destructiveHint": false, "openWorldHint": false})),
+                SideEffectLevel::LocalWrite,
+                false,
+            ),
+        ];
+        for (annotations, level, idempotent) in cases {
+            let got = side_effects_from_annotations(annotations.as_ref());
+            assert_eq!(
+                (got.level, got.idempotent),
+                (level, idempotent),
+                "{annotations:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn hash_ignores_key_order_and_extra_fields() {
+        let a = json!({"name": "t", "inputSchema": {"a": 1, "b": 2}, "icons": []});
+        let b = json!({"inputSchema": {"b": 2, "a": 1}, "name": "t"});
+        assert_eq!(definition_hash(&a), definition_hash(&b));
+        assert_ne!(definition_hash(&a), definition_hash(&echo("x")));
+    }
+
+    #[test]
+    fn quarantine_is_sticky_until_accepted() {
+        let (first, outcome) = reconcile(None, &echo("v1"), DriftAction::Quarantine, at(1));
+        assert_eq!(outcome, Reconciled::Adopt { drifted: false });
+        assert_eq!(first.blocked(DriftAction::Quarantine), None);
+
+        let (drifted, outcome) = reconcile(
+            Some(&first),
+            &echo("v2"),
+            DriftAction::Quarantine,
+            at(2),
+        );
+        assert_eq!(outcome, Reconciled::Hold { newly_drifted: true });
+        assert!(drifted.blocked(DriftAction::Quarantine).is_some());
+        assert_eq!(drifted.pending_definition, Some(echo("v2")));
+
+        // The server reverting does not lift a quarantine.
+        let (reverted, _) = reconcile(
+            Some(&drifted),
+            &echo("v1"),
+            DriftAction::Quarantine,
+            at(3),
+        );
+        assert!(reverted.blocked(DriftAction::Quarantine).is_some());
+    }
+
+    #[test]
+    fn deny_lifts_when_the_server_reverts() {
+        let (first, _) = reconcile(None, &echo("v1"), DriftAction::Deny, at(1));
+        let (drifted, _) = reconcile(Some(&first), &echo("v2"), DriftAction::Deny, at(2));
+        assert!(drifted.blocked(DriftAction::Deny).is_some());
+        let (reverted, outcome) = reconcile(Some(&drifted), &echo("v1"), DriftAction::Deny, at(3));
+        assert_eq!(
+            outcome,
+            Reconciled::Hold {
+                newly_drifted: false
+            }
+        );
+        assert_eq!(reverted.blocked(DriftAction::Deny), None);
+    }
+
+    #[test]
+    fn alert_adopts_the_new_definition() {
+        let (first, _) = reconcile(None, &echo("v1"), DriftAction::Alert, at(1));
+        let (adopted, outcome) = reconcile(Some(&first), &echo("v2"), DriftAction::Alert, at(2));
+        assert_eq!(outcome, Reconciled::Adopt { drifted: true });
+        assert_eq!(adopted.accepted_hash, definition_hash(&echo("v2")));
+        assert_eq!(adopted.blocked(DriftAction::Alert), None);
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("30s"), Ok(std::time::Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m"), Ok(std::time::Duration::from_secs(300)));
+        assert_eq!(parse_duration("250ms"), Ok(std::time::Duration::from_millis(250)));
+        assert_eq!(parse_duration("2"), Ok(std::time::Duration::from_secs(2)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("3d").is_err());
+    }
+}
