@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use joch_core::actions::{Action, ContextChange};
-use joch_core::endpoint::SecretSource;
 use joch_core::expr::evaluate_bool;
 use joch_core::{Backend, Invocation, ToolBackend, ToolFailure};
 use serde_json::{Map, Value, json};
@@ -250,7 +249,7 @@ impl ActionsExecutor {
         let secrets = spec
             .secret_headers
             .iter()
-            .map(|(header, source)| Ok((header.clone(), secret(source)?)))
+            .map(|(header, source)| Ok((header.clone(), crate::secret(source)?)))
             .collect::<Result<BTreeMap<_, _>, String>>()?;
         self.webhook
             .send(&spec.as_rest(), &secrets, &body, &run.call)
@@ -266,18 +265,6 @@ impl Run<'_> {
             change.apply(scopes);
         }
         self.changes.push(change);
-    }
-}
-
-/// Reads a secret header's value; the value never leaves this call.
-fn secret(source: &SecretSource) -> Result<String, String> {
-    match (&source.env, &source.file) {
-        (Some(var), _) => std::env::var(var)
-            .map_err(|_| format!("secret environment variable {var:?} is not set")),
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .map(|s| s.trim().to_owned())
-            .map_err(|e| format!("secret file {path:?} cannot be read: {e}")),
-        (None, None) => Err("a secret header names no source".to_owned()),
     }
 }
 

@@ -8,9 +8,24 @@
 #![warn(missing_docs)]
 
 mod actions;
+mod mcp;
 mod noop;
 mod rest;
 
 pub use actions::ActionsExecutor;
+pub use mcp::McpClients;
 pub use noop::NoopBackend;
 pub use rest::{RestConfig, WebhookBackend, install_crypto_provider};
+
+/// Reads a secret header's value; the value never leaves the request it is
+/// sent with.
+fn secret(source: &joch_core::endpoint::SecretSource) -> Result<String, String> {
+    match (&source.env, &source.file) {
+        (Some(var), _) => std::env::var(var)
+            .map_err(|_| format!("secret environment variable {var:?} is not set")),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map(|s| s.trim().to_owned())
+            .map_err(|e| format!("secret file {path:?} cannot be read: {e}")),
+        (None, None) => Err("a secret header names no source".to_owned()),
+    }
+}

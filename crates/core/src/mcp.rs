@@ -516,23 +516,19 @@ mod tests {
         assert_eq!(outcome, Reconciled::Adopt { drifted: false });
         assert_eq!(first.blocked(DriftAction::Quarantine), None);
 
-        let (drifted, outcome) = reconcile(
-            Some(&first),
-            &echo("v2"),
-            DriftAction::Quarantine,
-            at(2),
+        let (drifted, outcome) =
+            reconcile(Some(&first), &echo("v2"), DriftAction::Quarantine, at(2));
+        assert_eq!(
+            outcome,
+            Reconciled::Hold {
+                newly_drifted: true
+            }
         );
-        assert_eq!(outcome, Reconciled::Hold { newly_drifted: true });
         assert!(drifted.blocked(DriftAction::Quarantine).is_some());
         assert_eq!(drifted.pending_definition, Some(echo("v2")));
 
         // The server reverting does not lift a quarantine.
-        let (reverted, _) = reconcile(
-            Some(&drifted),
-            &echo("v1"),
-            DriftAction::Quarantine,
-            at(3),
-        );
+        let (reverted, _) = reconcile(Some(&drifted), &echo("v1"), DriftAction::Quarantine, at(3));
         assert!(reverted.blocked(DriftAction::Quarantine).is_some());
     }
 
@@ -562,9 +558,18 @@ mod tests {
 
     #[test]
     fn durations_parse() {
-        assert_eq!(parse_duration("30s"), Ok(std::time::Duration::from_secs(30)));
-        assert_eq!(parse_duration("5m"), Ok(std::time::Duration::from_secs(300)));
-        assert_eq!(parse_duration("250ms"), Ok(std::time::Duration::from_millis(250)));
+        assert_eq!(
+            parse_duration("30s"),
+            Ok(std::time::Duration::from_secs(30))
+        );
+        assert_eq!(
+            parse_duration("5m"),
+            Ok(std::time::Duration::from_secs(300))
+        );
+        assert_eq!(
+            parse_duration("250ms"),
+            Ok(std::time::Duration::from_millis(250))
+        );
         assert_eq!(parse_duration("2"), Ok(std::time::Duration::from_secs(2)));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("3d").is_err());

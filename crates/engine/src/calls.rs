@@ -20,9 +20,9 @@ use joch_store::{Durability, StoreError};
 use serde_json::{Map, Value, json};
 
 use crate::approvals::Deferral;
-use crate::mcp::SCHEMA_DRIFT_POLICY;
 use crate::hooks::{REPLAY_OVERRIDE_ANNOTATION, refusal};
 use crate::idempotency;
+use crate::mcp::SCHEMA_DRIFT_POLICY;
 use crate::policy::{self, Decision, Effect, Facts};
 use crate::resources::admit;
 use crate::schema::Compiled;

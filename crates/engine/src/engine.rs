@@ -61,6 +61,9 @@ pub(crate) struct Inner {
     pub(crate) settled: watch::Sender<u64>,
     /// Bumped whenever an event is appended, so followers read at once.
     pub(crate) appended: watch::Sender<u64>,
+    /// Bumped whenever a Tool is created, replaced or deleted, so MCP
+    /// sessions can tell their clients the tool list changed.
+    pub(crate) tools_changed: watch::Sender<u64>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
 }
 
@@ -82,9 +85,16 @@ impl Engine {
                 config,
                 settled: watch::channel(0).0,
                 appended: watch::channel(0).0,
+                tools_changed: watch::channel(0).0,
                 policy,
             }),
         }
+    }
+
+    /// A receiver that changes whenever a Tool of any namespace is created,
+    /// replaced or deleted.
+    pub fn tool_changes(&self) -> watch::Receiver<u64> {
+        self.inner.tools_changed.subscribe()
     }
 
     /// The store, for health checks.
@@ -111,6 +121,10 @@ pub struct ListParams {
 }
 
 impl Inner {
+    pub(crate) fn touch_tools(&self) {
+        self.tools_changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     pub(crate) fn list_query(
         &self,
         namespace: &str,

@@ -6,9 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use joch_core::mcp::{Reconciled, SERVER_LABEL, reconcile};
-use joch_core::{
-    Backend, CallError, McpServer, Object, ToolDiscovery, ValidationError, Tool,
-};
+use joch_core::{Backend, CallError, McpServer, Object, Tool, ToolDiscovery, ValidationError};
 use joch_store::{Durability, ListQuery};
 use serde_json::{Value, json};
 
@@ -48,7 +46,11 @@ impl Engine {
     /// made, unchanged ones refreshed from the resource's overrides, changed
     /// ones adopted or held back, vanished ones removed. A server that
     /// cannot be reached is marked `Unavailable`; its Tools stay.
-    pub async fn sync_mcp_server(&self, namespace: &str, name: &str) -> Result<McpServer, EngineError> {
+    pub async fn sync_mcp_server(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<McpServer, EngineError> {
         let mut server: McpServer = self.inner.store.get_object(namespace, name).await?;
         let listed = match self.discovery() {
             Some(discovery) => discovery.list_tools(&server).await,
@@ -93,8 +95,12 @@ impl Engine {
                 continue;
             };
             let upstream = upstream.to_owned();
-            let (state, outcome) =
-                reconcile(server.status.tools.get(&upstream), &definition, action, now());
+            let (state, outcome) = reconcile(
+                server.status.tools.get(&upstream),
+                &definition,
+                action,
+                now(),
+            );
             let drifted = match outcome {
                 Reconciled::Adopt { drifted } => drifted,
                 Reconciled::Hold { newly_drifted } => newly_drifted,
@@ -177,7 +183,12 @@ impl Engine {
             return Ok(Err(e.to_string()));
         }
         let namespace = &server.metadata.namespace;
-        let existing: Option<Tool> = match self.inner.store.get_object(namespace, &tool.metadata.name).await {
+        let existing: Option<Tool> = match self
+            .inner
+            .store
+            .get_object(namespace, &tool.metadata.name)
+            .await
+        {
             Ok(existing) => Some(existing),
             Err(joch_store::StoreError::NotFound { .. }) => None,
             Err(e) => return Err(e.into()),
@@ -203,7 +214,11 @@ impl Engine {
         Ok(Ok(()))
     }
 
-    async fn remove_upstream_tool(&self, server: &McpServer, upstream: &str) -> Result<(), EngineError> {
+    async fn remove_upstream_tool(
+        &self,
+        server: &McpServer,
+        upstream: &str,
+    ) -> Result<(), EngineError> {
         let namespace = &server.metadata.namespace;
         let name = server.tool_name(upstream);
         match self.inner.store.get_object::<Tool>(namespace, &name).await {
@@ -212,6 +227,7 @@ impl Engine {
                     .store
                     .delete_object::<Tool>(namespace, &name, Some(&tool.metadata.resource_version))
                     .await?;
+                self.inner.touch_tools();
                 Ok(())
             }
             Ok(_) | Err(joch_store::StoreError::NotFound { .. }) => Ok(()),
@@ -333,7 +349,12 @@ impl Engine {
             limit: 10_000,
             ..ListQuery::default()
         };
-        let servers = self.inner.store.list_objects::<McpServer>(query).await?.items;
+        let servers = self
+            .inner
+            .store
+            .list_objects::<McpServer>(query)
+            .await?
+            .items;
         let at = now();
         for server in servers {
             let since = server
@@ -343,7 +364,9 @@ impl Engine {
             let due = match (since, server.status.phase.as_deref()) {
                 (None, _) => true,
                 (Some(since), Some("Unavailable")) => since >= backoff(server.status.failures),
-                (Some(since), _) => server.refresh_interval().is_some_and(|every| since >= every),
+                (Some(since), _) => server
+                    .refresh_interval()
+                    .is_some_and(|every| since >= every),
             };
             if due {
                 let (ns, name) = (&server.metadata.namespace, &server.metadata.name);

@@ -157,6 +157,7 @@ impl Engine {
             .store
             .create_object(&mut object, Durability::Sync)
             .await?;
+        self.touched::<T>();
         Ok(object)
     }
 
@@ -179,7 +180,14 @@ impl Engine {
             .store
             .update_object(&mut object, Durability::Sync)
             .await?;
+        self.touched::<T>();
         Ok(object)
+    }
+
+    fn touched<T: Object>(&self) {
+        if T::KIND == Tool::KIND {
+            self.inner.touch_tools();
+        }
     }
 
     /// Reads a resource.
@@ -210,11 +218,13 @@ impl Engine {
         resource_version: Option<&str>,
     ) -> Result<T, EngineError> {
         valid_namespace(namespace)?;
-        Ok(self
+        let deleted = self
             .inner
             .store
             .delete_object(namespace, name, resource_version)
-            .await?)
+            .await?;
+        self.touched::<T>();
+        Ok(deleted)
     }
 
     /// Reads a ToolCall.

@@ -54,6 +54,34 @@ pub enum Command {
     Deny(DecideArgs),
     /// Print an execution's event timeline.
     Logs(LogsArgs),
+    /// Serve a namespace's tools over MCP on stdin/stdout; `mcp accept`
+    /// adopts changed upstream tool definitions.
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    pub action: Option<McpAction>,
+    #[arg(short, long, global = true, default_value = "default")]
+    pub namespace: String,
+    /// Run the engine in this process on this SQLite file instead of
+    /// proxying to the server (`--server`).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpAction {
+    /// Accept the current upstream definition of a quarantined or drifted
+    /// tool (every held tool of the server when TOOL is omitted).
+    Accept {
+        /// The McpServer.
+        server: String,
+        /// The tool's name on that server (without the `server.` prefix).
+        tool: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -185,6 +213,8 @@ pub enum ResourceKind {
     Approvals,
     #[value(alias = "execution")]
     Executions,
+    #[value(alias = "mcpserver")]
+    Mcpservers,
 }
 
 impl ResourceKind {
@@ -195,6 +225,7 @@ impl ResourceKind {
             ResourceKind::Policies => "policies",
             ResourceKind::Approvals => "approvals",
             ResourceKind::Executions => "executions",
+            ResourceKind::Mcpservers => "mcpservers",
         }
     }
 }

@@ -5,6 +5,7 @@ mod cli;
 mod client;
 mod demo;
 mod logs;
+mod mcp;
 mod output;
 mod serve;
 
@@ -38,6 +39,7 @@ async fn main() -> std::process::ExitCode {
         Command::Approve(args) => output::decide(&cli.client, "approve", args).await,
         Command::Deny(args) => output::decide(&cli.client, "deny", args).await,
         Command::Logs(args) => logs::run(&cli.client, args).await,
+        Command::Mcp(args) => mcp::run(&cli.client, args).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -236,6 +236,37 @@ fn table(kind: ResourceKind, items: &[Value], wide: bool, now: DateTime<Utc>) ->
                 ]);
             }
         }
+        ResourceKind::Mcpservers => {
+            rows.push(
+                ["NAME", "TRANSPORT", "PHASE", "TOOLS", "HELD", "AGE"]
+                    .map(str::to_owned)
+                    .to_vec(),
+            );
+            for m in items {
+                let tools = m.pointer("/status/tools").and_then(Value::as_object);
+                let held = tools.map_or(0, |t| {
+                    t.values()
+                        .filter(|state| {
+                            state.get("quarantined") == Some(&Value::Bool(true))
+                                || state.get("acceptedHash") != state.get("discoveredHash")
+                        })
+                        .count()
+                });
+                let transport = if m.pointer("/spec/stdio").is_some() {
+                    "stdio"
+                } else {
+                    "http"
+                };
+                rows.push(vec![
+                    s(m, "/metadata/name"),
+                    transport.to_owned(),
+                    s(m, "/status/phase"),
+                    tools.map_or(0, |t| t.len()).to_string(),
+                    held.to_string(),
+                    age(m, now),
+                ]);
+            }
+        }
         ResourceKind::Executions => {
             rows.push(
                 ["NAME", "PHASE", "BATCHES", "FAIL-SAFE", "AGE"]

@@ -1,9 +1,10 @@
 //! `joch serve`: open the store, wire the engine and serve HTTP.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use joch_backends::{ActionsExecutor, NoopBackend, RestConfig, WebhookBackend};
+use joch_backends::{ActionsExecutor, McpClients, NoopBackend, RestConfig, WebhookBackend};
 use joch_core::ToolBackend;
 use joch_engine::policy::StandardPolicyEngine;
 use joch_engine::{Engine, EngineConfig, RecoveryReport};
@@ -16,16 +17,6 @@ use crate::cli::{ApprovalFallback, ServeArgs};
 use crate::demo;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&args.db)
-            .with_context(|| format!("cannot open the database {}", args.db.display()))?,
-    );
-    let webhook =
-        WebhookBackend::new(RestConfig::default()).context("cannot build the webhook client")?;
-    let actions = ActionsExecutor::new(webhook.clone());
-    let backends: Vec<Arc<dyn ToolBackend>> =
-        vec![Arc::new(webhook), Arc::new(actions), Arc::new(NoopBackend)];
-    let policy = Arc::new(StandardPolicyEngine::default());
     let config = EngineConfig {
         approval_timeout: std::time::Duration::from_secs(args.approval_timeout_seconds),
         approval_fallback: match args.approval_fallback {
@@ -34,12 +25,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         ..EngineConfig::default()
     };
-    let engine = Engine::new(store, backends, policy, config);
-    let recovered = engine
-        .recover()
-        .await
-        .context("cannot recover unfinished calls")?;
+    let (engine, recovered) = open_engine(&args.db, config).await?;
     engine.spawn_key_purger(std::time::Duration::from_secs(60));
+    engine.spawn_mcp_refresher(std::time::Duration::from_secs(1));
 
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
@@ -52,6 +40,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         engine.clone(),
         ServerConfig {
             max_body_bytes: args.max_body_bytes,
+            // On loopback, only loopback names may reach the MCP endpoint (a
+            // web page cannot rebind a DNS name onto it); elsewhere any.
+            mcp_allowed_hosts: if addr.ip().is_loopback() {
+                ServerConfig::default().mcp_allowed_hosts
+            } else {
+                Vec::new()
+            },
+            ..ServerConfig::default()
         },
     );
     app = app.route(
@@ -82,6 +78,34 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .context("server failed")?;
     tracing::info!("joch stopped");
     Ok(())
+}
+
+/// Opens the store, wires the backends and the engine, and finishes what a
+/// crash left unfinished.
+pub async fn open_engine(
+    db: &Path,
+    config: EngineConfig,
+) -> anyhow::Result<(Engine, RecoveryReport)> {
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(db)
+            .with_context(|| format!("cannot open the database {}", db.display()))?,
+    );
+    let webhook =
+        WebhookBackend::new(RestConfig::default()).context("cannot build the webhook client")?;
+    let actions = ActionsExecutor::new(webhook.clone());
+    let backends: Vec<Arc<dyn ToolBackend>> = vec![
+        Arc::new(webhook),
+        Arc::new(actions),
+        Arc::new(McpClients::new()),
+        Arc::new(NoopBackend),
+    ];
+    let policy = Arc::new(StandardPolicyEngine::default());
+    let engine = Engine::new(store, backends, policy, config);
+    let recovered = engine
+        .recover()
+        .await
+        .context("cannot recover unfinished calls")?;
+    Ok((engine, recovered))
 }
 
 async fn shutdown_signal() {

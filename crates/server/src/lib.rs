@@ -10,8 +10,10 @@
 mod api;
 mod error;
 mod extract;
+pub mod mcp;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -24,12 +26,20 @@ pub use error::ApiError;
 pub struct ServerConfig {
     /// Largest request body accepted, in bytes (default 4 MiB); larger is 413.
     pub max_body_bytes: usize,
+    /// `Host` headers the MCP endpoint accepts, against DNS rebinding
+    /// (default: loopback names only; empty accepts any).
+    pub mcp_allowed_hosts: Vec<String>,
+    /// How often an MCP call waiting for approval sends the client a
+    /// progress notification (default 1 s).
+    pub mcp_progress_every: Duration,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             max_body_bytes: 4 * 1024 * 1024,
+            mcp_allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+            mcp_progress_every: Duration::from_secs(1),
         }
     }
 }
@@ -46,6 +56,12 @@ pub struct AppState {
 /// The whole API as a router, ready to serve or to mount in a test.
 pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
+    let mcp = mcp::http_service(
+        engine.clone(),
+        &config.mcp_allowed_hosts,
+        config.mcp_progress_every,
+        limit,
+    );
     let state = AppState {
         engine,
         config: Arc::new(config),
@@ -53,4 +69,6 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     api::routes()
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
+        .route_service("/mcp", mcp.clone())
+        .route_service("/v1/namespaces/{ns}/mcp", mcp)
 }

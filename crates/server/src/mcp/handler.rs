@@ -1,0 +1,362 @@
+//! joch as an MCP server: `tools/list` shows a namespace's Tools and
+//! `tools/call` goes through the engine's call path, exactly like a POST to
+//! `/toolcalls`: recorded, decided on, possibly approved, then run.
+
+use std::time::Duration;
+
+use joch_core::names::{validate_name, validate_namespace};
+use joch_core::{Object, ObjectRef, Phase, Tool, ToolCall, ToolCallSpec};
+use joch_engine::{Engine, EngineError, ListParams};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Extensions, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler};
+use serde_json::Value;
+
+use super::convert::{call_result, is_mcp_tool, refused, tool_definition};
+
+/// Header naming the namespace when the endpoint is `/mcp`.
+pub const NAMESPACE_HEADER: &str = "joch-namespace";
+
+/// `params._meta` keys a client may send with `tools/call`.
+const META_AGENT: &str = "joch.dev/agent";
+const META_EXECUTION: &str = "joch.dev/execution";
+const META_CALLER: &str = "joch.dev/caller";
+const META_IDEMPOTENCY_KEY: &str = "joch.dev/idempotencyKey";
+
+/// One MCP session's view of joch.
+#[derive(Clone)]
+pub struct JochMcp {
+    engine: Engine,
+    /// Set for stdio, where there is no URL to name the namespace.
+    namespace: Option<String>,
+    /// Execution for calls of a stdio session (HTTP sessions use their
+    /// `Mcp-Session-Id`).
+    session: Option<String>,
+    /// How often a call waiting for approval tells the client so.
+    progress_every: Duration,
+}
+
+impl JochMcp {
+    /// A session over HTTP: the namespace comes from each request's URL or header.
+    pub fn for_http(engine: Engine, progress_every: Duration) -> Self {
+        Self {
+            engine,
+            namespace: None,
+            session: None,
+            progress_every,
+        }
+    }
+
+    /// A session over stdio, fixed to one namespace.
+    pub fn for_stdio(engine: Engine, namespace: String, progress_every: Duration) -> Self {
+        Self {
+            engine,
+            namespace: Some(namespace),
+            session: Some(format!("mcp-{}", uuid_like())),
+            progress_every,
+        }
+    }
+
+    /// `/v1/namespaces/{ns}/mcp`, else the `Joch-Namespace` header, else `default`.
+    fn namespace(&self, extensions: &Extensions) -> Result<String, ErrorData> {
+        if let Some(ns) = &self.namespace {
+            return Ok(ns.clone());
+        }
+        let parts = extensions.get::<axum::http::request::Parts>();
+        let from_path = parts.and_then(|p| {
+            p.uri
+                .path()
+                .strip_prefix("/v1/namespaces/")
+                .and_then(|rest| rest.split('/').next())
+                .map(str::to_owned)
+        });
+        let from_header = || {
+            parts
+                .and_then(|p| p.headers.get(NAMESPACE_HEADER))
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let ns = from_path
+            .or_else(from_header)
+            .unwrap_or_else(|| "default".to_owned());
+        validate_namespace(&ns).map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        Ok(ns)
+    }
+
+    fn session(&self, extensions: &Extensions) -> Option<String> {
+        self.session.clone().or_else(|| {
+            extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|p| p.headers.get("mcp-session-id"))
+                .and_then(|v| v.to_str().ok())
+                .map(|id| format!("mcp-{id}"))
+        })
+    }
+
+    async fn all_tools(&self, namespace: &str) -> Result<Vec<Tool>, EngineError> {
+        let mut tools = Vec::new();
+        let mut continue_token = None;
+        loop {
+            let page = self
+                .engine
+                .list_resources::<Tool>(
+                    namespace,
+                    ListParams {
+                        limit: Some(1000),
+                        continue_token,
+                        ..ListParams::default()
+                    },
+                )
+                .await?;
+            tools.extend(page.items);
+            match page.continue_token {
+                Some(token) => continue_token = Some(token),
+                None => break,
+            }
+        }
+        tools.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        Ok(tools)
+    }
+
+    /// The ToolCall a `tools/call` asks for, with what the session and
+    /// `_meta` say about who is calling.
+    fn call_for(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> ToolCall {
+        let meta = &context.meta;
+        let text = |key: &str| meta.get(key).and_then(Value::as_str).map(str::to_owned);
+        let agent = text(META_AGENT).or_else(|| context.client_info().map(|c| c.name));
+        let execution = text(META_EXECUTION).or_else(|| self.session(&context.extensions));
+        let as_ref = |name: Option<String>, field: &str| {
+            name.map(|n| sanitize(&n))
+                .filter(|n| validate_name(field, n).is_ok())
+                .map(ObjectRef::new)
+        };
+        let mut call = ToolCall {
+            api_version: joch_core::API_VERSION.to_owned(),
+            kind: ToolCall::KIND.to_owned(),
+            metadata: joch_core::ObjectMeta {
+                name: format!("mcp-{}", uuid_like()),
+                ..Default::default()
+            },
+            spec: ToolCallSpec {
+                execution_ref: as_ref(execution, "spec.executionRef.name"),
+                agent_ref: as_ref(agent, "spec.agentRef.name"),
+                tool_ref: ObjectRef::new(request.name.as_ref()),
+                input: Value::Object(request.arguments.clone().unwrap_or_default()),
+                side_effects: None,
+                approval: None,
+                hook_context: None,
+                caller_id: text(META_CALLER),
+                skill_names: Vec::new(),
+                context: None,
+                replay_of: None,
+                traceparent: meta.get_traceparent().map(str::to_owned),
+            },
+            status: Default::default(),
+        };
+        if let Some(key) = text(META_IDEMPOTENCY_KEY) {
+            call.spec.side_effects = Some(joch_core::CallSideEffects {
+                idempotency_key: Some(key),
+                ..Default::default()
+            });
+        }
+        call
+    }
+
+    /// Runs the call; while it waits for a person, tells a client that
+    /// asked for progress (`_meta.progressToken`) every `progress_every`.
+    async fn run_call(
+        &self,
+        namespace: &str,
+        call: ToolCall,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ToolCall, EngineError> {
+        let name = call.metadata.name.clone();
+        let engine = self.engine.clone();
+        let ns = namespace.to_owned();
+        // The call runs to its end even if the client goes away: it is recorded.
+        let mut running = tokio::spawn(async move { engine.call(&ns, call).await });
+        let token = context.meta.get_progress_token();
+        let mut ticker = tokio::time::interval(self.progress_every);
+        ticker.tick().await;
+        let mut reported = 0u32;
+        loop {
+            tokio::select! {
+                done = &mut running => {
+                    return match done {
+                        Ok(outcome) => Ok(outcome?.into_response()),
+                        Err(e) => Err(EngineError::Unavailable(format!("the call's task failed: {e}"))),
+                    };
+                }
+                _ = ticker.tick(), if token.is_some() => {
+                    if let Some(token) = &token {
+                        self.report_waiting(namespace, &name, token, &mut reported, &context.peer).await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn report_waiting(
+        &self,
+        namespace: &str,
+        name: &str,
+        token: &ProgressToken,
+        reported: &mut u32,
+        peer: &Peer<RoleServer>,
+    ) {
+        let Ok(call) = self.engine.get_call(namespace, name).await else {
+            return;
+        };
+        if call.status.phase != Phase::AwaitingApproval {
+            return;
+        }
+        *reported += 1;
+        let progress = ProgressNotificationParam::new(token.clone(), f64::from(*reported))
+            .with_message(format!(
+                "call {name} is waiting for approval (GET /v1/namespaces/{namespace}/approvals/{name})"
+            ));
+        let _ = peer.notify_progress(progress).await;
+    }
+
+    /// Tells the client whenever the namespace's tool list changes, until
+    /// the session ends.
+    fn watch_tools(&self, namespace: String, peer: Peer<RoleServer>) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut changes = this.engine.tool_changes();
+            let mut seen = this.fingerprint(&namespace).await;
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+                }
+                if peer.is_transport_closed() {
+                    return;
+                }
+                let now = this.fingerprint(&namespace).await;
+                if now != seen {
+                    seen = now;
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    async fn fingerprint(&self, namespace: &str) -> Vec<(String, String)> {
+        self.all_tools(namespace)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| (t.metadata.name, t.metadata.resource_version))
+            .collect()
+    }
+}
+
+impl ServerHandler for JochMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("joch", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Every tool call is recorded by joch and decided on by the namespace's policies. \
+             A refused call answers with isError and a JSON reason you can act on.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let namespace = self.namespace(&context.extensions)?;
+        let tools = self
+            .all_tools(&namespace)
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let tools = tools
+            .iter()
+            .map(|tool| {
+                serde_json::from_value(tool_definition(tool))
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+            })
+            .collect::<Result<Vec<rmcp::model::Tool>, _>>()?;
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let namespace = self.namespace(&context.extensions)?;
+        let call = self.call_for(&request, &context);
+        let tool_is_mcp = self
+            .engine
+            .get_resource::<Tool>(&namespace, request.name.as_ref())
+            .await
+            .is_ok_and(|tool| is_mcp_tool(&tool));
+        let result = match self.run_call(&namespace, call, &context).await {
+            Ok(settled) => call_result(&settled, tool_is_mcp),
+            Err(e) => {
+                let e = crate::ApiError::from(e);
+                refused(&e.code, &e.message)
+            }
+        };
+        let result: CallToolResult = serde_json::from_value(result)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(result.into())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Ok(namespace) = self.namespace(&context.extensions) {
+            self.watch_tools(namespace, context.peer.clone());
+        }
+    }
+}
+
+/// A name joch accepts, from free text such as an MCP client's name.
+fn sanitize(text: &str) -> String {
+    let cleaned: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    cleaned
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_owned()
+}
+
+fn uuid_like() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sanitize;
+
+    #[test]
+    fn client_names_become_valid_names() {
+        assert_eq!(sanitize("Claude Code"), "Claude-Code");
+        assert_eq!(sanitize("openai-agents/0.24"), "openai-agents-0.24");
+        assert_eq!(sanitize("  "), "");
+    }
+}
