@@ -1,0 +1,229 @@
+"""joch between the official MCP Python SDK client and the reference MCP
+server: every call an MCP client makes lands in the ledger, and every
+upstream tool is governed."""
+
+from __future__ import annotations
+
+import base64
+import json
+from contextlib import asynccontextmanager
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import NAMESPACE, http_everything, stdio_everything, wait_until
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+@asynccontextmanager
+async def http_session(url: str, on_message=None):
+    async with streamable_http_client(url) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            await session.initialize()
+            yield session
+
+
+def answer_of(result) -> dict:
+    """The JSON text of the first content block (joch's refusals are JSON)."""
+    return json.loads(result.content[0].text)
+
+
+def test_tools_of_an_upstream_server_are_called_and_recorded(joch):
+    server = joch.apply(stdio_everything())
+    assert server["status"]["phase"] == "Connected", server["status"]
+
+    async def scenario():
+        async with http_session(joch.mcp_url()) as session:
+            listed = {t.name: t for t in (await session.list_tools()).tools}
+            assert {"everything.echo", "everything.get-sum", "everything.get-tiny-image"} <= set(listed)
+            assert listed["everything.echo"].annotations.read_only_hint is True
+            assert "message" in listed["everything.echo"].input_schema["properties"]
+
+            echo = await session.call_tool(
+                "everything.echo", {"message": "hello joch"}, meta={"traceparent": TRACEPARENT}
+            )
+            assert not echo.is_error
+            assert echo.content[0].text == "Echo: hello joch"
+
+            total = await session.call_tool("everything.get-sum", {"a": 2, "b": 40})
+            assert not total.is_error
+            assert "42" in total.content[0].text
+
+            image = await session.call_tool("everything.get-tiny-image", {})
+            images = [c for c in image.content if c.type == "image"]
+            assert len(images) == 1 and images[0].mime_type == "image/png"
+            assert base64.b64decode(images[0].data).startswith(b"\x89PNG")
+
+    anyio.run(scenario)
+
+    calls = {c["spec"]["toolRef"]["name"]: c for c in joch.calls()}
+    echo = calls["everything.echo"]
+    assert echo["status"]["phase"] == "Succeeded"
+    assert echo["spec"]["input"] == {"message": "hello joch"}
+    assert echo["spec"]["traceparent"] == TRACEPARENT
+    assert echo["spec"]["sideEffects"] == {"level": "read_only", "idempotent": True}
+    assert echo["spec"]["agentRef"]["name"] == "mcp"  # the Python SDK's client name
+    assert echo["spec"]["executionRef"]["name"].startswith("mcp-")
+    assert echo["status"]["output"]["content"] == [{"type": "text", "text": "Echo: hello joch"}]
+    assert echo["status"]["attempts"] == 1
+    # One MCP session is one execution.
+    assert calls["everything.get-sum"]["spec"]["executionRef"] == echo["spec"]["executionRef"]
+    image = calls["everything.get-tiny-image"]["status"]["output"]["content"]
+    # Media stays media in the record: typed, with its MIME type, not flattened to text.
+    assert [c["type"] for c in image].count("image") == 1
+    assert any(c.get("mimeType") == "image/png" for c in image)
+
+
+def test_a_denial_reaches_the_client_as_an_error_result_with_the_reason(joch):
+    joch.apply(stdio_everything())
+    joch.apply(
+        {
+            "apiVersion": "joch.dev/v1alpha1",
+            "kind": "Policy",
+            "metadata": {"name": "no-sums"},
+            "spec": {
+                "version": "3",
+                "appliesTo": {"tools": ["everything.get-sum"]},
+                "rules": [
+                    {"name": "deny-sum", "action": {"deny": {"reason": "sums are done by hand here"}}}
+                ],
+            },
+        }
+    )
+
+    async def scenario():
+        async with http_session(joch.mcp_url()) as session:
+            denied = await session.call_tool("everything.get-sum", {"a": 1, "b": 2})
+            assert denied.is_error
+            answer = answer_of(denied)
+            assert answer["success"] is False
+            assert answer["reason"] == "sums are done by hand here"
+            assert answer["tool_call_id"].startswith("mcp-")
+            # Other tools still work in the same session.
+            assert not (await session.call_tool("everything.echo", {"message": "ok"})).is_error
+            return answer["tool_call_id"]
+
+    call_id = anyio.run(scenario)
+    record = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/toolcalls/{call_id}")
+    assert record["status"]["phase"] == "Denied"
+    decision = record["status"]["hookDecisions"][0]
+    assert decision["decision"] == "deny"
+    assert decision["policyId"] == "no-sums"
+    assert decision["policyVersion"] == "3"
+
+
+def test_a_deferred_call_reports_progress_and_ends_with_the_approved_result(joch):
+    joch.apply(stdio_everything())
+    joch.apply(
+        {
+            "apiVersion": "joch.dev/v1alpha1",
+            "kind": "Policy",
+            "metadata": {"name": "ask-first"},
+            "spec": {
+                "version": "1",
+                "appliesTo": {"tools": ["everything.echo"]},
+                "rules": [{"name": "echo-needs-a-person", "require": {"approval": "human"}}],
+            },
+        }
+    )
+    progress: list[str] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    async def approve_when_asked():
+        approval = await anyio.to_thread.run_sync(
+            lambda: wait_until(
+                lambda: joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/approvals")["items"],
+                "the approval",
+            )
+        )
+        await anyio.to_thread.run_sync(lambda: wait_until(lambda: progress, "a progress notification"))
+        name = approval[0]["metadata"]["name"]
+        await anyio.to_thread.run_sync(lambda: joch.cli("approve", name, "-n", NAMESPACE, "--by", "alice"))
+
+    async def scenario():
+        async with http_session(joch.mcp_url()) as session:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(approve_when_asked)
+                result = await session.call_tool(
+                    "everything.echo", {"message": "may I?"}, progress_callback=on_progress
+                )
+            return result
+
+    result = anyio.run(scenario)
+    assert not result.is_error
+    assert result.content[0].text == "Echo: may I?"
+    assert any("waiting for approval" in m for m in progress), progress
+    (record,) = joch.calls(tool="everything.echo")
+    assert record["status"]["phase"] == "Succeeded"
+    assert record["spec"]["approval"]["status"] == "approved"
+    assert record["spec"]["approval"]["approvedBy"] == "alice"
+
+
+def test_clients_are_told_when_the_namespace_tools_change(joch):
+    changed = anyio.Event()
+
+    async def on_message(message) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            changed.set()
+
+    async def scenario():
+        async with http_session(joch.mcp_url(), on_message) as session:
+            assert (await session.list_tools()).tools == []
+            await anyio.to_thread.run_sync(lambda: joch.apply(stdio_everything()))
+            with anyio.fail_after(20):
+                await changed.wait()
+            names = [t.name for t in (await session.list_tools()).tools]
+            assert "everything.echo" in names
+
+    anyio.run(scenario)
+
+
+def test_joch_mcp_on_stdio_proxies_to_the_server_and_records_the_calls(joch):
+    joch.apply(stdio_everything())
+    params = StdioServerParameters(
+        command=joch.bin, args=["--server", joch.base, "mcp", "--namespace", NAMESPACE]
+    )
+
+    async def scenario():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                names = [t.name for t in (await session.list_tools()).tools]
+                assert "everything.echo" in names
+                result = await session.call_tool("everything.echo", {"message": "over stdio"})
+                assert result.content[0].text == "Echo: over stdio"
+
+    anyio.run(scenario)
+    (record,) = joch.calls(tool="everything.echo")
+    assert record["status"]["phase"] == "Succeeded"
+    assert record["spec"]["agentRef"]["name"] == "mcp"
+
+
+def test_a_dead_upstream_fails_calls_cleanly_until_it_is_back(joch, everything):
+    server = joch.apply(http_everything(everything.url))
+    assert server["status"]["phase"] == "Connected", server["status"]
+
+    async def call(session, message):
+        return await session.call_tool("everything.echo", {"message": message})
+
+    async def scenario():
+        async with http_session(joch.mcp_url()) as session:
+            assert (await call(session, "before")).content[0].text == "Echo: before"
+            everything.kill()
+            failed = await call(session, "while down")
+            assert failed.is_error
+            assert answer_of(failed)["error"] == "mcp_unavailable"
+            everything.start()
+            assert (await call(session, "after")).content[0].text == "Echo: after"
+
+    anyio.run(scenario)
+    by_input = {c["spec"]["input"]["message"]: c for c in joch.calls(tool="everything.echo")}
+    assert by_input["before"]["status"]["phase"] == "Succeeded"
+    down = by_input["while down"]["status"]
+    assert down["phase"] == "Failed"
+    assert down["error"]["code"] == "mcp_unavailable"
+    assert by_input["after"]["status"]["phase"] == "Succeeded"
