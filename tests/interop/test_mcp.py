@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import subprocess
+import urllib.request
 from contextlib import asynccontextmanager
 
 import anyio
@@ -227,3 +230,48 @@ def test_a_dead_upstream_fails_calls_cleanly_until_it_is_back(joch, everything):
     assert down["phase"] == "Failed"
     assert down["error"]["code"] == "mcp_unavailable"
     assert by_input["after"]["status"]["phase"] == "Succeeded"
+
+
+def test_joch_mcp_with_db_runs_the_engine_in_process(joch, tmp_path):
+    # Prepare a ledger with a running server, then stop it: `--db` needs none.
+    joch.apply(
+        {
+            "apiVersion": "joch.dev/v1alpha1",
+            "kind": "Tool",
+            "metadata": {"name": "nothing"},
+            "spec": {"description": "Does nothing.", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}},
+        }
+    )
+    joch.process.kill()
+    joch.process.wait()
+    params = StdioServerParameters(
+        command=joch.bin,
+        args=["mcp", "--namespace", NAMESPACE, "--db", str(tmp_path / "joch.db")],
+    )
+
+    async def scenario():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                assert [t.name for t in (await session.list_tools()).tools] == ["nothing"]
+                result = await session.call_tool("nothing", {})
+                assert not result.is_error
+                assert result.structured_content == {}
+
+    anyio.run(scenario)
+    # The call is in the ledger the server reads when it starts again.
+    process = subprocess.Popen(
+        [joch.bin, "serve", "--addr", "127.0.0.1:0", "--db", str(tmp_path / "joch.db")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        base = re.search(r"listening on (http://\S+)", process.stdout.readline()).group(1)
+        with urllib.request.urlopen(f"{base}/v1/namespaces/{NAMESPACE}/toolcalls") as response:
+            (record,) = json.loads(response.read())["items"]
+        assert record["spec"]["toolRef"]["name"] == "nothing"
+        assert record["status"]["phase"] == "Succeeded"
+    finally:
+        process.kill()
+        process.wait()

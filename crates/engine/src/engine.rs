@@ -64,6 +64,8 @@ pub(crate) struct Inner {
     /// Bumped whenever a Tool is created, replaced or deleted, so MCP
     /// sessions can tell their clients the tool list changed.
     pub(crate) tools_changed: watch::Sender<u64>,
+    /// One lock per McpServer (`namespace/name`): its listings run one at a time.
+    pub(crate) mcp_syncs: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
 }
 
@@ -86,6 +88,7 @@ impl Engine {
                 settled: watch::channel(0).0,
                 appended: watch::channel(0).0,
                 tools_changed: watch::channel(0).0,
+                mcp_syncs: Default::default(),
                 policy,
             }),
         }

@@ -51,6 +51,18 @@ impl Engine {
         namespace: &str,
         name: &str,
     ) -> Result<McpServer, EngineError> {
+        let lock = {
+            let mut syncs = self
+                .inner
+                .mcp_syncs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            syncs
+                .entry(format!("{namespace}/{name}"))
+                .or_default()
+                .clone()
+        };
+        let _one_at_a_time = lock.lock().await;
         let mut server: McpServer = self.inner.store.get_object(namespace, name).await?;
         let listed = match self.discovery() {
             Some(discovery) => discovery.list_tools(&server).await,
@@ -73,11 +85,19 @@ impl Engine {
                 server.status.message = self.adopt_listing(&mut server, definitions).await?;
             }
         }
-        self.inner
+        match self
+            .inner
             .store
             .update_object(&mut server, Durability::Sync)
-            .await?;
-        Ok(server)
+            .await
+        {
+            Ok(()) => Ok(server),
+            // Replaced while it was being listed: the replacement lists it again.
+            Err(joch_store::StoreError::Conflict { .. }) => {
+                Ok(self.inner.store.get_object(namespace, name).await?)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Folds a listing into `server.status.tools` and the Tools; returns

@@ -78,7 +78,8 @@ pub enum McpAction {
     /// tool (every held tool of the server when TOOL is omitted).
     Accept {
         /// The McpServer.
-        server: String,
+        #[arg(value_name = "SERVER")]
+        mcp_server: String,
         /// The tool's name on that server (without the `server.` prefix).
         tool: Option<String>,
     },

@@ -29,8 +29,8 @@ use crate::client::Client;
 
 pub async fn run(client: &ClientArgs, args: McpArgs) -> anyhow::Result<()> {
     match args.action {
-        Some(McpAction::Accept { server, tool }) => {
-            accept(client, &args.namespace, &server, tool).await
+        Some(McpAction::Accept { mcp_server, tool }) => {
+            accept(client, &args.namespace, &mcp_server, tool).await
         }
         None => match &args.db {
             Some(db) => embedded(db, args.namespace).await,

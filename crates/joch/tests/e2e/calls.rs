@@ -303,3 +303,32 @@ async fn the_next_call_uses_a_replaced_tool_and_records_its_version() {
         (Some("Succeeded"), Some("2"))
     );
 }
+
+#[tokio::test]
+async fn a_traceparent_header_links_the_record_to_the_callers_trace() {
+    let joch = Joch::start().await;
+    joch.create_tool(json!({
+        "metadata": {"name": "nothing"},
+        "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
+    }))
+    .await;
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let post = |header: &'static str| {
+        joch.http
+            .post(format!("{}/v1/namespaces/{NS}/toolcalls", joch.base))
+            .header("traceparent", header)
+            .json(&json!({"spec": {"toolRef": {"name": "nothing"}}}))
+            .send()
+    };
+    let kept: Value = post(traceparent).await.unwrap().json().await.unwrap();
+    assert_eq!(kept["spec"]["traceparent"], traceparent);
+    // An invalid header is ignored, as W3C Trace Context asks.
+    let ignored: Value = post("00-nonsense").await.unwrap().json().await.unwrap();
+    assert_eq!(ignored["status"]["phase"], "Succeeded");
+    assert!(ignored["spec"].get("traceparent").is_none(), "{ignored}");
+    // One in the body must be well formed.
+    let (status, body) = joch
+        .post_call(json!({"spec": {"toolRef": {"name": "nothing"}, "traceparent": "nope"}}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+}

@@ -20,7 +20,7 @@ pub const NS: &str = "e2e";
 pub struct Joch {
     child: Child,
     pub base: String,
-    http: reqwest::Client,
+    pub http: reqwest::Client,
     _dir: Option<tempfile::TempDir>,
 }
 

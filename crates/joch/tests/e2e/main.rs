@@ -15,6 +15,7 @@ mod events;
 mod faults;
 mod idempotency;
 mod load;
+mod mcp;
 mod metrics;
 mod policies;
 mod recovery;

@@ -43,6 +43,7 @@ pub(crate) async fn create(
     Manifest(mut call): Manifest<ToolCall>,
 ) -> Result<Response, ApiError> {
     take_idempotency_header(&headers, &mut call)?;
+    take_traceparent_header(&headers, &mut call);
     let outcome = if params.wait {
         state.engine.call(&ns, call).await?
     } else {
@@ -67,6 +68,20 @@ pub(crate) async fn create(
             .insert(REPLAYED_ANNOTATION.to_owned(), "true".to_owned());
     }
     Ok((status, response_headers, Json(call)).into_response())
+}
+
+/// The W3C `traceparent` header links the record to the caller's trace
+/// unless the body names one. An invalid header is ignored, as W3C Trace
+/// Context asks of receivers.
+fn take_traceparent_header(headers: &HeaderMap, call: &mut ToolCall) {
+    if call.spec.traceparent.is_some() {
+        return;
+    }
+    call.spec.traceparent = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| joch_core::toolcall::is_traceparent(v))
+        .map(str::to_owned);
 }
 
 /// The `Idempotency-Key` header, if any, becomes the call's key; a body
