@@ -50,6 +50,6 @@ pub use tool::{
     Backend, Observability, RestBackend, RestEndpoint, SideEffectLevel, SideEffects, Tool, ToolSpec,
 };
 pub use toolcall::{
-    CallApproval, CallError, CallSideEffects, HookDecision, Resolution, ToolCall, ToolCallSpec,
-    ToolCallStatus,
+    CallApproval, CallError, CallMode, CallSideEffects, HookDecision, Resolution, ToolCall,
+    ToolCallSpec, ToolCallStatus,
 };

@@ -153,6 +153,9 @@ pub enum Backend {
     Actions(crate::actions::ActionsBackend),
     /// A tool of an upstream MCP server (made by joch from an `McpServer`).
     Mcp(crate::mcp::McpBackend),
+    /// Run by the agent in its own process (a shell, a file editor): joch
+    /// governs and records its calls in hook mode but cannot run it.
+    Agent {},
     /// Does nothing and returns `{}`: a built-in tool for measuring joch itself.
     Noop {},
 }
@@ -164,6 +167,7 @@ impl Backend {
             Backend::Rest(_) => "rest",
             Backend::Actions(_) => "actions",
             Backend::Mcp(_) => "mcp",
+            Backend::Agent {} => "agent",
             Backend::Noop {} => "noop",
         }
     }
@@ -295,12 +299,36 @@ impl Object for Tool {
                     "an MCP tool names its server and the tool on it",
                 ));
             }
-            Backend::Actions(_) | Backend::Mcp(_) | Backend::Noop {} => {}
+            Backend::Actions(_) | Backend::Mcp(_) | Backend::Agent {} | Backend::Noop {} => {}
         }
         if errors.is_empty() {
             Ok(())
         } else {
             Err(ValidationError(errors))
+        }
+    }
+}
+
+impl Tool {
+    /// What joch records a hook-mode call against when the namespace has no
+    /// Tool of that name: any input, side effects `unknown`, run by the agent.
+    pub fn unregistered(namespace: &str, name: &str) -> Tool {
+        Tool {
+            api_version: crate::API_VERSION.to_owned(),
+            kind: Tool::KIND.to_owned(),
+            metadata: ObjectMeta {
+                name: name.to_owned(),
+                namespace: namespace.to_owned(),
+                ..ObjectMeta::default()
+            },
+            spec: ToolSpec {
+                description: String::new(),
+                input_schema: json!({}),
+                output_schema: None,
+                side_effects: SideEffects::default(),
+                observability: Observability::default(),
+                backend: Backend::Agent {},
+            },
         }
     }
 }

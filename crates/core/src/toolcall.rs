@@ -79,6 +79,29 @@ pub struct ToolCallSpec {
     /// `params._meta.traceparent`), linking the record to the agent's trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// `hook` for a call the agent runs itself and reports to joch (hook
+    /// mode); absent for a call joch runs (gateway mode).
+    #[serde(default, skip_serializing_if = "CallMode::is_gateway")]
+    pub mode: CallMode,
+}
+
+/// Who runs the tool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallMode {
+    /// joch runs it through its backend.
+    #[default]
+    Gateway,
+    /// The agent runs it in its own process; joch decides before and
+    /// records after (AOS guardian, Claude Code hooks, the Python wrapper).
+    Hook,
+}
+
+impl CallMode {
+    /// True for the default, gateway mode.
+    pub fn is_gateway(&self) -> bool {
+        *self == CallMode::Gateway
+    }
 }
 
 /// `spec.sideEffects` of a call.
@@ -232,6 +255,34 @@ pub struct HookDecision {
 }
 
 impl ToolCall {
+    /// A call of `tool` with `input`, named `name` (empty: joch mints an id).
+    pub fn of(name: impl Into<String>, tool: impl Into<String>, input: Value) -> ToolCall {
+        ToolCall {
+            api_version: api_version(),
+            kind: call_kind(),
+            metadata: ObjectMeta {
+                name: name.into(),
+                ..ObjectMeta::default()
+            },
+            spec: ToolCallSpec {
+                execution_ref: None,
+                agent_ref: None,
+                tool_ref: ObjectRef::new(tool),
+                input,
+                side_effects: None,
+                approval: None,
+                hook_context: None,
+                caller_id: None,
+                skill_names: Vec::new(),
+                context: None,
+                replay_of: None,
+                traceparent: None,
+                mode: CallMode::Gateway,
+            },
+            status: ToolCallStatus::default(),
+        }
+    }
+
     /// Moves the call to `to` if the state machine allows it.
     pub fn transition(&mut self, to: Phase) -> Result<(), IllegalTransition> {
         self.status.phase = self.status.phase.move_to(to)?;

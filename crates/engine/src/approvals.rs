@@ -476,11 +476,7 @@ impl Engine {
                 }],
             );
         }
-        let tool: Tool = self
-            .inner
-            .store
-            .get_object(namespace, call.tool_name())
-            .await?;
+        let tool = self.resolve_tool(namespace, &call).await?;
         let policies = self.policies(namespace).await?;
         let schemas = self.inner.schemas.get(&tool).ok();
         let mut rejection = None;

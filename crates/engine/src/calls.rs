@@ -138,6 +138,7 @@ impl Engine {
     /// decided. A call whose idempotency key is held by an earlier call with
     /// the same arguments returns that call, once settled, without running.
     pub async fn call(&self, namespace: &str, call: ToolCall) -> Result<CallOutcome, EngineError> {
+        gateway_only(&call)?;
         match self
             .record(namespace, call, Durability::Deferred, None)
             .await?
@@ -166,6 +167,7 @@ impl Engine {
         namespace: &str,
         call: ToolCall,
     ) -> Result<CallOutcome, EngineError> {
+        gateway_only(&call)?;
         let recorded = match self.record(namespace, call, Durability::Sync, None).await? {
             Admission::New(recorded) => *recorded,
             Admission::KeyHeldBy(holder) => {
@@ -208,11 +210,7 @@ impl Engine {
             call.metadata.name = uuid::Uuid::new_v4().to_string();
         }
         admit(namespace, &mut call, None)?;
-        let tool: Tool = self
-            .inner
-            .store
-            .get_object(namespace, call.tool_name())
-            .await?;
+        let tool = self.resolve_tool(namespace, &call).await?;
         let effects = tool.spec.side_effects.clone();
 
         let mut rejection = None;
@@ -226,7 +224,8 @@ impl Engine {
         let key = idempotency::key_of(&call, &tool, &args)?;
         call.status = ToolCallStatus {
             checksum: checksum(call.tool_name(), &args),
-            tool_version: Some(tool.metadata.resource_version.clone()),
+            // An unregistered tool (hook mode) has no version.
+            tool_version: Some(tool.metadata.resource_version.clone()).filter(|v| !v.is_empty()),
             ..Default::default()
         };
         call.spec.side_effects = Some(CallSideEffects {
@@ -490,4 +489,15 @@ impl Engine {
             }
         }
     }
+}
+
+/// A hook-mode call comes through the hook endpoints, which hand it to the
+/// agent; through the gateway nobody would run it.
+fn gateway_only(call: &ToolCall) -> Result<(), EngineError> {
+    if call.spec.mode == joch_core::CallMode::Hook {
+        return Err(EngineError::BadRequest(
+            "spec.mode hook: report calls the agent runs itself through /v1/hooks/aos or /v1/hooks/claude".to_owned(),
+        ));
+    }
+    Ok(())
 }

@@ -4,7 +4,9 @@ use std::time::Instant;
 
 use joch_core::patch::apply_patch;
 use joch_core::redact::{REDACTED, redact_fields};
-use joch_core::{Backend, CallError, Hook, Invocation, McpServer, Phase, ToolCall};
+use joch_core::{
+    Backend, CallError, CallMode, Hook, Invocation, McpServer, Phase, Policy, Tool, ToolCall,
+};
 use joch_store::Durability;
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -12,9 +14,20 @@ use tracing::Instrument;
 use crate::calls::{CallOutcome, Recorded, Rejection};
 use crate::engine::now;
 use crate::hooks::refusal;
-use crate::policy::{self, Effect};
+use crate::policy::{self, Effect, Facts};
+use crate::schema::Compiled;
 use crate::telemetry;
 use crate::{Engine, EngineError};
+
+/// What settling a result needs besides the call and the tool.
+pub(crate) struct Concluding<'a> {
+    pub(crate) schemas: Option<&'a Compiled>,
+    pub(crate) policies: &'a [Policy],
+    pub(crate) facts: Option<&'a Facts>,
+    /// A failed declarative tool still answers the model (its `on_failure`).
+    pub(crate) answers_on_failure: bool,
+    pub(crate) latency_ms: Option<u64>,
+}
 
 impl Engine {
     /// Takes a recorded call (`Pending`, `AwaitingApproval` once approved,
@@ -23,7 +36,8 @@ impl Engine {
         let span = tracing::info_span!(
             "execute_tool",
             tool = %recorded.tool.metadata.name,
-            call = %recorded.call.metadata.name
+            call = %recorded.call.metadata.name,
+            traceparent = recorded.call.spec.traceparent.as_deref(),
         );
         self.run_inner(recorded).instrument(span).await
     }
@@ -40,6 +54,21 @@ impl Engine {
         } = recorded;
         if let Some(rejection) = rejection {
             return self.refuse(call, rejection).await;
+        }
+        if call.spec.mode == CallMode::Hook {
+            return self.hand_over(call).await;
+        }
+        if let Backend::Agent {} = tool.spec.backend {
+            let error = CallError::new(
+                "run_by_agent",
+                format!(
+                    "tool {:?} is run by the agent itself: report its calls through /v1/hooks/aos or /v1/hooks/claude",
+                    tool.metadata.name
+                ),
+            );
+            return self
+                .settle(call, Phase::Failed, None, Some(error), None)
+                .await;
         }
         let kind = tool.spec.backend.kind();
         let Some(backend) = self.inner.backends.get(kind).cloned() else {
@@ -135,22 +164,47 @@ impl Engine {
                 self.persist_actions_outcome(&call, reported).await?;
             }
         }
+        self.conclude(
+            call,
+            &tool,
+            Concluding {
+                schemas: schemas.as_deref(),
+                policies: &policies,
+                facts: facts.as_ref(),
+                answers_on_failure: action_inputs.is_some(),
+                latency_ms: Some(latency_ms),
+            },
+            result,
+        )
+        .await
+    }
+
+    /// Settles a call with its tool's result (from a backend, or reported by
+    /// the agent in hook mode): output schema, then the result hook, then
+    /// the record, redacted as the tool's `observability` says.
+    pub(crate) async fn conclude(
+        &self,
+        mut call: ToolCall,
+        tool: &Tool,
+        how: Concluding<'_>,
+        result: Result<Value, CallError>,
+    ) -> Result<CallOutcome, EngineError> {
         let (mut phase, mut output, mut error) = match result {
-            Ok(output) => match schemas.as_ref().map_or(Ok(()), |s| s.check_output(&output)) {
+            Ok(output) => match how.schemas.map_or(Ok(()), |s| s.check_output(&output)) {
                 Ok(()) => (Phase::Succeeded, Some(output), None),
                 Err(e) => (Phase::Failed, Some(output), Some(e)),
             },
             // A failed action chain still answers the model (its on_failure response).
-            Err(e) if action_inputs.is_some() => (Phase::Failed, e.details.clone(), Some(e)),
+            Err(e) if how.answers_on_failure => (Phase::Failed, e.details.clone(), Some(e)),
             Err(e) => (Phase::Failed, None, Some(e)),
         };
         let observability = &tool.spec.observability;
         let mut answer = output.clone();
 
-        if let (Phase::Succeeded, Some(result), Some(facts)) = (phase, &mut output, &facts) {
+        if let (Phase::Succeeded, Some(result), Some(facts)) = (phase, &mut output, how.facts) {
             let outcome = policy::decide(
                 &*self.inner.policy,
-                &policies,
+                how.policies,
                 Hook::Result,
                 &facts.for_result(result),
             );
@@ -180,7 +234,7 @@ impl Engine {
         call.status.output = output
             .as_ref()
             .map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
-        self.settle(call, phase, answer, error, Some(latency_ms))
+        self.settle(call, phase, answer, error, how.latency_ms)
             .await
     }
 

@@ -68,6 +68,20 @@ impl Engine {
         report: &mut RecoveryReport,
     ) -> Result<(), EngineError> {
         let ns = call.metadata.namespace.clone();
+        if call.spec.mode == joch_core::CallMode::Hook {
+            // Running: the agent has it and may still report. Pending: no
+            // decision reached the agent, so it did not run it.
+            if call.status.phase == Phase::Pending {
+                let error = CallError::new(
+                    "interrupted",
+                    "joch stopped before its decision reached the agent",
+                );
+                self.settle(call, Phase::Failed, None, Some(error), None)
+                    .await?;
+                report.abandoned += 1;
+            }
+            return Ok(());
+        }
         let repeatable = call
             .spec
             .side_effects

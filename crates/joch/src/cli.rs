@@ -178,6 +178,10 @@ pub struct ServeArgs {
     /// What an expired approval decides when its policy says nothing: deny or approve.
     #[arg(long, env = "JOCH_APPROVAL_FALLBACK", default_value = "deny")]
     pub approval_fallback: ApprovalFallback,
+    /// How long a hook-mode call may run in the agent before, with no
+    /// result reported, it is marked Unknown.
+    #[arg(long, env = "JOCH_HOOK_RESULT_TIMEOUT_SECONDS", default_value_t = 600)]
+    pub hook_result_timeout_seconds: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

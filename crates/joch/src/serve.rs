@@ -28,6 +28,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (engine, recovered) = open_engine(&args.db, config).await?;
     engine.spawn_key_purger(std::time::Duration::from_secs(60));
     engine.spawn_mcp_refresher(std::time::Duration::from_secs(1));
+    engine.spawn_hook_result_sweeper(std::time::Duration::from_secs(
+        args.hook_result_timeout_seconds.max(1),
+    ));
 
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await

@@ -10,6 +10,7 @@
 mod api;
 mod error;
 mod extract;
+mod hooks;
 pub mod mcp;
 
 use std::sync::Arc;

@@ -13,6 +13,7 @@ mod declarative;
 mod errors;
 mod events;
 mod faults;
+mod hooks;
 mod idempotency;
 mod load;
 mod mcp;

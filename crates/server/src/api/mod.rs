@@ -21,7 +21,7 @@ use joch_engine::ObjectList;
 use resources::{create, delete, get as read, list, replace};
 use serde::{Deserialize, Serialize};
 
-use crate::{ApiError, AppState};
+use crate::{ApiError, AppState, hooks};
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
@@ -108,6 +108,16 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/v1/namespaces/{ns}/mcpservers/{name}/refresh",
             post(mcpservers::refresh),
+        )
+        .route("/v1/hooks/aos", post(hooks::aos::default_namespace))
+        .route(
+            "/v1/namespaces/{ns}/hooks/aos",
+            post(hooks::aos::in_namespace),
+        )
+        .route("/v1/hooks/claude", post(hooks::claude::default_namespace))
+        .route(
+            "/v1/namespaces/{ns}/hooks/claude",
+            post(hooks::claude::in_namespace),
         )
         .route(
             "/v1/namespaces/{ns}/callcontexts/{name}",

@@ -127,7 +127,7 @@ pub(crate) fn is_mcp_tool(tool: &Tool) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use joch_core::{CallError, ObjectMeta, ObjectRef, ToolCallSpec, ToolCallStatus};
+    use joch_core::{CallError, ToolCallStatus};
 
     use super::*;
 
@@ -146,34 +146,14 @@ mod tests {
     }
 
     fn call(phase: Phase, output: Option<Value>, error: Option<CallError>) -> ToolCall {
-        ToolCall {
-            api_version: joch_core::API_VERSION.to_owned(),
-            kind: "ToolCall".to_owned(),
-            metadata: ObjectMeta {
-                name: "call-1".to_owned(),
-                ..ObjectMeta::default()
-            },
-            spec: ToolCallSpec {
-                execution_ref: None,
-                agent_ref: None,
-                tool_ref: ObjectRef::new("crm.lookup"),
-                input: json!({}),
-                side_effects: None,
-                approval: None,
-                hook_context: None,
-                caller_id: None,
-                skill_names: Vec::new(),
-                context: None,
-                replay_of: None,
-                traceparent: None,
-            },
-            status: ToolCallStatus {
-                phase,
-                output,
-                error,
-                ..ToolCallStatus::default()
-            },
-        }
+        let mut call = ToolCall::of("call-1", "crm.lookup", json!({}));
+        call.status = ToolCallStatus {
+            phase,
+            output,
+            error,
+            ..ToolCallStatus::default()
+        };
+        call
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use joch_core::names::{validate_name, validate_namespace};
-use joch_core::{Object, ObjectRef, Phase, Tool, ToolCall, ToolCallSpec};
+use joch_core::{ObjectRef, Phase, Tool, ToolCall};
 use joch_engine::{Engine, EngineError, ListParams};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Extensions, Implementation,
@@ -138,29 +138,15 @@ impl JochMcp {
                 .filter(|n| validate_name(field, n).is_ok())
                 .map(ObjectRef::new)
         };
-        let mut call = ToolCall {
-            api_version: joch_core::API_VERSION.to_owned(),
-            kind: ToolCall::KIND.to_owned(),
-            metadata: joch_core::ObjectMeta {
-                name: format!("mcp-{}", uuid_like()),
-                ..Default::default()
-            },
-            spec: ToolCallSpec {
-                execution_ref: as_ref(execution, "spec.executionRef.name"),
-                agent_ref: as_ref(agent, "spec.agentRef.name"),
-                tool_ref: ObjectRef::new(request.name.as_ref()),
-                input: Value::Object(request.arguments.clone().unwrap_or_default()),
-                side_effects: None,
-                approval: None,
-                hook_context: None,
-                caller_id: text(META_CALLER),
-                skill_names: Vec::new(),
-                context: None,
-                replay_of: None,
-                traceparent: meta.get_traceparent().map(str::to_owned),
-            },
-            status: Default::default(),
-        };
+        let mut call = ToolCall::of(
+            format!("mcp-{}", uuid_like()),
+            request.name.as_ref(),
+            Value::Object(request.arguments.clone().unwrap_or_default()),
+        );
+        call.spec.execution_ref = as_ref(execution, "spec.executionRef.name");
+        call.spec.agent_ref = as_ref(agent, "spec.agentRef.name");
+        call.spec.caller_id = text(META_CALLER);
+        call.spec.traceparent = meta.get_traceparent().map(str::to_owned);
         if let Some(key) = text(META_IDEMPOTENCY_KEY) {
             call.spec.side_effects = Some(joch_core::CallSideEffects {
                 idempotency_key: Some(key),

@@ -1,0 +1,146 @@
+//! Claude Code / Claude Agent SDK HTTP hooks: `POST /v1/hooks/claude`
+//! takes the bodies of `PreToolUse`, `PostToolUse` and `PostToolUseFailure`
+//! and answers in their format. The `tool_use_id` is the ToolCall's name;
+//! the session is its execution.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use joch_core::{CallError, ToolCall};
+use joch_engine::HookResult;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{namespace, reference};
+use crate::extract::Body;
+use crate::{ApiError, AppState};
+
+/// Header naming the agent; Claude's hook bodies do not.
+const AGENT_HEADER: &str = "joch-agent";
+
+/// The fields joch reads from a hook body; others (`transcript_path`,
+/// `cwd`, `permission_mode`...) are ignored.
+#[derive(Deserialize)]
+pub(crate) struct HookBody {
+    session_id: Option<String>,
+    hook_event_name: String,
+    tool_name: String,
+    #[serde(default)]
+    tool_input: Value,
+    tool_use_id: String,
+    #[serde(default)]
+    tool_response: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+    /// Set when a subagent made the call.
+    #[serde(default)]
+    agent_type: Option<String>,
+}
+
+/// `/v1/hooks/claude`.
+pub(crate) async fn default_namespace(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Body(body): Body<HookBody>,
+) -> Result<Json<Value>, ApiError> {
+    let ns = namespace(None, &headers);
+    serve(state, ns, &headers, body).await
+}
+
+/// `/v1/namespaces/{ns}/hooks/claude`.
+pub(crate) async fn in_namespace(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body<HookBody>,
+) -> Result<Json<Value>, ApiError> {
+    serve(state, ns, &headers, body).await
+}
+
+async fn serve(
+    state: AppState,
+    ns: String,
+    headers: &HeaderMap,
+    body: HookBody,
+) -> Result<Json<Value>, ApiError> {
+    let answer = match body.hook_event_name.as_str() {
+        "PreToolUse" => pre_tool_use(&state, &ns, headers, body).await?,
+        "PostToolUse" => {
+            let output = body.tool_response.unwrap_or(Value::Null);
+            post_tool_use(&state, &ns, &body.tool_use_id, HookResult::Output(output)).await?
+        }
+        "PostToolUseFailure" => {
+            let message = match &body.error {
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => "the tool failed".to_owned(),
+            };
+            let failure = HookResult::Failed(CallError::new("tool_error", message));
+            post_tool_use(&state, &ns, &body.tool_use_id, failure).await?
+        }
+        other => {
+            return Err(ApiError::new(
+                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                "unsupported_hook_event",
+                format!(
+                    "joch handles PreToolUse, PostToolUse and PostToolUseFailure, not {other:?}"
+                ),
+            ));
+        }
+    };
+    Ok(Json(answer))
+}
+
+async fn pre_tool_use(
+    state: &AppState,
+    ns: &str,
+    headers: &HeaderMap,
+    body: HookBody,
+) -> Result<Value, ApiError> {
+    let mut call = ToolCall::of(body.tool_use_id, body.tool_name, body.tool_input);
+    let agent = headers
+        .get(AGENT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or(body.agent_type)
+        .unwrap_or_else(|| "claude-code".to_owned());
+    call.spec.agent_ref = reference("spec.agentRef.name", Some(&agent));
+    call.spec.execution_ref = reference("spec.executionRef.name", body.session_id.as_deref());
+    let verdict = state.engine.hook_request(ns, call).await?;
+    let mut output = json!({"hookEventName": "PreToolUse"});
+    let (permission, reason) = match verdict.decision {
+        "deny" => ("deny", verdict.reason.clone()),
+        _ => ("allow", verdict.reason.clone()),
+    };
+    output["permissionDecision"] = json!(permission);
+    output["permissionDecisionReason"] = json!(reason.unwrap_or_else(|| match permission {
+        "deny" => "denied by joch".to_owned(),
+        _ => "allowed by joch".to_owned(),
+    }));
+    if let Some(input) = verdict.modified.filter(|_| verdict.decision == "modify") {
+        output["updatedInput"] = input;
+    }
+    Ok(json!({"hookSpecificOutput": output}))
+}
+
+/// After the tool ran: Claude cannot take the result back, so a denied or
+/// modified result blocks with a reason the model reads.
+async fn post_tool_use(
+    state: &AppState,
+    ns: &str,
+    id: &str,
+    result: HookResult,
+) -> Result<Value, ApiError> {
+    let verdict = state.engine.hook_result(ns, id, result).await?;
+    Ok(match (verdict.decision, verdict.modified) {
+        ("deny", _) => json!({
+            "decision": "block",
+            "reason": verdict.reason.unwrap_or_else(|| "joch withheld this result".to_owned()),
+        }),
+        ("modify", Some(result)) => json!({
+            "decision": "block",
+            "reason": format!("joch's policy changed this result; use this instead: {result}"),
+        }),
+        _ => json!({}),
+    })
+}
