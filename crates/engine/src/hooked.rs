@@ -21,7 +21,7 @@ use crate::{Engine, EngineError};
 /// arguments (or use this result), or don't.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookVerdict {
-    /// `allow`, `modify` or `deny`.
+    /// `allow`, `modify`, `deny`, or `ask` (see [`Deferred::AskAgent`]).
     pub decision: &'static str,
     /// Why, when a policy, an approver or joch said so.
     pub reason: Option<String>,
@@ -34,6 +34,15 @@ pub struct HookVerdict {
     pub modified: Option<Value>,
     /// The record as it stands after the decision.
     pub call: ToolCall,
+}
+
+/// What a hook-mode request that needs a person's approval waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deferred {
+    /// The answer waits until an approver decides (or the approval times out).
+    Wait,
+    /// Answer `ask` at once: the agent asks its own user.
+    AskAgent,
 }
 
 /// What the agent reports after running the tool.
@@ -53,7 +62,21 @@ impl Engine {
     pub async fn hook_request(
         &self,
         namespace: &str,
+        call: ToolCall,
+    ) -> Result<HookVerdict, EngineError> {
+        self.hook_request_deferring(namespace, call, Deferred::Wait)
+            .await
+    }
+
+    /// Like [`Engine::hook_request`], but a call that needs a person can be
+    /// answered `ask` at once, for an agent that asks its own user
+    /// ([`Deferred::AskAgent`]): if the tool then runs, its reported result
+    /// approves the Approval in that user's name.
+    pub async fn hook_request_deferring(
+        &self,
+        namespace: &str,
         mut call: ToolCall,
+        deferred: Deferred,
     ) -> Result<HookVerdict, EngineError> {
         call.spec.mode = CallMode::Hook;
         let name = match self
@@ -87,6 +110,17 @@ impl Engine {
                 });
             }
         };
+        if deferred == Deferred::AskAgent {
+            let call = self.key_holder(namespace, &name).await?;
+            if call.status.phase == Phase::AwaitingApproval {
+                let mut verdict = request_verdict(call);
+                verdict.decision = "ask";
+                verdict.reason = Some(format!(
+                    "a person must approve this call (approval {name}); the agent's user may"
+                ));
+                return Ok(verdict);
+            }
+        }
         let call = self.wait_decided(namespace, &name).await?;
         Ok(request_verdict(call))
     }
@@ -101,7 +135,27 @@ impl Engine {
         name: &str,
         result: HookResult,
     ) -> Result<HookVerdict, EngineError> {
-        let call = self.get_call(namespace, name).await?;
+        let mut call = self.get_call(namespace, name).await?;
+        if call.spec.mode == CallMode::Hook && call.status.phase == Phase::AwaitingApproval {
+            // Asked in the agent's own prompt, and it ran: its user approved.
+            let decision = crate::ApprovalDecision {
+                by: call
+                    .spec
+                    .agent_ref
+                    .as_ref()
+                    .map_or_else(|| "agent".to_owned(), |a| format!("user of {}", a.name)),
+                rationale: Some("approved in the agent's own prompt".to_owned()),
+                message: None,
+                edited_input: None,
+                value: None,
+                always: false,
+            };
+            match self.approve(namespace, name, decision).await {
+                Ok(_) | Err(EngineError::Refused { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            call = self.wait_decided(namespace, name).await?;
+        }
         if call.spec.mode != CallMode::Hook {
             return Err(refused(
                 "not_hook_mode",

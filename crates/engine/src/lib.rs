@@ -38,7 +38,7 @@ pub use calls::CallOutcome;
 pub use engine::{Engine, EngineConfig, ListParams};
 pub use error::EngineError;
 pub use events::Event;
-pub use hooked::{HookResult, HookVerdict, named_values};
+pub use hooked::{Deferred, HookResult, HookVerdict, named_values};
 pub use idempotency::{MAX_KEY_LEN, validate_key};
 pub use joch_store::ObjectList;
 pub use mcp::drift_timeline;

@@ -561,3 +561,69 @@ async fn a_hook_mode_retry_with_the_same_key_is_told_not_to_run_again() {
         "{answer}"
     );
 }
+
+#[tokio::test]
+async fn claude_can_ask_its_own_user_and_a_reported_result_approves() {
+    let joch = Joch::start().await;
+    apply_policy(
+        &joch,
+        "writes-need-a-person",
+        json!({"version": "1", "appliesTo": {"tools": ["Write"]}, "rules": [{"name": "person", "require": {"approval": "human"}}]}),
+    )
+    .await;
+    let ask_path = format!("/v1/namespaces/{NS}/hooks/claude?onDefer=ask");
+    let input = json!({"file_path": "/tmp/x", "content": "hi"});
+    let (status, asked) = joch
+        .send(
+            Method::POST,
+            &ask_path,
+            Some(claude(
+                "PreToolUse",
+                "Write",
+                "toolu_01WR",
+                json!({"tool_input": input}),
+            )),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{asked}");
+    assert_eq!(
+        asked["hookSpecificOutput"]["permissionDecision"], "ask",
+        "{asked}"
+    );
+    assert_eq!(
+        joch.get_call("toolu_01WR").await["status"]["phase"],
+        "AwaitingApproval"
+    );
+
+    // The user said yes in Claude Code: the tool ran and its result arrives.
+    claude_hook(
+        &joch,
+        claude(
+            "PostToolUse",
+            "Write",
+            "toolu_01WR",
+            json!({"tool_input": input, "tool_response": {"success": true}}),
+        ),
+    )
+    .await;
+    let call = joch.get_call("toolu_01WR").await;
+    assert_eq!(call["status"]["phase"], "Succeeded", "{call}");
+    assert_eq!(call["spec"]["approval"]["status"], "approved");
+    assert_eq!(
+        call["spec"]["approval"]["approvedBy"],
+        "user of claude-code"
+    );
+    let (_, approval) = joch
+        .get(&format!("/v1/namespaces/{NS}/approvals/toolu_01WR"))
+        .await;
+    assert_eq!(approval["status"]["phase"], "Approved");
+
+    let (status, bad) = joch
+        .send(
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/hooks/claude?onDefer=maybe"),
+            Some(claude("PreToolUse", "Write", "toolu_02", json!({}))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+}

@@ -7,12 +7,12 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use joch_core::{CallError, ToolCall};
-use joch_engine::HookResult;
+use joch_engine::{Deferred, HookResult};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{namespace, reference};
-use crate::extract::Body;
+use crate::extract::{Body, Query};
 use crate::{ApiError, AppState};
 
 /// Header naming the agent; Claude's hook bodies do not.
@@ -37,14 +37,24 @@ pub(crate) struct HookBody {
     agent_type: Option<String>,
 }
 
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct HookParams {
+    /// `ask`: a call that needs a person's approval is answered `ask`, and
+    /// Claude Code asks its user; by default joch waits for an approver.
+    #[serde(default)]
+    on_defer: Option<String>,
+}
+
 /// `/v1/hooks/claude`.
 pub(crate) async fn default_namespace(
     State(state): State<AppState>,
     headers: HeaderMap,
+    Query(params): Query<HookParams>,
     Body(body): Body<HookBody>,
 ) -> Result<Json<Value>, ApiError> {
     let ns = namespace(None, &headers);
-    serve(state, ns, &headers, body).await
+    serve(state, ns, &headers, params, body).await
 }
 
 /// `/v1/namespaces/{ns}/hooks/claude`.
@@ -52,19 +62,32 @@ pub(crate) async fn in_namespace(
     State(state): State<AppState>,
     Path(ns): Path<String>,
     headers: HeaderMap,
+    Query(params): Query<HookParams>,
     Body(body): Body<HookBody>,
 ) -> Result<Json<Value>, ApiError> {
-    serve(state, ns, &headers, body).await
+    serve(state, ns, &headers, params, body).await
 }
 
 async fn serve(
     state: AppState,
     ns: String,
     headers: &HeaderMap,
+    params: HookParams,
     body: HookBody,
 ) -> Result<Json<Value>, ApiError> {
+    let deferred = match params.on_defer.as_deref() {
+        None | Some("wait") => Deferred::Wait,
+        Some("ask") => Deferred::AskAgent,
+        Some(other) => {
+            return Err(ApiError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("onDefer must be wait or ask, got {other:?}"),
+            ));
+        }
+    };
     let answer = match body.hook_event_name.as_str() {
-        "PreToolUse" => pre_tool_use(&state, &ns, headers, body).await?,
+        "PreToolUse" => pre_tool_use(&state, &ns, headers, body, deferred).await?,
         "PostToolUse" => {
             let output = body.tool_response.unwrap_or(Value::Null);
             post_tool_use(&state, &ns, &body.tool_use_id, HookResult::Output(output)).await?
@@ -96,6 +119,7 @@ async fn pre_tool_use(
     ns: &str,
     headers: &HeaderMap,
     body: HookBody,
+    deferred: Deferred,
 ) -> Result<Value, ApiError> {
     let mut call = ToolCall::of(body.tool_use_id, body.tool_name, body.tool_input);
     let agent = headers
@@ -106,15 +130,21 @@ async fn pre_tool_use(
         .unwrap_or_else(|| "claude-code".to_owned());
     call.spec.agent_ref = reference("spec.agentRef.name", Some(&agent));
     call.spec.execution_ref = reference("spec.executionRef.name", body.session_id.as_deref());
-    let verdict = state.engine.hook_request(ns, call).await?;
+    let verdict = state
+        .engine
+        .hook_request_deferring(ns, call, deferred)
+        .await?;
     let mut output = json!({"hookEventName": "PreToolUse"});
-    let (permission, reason) = match verdict.decision {
-        "deny" => ("deny", verdict.reason.clone()),
-        _ => ("allow", verdict.reason.clone()),
+    let permission = match verdict.decision {
+        "deny" => "deny",
+        "ask" => "ask",
+        _ => "allow",
     };
+    let reason = verdict.reason.clone();
     output["permissionDecision"] = json!(permission);
     output["permissionDecisionReason"] = json!(reason.unwrap_or_else(|| match permission {
         "deny" => "denied by joch".to_owned(),
+        "ask" => "joch asks a person to approve this call".to_owned(),
         _ => "allowed by joch".to_owned(),
     }));
     if let Some(input) = verdict.modified.filter(|_| verdict.decision == "modify") {
