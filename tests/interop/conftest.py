@@ -184,6 +184,21 @@ def http_everything(url: str, name: str = "everything", **spec: object) -> dict:
     }
 
 
+def policy(name: str, tools: list[str], rules: list[dict], version: str = "1") -> dict:
+    """A Policy over `tools`."""
+    return {
+        "apiVersion": "joch.dev/v1alpha1",
+        "kind": "Policy",
+        "metadata": {"name": name},
+        "spec": {"version": version, "appliesTo": {"tools": tools}, "rules": rules},
+    }
+
+
+def deny(reason: str) -> dict:
+    """A rule that denies with `reason`."""
+    return {"name": "deny", "action": {"deny": {"reason": reason}}}
+
+
 def wait_until(condition, what: str, timeout: float = 30.0):
     """Polls `condition` until it returns something truthy; fails naming `what`."""
     deadline = time.monotonic() + timeout

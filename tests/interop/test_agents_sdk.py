@@ -18,7 +18,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from conftest import NAMESPACE, stdio_everything
+from conftest import NAMESPACE, deny, policy, stdio_everything
 
 set_tracing_disabled(True)
 
@@ -63,18 +63,7 @@ def message(text: str) -> ResponseOutputMessage:
 
 def test_an_agents_sdk_agent_gets_answers_and_denials_through_joch(joch):
     joch.apply(stdio_everything())
-    joch.apply(
-        {
-            "apiVersion": "joch.dev/v1alpha1",
-            "kind": "Policy",
-            "metadata": {"name": "no-sums"},
-            "spec": {
-                "version": "1",
-                "appliesTo": {"tools": ["everything.get-sum"]},
-                "rules": [{"name": "deny", "action": {"deny": {"reason": "sums are off limits"}}}],
-            },
-        }
-    )
+    joch.apply(policy("no-sums", ["everything.get-sum"], [deny("sums are off limits")]))
     model = ScriptedModel(
         [
             [

@@ -15,7 +15,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import NAMESPACE, http_everything, stdio_everything, wait_until
+from conftest import NAMESPACE, deny, http_everything, policy, stdio_everything, wait_until
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -81,20 +81,7 @@ def test_tools_of_an_upstream_server_are_called_and_recorded(joch):
 
 def test_a_denial_reaches_the_client_as_an_error_result_with_the_reason(joch):
     joch.apply(stdio_everything())
-    joch.apply(
-        {
-            "apiVersion": "joch.dev/v1alpha1",
-            "kind": "Policy",
-            "metadata": {"name": "no-sums"},
-            "spec": {
-                "version": "3",
-                "appliesTo": {"tools": ["everything.get-sum"]},
-                "rules": [
-                    {"name": "deny-sum", "action": {"deny": {"reason": "sums are done by hand here"}}}
-                ],
-            },
-        }
-    )
+    joch.apply(policy("no-sums", ["everything.get-sum"], [deny("sums are done by hand here")], version="3"))
 
     async def scenario():
         async with http_session(joch.mcp_url()) as session:
@@ -119,18 +106,7 @@ def test_a_denial_reaches_the_client_as_an_error_result_with_the_reason(joch):
 
 def test_a_deferred_call_reports_progress_and_ends_with_the_approved_result(joch):
     joch.apply(stdio_everything())
-    joch.apply(
-        {
-            "apiVersion": "joch.dev/v1alpha1",
-            "kind": "Policy",
-            "metadata": {"name": "ask-first"},
-            "spec": {
-                "version": "1",
-                "appliesTo": {"tools": ["everything.echo"]},
-                "rules": [{"name": "echo-needs-a-person", "require": {"approval": "human"}}],
-            },
-        }
-    )
+    joch.apply(policy("ask-first", ["everything.echo"], [{"name": "person", "require": {"approval": "human"}}]))
     progress: list[str] = []
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:

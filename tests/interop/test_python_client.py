@@ -11,20 +11,12 @@ import anyio
 import pytest
 from agents import Agent, Runner, function_tool, set_tracing_disabled
 
-from conftest import NAMESPACE, wait_until
+from conftest import NAMESPACE, deny, policy, wait_until
 from joch import Client, HookDenied, JochError, governed
 from joch.agents import joch_guardrails
 from test_agents_sdk import ScriptedModel, message, tool_call
 
 set_tracing_disabled(True)
-
-
-def policy(name: str, tools: list[str], rules: list[dict]) -> dict:
-    return {
-        "kind": "Policy",
-        "metadata": {"name": name},
-        "spec": {"version": "1", "appliesTo": {"tools": tools}, "rules": rules},
-    }
 
 
 NOOP = {
@@ -117,7 +109,7 @@ def test_an_async_governed_function_that_raises_is_recorded_as_failed(joch):
 def test_agents_sdk_guardrails_let_joch_decide_on_function_tools(joch):
     client = Client(joch.base, namespace=NAMESPACE)
     client.apply(
-        policy("no-deletes", ["delete_account"], [{"name": "never", "action": {"deny": {"reason": "accounts are closed by support staff"}}}])
+        policy("no-deletes", ["delete_account"], [deny("accounts are closed by support staff")])
     )
     before, after = joch_guardrails(client)
     executed: list[str] = []

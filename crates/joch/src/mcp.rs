@@ -15,7 +15,7 @@ use joch_server::mcp::JochMcp;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig,
     ClientRequest, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, ServerResult,
+    ProgressNotificationParam, ServerConfig, ServerResult,
 };
 use rmcp::service::{
     NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient, RoleServer,
@@ -118,13 +118,7 @@ struct Proxy {
 
 impl ServerHandler for Proxy {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new("joch", env!("CARGO_PKG_VERSION")))
+        joch_server::mcp::server_config()
     }
 
     async fn list_tools(

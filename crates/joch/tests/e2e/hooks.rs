@@ -99,6 +99,19 @@ async fn an_aos_request_and_result_make_one_record_in_hook_mode() {
     assert_eq!(call["status"]["attempts"], 1);
     assert!(call["status"]["latencyMs"].is_u64());
 
+    // Its execution's timeline shows it like any other call.
+    let (_, events) = joch
+        .get(&format!("/v1/namespaces/{NS}/executions/sess-1/events"))
+        .await;
+    let kinds: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.last(), Some(&"tool_completed"), "{events}");
+    assert!(kinds.contains(&"policy_decision"), "{events}");
+
     // Reporting again changes nothing and answers the same.
     let again = rpc(
         &joch,

@@ -248,16 +248,20 @@ impl JochMcp {
     }
 }
 
+/// What joch says of itself in `initialize`: a tools server whose list changes.
+pub fn server_config() -> ServerConfig {
+    ServerConfig::new(
+        ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build(),
+    )
+    .with_server_info(Implementation::new("joch", env!("CARGO_PKG_VERSION")))
+}
+
 impl ServerHandler for JochMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new("joch", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
+        server_config().with_instructions(
             "Every tool call is recorded by joch and decided on by the namespace's policies. \
              A refused call answers with isError and a JSON reason you can act on.",
         )

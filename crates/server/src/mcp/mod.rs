@@ -14,7 +14,7 @@ use joch_engine::Engine;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
-pub use handler::{JochMcp, NAMESPACE_HEADER};
+pub use handler::{JochMcp, NAMESPACE_HEADER, server_config};
 
 /// The streamable HTTP service, to mount at the MCP paths. `allowed_hosts`
 /// guards against DNS rebinding (empty: any `Host`).
