@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::endpoint::SecretSource;
+use crate::meta::parse_duration;
 use crate::names::validate_name;
 use crate::object::{Object, check_type};
 use crate::tool::{Observability, SideEffectLevel, SideEffects, ToolSpec};
@@ -100,7 +101,7 @@ pub struct HttpTransport {
 }
 
 /// `spec.tools.<name>`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolOverride {
     /// Replaces the side effects derived from the tool's annotations.
@@ -109,6 +110,9 @@ pub struct ToolOverride {
     /// What of its calls is kept in records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observability: Option<Observability>,
+    /// What its calls cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::ToolCost>,
 }
 
 /// `spec.discovery`.
@@ -347,6 +351,7 @@ impl McpServer {
                     server: self.metadata.name.clone(),
                     tool: upstream.to_owned(),
                 }),
+                cost: overrides.and_then(|o| o.cost.clone()),
             },
         })
     }
@@ -369,26 +374,6 @@ pub struct McpBackend {
     pub server: String,
     /// The tool's name on that server.
     pub tool: String,
-}
-
-/// Parses `500ms`, `30s`, `5m`, `1h` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration such as 30s, 5m or 1h"))?;
-    let millis = match unit {
-        "ms" => number,
-        "" | "s" => number.saturating_mul(1_000),
-        "m" => number.saturating_mul(60_000),
-        "h" => number.saturating_mul(3_600_000),
-        _ => return Err(format!("{text:?}: unit must be ms, s, m or h")),
-    };
-    Ok(std::time::Duration::from_millis(millis))
 }
 
 impl Object for McpServer {

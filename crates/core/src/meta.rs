@@ -104,3 +104,23 @@ mod tests {
         assert!(err.to_string().contains("nmae"), "{err}");
     }
 }
+
+/// Parses `500ms`, `30s`, `5m`, `1h` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 30s, 5m or 1h"))?;
+    let millis = match unit {
+        "ms" => number,
+        "" | "s" => number.saturating_mul(1_000),
+        "m" => number.saturating_mul(60_000),
+        "h" => number.saturating_mul(3_600_000),
+        _ => return Err(format!("{text:?}: unit must be ms, s, m or h")),
+    };
+    Ok(std::time::Duration::from_millis(millis))
+}

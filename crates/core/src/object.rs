@@ -42,6 +42,21 @@ pub struct IndexFields {
     pub execution: Option<String>,
     /// For a ToolCall, its checksum (counting repeats in an execution).
     pub checksum: Option<String>,
+    /// For a ToolCall, the agent that made it.
+    pub agent: Option<String>,
+    /// For a ToolCall that ran, its cost (summed by cost reports and budgets).
+    pub cost: Option<IndexedCost>,
+}
+
+/// A call's cost as the store keeps it: exact millionths, so sums are exact.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexedCost {
+    /// Millionths of a unit of `currency`.
+    pub micros: i64,
+    /// The tool's currency.
+    pub currency: String,
+    /// When the call settled, in unix milliseconds.
+    pub at_ms: i64,
 }
 
 /// Checks the `apiVersion` and `kind` header of a manifest against `T`.

@@ -50,6 +50,9 @@ pub struct ToolSpec {
     pub observability: Observability,
     /// How the tool is executed.
     pub backend: Backend,
+    /// What a call costs, recorded on each call that runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::ToolCost>,
 }
 
 /// How a Tool's side effects are classified. Anything not `read_only` is a
@@ -301,6 +304,9 @@ impl Object for Tool {
             }
             Backend::Actions(_) | Backend::Mcp(_) | Backend::Agent {} | Backend::Noop {} => {}
         }
+        if let Some(cost) = &self.spec.cost {
+            errors.extend(cost.problems("spec.cost"));
+        }
         if errors.is_empty() {
             Ok(())
         } else {
@@ -328,6 +334,7 @@ impl Tool {
                 side_effects: SideEffects::default(),
                 observability: Observability::default(),
                 backend: Backend::Agent {},
+                cost: None,
             },
         }
     }
@@ -362,6 +369,8 @@ struct ToolSpecManifest {
     #[serde(default)]
     observability: Observability,
     backend: Backend,
+    #[serde(default)]
+    cost: Option<crate::cost::ToolCost>,
 }
 
 /// One entry of seed 002's `parameters` list.
@@ -399,6 +408,7 @@ impl TryFrom<ToolSpecManifest> for ToolSpec {
             side_effects: m.side_effects,
             observability: m.observability,
             backend: m.backend,
+            cost: m.cost,
         })
     }
 }

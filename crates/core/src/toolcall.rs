@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::names::validate_name;
-use crate::object::{IndexFields, Object, check_type};
+use crate::object::{IndexFields, IndexedCost, Object, check_type};
 use crate::tool::SideEffectLevel;
 use crate::{IllegalTransition, ObjectMeta, ObjectRef, Phase, Time, ValidationError};
 
@@ -199,6 +199,9 @@ pub struct ToolCallStatus {
     /// How an operator settled a call whose outcome was `Unknown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<Resolution>,
+    /// What the call cost, by its tool's `spec.cost`; set when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::CallCost>,
 }
 
 /// An operator's settlement of an `Unknown` call.
@@ -338,6 +341,16 @@ impl Object for ToolCall {
             phase: Some(self.status.phase.as_str().to_owned()),
             execution: self.spec.execution_ref.as_ref().map(|r| r.name.clone()),
             checksum: Some(self.status.checksum.clone()).filter(|c| !c.is_empty()),
+            agent: self.spec.agent_ref.as_ref().map(|r| r.name.clone()),
+            cost: self.status.cost.as_ref().map(|cost| IndexedCost {
+                micros: crate::cost::to_micros(cost.amount),
+                currency: cost.currency.clone(),
+                at_ms: self
+                    .status
+                    .completed_at
+                    .or(self.metadata.creation_timestamp)
+                    .map_or(0, |t| t.0.timestamp_millis()),
+            }),
         }
     }
 }

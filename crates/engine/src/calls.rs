@@ -265,6 +265,23 @@ impl Engine {
                 ));
             }
         }
+        if rejection.is_none() && skip.is_none() {
+            let budgets = self.budget_check(&call, &tool).await?;
+            for warning in budgets.warnings {
+                tracing::warn!(namespace, call = %call.metadata.name, warning = %warning["message"], "budget");
+                self.emit_for(&call, "warning", warning).await?;
+            }
+            if let Some((decision, reason)) = budgets.denial {
+                telemetry::record_decisions(&mut call, vec![decision]);
+                rejection = Some(Rejection::refused(
+                    &call,
+                    Phase::Denied,
+                    "Budget exceeded",
+                    "budget_exceeded",
+                    reason,
+                ));
+            }
+        }
         let policies = match skip {
             Some(_) => Vec::new(),
             None => self.policies(namespace).await?,
@@ -280,7 +297,10 @@ impl Engine {
                 .get(REPLAY_OVERRIDE_ANNOTATION)
                 .is_some_and(|v| v == "true");
             let count = self.tool_call_count(&call).await?;
-            let request = Facts::request(&call, &tool, &args, count, overridden);
+            let mut request = Facts::request(&call, &tool, &args, count, overridden);
+            if policies.iter().any(reads_spend) {
+                request.value["cost"] = self.spend_facts(&call, &tool).await?;
+            }
             let outcome = policy::decide(&*self.inner.policy, &policies, Hook::Request, &request);
             telemetry::record_decisions(&mut call, outcome.records(Hook::Request));
             if let Some(w) = outcome.winner() {
@@ -500,4 +520,10 @@ fn gateway_only(call: &ToolCall) -> Result<(), EngineError> {
         ));
     }
     Ok(())
+}
+
+/// True when a policy reads `cost.*`, so the spend so far must be summed
+/// for it (three indexed sums: not paid by namespaces that never ask).
+fn reads_spend(policy: &Policy) -> bool {
+    serde_json::to_string(&policy.spec).is_ok_and(|text| text.contains("cost."))
 }

@@ -160,6 +160,7 @@ impl Inner {
                 phase: params.phase,
                 execution: params.execution,
                 checksum: None,
+                ..IndexFields::default()
             },
             limit,
             continue_from: params.continue_token,

@@ -198,6 +198,13 @@ impl Engine {
             Err(e) if how.answers_on_failure => (Phase::Failed, e.details.clone(), Some(e)),
             Err(e) => (Phase::Failed, None, Some(e)),
         };
+        // It ran, so it cost: priced on what the tool returned, before any
+        // policy changes it.
+        call.status.cost = tool
+            .spec
+            .cost
+            .as_ref()
+            .map(|price| price.of(output.as_ref()));
         let observability = &tool.spec.observability;
         let mut answer = output.clone();
 

@@ -61,6 +61,12 @@ impl Configurable for joch_core::Namespace {
     }
 }
 
+impl Configurable for joch_core::Budget {
+    fn check(&self) -> Result<(), ValidationError> {
+        Ok(())
+    }
+}
+
 impl Configurable for Endpoint {
     fn check(&self) -> Result<(), ValidationError> {
         Ok(())

@@ -54,9 +54,26 @@ pub enum Command {
     Deny(DecideArgs),
     /// Print an execution's event timeline.
     Logs(LogsArgs),
+    /// What calls cost, grouped by tool, agent, execution or namespace.
+    Costs(CostsArgs),
     /// Serve a namespace's tools over MCP on stdin/stdout; `mcp accept`
     /// adopts changed upstream tool definitions.
     Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CostsArgs {
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// Every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// tool, agent, execution or namespace.
+    #[arg(long, default_value = "tool")]
+    pub group_by: String,
+    /// An RFC 3339 time, or a duration back from now such as 24h.
+    #[arg(long)]
+    pub since: Option<String>,
 }
 
 #[derive(Debug, Args)]

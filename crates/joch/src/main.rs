@@ -39,6 +39,7 @@ async fn main() -> std::process::ExitCode {
         Command::Approve(args) => output::decide(&cli.client, "approve", args).await,
         Command::Deny(args) => output::decide(&cli.client, "deny", args).await,
         Command::Logs(args) => logs::run(&cli.client, args).await,
+        Command::Costs(args) => output::costs(&cli.client, args).await,
         Command::Mcp(args) => mcp::run(&cli.client, args).await,
     };
     match result {

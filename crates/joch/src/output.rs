@@ -6,8 +6,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::cli::{
-    CallArgs, ClientArgs, DecideArgs, DescribeArgs, GetArgs, OutputFormat, ReplayArgs, ResolveArgs,
-    ResourceKind,
+    CallArgs, ClientArgs, CostsArgs, DecideArgs, DescribeArgs, GetArgs, OutputFormat, ReplayArgs,
+    ResolveArgs, ResourceKind,
 };
 use crate::client::Client;
 
@@ -174,6 +174,42 @@ pub async fn decide(client_args: &ClientArgs, verb: &str, args: DecideArgs) -> a
             .and_then(Value::as_str)
             .unwrap_or("?")
     );
+    Ok(())
+}
+
+pub async fn costs(client_args: &ClientArgs, args: CostsArgs) -> anyhow::Result<()> {
+    let client = Client::new(client_args)?;
+    let base = if args.all_namespaces {
+        "/v1/costs".to_owned()
+    } else {
+        format!("/v1/namespaces/{}/costs", args.namespace)
+    };
+    let mut query = vec![format!("groupBy={}", args.group_by)];
+    if let Some(since) = &args.since {
+        query.push(format!("since={since}"));
+    }
+    let report = client
+        .expect_ok(Method::GET, &format!("{base}?{}", query.join("&")), None)
+        .await?;
+    let mut rows = vec![vec![
+        args.group_by.to_uppercase(),
+        "CALLS".to_owned(),
+        "AMOUNT".to_owned(),
+        "CURRENCY".to_owned(),
+    ]];
+    for item in report["items"].as_array().into_iter().flatten() {
+        let key = item["key"]
+            .as_str()
+            .filter(|k| !k.is_empty())
+            .unwrap_or("-");
+        rows.push(vec![
+            key.to_owned(),
+            display(&item["calls"]),
+            format!("{:.6}", item["amount"].as_f64().unwrap_or_default()),
+            display(&item["currency"]),
+        ]);
+    }
+    print!("{}", align(&rows));
     Ok(())
 }
 

@@ -19,6 +19,9 @@ mod typed;
 pub mod testsuite;
 
 pub use error::{StoreError, StoreErrorKind};
-pub use record::{Durability, EventRecord, IdempotencyClaim, ListQuery, Page, Record, Store};
+pub use record::{
+    CostGroup, CostQuery, CostTotal, Durability, EventRecord, IdempotencyClaim, ListQuery, Page,
+    Record, Store,
+};
 pub use sqlite::SqliteStore;
 pub use typed::ObjectList;

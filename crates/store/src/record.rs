@@ -85,6 +85,54 @@ pub struct ListQuery {
     pub continue_from: Option<String>,
 }
 
+/// Which ToolCall costs to sum, and how to group them.
+#[derive(Debug, Clone, Default)]
+pub struct CostQuery {
+    /// Empty sums every namespace.
+    pub namespace: String,
+    /// Only calls settled at or after this unix millisecond.
+    pub since_ms: Option<i64>,
+    /// One total per tool, agent, execution or namespace, or one in all.
+    pub group_by: CostGroup,
+    /// Only this tool's calls.
+    pub tool: Option<String>,
+    /// Only this agent's calls.
+    pub agent: Option<String>,
+    /// Only this execution's calls.
+    pub execution: Option<String>,
+    /// Only calls priced in this currency.
+    pub currency: Option<String>,
+}
+
+/// `groupBy` of a cost report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CostGroup {
+    /// By tool name.
+    Tool,
+    /// By agent (calls without one under `""`).
+    Agent,
+    /// By execution (calls without one under `""`).
+    Execution,
+    /// By namespace.
+    Namespace,
+    /// One total.
+    #[default]
+    All,
+}
+
+/// One line of a cost report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CostTotal {
+    /// The tool, agent, execution or namespace; `""` for none or for `All`.
+    pub key: String,
+    /// The currency of `micros`.
+    pub currency: String,
+    /// Millionths of a unit.
+    pub micros: i64,
+    /// How many calls.
+    pub calls: u64,
+}
+
 /// One page of a list.
 #[derive(Debug, Clone, Default)]
 pub struct Page {
@@ -161,6 +209,9 @@ pub trait Store: Send + Sync + 'static {
     /// How many objects match the query's kind, namespace and index
     /// columns (its selector, limit and token are ignored).
     async fn count(&self, query: ListQuery) -> Result<u64, StoreError>;
+
+    /// Sums the costs of ToolCalls that match, grouped as asked.
+    async fn cost_totals(&self, query: CostQuery) -> Result<Vec<CostTotal>, StoreError>;
 
     /// Succeeds when the store can serve reads and writes.
     async fn ping(&self) -> Result<(), StoreError>;

@@ -44,8 +44,8 @@ impl Facts {
             "toolCallCount": tool_call_count,
             "replay": call.spec.replay_of.is_some(),
             "override": replay_override,
-            // No cost model yet: every call is free until one lands.
-            "cost": {"runUsd": 0.0},
+            // Filled in with the spend so far when a policy reads it.
+            "cost": {"runUsd": 0.0, "dailyUsd": 0.0, "monthlyUsd": 0.0, "callUsd": 0.0},
             "labels": call.metadata.labels,
         });
         Facts {

@@ -8,6 +8,7 @@ mod harness;
 mod approvals;
 mod calls;
 mod cli;
+mod costs;
 mod crash;
 mod declarative;
 mod errors;

@@ -3,6 +3,7 @@
 
 mod approvals;
 mod contexts;
+mod costs;
 mod executions;
 mod health;
 mod mcpservers;
@@ -14,7 +15,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use joch_core::{
-    API_VERSION, Endpoint, Execution, McpServer, Object, Policy, StandingApproval, Tool,
+    API_VERSION, Budget, Endpoint, Execution, McpServer, Object, Policy, StandingApproval, Tool,
 };
 use joch_engine::ListParams;
 use joch_engine::ObjectList;
@@ -91,6 +92,18 @@ pub(crate) fn routes() -> Router<AppState> {
                 .put(replace::<Endpoint>)
                 .delete(delete::<Endpoint>),
         )
+        .route(
+            "/v1/namespaces/{ns}/budgets",
+            get(list::<Budget>).post(create::<Budget>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/budgets/{name}",
+            get(read::<Budget>)
+                .put(replace::<Budget>)
+                .delete(delete::<Budget>),
+        )
+        .route("/v1/namespaces/{ns}/costs", get(costs::in_namespace))
+        .route("/v1/costs", get(costs::everywhere))
         .route(
             "/v1/namespaces/{ns}/mcpservers",
             get(list::<McpServer>).post(mcpservers::create),

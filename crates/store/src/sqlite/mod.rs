@@ -18,7 +18,8 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    Durability, EventRecord, IdempotencyClaim, ListQuery, Page, Record, Store, StoreError,
+    CostQuery, CostTotal, Durability, EventRecord, IdempotencyClaim, ListQuery, Page, Record,
+    Store, StoreError,
 };
 use readers::Readers;
 use writer::{Write, WriteRequest, Written};
@@ -199,6 +200,12 @@ impl Store for SqliteStore {
     async fn count(&self, query: ListQuery) -> Result<u64, StoreError> {
         self.readers
             .run(move |conn| rows::count(conn, &query))
+            .await
+    }
+
+    async fn cost_totals(&self, query: CostQuery) -> Result<Vec<CostTotal>, StoreError> {
+        self.readers
+            .run(move |conn| rows::cost_totals(conn, &query))
             .await
     }
 

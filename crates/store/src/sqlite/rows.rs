@@ -2,19 +2,22 @@
 
 use std::collections::BTreeMap;
 
-use joch_core::object::IndexFields;
+use joch_core::object::{IndexFields, IndexedCost};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 
 use super::unavailable;
-use crate::{EventRecord, IdempotencyClaim, ListQuery, Page, Record, StoreError};
+use crate::{
+    CostGroup, CostQuery, CostTotal, EventRecord, IdempotencyClaim, ListQuery, Page, Record,
+    StoreError,
+};
 
-const COLUMNS: &str =
-    "seq, kind, namespace, name, resource_version, labels, tool, phase, execution, checksum, body";
+const COLUMNS: &str = "seq, kind, namespace, name, resource_version, labels, tool, phase, execution, checksum, agent, cost_micros, cost_currency, cost_at, body";
 
-/// A record's values in the order of `COLUMNS` after `seq`, bound as ?1..?10
+/// A record's values in the order of `COLUMNS` after `seq`, bound as ?1..?14
 /// by both the insert and the update.
 fn row_values(r: &Record) -> rusqlite::Result<Vec<SqlValue>> {
+    let cost = r.index.cost.as_ref();
     Ok(vec![
         r.kind.clone().into(),
         r.namespace.clone().into(),
@@ -25,6 +28,10 @@ fn row_values(r: &Record) -> rusqlite::Result<Vec<SqlValue>> {
         r.index.phase.clone().into(),
         r.index.execution.clone().into(),
         r.index.checksum.clone().into(),
+        r.index.agent.clone().into(),
+        cost.map(|c| c.micros).into(),
+        cost.map(|c| c.currency.clone()).into(),
+        cost.map(|c| c.at_ms).into(),
         r.body.clone().into(),
     ])
 }
@@ -32,8 +39,9 @@ fn row_values(r: &Record) -> rusqlite::Result<Vec<SqlValue>> {
 pub(super) fn insert(conn: &Connection, r: &Record) -> Result<(), StoreError> {
     let result = conn
         .prepare_cached(
-            "INSERT INTO objects (kind, namespace, name, resource_version, labels, tool, phase, execution, checksum, body)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            "INSERT INTO objects (kind, namespace, name, resource_version, labels, tool, phase, execution, checksum,
+             agent, cost_micros, cost_currency, cost_at, body)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )
         .and_then(|mut stmt| stmt.execute(rusqlite::params_from_iter(row_values(r)?)));
     match result {
@@ -99,8 +107,8 @@ pub(super) fn update(
     let changed = conn
         .prepare_cached(
             "UPDATE objects SET resource_version = ?4, labels = ?5, tool = ?6, phase = ?7, execution = ?8,
-             checksum = ?9, body = ?10
-             WHERE kind = ?1 AND namespace = ?2 AND name = ?3 AND resource_version = ?11",
+             checksum = ?9, agent = ?10, cost_micros = ?11, cost_currency = ?12, cost_at = ?13, body = ?14
+             WHERE kind = ?1 AND namespace = ?2 AND name = ?3 AND resource_version = ?15",
         )
         .and_then(|mut stmt| {
             let mut values = row_values(r)?;
@@ -175,6 +183,7 @@ fn filtered(select: &str, q: &ListQuery) -> (String, Vec<SqlValue>) {
         ("phase", &q.index.phase),
         ("execution", &q.index.execution),
         ("checksum", &q.index.checksum),
+        ("agent", &q.index.agent),
     ];
     for (column, value) in filters {
         if let Some(value) = value {
@@ -193,6 +202,54 @@ pub(super) fn count(conn: &Connection, q: &ListQuery) -> Result<u64, StoreError>
         .and_then(|mut stmt| stmt.query_row(rusqlite::params_from_iter(args), |r| r.get(0)))
         .map_err(unavailable)?;
     Ok(u64::try_from(n).unwrap_or_default())
+}
+
+/// Sums ToolCall costs, grouped as asked, largest first.
+pub(super) fn cost_totals(conn: &Connection, q: &CostQuery) -> Result<Vec<CostTotal>, StoreError> {
+    let group = match q.group_by {
+        CostGroup::Tool => "tool",
+        CostGroup::Agent => "agent",
+        CostGroup::Execution => "execution",
+        CostGroup::Namespace => "namespace",
+        CostGroup::All => "''",
+    };
+    let mut sql = format!(
+        "SELECT COALESCE({group}, ''), cost_currency, SUM(cost_micros), COUNT(*) FROM objects
+         WHERE kind = 'ToolCall' AND cost_micros IS NOT NULL"
+    );
+    let mut args: Vec<SqlValue> = Vec::new();
+    if !q.namespace.is_empty() {
+        sql.push_str(" AND namespace = ?");
+        args.push(q.namespace.clone().into());
+    }
+    if let Some(since) = q.since_ms {
+        sql.push_str(" AND cost_at >= ?");
+        args.push(since.into());
+    }
+    for (column, value) in [
+        ("tool", &q.tool),
+        ("agent", &q.agent),
+        ("execution", &q.execution),
+        ("cost_currency", &q.currency),
+    ] {
+        if let Some(value) = value {
+            sql.push_str(&format!(" AND {column} = ?"));
+            args.push(value.clone().into());
+        }
+    }
+    sql.push_str(" GROUP BY 1, 2 ORDER BY 3 DESC, 1");
+    let mut stmt = conn.prepare_cached(&sql).map_err(unavailable)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(args), |row| {
+            Ok(CostTotal {
+                key: row.get(0)?,
+                currency: row.get(1)?,
+                micros: row.get(2)?,
+                calls: u64::try_from(row.get::<_, i64>(3)?).unwrap_or_default(),
+            })
+        })
+        .map_err(unavailable)?;
+    rows.collect::<Result<_, _>>().map_err(unavailable)
 }
 
 /// Lists newest first. Label selectors are applied while stepping through the
@@ -243,8 +300,20 @@ fn record(row: &Row<'_>) -> rusqlite::Result<(i64, Record)> {
             phase: row.get(7)?,
             execution: row.get(8)?,
             checksum: row.get(9)?,
+            agent: row.get(10)?,
+            cost: match (
+                row.get::<_, Option<i64>>(11)?,
+                row.get::<_, Option<String>>(12)?,
+            ) {
+                (Some(micros), Some(currency)) => Some(IndexedCost {
+                    micros,
+                    currency,
+                    at_ms: row.get::<_, Option<i64>>(13)?.unwrap_or_default(),
+                }),
+                _ => None,
+            },
         },
-        body: row.get(10)?,
+        body: row.get(14)?,
     };
     Ok((row.get(0)?, record))
 }
