@@ -72,7 +72,7 @@ pub(crate) struct Recorded {
     /// answer for the model.
     pub(crate) rejection: Option<Rejection>,
     /// The namespace's policies, for the result hook.
-    pub(crate) policies: Vec<Policy>,
+    pub(crate) policies: Arc<Vec<Policy>>,
     /// What the request hook saw, extended with the output for the result hook.
     pub(crate) facts: Option<Facts>,
 }
@@ -283,7 +283,7 @@ impl Engine {
             }
         }
         let policies = match skip {
-            Some(_) => Vec::new(),
+            Some(_) => Arc::default(),
             None => self.policies(namespace).await?,
         };
         let mut facts = None;

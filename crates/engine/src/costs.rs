@@ -46,15 +46,21 @@ impl Engine {
         tool: &Tool,
     ) -> Result<BudgetCheck, EngineError> {
         let namespace = &call.metadata.namespace;
-        let query = ListQuery {
-            namespace: namespace.clone(),
-            limit: 1000,
-            ..ListQuery::default()
-        };
-        let budgets = self.inner.store.list_objects::<Budget>(query).await?.items;
+        let budgets = self
+            .inner
+            .budgets
+            .get_or_load(namespace, async {
+                let query = ListQuery {
+                    namespace: namespace.clone(),
+                    limit: 1000,
+                    ..ListQuery::default()
+                };
+                Ok::<_, EngineError>(self.inner.store.list_objects::<Budget>(query).await?.items)
+            })
+            .await?;
         let mut check = BudgetCheck::default();
         let agent = call.spec.agent_ref.as_ref().map(|a| a.name.as_str());
-        for budget in &budgets {
+        for budget in budgets.iter() {
             let scope = &budget.spec.scope;
             let in_scope = scope.agent.as_deref().is_none_or(|a| Some(a) == agent)
                 && scope.tool.as_deref().is_none_or(|t| t == call.tool_name());

@@ -11,6 +11,7 @@ use joch_store::{ListQuery, Store};
 use tokio::sync::watch;
 
 use crate::EngineError;
+use crate::cache::Snapshots;
 use crate::policy::PolicyEngine;
 use crate::schema::SchemaCache;
 
@@ -66,6 +67,12 @@ pub(crate) struct Inner {
     pub(crate) tools_changed: watch::Sender<u64>,
     /// One lock per McpServer (`namespace/name`): its listings run one at a time.
     pub(crate) mcp_syncs: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Tools by `namespace/name`, as the call path last read them.
+    pub(crate) tools: Snapshots<joch_core::Tool>,
+    /// Each namespace's policies, in name order.
+    pub(crate) policies: Snapshots<Vec<joch_core::Policy>>,
+    /// Each namespace's budgets.
+    pub(crate) budgets: Snapshots<Vec<joch_core::Budget>>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
 }
 
@@ -89,6 +96,9 @@ impl Engine {
                 appended: watch::channel(0).0,
                 tools_changed: watch::channel(0).0,
                 mcp_syncs: Default::default(),
+                tools: Snapshots::default(),
+                policies: Snapshots::default(),
+                budgets: Snapshots::default(),
                 policy,
             }),
         }
@@ -125,6 +135,7 @@ pub struct ListParams {
 
 impl Inner {
     pub(crate) fn touch_tools(&self) {
+        self.tools.invalidate();
         self.tools_changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 

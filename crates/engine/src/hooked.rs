@@ -216,16 +216,21 @@ impl Engine {
         namespace: &str,
         call: &ToolCall,
     ) -> Result<Tool, EngineError> {
-        match self
+        let key = format!("{namespace}/{}", call.tool_name());
+        let found = self
             .inner
-            .store
-            .get_object(namespace, call.tool_name())
-            .await
-        {
+            .tools
+            .get_or_load(
+                &key,
+                self.inner.store.get_object(namespace, call.tool_name()),
+            )
+            .await;
+        match found {
+            Ok(tool) => Ok(Tool::clone(&tool)),
             Err(joch_store::StoreError::NotFound { .. }) if call.spec.mode == CallMode::Hook => {
                 Ok(Tool::unregistered(namespace, call.tool_name()))
             }
-            other => Ok(other?),
+            Err(e) => Err(e.into()),
         }
     }
 

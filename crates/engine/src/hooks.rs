@@ -1,6 +1,8 @@
 //! Glue between the call path and the policy engine: which policies a
 //! namespace has, the loop counter, and the answers a denial gives the model.
 
+use std::sync::Arc;
+
 use joch_core::{Policy, ToolCall};
 use joch_store::ListQuery;
 use serde_json::{Value, json};
@@ -14,15 +16,20 @@ pub const REPLAY_OVERRIDE_ANNOTATION: &str = "joch.dev/replay-override";
 impl Engine {
     /// Every policy of the namespace, in name order (the order decisions are
     /// combined and recorded in).
-    pub(crate) async fn policies(&self, namespace: &str) -> Result<Vec<Policy>, EngineError> {
-        let query = ListQuery {
-            namespace: namespace.to_owned(),
-            limit: 1000,
-            ..ListQuery::default()
-        };
-        let mut policies = self.inner.store.list_objects::<Policy>(query).await?.items;
-        policies.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        Ok(policies)
+    pub(crate) async fn policies(&self, namespace: &str) -> Result<Arc<Vec<Policy>>, EngineError> {
+        self.inner
+            .policies
+            .get_or_load(namespace, async {
+                let query = ListQuery {
+                    namespace: namespace.to_owned(),
+                    limit: 1000,
+                    ..ListQuery::default()
+                };
+                let mut policies = self.inner.store.list_objects::<Policy>(query).await?.items;
+                policies.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+                Ok(policies)
+            })
+            .await
     }
 
     /// `toolCallCount`: calls with this checksum in the call's execution,

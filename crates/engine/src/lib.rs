@@ -15,6 +15,7 @@
 
 mod approvals;
 mod batches;
+mod cache;
 mod calls;
 mod context;
 mod costs;

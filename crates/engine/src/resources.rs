@@ -190,9 +190,13 @@ impl Engine {
         Ok(object)
     }
 
+    /// Drops what the call path cached of this kind.
     fn touched<T: Object>(&self) {
-        if T::KIND == Tool::KIND {
-            self.inner.touch_tools();
+        match T::KIND {
+            Tool::KIND => self.inner.touch_tools(),
+            Policy::KIND => self.inner.policies.invalidate(),
+            joch_core::Budget::KIND => self.inner.budgets.invalidate(),
+            _ => {}
         }
     }
 

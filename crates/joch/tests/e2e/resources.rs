@@ -44,6 +44,11 @@ async fn tool_lifecycle_with_optimistic_concurrency() {
         created["metadata"]["creationTimestamp"]
     );
 
+    // The next call uses the new version at once (the call path's cache
+    // of tools is dropped on every write).
+    let (_, call) = joch.call("zendesk.create_ticket", json!({})).await;
+    assert_eq!(call["status"]["toolVersion"], "2", "{call}");
+
     let stale = joch.send(Method::PUT, &path, Some(changed)).await;
     assert_error(&stale, StatusCode::CONFLICT, "conflict");
     assert_eq!(joch.get(&path).await.1["spec"]["description"], "v2");
@@ -62,6 +67,8 @@ async fn tool_lifecycle_with_optimistic_concurrency() {
         StatusCode::NOT_FOUND,
         "tool_not_found",
     );
+    let gone = joch.call("zendesk.create_ticket", json!({})).await;
+    assert_error(&gone, StatusCode::NOT_FOUND, "tool_not_found");
 }
 
 #[tokio::test]
