@@ -85,26 +85,6 @@ impl<'de> Deserialize<'de> for Time {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn time_round_trips_with_millis() {
-        let t: Time = serde_json::from_str("\"2026-05-10T12:35:00.123+02:00\"").unwrap();
-        assert_eq!(
-            serde_json::to_string(&t).unwrap(),
-            "\"2026-05-10T10:35:00.123Z\""
-        );
-    }
-
-    #[test]
-    fn unknown_metadata_fields_are_refused() {
-        let err = serde_json::from_str::<ObjectMeta>(r#"{"name":"a","nmae":"b"}"#).unwrap_err();
-        assert!(err.to_string().contains("nmae"), "{err}");
-    }
-}
-
 /// Parses `500ms`, `30s`, `5m`, `1h` or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let text = text.trim();
@@ -123,4 +103,24 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         _ => return Err(format!("{text:?}: unit must be ms, s, m or h")),
     };
     Ok(std::time::Duration::from_millis(millis))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_round_trips_with_millis() {
+        let t: Time = serde_json::from_str("\"2026-05-10T12:35:00.123+02:00\"").unwrap();
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            "\"2026-05-10T10:35:00.123Z\""
+        );
+    }
+
+    #[test]
+    fn unknown_metadata_fields_are_refused() {
+        let err = serde_json::from_str::<ObjectMeta>(r#"{"name":"a","nmae":"b"}"#).unwrap_err();
+        assert!(err.to_string().contains("nmae"), "{err}");
+    }
 }

@@ -18,6 +18,7 @@ use joch_core::{
 };
 use joch_store::{Durability, StoreError};
 use serde_json::{Map, Value, json};
+use tracing::Instrument;
 
 use crate::approvals::Deferral;
 use crate::hooks::{REPLAY_OVERRIDE_ANNOTATION, refusal};
@@ -27,6 +28,7 @@ use crate::policy::{self, Decision, Effect, Facts};
 use crate::resources::admit;
 use crate::schema::Compiled;
 use crate::telemetry;
+use crate::tracing_spans;
 use crate::{Engine, EngineError};
 
 /// What a caller gets back for a call.
@@ -139,6 +141,15 @@ impl Engine {
     /// the same arguments returns that call, once settled, without running.
     pub async fn call(&self, namespace: &str, call: ToolCall) -> Result<CallOutcome, EngineError> {
         gateway_only(&call)?;
+        let span = tracing_spans::call_span(&call);
+        self.call_traced(namespace, call).instrument(span).await
+    }
+
+    async fn call_traced(
+        &self,
+        namespace: &str,
+        call: ToolCall,
+    ) -> Result<CallOutcome, EngineError> {
         match self
             .record(namespace, call, Durability::Deferred, None)
             .await?
@@ -146,6 +157,7 @@ impl Engine {
             Admission::New(recorded) if recorded.call.status.phase == Phase::AwaitingApproval => {
                 let settled = self
                     .wait_settled(namespace, &recorded.call.metadata.name)
+                    .instrument(tracing::info_span!("await_approval"))
                     .await?;
                 Ok(CallOutcome::stored(settled, false))
             }
@@ -188,12 +200,16 @@ impl Engine {
 
     pub(crate) fn run_in_background(&self, recorded: Recorded) {
         let engine = self.clone();
-        tokio::spawn(async move {
+        let span = tracing_spans::call_span(&recorded.call);
+        tokio::spawn(
+            async move {
             let name = recorded.call.metadata.name.clone();
             if let Err(e) = engine.run(recorded).await {
                 tracing::error!(call = %name, error = %e, "background call could not be settled");
             }
-        });
+            }
+            .instrument(span),
+        );
     }
 
     /// Resolves the tool, normalises the input, runs the request hook,
@@ -301,7 +317,10 @@ impl Engine {
             if policies.iter().any(reads_spend) {
                 request.value["cost"] = self.spend_facts(&call, &tool).await?;
             }
-            let outcome = policy::decide(&*self.inner.policy, &policies, Hook::Request, &request);
+            let outcome = tracing::info_span!("evaluate_policies", hook = "toolCallRequest")
+                .in_scope(|| {
+                    policy::decide(&*self.inner.policy, &policies, Hook::Request, &request)
+                });
             telemetry::record_decisions(&mut call, outcome.records(Hook::Request));
             if let Some(w) = outcome.winner() {
                 decided = Some((w.verdict.effect.name(), w.verdict.reason.clone()));

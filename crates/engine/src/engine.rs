@@ -31,6 +31,9 @@ pub struct EngineConfig {
     /// What an expired approval decides when its policy names no
     /// `onTimeout` (default deny: the call ends `TimedOut`).
     pub approval_fallback: joch_core::policy::OnTimeout,
+    /// Put calls' arguments and results on their trace spans (default
+    /// false: traces leave the ledger's trust boundary).
+    pub trace_content: bool,
 }
 
 impl Default for EngineConfig {
@@ -41,6 +44,7 @@ impl Default for EngineConfig {
             idempotency_window: Duration::from_secs(24 * 60 * 60),
             approval_timeout: Duration::from_secs(300),
             approval_fallback: joch_core::policy::OnTimeout::Deny,
+            trace_content: false,
         }
     }
 }

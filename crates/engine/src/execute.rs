@@ -17,6 +17,7 @@ use crate::hooks::refusal;
 use crate::policy::{self, Effect, Facts};
 use crate::schema::Compiled;
 use crate::telemetry;
+use crate::tracing_spans;
 use crate::{Engine, EngineError};
 
 /// What settling a result needs besides the call and the tool.
@@ -32,17 +33,15 @@ pub(crate) struct Concluding<'a> {
 impl Engine {
     /// Takes a recorded call (`Pending`, `AwaitingApproval` once approved,
     /// or `Running` after a crash) to a terminal phase.
+    /// Runs within the caller's `execute_tool` span (see `tracing_spans`).
     pub(crate) async fn run(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
-        let span = tracing::info_span!(
-            "execute_tool",
-            tool = %recorded.tool.metadata.name,
-            call = %recorded.call.metadata.name,
-            traceparent = recorded.call.spec.traceparent.as_deref(),
-        );
-        self.run_inner(recorded).instrument(span).await
-    }
-
-    async fn run_inner(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
+        tracing_spans::record_tool(&recorded.tool);
+        if self.inner.config.trace_content {
+            tracing_spans::record_content(
+                "gen_ai.tool.call.arguments",
+                &Value::Object(recorded.args.clone()),
+            );
+        }
         let Recorded {
             mut call,
             tool,
@@ -146,7 +145,10 @@ impl Engine {
             actions: action_inputs.as_ref(),
             mcp_server: mcp_server.as_ref(),
         };
-        let result = backend.invoke(invocation).await;
+        let result = backend
+            .invoke(invocation)
+            .instrument(tracing::info_span!("backend", backend = kind))
+            .await;
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         telemetry::backend_latency(
             kind,
@@ -209,12 +211,15 @@ impl Engine {
         let mut answer = output.clone();
 
         if let (Phase::Succeeded, Some(result), Some(facts)) = (phase, &mut output, how.facts) {
-            let outcome = policy::decide(
-                &*self.inner.policy,
-                how.policies,
-                Hook::Result,
-                &facts.for_result(result),
-            );
+            let outcome = tracing::info_span!("evaluate_policies", hook = "toolCallResult")
+                .in_scope(|| {
+                    policy::decide(
+                        &*self.inner.policy,
+                        how.policies,
+                        Hook::Result,
+                        &facts.for_result(result),
+                    )
+                });
             telemetry::record_decisions(&mut call, outcome.records(Hook::Result));
             match outcome.winner().map(|w| (w, &w.verdict.effect)) {
                 Some((_, Effect::Allow)) | None => {}
@@ -273,6 +278,14 @@ impl Engine {
         latency_ms: Option<u64>,
     ) -> Result<CallOutcome, EngineError> {
         call.transition(phase)?;
+        if let Some(error) = &error {
+            tracing_spans::record_error(&error.code);
+        }
+        if self.inner.config.trace_content {
+            if let Some(answer) = &answer {
+                tracing_spans::record_content("gen_ai.tool.call.result", answer);
+            }
+        }
         let completed = json!({
             "source": if call.spec.replay_of.is_some() { "replay" } else { "execute" },
             "success": phase == Phase::Succeeded,

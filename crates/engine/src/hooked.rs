@@ -10,6 +10,7 @@ use std::time::Duration;
 use joch_core::{CallError, CallMode, Hook, Phase, Tool, ToolCall, ToolCallStatus};
 use joch_store::{Durability, ListQuery};
 use serde_json::{Map, Value};
+use tracing::Instrument;
 
 use crate::calls::{Admission, CallOutcome};
 use crate::engine::now;
@@ -79,6 +80,18 @@ impl Engine {
         deferred: Deferred,
     ) -> Result<HookVerdict, EngineError> {
         call.spec.mode = CallMode::Hook;
+        let span = crate::tracing_spans::call_span(&call);
+        self.hook_request_traced(namespace, call, deferred)
+            .instrument(span)
+            .await
+    }
+
+    async fn hook_request_traced(
+        &self,
+        namespace: &str,
+        call: ToolCall,
+        deferred: Deferred,
+    ) -> Result<HookVerdict, EngineError> {
         let name = match self
             .record(namespace, call, Durability::Deferred, None)
             .await?

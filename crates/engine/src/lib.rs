@@ -33,6 +33,7 @@ mod replay;
 mod resources;
 mod schema;
 mod telemetry;
+mod tracing_spans;
 
 pub use approvals::ApprovalDecision;
 pub use batches::{BATCH_LABEL, Batch};

@@ -23,6 +23,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             ApprovalFallback::Deny => OnTimeout::Deny,
             ApprovalFallback::Approve => OnTimeout::Approve,
         },
+        trace_content: args.trace_content,
         ..EngineConfig::default()
     };
     let (engine, recovered) = open_engine(&args.db, config).await?;

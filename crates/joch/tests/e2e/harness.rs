@@ -41,7 +41,16 @@ impl Joch {
 
     /// A server on `db`, with extra `serve` flags.
     pub async fn start_on(db: &Path, flags: &[&str]) -> Joch {
-        Joch::spawn(db, flags, "warn", Stdio::inherit()).await
+        Joch::spawn(db, flags, &[], "warn", Stdio::inherit()).await
+    }
+
+    /// A server on a fresh database, with extra environment variables.
+    pub async fn start_with_env(env: &[(&str, &str)]) -> Joch {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("joch.db");
+        let mut joch = Joch::spawn(&db, &[], env, "warn", Stdio::inherit()).await;
+        joch._dir = Some(dir);
+        joch
     }
 
     /// A server on a fresh database whose info-level logs go to `log`.
@@ -51,6 +60,7 @@ impl Joch {
         let mut joch = Joch::spawn(
             &dir.path().join("joch.db"),
             flags,
+            &[],
             "info",
             Stdio::from(file),
         )
@@ -59,13 +69,20 @@ impl Joch {
         joch
     }
 
-    async fn spawn(db: &Path, flags: &[&str], level: &str, stderr: Stdio) -> Joch {
+    async fn spawn(
+        db: &Path,
+        flags: &[&str],
+        env: &[(&str, &str)],
+        level: &str,
+        stderr: Stdio,
+    ) -> Joch {
         let mut child = Command::new(env!("CARGO_BIN_EXE_joch"))
             .args(flags.iter().filter(|f| f.starts_with("--log-format")))
             .args(["serve", "--addr", "127.0.0.1:0", "--db"])
             .arg(db)
             .args(flags.iter().filter(|f| !f.starts_with("--log-format")))
             .env("JOCH_LOG", level)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()

@@ -23,3 +23,4 @@ mod policies;
 mod recovery;
 mod replay;
 mod resources;
+mod traces;
