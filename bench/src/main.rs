@@ -27,6 +27,8 @@ use joch_store::Store;
 use reqwest::Client;
 use serde_json::{Value, json};
 
+mod floor;
+
 const NAMESPACE: &str = "bench";
 
 #[derive(Parser, Debug)]
@@ -41,6 +43,12 @@ struct Args {
     /// Unmeasured calls per scenario first, to open connections and warm caches.
     #[arg(long, default_value_t = 500)]
     warmup: usize,
+    /// Measured calls per scenario with a single caller (latency at rest).
+    #[arg(long, default_value_t = 1_000)]
+    single_calls: usize,
+    /// Synced writes timed to find the disk's floor.
+    #[arg(long, default_value_t = 200)]
+    floor_samples: usize,
 }
 
 /// Where a worker sends its calls, and how it tells success from failure.
@@ -64,6 +72,9 @@ struct Stats {
     p99_ms: f64,
     max_ms: f64,
     commits_per_s: f64,
+    /// Resident memory when a tenth of the calls were done, and at the end.
+    rss_tenth_kib: u64,
+    rss_end_kib: u64,
 }
 
 #[tokio::main]
@@ -107,6 +118,7 @@ async fn main() -> Result<()> {
         ("read_only", "read_only", "rest"),
         ("external_write", "external_write", "rest"),
     ];
+    let mut servers = Vec::new();
     for (scenario, level, backend) in scenarios {
         // A fresh server and ledger per scenario, so none inherits another's rows.
         let joch = start_joch(&dir.path().join(format!("{scenario}.db"))).await?;
@@ -116,6 +128,7 @@ async fn main() -> Result<()> {
             url: format!("http://{joch}/v1/namespaces/{NAMESPACE}/toolcalls"),
             tool,
         };
+        servers.push((scenario, target.clone()));
         results.push(
             measure(
                 &client,
@@ -129,9 +142,10 @@ async fn main() -> Result<()> {
     }
 
     report(&results);
+    results.extend(at_rest(&client, &args, &webhook_url, &servers, dir.path(), &metrics).await?);
     println!(
         "peak RSS of the process (client, webhook and every joch): {} KiB",
-        peak_rss_kib().unwrap_or(0)
+        floor::peak_rss_kib().unwrap_or(0)
     );
     let failures: usize = results.iter().map(|s| s.failures).sum();
     if failures > 0 {
@@ -146,6 +160,71 @@ async fn main() -> Result<()> {
         bail!("{failures} calls failed");
     }
     Ok(())
+}
+
+/// One caller at a time: the latency joch adds to a call, against the disk
+/// syncs its class needs (one for a read-only or idempotent tool, its
+/// result; two for a write, its intent and its result).
+async fn at_rest(
+    client: &Client,
+    args: &Args,
+    webhook_url: &str,
+    servers: &[(&str, Target)],
+    dir: &Path,
+    metrics: &metrics_exporter_prometheus::PrometheusHandle,
+) -> Result<Vec<Stats>> {
+    let (floor_p50, floor_p99) = floor::sync_floor(dir, args.floor_samples.max(1))?;
+    println!(
+        "\nsync floor (a synced 4 KiB write in the store's directory): p50 {floor_p50:.3} ms, p99 {floor_p99:.3} ms"
+    );
+    let one = Args {
+        calls: args.single_calls.max(1),
+        concurrency: 1,
+        warmup: args.warmup.min(50),
+        single_calls: 0,
+        floor_samples: 0,
+    };
+    let direct = measure(
+        client,
+        &one,
+        "direct_1",
+        Target::Direct(webhook_url.to_owned()),
+        metrics,
+    )
+    .await?;
+    println!(
+        "one caller ({} calls each): direct p50 {:.3} ms",
+        one.calls, direct.p50_ms
+    );
+    let mut results = vec![];
+    for (scenario, target) in servers {
+        let stats = measure(
+            client,
+            &one,
+            &format!("joch_{scenario}_1"),
+            target.clone(),
+            metrics,
+        )
+        .await?;
+        let syncs = if *scenario == "external_write" {
+            2.0
+        } else {
+            1.0
+        };
+        let added = stats.p50_ms - direct.p50_ms;
+        let ratio = added / (syncs * floor_p50).max(f64::EPSILON);
+        println!(
+            "  joch_{scenario:<16} p50 {:>7.3} ms  +p50 {added:>7.3} ms  = {ratio:>5.2} x {syncs} sync floor",
+            stats.p50_ms
+        );
+        println!(
+            "RESULT1 scenario=joch_{scenario} calls={} p50_ms={:.3} added_p50_ms={added:.3} floor_p50_ms={floor_p50:.3} syncs={syncs} floor_ratio={ratio:.2}",
+            one.calls, stats.p50_ms
+        );
+        results.push(stats);
+    }
+    results.push(direct);
+    Ok(results)
 }
 
 /// The webhook: answers with the JSON it was sent.
@@ -242,6 +321,7 @@ async fn measure(
         mut latencies,
         failures,
         first_failure,
+        rss_tenth_kib,
     } = run(client, args.calls, args.concurrency, &target).await?;
     let elapsed = started.elapsed();
     let commits = store_commits(metrics) - commits_before;
@@ -257,6 +337,8 @@ async fn measure(
         p99_ms: percentile_ms(&latencies, 0.99),
         max_ms: percentile_ms(&latencies, 1.0),
         commits_per_s: commits / elapsed.as_secs_f64(),
+        rss_tenth_kib,
+        rss_end_kib: floor::rss_kib().unwrap_or(0),
     })
 }
 
@@ -274,19 +356,13 @@ fn store_commits(metrics: &metrics_exporter_prometheus::PrometheusHandle) -> f64
         .unwrap_or(0.0)
 }
 
-/// Peak resident memory of this process, from /proc (Linux).
-fn peak_rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Every call's latency (failed ones included) and what failed.
 #[derive(Default)]
 struct Outcome {
     latencies: Vec<Duration>,
     failures: usize,
     first_failure: Option<String>,
+    rss_tenth_kib: u64,
 }
 
 /// `calls` calls from `concurrency` workers, each taking the next call index
@@ -320,6 +396,17 @@ async fn run(
         })
         .collect();
 
+    // Memory once a tenth of the calls are done: against the end, it shows
+    // whether joch's memory grows with the number of calls.
+    let sampler = {
+        let next = next.clone();
+        tokio::spawn(async move {
+            while next.load(Ordering::Relaxed) < calls / 10 {
+                tokio::time::sleep(floor::SAMPLE_EVERY).await;
+            }
+            floor::rss_kib().unwrap_or(0)
+        })
+    };
     let mut all = Outcome {
         latencies: Vec::with_capacity(calls),
         ..Outcome::default()
@@ -330,6 +417,7 @@ async fn run(
         all.failures += mine.failures;
         all.first_failure = all.first_failure.or(mine.first_failure);
     }
+    all.rss_tenth_kib = sampler.await.unwrap_or(0);
     Ok(all)
 }
 
@@ -362,7 +450,7 @@ async fn one_call(client: &Client, target: &Target, i: usize) -> Result<()> {
 }
 
 /// Nearest-rank percentile of sorted latencies, in milliseconds.
-fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
+pub(crate) fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
     let rank = ((p * sorted.len() as f64).ceil() as usize).max(1);
     sorted.get(rank - 1).map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
@@ -384,8 +472,15 @@ fn report(results: &[Stats]) {
             p99_ms: p99,
             max_ms: max,
             commits_per_s: commits,
+            rss_tenth_kib: rss10,
+            rss_end_kib: rss_end,
             ..
         } = s;
+        let growth = if *rss10 > 0 {
+            (*rss_end as f64 / *rss10 as f64 - 1.0) * 100.0
+        } else {
+            0.0
+        };
         let thru = cps / base.calls_per_s;
         let (p50d, p90d, p99d, maxd) = (
             p50 - base.p50_ms,
@@ -395,12 +490,13 @@ fn report(results: &[Stats]) {
         );
         table.push(format!(
             "{name:<20} {cps:>9.0} {thru:>7.3} {p50:>8.3} {p90:>8.3} {p99:>8.3} {max:>8.3} \
-             {p50d:>8.3} {p99d:>8.3} {commits:>9.0} {failures:>8}"
+             {p50d:>8.3} {p99d:>8.3} {commits:>9.0} {growth:>+6.1}% {failures:>8}"
         ));
         lines.push(format!(
             "RESULT scenario={name} calls={calls} failures={failures} calls_per_s={cps:.1} throughput_ratio={thru:.3} \
              p50_ms={p50:.3} p90_ms={p90:.3} p99_ms={p99:.3} max_ms={max:.3} added_p50_ms={p50d:.3} \
-             added_p90_ms={p90d:.3} added_p99_ms={p99d:.3} added_max_ms={maxd:.3} commits_per_s={commits:.0}"
+             added_p90_ms={p90d:.3} added_p99_ms={p99d:.3} added_max_ms={maxd:.3} commits_per_s={commits:.0} \
+             rss_tenth_kib={rss10} rss_end_kib={rss_end}"
         ));
     }
     println!("{}\n{}", table.join("\n"), lines.join("\n"));
@@ -408,4 +504,4 @@ fn report(results: &[Stats]) {
 
 // Matches the widths of the rows' format string above.
 const TABLE_HEADER: &str = "scenario               calls/s  thru x   p50 ms   p90 ms   p99 ms   max ms  \
-                            +p50 ms  +p99 ms commits/s failures";
+                            +p50 ms  +p99 ms commits/s  RSS Δ% failures";
