@@ -12,6 +12,7 @@
 
 pub mod actions;
 pub mod approval;
+pub mod audit;
 pub mod backend;
 pub mod checksum;
 pub mod cost;

@@ -327,12 +327,7 @@ impl Engine {
         approval.status.decided_at = Some(now());
         approval.status.rationale = decision.rationale.clone();
         approval.status.always = decision.always && matches!(verb, "approve" | "reject");
-        match self
-            .inner
-            .store
-            .update_object(approval, Durability::Sync)
-            .await
-        {
+        match self.store_decided(approval).await {
             Err(e) if e.kind() == StoreErrorKind::Conflict => {
                 return Err(decided(&approval.metadata.name, ApprovalPhase::Approved));
             }

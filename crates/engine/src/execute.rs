@@ -296,10 +296,7 @@ impl Engine {
         call.status.completed_at = Some(now());
         call.status.latency_ms = latency_ms;
         call.status.error = error;
-        self.inner
-            .store
-            .update_object(&mut call, Durability::Sync)
-            .await?;
+        self.store_settled(&mut call).await?;
         self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
         telemetry::call_settled(&call, phase, latency_ms);
         tracing::info!(

@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 mod approvals;
+mod audit;
 mod batches;
 mod cache;
 mod calls;
@@ -36,6 +37,7 @@ mod telemetry;
 mod tracing_spans;
 
 pub use approvals::ApprovalDecision;
+pub use audit::{AuditLine, AuditProblem, AuditReport};
 pub use batches::{BATCH_LABEL, Batch};
 pub use calls::CallOutcome;
 pub use engine::{Engine, EngineConfig, ListParams};

@@ -7,7 +7,7 @@
 //! is re-run only when repeating it is harmless.
 
 use joch_core::{CallError, Phase, Resolution, Tool, ToolCall};
-use joch_store::{Durability, ListQuery};
+use joch_store::ListQuery;
 use serde_json::Value;
 
 use crate::calls::Recorded;
@@ -205,10 +205,7 @@ impl Engine {
             Phase::Failed => Some(CallError::new("resolved_failed", resolve.reason)),
             _ => None,
         };
-        self.inner
-            .store
-            .update_object(&mut call, Durability::Sync)
-            .await?;
+        self.store_settled(&mut call).await?;
         self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
         Ok(call)
     }

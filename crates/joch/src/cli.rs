@@ -56,9 +56,29 @@ pub enum Command {
     Logs(LogsArgs),
     /// What calls cost, grouped by tool, agent, execution or namespace.
     Costs(CostsArgs),
+    /// Check or export a namespace's tamper-evident audit chain.
+    Audit(AuditArgs),
     /// Serve a namespace's tools over MCP on stdin/stdout; `mcp accept`
     /// adopts changed upstream tool definitions.
     Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(subcommand)]
+    pub action: AuditAction,
+    #[arg(short, long, global = true, default_value = "default")]
+    pub namespace: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditAction {
+    /// Recompute the chain and check every record against it; exits 1 and
+    /// names the first entry at fault when something was altered, removed
+    /// or reordered.
+    Verify,
+    /// Write the chain as JSON lines, oldest first.
+    Export,
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,7 @@
 //! `joch`: the server (`joch serve`) and a CLI that talks to it over HTTP.
 
 mod apply;
+mod audit;
 mod cli;
 mod client;
 mod demo;
@@ -90,6 +91,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Deny(args) => output::decide(&cli.client, "deny", args).await,
         Command::Logs(args) => logs::run(&cli.client, args).await,
         Command::Costs(args) => output::costs(&cli.client, args).await,
+        Command::Audit(args) => audit::run(&cli.client, args).await,
         Command::Mcp(args) => mcp::run(&cli.client, args).await,
     }
 }

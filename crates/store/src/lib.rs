@@ -20,8 +20,8 @@ pub mod testsuite;
 
 pub use error::{StoreError, StoreErrorKind};
 pub use record::{
-    CostGroup, CostQuery, CostTotal, Durability, EventRecord, IdempotencyClaim, ListQuery, Page,
-    Record, Store,
+    AuditRecord, CostGroup, CostQuery, CostTotal, Durability, EventRecord, IdempotencyClaim,
+    ListQuery, Page, Record, Store,
 };
 pub use sqlite::SqliteStore;
 pub use typed::ObjectList;

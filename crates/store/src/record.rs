@@ -68,6 +68,21 @@ pub struct EventRecord {
     pub body: String,
 }
 
+/// One entry of a namespace's audit chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord {
+    /// Tenant.
+    pub namespace: String,
+    /// 1, 2, 3... within the namespace; assigned by [`Store::append_audit`].
+    pub seq: u64,
+    /// The hash of the entry before (empty for the first).
+    pub prev: String,
+    /// `sha256(prev + "\n" + body)`.
+    pub hash: String,
+    /// The entry, canonical JSON.
+    pub body: String,
+}
+
 /// A list request. Results come newest first.
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
@@ -173,6 +188,17 @@ pub trait Store: Send + Sync + 'static {
         durability: Durability,
     ) -> Result<(), StoreError>;
 
+    /// Like [`Store::update`], and appends `audit` to the record's namespace's
+    /// audit chain in the same write: both land, or neither. Returns the
+    /// entry's number.
+    async fn update_audited(
+        &self,
+        record: Record,
+        expected_version: u64,
+        audit: String,
+        durability: Durability,
+    ) -> Result<u64, StoreError>;
+
     /// Removes an object, if `expected_version` (when given) is current, and
     /// returns what was removed. Deletes are always synced.
     async fn delete(
@@ -196,6 +222,23 @@ pub trait Store: Send + Sync + 'static {
         event: EventRecord,
         durability: Durability,
     ) -> Result<u64, StoreError>;
+
+    /// Appends an entry to the namespace's audit chain, linked to the last
+    /// one by hash; returns its number. Ordered with every other write.
+    async fn append_audit(
+        &self,
+        namespace: &str,
+        body: String,
+        durability: Durability,
+    ) -> Result<u64, StoreError>;
+
+    /// The namespace's audit entries numbered above `after`, in order.
+    async fn list_audit(
+        &self,
+        namespace: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError>;
 
     /// The execution's events numbered above `after`, oldest first.
     async fn list_events(

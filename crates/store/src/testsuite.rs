@@ -34,6 +34,34 @@ where
     events_are_numbered_per_execution_in_order(&*new_store().await).await;
     count_follows_the_index_columns(&*new_store().await).await;
     costs_sum_by_group_window_and_currency(&*new_store().await).await;
+    audit_entries_chain_per_namespace(&*new_store().await).await;
+}
+
+/// Audit entries are numbered per namespace, each linked to the one before
+/// by its hash.
+pub async fn audit_entries_chain_per_namespace(store: &dyn Store) {
+    use joch_core::audit::{GENESIS, chain_hash};
+    for (ns, body) in [("a", "one"), ("b", "other"), ("a", "two"), ("a", "three")] {
+        store
+            .append_audit(ns, body.to_owned(), Durability::Deferred)
+            .await
+            .expect("append");
+    }
+    store.ping().await.expect("ping");
+    let chain = store.list_audit("a", 0, 10).await.expect("list");
+    let bodies: Vec<&str> = chain.iter().map(|e| e.body.as_str()).collect();
+    assert_eq!(bodies, ["one", "two", "three"]);
+    assert_eq!(chain.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    let mut prev = GENESIS.to_owned();
+    for entry in &chain {
+        assert_eq!(entry.prev, prev);
+        assert_eq!(entry.hash, chain_hash(&prev, &entry.body));
+        prev = entry.hash.clone();
+    }
+    let after = store.list_audit("a", 2, 10).await.expect("list");
+    assert_eq!(after.len(), 1);
+    let other = store.list_audit("b", 0, 10).await.expect("list");
+    assert_eq!((other[0].seq, other[0].prev.as_str()), (1, GENESIS));
 }
 
 /// Cost totals: exact sums, grouped, filtered by window, scope and currency;

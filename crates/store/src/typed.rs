@@ -61,6 +61,30 @@ impl dyn Store {
         result
     }
 
+    /// [`Self::update_object`], appending `audit` to the namespace's audit
+    /// chain in the same write.
+    pub async fn update_object_audited<T: Object>(
+        &self,
+        object: &mut T,
+        audit: String,
+        durability: Durability,
+    ) -> Result<u64, StoreError> {
+        let previous = object.metadata().resource_version.clone();
+        let expected = previous.parse::<u64>().map_err(|_| conflict(object, 0))?;
+        object.metadata_mut().resource_version = (expected + 1).to_string();
+        let result = match record_of(object) {
+            Ok(record) => {
+                self.update_audited(record, expected, audit, durability)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if result.is_err() {
+            object.metadata_mut().resource_version = previous;
+        }
+        result
+    }
+
     /// Reads one object.
     pub async fn get_object<T: Object>(
         &self,

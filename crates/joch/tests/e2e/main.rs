@@ -6,6 +6,7 @@
 mod harness;
 
 mod approvals;
+mod audit;
 mod calls;
 mod cli;
 mod costs;

@@ -2,6 +2,7 @@
 //! answers for unknown routes and methods.
 
 mod approvals;
+mod audit;
 mod contexts;
 mod costs;
 mod executions;
@@ -102,6 +103,8 @@ pub(crate) fn routes() -> Router<AppState> {
                 .put(replace::<Budget>)
                 .delete(delete::<Budget>),
         )
+        .route("/v1/namespaces/{ns}/audit", get(audit::list))
+        .route("/v1/namespaces/{ns}/audit/verify", get(audit::verify))
         .route("/v1/namespaces/{ns}/costs", get(costs::in_namespace))
         .route("/v1/costs", get(costs::everywhere))
         .route(

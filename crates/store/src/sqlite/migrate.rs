@@ -12,6 +12,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0003_events.sql"),
     include_str!("../../migrations/sqlite/0004_checksum_index.sql"),
     include_str!("../../migrations/sqlite/0005_costs.sql"),
+    include_str!("../../migrations/sqlite/0006_audit.sql"),
 ];
 
 /// Applies the migrations the database has not seen, each in its own transaction.

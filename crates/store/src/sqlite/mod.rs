@@ -18,8 +18,8 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    CostQuery, CostTotal, Durability, EventRecord, IdempotencyClaim, ListQuery, Page, Record,
-    Store, StoreError,
+    AuditRecord, CostQuery, CostTotal, Durability, EventRecord, IdempotencyClaim, ListQuery, Page,
+    Record, Store, StoreError,
 };
 use readers::Readers;
 use writer::{Write, WriteRequest, Written};
@@ -132,11 +132,32 @@ impl Store for SqliteStore {
             Write::Update {
                 record,
                 expected_version,
+                audit: None,
             },
             durability,
         )
         .await
         .map(drop)
+    }
+
+    async fn update_audited(
+        &self,
+        record: Record,
+        expected_version: u64,
+        audit: String,
+        durability: Durability,
+    ) -> Result<u64, StoreError> {
+        let write = Write::Update {
+            record,
+            expected_version,
+            audit: Some(audit),
+        };
+        match self.write(write, durability).await? {
+            Written::Appended(seq) => Ok(seq),
+            _ => Err(StoreError::Unavailable(
+                "an audited update returned no sequence".to_owned(),
+            )),
+        }
     }
 
     async fn delete(
@@ -182,6 +203,36 @@ impl Store for SqliteStore {
                 "append returned no sequence".to_owned(),
             )),
         }
+    }
+
+    async fn append_audit(
+        &self,
+        namespace: &str,
+        body: String,
+        durability: Durability,
+    ) -> Result<u64, StoreError> {
+        let write = Write::AppendAudit {
+            namespace: namespace.to_owned(),
+            body,
+        };
+        match self.write(write, durability).await? {
+            Written::Appended(seq) => Ok(seq),
+            _ => Err(StoreError::Unavailable(
+                "append returned no sequence".to_owned(),
+            )),
+        }
+    }
+
+    async fn list_audit(
+        &self,
+        namespace: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        let namespace = namespace.to_owned();
+        self.readers
+            .run(move |conn| rows::list_audit(conn, &namespace, after, limit))
+            .await
     }
 
     async fn list_events(

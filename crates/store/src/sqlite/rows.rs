@@ -8,8 +8,8 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 
 use super::unavailable;
 use crate::{
-    CostGroup, CostQuery, CostTotal, EventRecord, IdempotencyClaim, ListQuery, Page, Record,
-    StoreError,
+    AuditRecord, CostGroup, CostQuery, CostTotal, EventRecord, IdempotencyClaim, ListQuery, Page,
+    Record, StoreError,
 };
 
 const COLUMNS: &str = "seq, kind, namespace, name, resource_version, labels, tool, phase, execution, checksum, agent, cost_micros, cost_currency, cost_at, body";
@@ -342,6 +342,62 @@ pub(super) fn append_event(conn: &Connection, e: &EventRecord) -> Result<u64, St
     .and_then(|mut stmt| stmt.execute(params![e.namespace, e.execution, sequence, e.body]))
     .map_err(unavailable)?;
     Ok(u64::try_from(sequence).unwrap_or_default())
+}
+
+/// Links the entry to the namespace's last one. The single writer makes
+/// read-then-insert safe; the primary key guards it anyway.
+pub(super) fn append_audit(
+    conn: &Connection,
+    namespace: &str,
+    body: &str,
+) -> Result<u64, StoreError> {
+    let last: Option<(i64, String)> = conn
+        .prepare_cached(
+            "SELECT seq, hash FROM audit WHERE namespace = ?1 ORDER BY seq DESC LIMIT 1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(params![namespace], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .map_err(unavailable)?;
+    let (seq, prev) = match last {
+        Some((seq, hash)) => (seq + 1, hash),
+        None => (1, joch_core::audit::GENESIS.to_owned()),
+    };
+    let hash = joch_core::audit::chain_hash(&prev, body);
+    conn.prepare_cached(
+        "INSERT INTO audit (namespace, seq, prev, hash, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .and_then(|mut stmt| stmt.execute(params![namespace, seq, prev, hash, body]))
+    .map_err(unavailable)?;
+    Ok(u64::try_from(seq).unwrap_or_default())
+}
+
+pub(super) fn list_audit(
+    conn: &Connection,
+    namespace: &str,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<AuditRecord>, StoreError> {
+    let after = i64::try_from(after).unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, prev, hash, body FROM audit WHERE namespace = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        )
+        .map_err(unavailable)?;
+    let rows = stmt
+        .query_map(params![namespace, after, limit], |r| {
+            Ok(AuditRecord {
+                namespace: namespace.to_owned(),
+                seq: u64::try_from(r.get::<_, i64>(0)?).unwrap_or_default(),
+                prev: r.get(1)?,
+                hash: r.get(2)?,
+                body: r.get(3)?,
+            })
+        })
+        .map_err(unavailable)?;
+    rows.collect::<Result<_, _>>().map_err(unavailable)
 }
 
 pub(super) fn list_events(

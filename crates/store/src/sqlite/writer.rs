@@ -22,9 +22,15 @@ pub(super) enum Write {
         now_ms: i64,
     },
     AppendEvent(EventRecord),
+    AppendAudit {
+        namespace: String,
+        body: String,
+    },
     Update {
         record: Record,
         expected_version: u64,
+        /// An audit entry to append in the same write.
+        audit: Option<String>,
     },
     Delete {
         kind: String,
@@ -135,7 +141,16 @@ fn apply(conn: &Connection, write: &Write) -> Result<Written, StoreError> {
         Write::Update {
             record,
             expected_version,
-        } => rows::update(conn, record, *expected_version).map(|()| Written::Nothing),
+            audit,
+        } => {
+            rows::update(conn, record, *expected_version)?;
+            match audit {
+                Some(body) => {
+                    rows::append_audit(conn, &record.namespace, body).map(Written::Appended)
+                }
+                None => Ok(Written::Nothing),
+            }
+        }
         Write::Delete {
             kind,
             namespace,
@@ -145,5 +160,8 @@ fn apply(conn: &Connection, write: &Write) -> Result<Written, StoreError> {
             .map(|r| Written::Removed(Box::new(r))),
         Write::PurgeKeys { now_ms } => rows::purge_keys(conn, *now_ms).map(Written::Purged),
         Write::AppendEvent(event) => rows::append_event(conn, event).map(Written::Appended),
+        Write::AppendAudit { namespace, body } => {
+            rows::append_audit(conn, namespace, body).map(Written::Appended)
+        }
     }
 }

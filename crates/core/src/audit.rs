@@ -1,0 +1,87 @@
+//! The tamper-evident audit: a per-namespace hash chain over every settled
+//! ToolCall and every Approval decision. Each entry names a record and the
+//! digest of its content; its hash covers the previous entry's hash and its
+//! own body, so an entry altered, removed or reordered breaks every hash
+//! after it, and a record altered after its entry no longer matches its digest.
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::Time;
+
+/// The `prev` of a namespace's first entry.
+pub const GENESIS: &str = "";
+
+/// What an audit entry says (its body is this, canonical JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuditEntry {
+    /// `ToolCall` or `Approval`.
+    pub kind: String,
+    /// The record's name.
+    pub name: String,
+    /// `sha256(JCS({kind, name, spec, status}))` of the record as stored.
+    pub digest: String,
+    /// The call's phase, or the approval's.
+    pub phase: String,
+    /// When it was appended.
+    pub at: Time,
+}
+
+impl AuditEntry {
+    /// The entry's body: its RFC 8785 canonical JSON, what the chain hashes.
+    pub fn body(&self) -> String {
+        serde_jcs::to_string(self).unwrap_or_default()
+    }
+}
+
+/// Digest of a record's content (not its metadata, which labels may change).
+pub fn record_digest<S: Serialize, T: Serialize>(
+    kind: &str,
+    name: &str,
+    spec: &S,
+    status: &T,
+) -> String {
+    crate::checksum::digest(&json!({"kind": kind, "name": name, "spec": spec, "status": status}))
+        .unwrap_or_default()
+}
+
+/// `sha256(prev + "\n" + body)`, lowercase hex.
+pub fn chain_hash(prev: &str, body: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(prev.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(body.as_bytes());
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chain_depends_on_order_and_content() {
+        let a = chain_hash(GENESIS, "a");
+        let ab = chain_hash(&a, "b");
+        assert_eq!(ab, chain_hash(&chain_hash(GENESIS, "a"), "b"));
+        assert_ne!(
+            ab,
+            chain_hash(&chain_hash(GENESIS, "b"), "a"),
+            "order matters"
+        );
+        assert_ne!(ab, chain_hash(&a, "B"), "content matters");
+        assert_eq!(a.len(), 64);
+    }
+
+    #[test]
+    fn digests_ignore_key_order() {
+        let one = record_digest("ToolCall", "c", &json!({"a": 1, "b": 2}), &json!({}));
+        let two = record_digest("ToolCall", "c", &json!({"b": 2, "a": 1}), &json!({}));
+        assert_eq!(one, two);
+    }
+}

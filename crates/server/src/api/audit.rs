@@ -1,0 +1,38 @@
+//! `/v1/namespaces/{ns}/audit`: the namespace's tamper-evident audit chain,
+//! and its verification.
+
+use axum::Json;
+use axum::extract::State;
+use joch_engine::{AuditLine, AuditReport};
+use serde::Deserialize;
+
+use crate::extract::{Path, Query};
+use crate::{ApiError, AppState};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct Page {
+    /// Entries numbered above this one.
+    #[serde(default)]
+    after: u64,
+    /// At most this many (default 1000, at most 10 000).
+    limit: Option<usize>,
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    Query(page): Query<Page>,
+) -> Result<Json<Vec<AuditLine>>, ApiError> {
+    let limit = page.limit.unwrap_or(1000).clamp(1, 10_000);
+    Ok(Json(
+        state.engine.audit_entries(&ns, page.after, limit).await?,
+    ))
+}
+
+pub(crate) async fn verify(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+) -> Result<Json<AuditReport>, ApiError> {
+    Ok(Json(state.engine.verify_audit(&ns).await?))
+}
