@@ -219,6 +219,9 @@ pub struct ServeArgs {
     /// result reported, it is marked Unknown.
     #[arg(long, env = "JOCH_HOOK_RESULT_TIMEOUT_SECONDS", default_value_t = 600)]
     pub hook_result_timeout_seconds: u64,
+    /// Listen on a non-loopback address although joch has no authentication.
+    #[arg(long, env = "JOCH_INSECURE")]
+    pub insecure: bool,
     /// Put calls' arguments and results on their trace spans (off: spans
     /// carry names, ids and outcomes only).
     #[arg(long, env = "JOCH_TRACE_CONTENT")]

@@ -17,6 +17,15 @@ use crate::cli::{ApprovalFallback, ServeArgs};
 use crate::demo;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    // joch has no authentication yet: anyone who reaches it can run tools
+    // and decide approvals. Only this machine may, unless told otherwise.
+    if !args.addr.ip().is_loopback() && !args.insecure {
+        anyhow::bail!(
+            "refusing to listen on {} without authentication: anyone who can reach it could run tools \
+             and approve calls. Listen on 127.0.0.1, or pass --insecure to accept that risk",
+            args.addr
+        );
+    }
     let config = EngineConfig {
         approval_timeout: std::time::Duration::from_secs(args.approval_timeout_seconds),
         approval_fallback: match args.approval_fallback {
@@ -63,8 +72,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     // Tests and scripts read this line to find the port: keep its shape.
     println!(
-        "joch listening on http://{addr} (store: sqlite {})",
-        args.db.display()
+        "joch listening on http://{addr} (store: sqlite {}; {})",
+        args.db.display(),
+        if addr.ip().is_loopback() {
+            "no authentication: loopback only"
+        } else {
+            "no authentication: INSECURE, reachable from the network"
+        }
     );
     if args.demo {
         demo::apply_examples(&engine, addr).await?;

@@ -146,3 +146,40 @@ async fn get_describe_and_call_print_what_the_server_holds() {
     let missing = joch.cli(&["describe", "toolcall", "nope"]);
     assert!(String::from_utf8_lossy(&missing.stderr).contains("404 toolcall_not_found"));
 }
+
+#[tokio::test]
+async fn serve_refuses_a_network_address_without_insecure() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_joch"))
+        .args(["serve", "--addr", "0.0.0.0:0", "--db"])
+        .arg(dir.path().join("joch.db"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        error.contains("refusing to listen on 0.0.0.0:0 without authentication"),
+        "{error}"
+    );
+    assert!(error.contains("--insecure"), "{error}");
+
+    // Loopback says so in its startup line; --insecure allows the network.
+    let mut loopback = std::process::Command::new(env!("CARGO_BIN_EXE_joch"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+        .arg(dir.path().join("loopback.db"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(loopback.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let _ = loopback.kill();
+    let _ = loopback.wait();
+    assert!(line.contains("no authentication: loopback only"), "{line}");
+    let insecure = Joch::start_with(&["--insecure"]).await;
+    assert_eq!(insecure.get("/healthz").await.0, reqwest::StatusCode::OK);
+}
