@@ -10,6 +10,7 @@
 mod actions;
 mod mcp;
 mod noop;
+pub mod outbound;
 mod rest;
 
 pub use actions::ActionsExecutor;

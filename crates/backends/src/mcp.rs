@@ -166,8 +166,8 @@ async fn connect(server: &McpServer) -> Result<Client, CallError> {
             }
             let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
                 .custom_headers(headers);
-            let client = reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
+            crate::outbound::check_url(&http.url).map_err(unavailable)?;
+            let client = crate::outbound::client_builder()
                 .build()
                 .map_err(|e| unavailable(e.to_string()))?;
             let transport = StreamableHttpClientTransport::with_client(client, config);

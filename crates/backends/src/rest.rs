@@ -49,9 +49,7 @@ impl WebhookBackend {
     /// webhook that moved must be reconfigured, not silently chased.
     pub fn new(config: RestConfig) -> Result<Self, reqwest::Error> {
         install_crypto_provider();
-        let client = Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
+        let client = crate::outbound::client_builder().build()?;
         Ok(Self { client, config })
     }
 }
@@ -94,6 +92,8 @@ impl WebhookBackend {
         body: &B,
         call: &Invocation<'_>,
     ) -> Result<Value, ToolFailure> {
+        crate::outbound::check_url(&endpoint.url)
+            .map_err(|reason| failure("outbound_forbidden", reason))?;
         let method = Method::from_bytes(endpoint.method.as_bytes()).map_err(|_| {
             failure(
                 "invalid_tool_config",

@@ -42,6 +42,53 @@ pub struct NamespaceSpec {
     /// window of its own (default: the server's, 24 h).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_window_seconds: Option<u64>,
+    /// Where this namespace's tools may send calls (webhooks, Endpoints,
+    /// MCP servers over HTTP); absent: anywhere but link-local and cloud
+    /// metadata addresses, which are never allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outbound: Option<Outbound>,
+}
+
+/// `spec.outbound`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Outbound {
+    /// Host names or addresses, exact (`api.zendesk.com`, `127.0.0.1`) or a
+    /// subdomain wildcard (`*.example.com`).
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Outbound {
+    /// Whether a call may go to `url`; `Err` says why not.
+    pub fn allows(&self, url: &str) -> Result<(), String> {
+        let host = url
+            .split_once("://")
+            .map(|(_, rest)| rest)
+            .unwrap_or(url)
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or_default();
+        let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+        let host = match host.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or_default(),
+            None => host.split(':').next().unwrap_or_default(),
+        }
+        .to_ascii_lowercase();
+        let allowed = self.allowed_hosts.iter().any(|pattern| {
+            let pattern = pattern.to_ascii_lowercase();
+            match pattern.strip_prefix("*.") {
+                Some(domain) => host.ends_with(&format!(".{domain}")),
+                None => host == pattern,
+            }
+        });
+        if allowed {
+            Ok(())
+        } else {
+            Err(format!(
+                "host {host:?} is not in the namespace's outbound.allowedHosts"
+            ))
+        }
+    }
 }
 
 impl Object for Namespace {
@@ -59,5 +106,39 @@ impl Object for Namespace {
     fn validate(&self) -> Result<(), ValidationError> {
         check_type::<Namespace>(&self.api_version, &self.kind)?;
         validate_namespace(&self.metadata.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outbound;
+
+    #[test]
+    fn hosts_match_exactly_or_by_subdomain_wildcard() {
+        let outbound = Outbound {
+            allowed_hosts: vec![
+                "api.zendesk.com".into(),
+                "*.example.com".into(),
+                "127.0.0.1".into(),
+            ],
+        };
+        for ok in [
+            "https://api.zendesk.com/v2/tickets",
+            "https://API.Zendesk.com:443/x",
+            "https://hooks.example.com/a?b=c",
+            "http://127.0.0.1:8080/echo",
+            "https://user@api.zendesk.com/",
+        ] {
+            assert!(outbound.allows(ok).is_ok(), "{ok}");
+        }
+        for refused in [
+            "https://zendesk.com/",
+            "https://example.com/",
+            "https://evil.com/?next=api.zendesk.com",
+            "https://api.zendesk.com.evil.com/",
+            "http://[::1]:8080/",
+        ] {
+            assert!(outbound.allows(refused).is_err(), "{refused}");
+        }
     }
 }

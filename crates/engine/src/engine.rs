@@ -77,6 +77,8 @@ pub(crate) struct Inner {
     pub(crate) policies: Snapshots<Vec<joch_core::Policy>>,
     /// Each namespace's budgets.
     pub(crate) budgets: Snapshots<Vec<joch_core::Budget>>,
+    /// Each namespace's settings.
+    pub(crate) namespaces: Snapshots<joch_core::Namespace>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
 }
 
@@ -103,6 +105,7 @@ impl Engine {
                 tools: Snapshots::default(),
                 policies: Snapshots::default(),
                 budgets: Snapshots::default(),
+                namespaces: Snapshots::default(),
                 policy,
             }),
         }

@@ -113,6 +113,14 @@ impl Engine {
             },
             _ => None,
         };
+        if let Some(error) = self
+            .outbound_refusal(&call, &tool, mcp_server.as_ref(), action_inputs.as_ref())
+            .await?
+        {
+            return self
+                .settle(call, Phase::Failed, None, Some(error), None)
+                .await;
+        }
         // A call recovered after a crash is already Running: this is its next attempt.
         if call.status.phase != Phase::Running {
             call.transition(Phase::Running)?;
@@ -248,6 +256,39 @@ impl Engine {
             .map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
         self.settle(call, phase, answer, error, how.latency_ms)
             .await
+    }
+
+    /// Why the call may not go where its tool sends it, under the
+    /// namespace's `outbound.allowedHosts`.
+    async fn outbound_refusal(
+        &self,
+        call: &ToolCall,
+        tool: &Tool,
+        mcp_server: Option<&McpServer>,
+        actions: Option<&joch_core::ActionInputs>,
+    ) -> Result<Option<CallError>, EngineError> {
+        let urls: Vec<&str> = match &tool.spec.backend {
+            Backend::Rest(rest) => vec![rest.endpoint.url.as_str()],
+            Backend::Mcp(_) => mcp_server
+                .and_then(|s| s.spec.http.as_ref())
+                .map(|h| vec![h.url.as_str()])
+                .unwrap_or_default(),
+            Backend::Actions(_) => actions
+                .map(|a| a.endpoints.values().map(|e| e.url.as_str()).collect())
+                .unwrap_or_default(),
+            Backend::Agent {} | Backend::Noop {} => Vec::new(),
+        };
+        if urls.is_empty() {
+            return Ok(None);
+        }
+        let settings = self.get_namespace(&call.metadata.namespace).await?;
+        let Some(outbound) = &settings.spec.outbound else {
+            return Ok(None);
+        };
+        Ok(urls
+            .into_iter()
+            .find_map(|url| outbound.allows(url).err())
+            .map(|reason| CallError::new("outbound_not_allowed", reason)))
     }
 
     /// Settles a call that will not run, telling the model why.

@@ -97,6 +97,15 @@ impl Engine {
     /// Reads a namespace's settings (defaults when it has none stored).
     pub async fn get_namespace(&self, namespace: &str) -> Result<Namespace, EngineError> {
         crate::resources::valid_namespace(namespace)?;
+        let settings = self
+            .inner
+            .namespaces
+            .get_or_load(namespace, self.load_namespace(namespace))
+            .await?;
+        Ok(Namespace::clone(&settings))
+    }
+
+    async fn load_namespace(&self, namespace: &str) -> Result<Namespace, EngineError> {
         match self
             .inner
             .store

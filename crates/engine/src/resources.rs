@@ -196,6 +196,7 @@ impl Engine {
             Tool::KIND => self.inner.touch_tools(),
             Policy::KIND => self.inner.policies.invalidate(),
             joch_core::Budget::KIND => self.inner.budgets.invalidate(),
+            joch_core::Namespace::KIND => self.inner.namespaces.invalidate(),
             _ => {}
         }
     }

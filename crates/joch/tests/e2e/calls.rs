@@ -332,3 +332,52 @@ async fn a_traceparent_header_links_the_record_to_the_callers_trace() {
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
 }
+
+#[tokio::test]
+async fn cloud_metadata_and_link_local_addresses_are_never_called() {
+    let joch = Joch::start().await;
+    for (name, url) in [
+        ("metadata", "http://169.254.169.254/latest/meta-data/iam/"),
+        ("link-local-v6", "http://[fe80::1]:8080/hook"),
+    ] {
+        joch.create_tool(rest_tool(name, url, json!({"level": "read_only"})))
+            .await;
+        // Refused before any connection is attempted: nothing leaves the host.
+        let (_, call) = joch.call(name, json!({})).await;
+        assert_eq!(call["status"]["phase"], "Failed", "{call}");
+        assert_eq!(call["status"]["error"]["code"], "outbound_forbidden");
+        assert_eq!(call["status"]["attempts"], 1);
+    }
+}
+
+#[tokio::test]
+async fn a_namespace_allow_list_bounds_where_tools_may_call() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    joch.create_tool(echo_tool(&webhook, "echo", "read_only"))
+        .await;
+    let settings = |hosts: Value| json!({"apiVersion": "joch.dev/v1alpha1", "kind": "Namespace", "spec": {"outbound": {"allowedHosts": hosts}}});
+    let path = format!("/v1/namespaces/{NS}");
+    let (status, body) = joch
+        .send(
+            reqwest::Method::PUT,
+            &path,
+            Some(settings(json!(["*.example.com"]))),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let (_, refused) = joch.call("echo", json!({"n": 1})).await;
+    assert_eq!(refused["status"]["phase"], "Failed", "{refused}");
+    assert_eq!(refused["status"]["error"]["code"], "outbound_not_allowed");
+    assert_eq!(webhook.hits(), 0, "nothing was sent");
+
+    joch.send(
+        reqwest::Method::PUT,
+        &path,
+        Some(settings(json!(["127.0.0.1"]))),
+    )
+    .await;
+    let (_, allowed) = joch.call("echo", json!({"n": 2})).await;
+    assert_eq!(allowed["status"]["phase"], "Succeeded", "{allowed}");
+    assert_eq!(webhook.hits(), 1);
+}
