@@ -32,6 +32,7 @@ pub mod policy;
 pub mod redact;
 pub mod selector;
 pub mod template;
+pub mod token;
 pub mod tool;
 pub mod toolcall;
 

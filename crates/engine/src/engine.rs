@@ -34,6 +34,9 @@ pub struct EngineConfig {
     /// Put calls' arguments and results on their trace spans (default
     /// false: traces leave the ledger's trust boundary).
     pub trace_content: bool,
+    /// sha256 of the root token, which acts as admin in every namespace
+    /// (default none: without it and without tokens, no authentication).
+    pub root_token_hash: Option<String>,
 }
 
 impl Default for EngineConfig {
@@ -45,6 +48,7 @@ impl Default for EngineConfig {
             approval_timeout: Duration::from_secs(300),
             approval_fallback: joch_core::policy::OnTimeout::Deny,
             trace_content: false,
+            root_token_hash: None,
         }
     }
 }
@@ -79,6 +83,8 @@ pub(crate) struct Inner {
     pub(crate) budgets: Snapshots<Vec<joch_core::Budget>>,
     /// Each namespace's settings.
     pub(crate) namespaces: Snapshots<joch_core::Namespace>,
+    /// Every token by hash, under the key `all`.
+    pub(crate) tokens: Snapshots<crate::tokens::TokenIndex>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
 }
 
@@ -106,6 +112,7 @@ impl Engine {
                 policies: Snapshots::default(),
                 budgets: Snapshots::default(),
                 namespaces: Snapshots::default(),
+                tokens: Snapshots::default(),
                 policy,
             }),
         }

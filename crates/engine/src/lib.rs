@@ -34,6 +34,7 @@ mod replay;
 mod resources;
 mod schema;
 mod telemetry;
+mod tokens;
 mod tracing_spans;
 
 pub use approvals::ApprovalDecision;
@@ -50,3 +51,4 @@ pub use mcp::drift_timeline;
 pub use recovery::{RecoveryReport, Resolve};
 pub use replay::{Replay, ReplayMode};
 pub use resources::Configurable;
+pub use tokens::Principal;

@@ -67,6 +67,12 @@ impl Configurable for joch_core::Budget {
     }
 }
 
+impl Configurable for joch_core::token::ApiToken {
+    fn check(&self) -> Result<(), ValidationError> {
+        Ok(())
+    }
+}
+
 impl Configurable for Endpoint {
     fn check(&self) -> Result<(), ValidationError> {
         Ok(())
@@ -197,6 +203,7 @@ impl Engine {
             Policy::KIND => self.inner.policies.invalidate(),
             joch_core::Budget::KIND => self.inner.budgets.invalidate(),
             joch_core::Namespace::KIND => self.inner.namespaces.invalidate(),
+            joch_core::token::ApiToken::KIND => self.inner.tokens.invalidate(),
             _ => {}
         }
     }

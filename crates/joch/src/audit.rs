@@ -1,10 +1,11 @@
-//! `joch audit verify|export`: the namespace's tamper-evident audit chain.
+//! `joch audit verify|export` and `joch token create|list|revoke`: the
+//! namespace's tamper-evident audit chain, and who may act in it.
 
 use anyhow::bail;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::cli::{AuditAction, AuditArgs, ClientArgs};
+use crate::cli::{AuditAction, AuditArgs, ClientArgs, TokenAction, TokenArgs};
 use crate::client::Client;
 
 pub async fn run(client_args: &ClientArgs, args: AuditArgs) -> anyhow::Result<()> {
@@ -49,4 +50,38 @@ pub async fn run(client_args: &ClientArgs, args: AuditArgs) -> anyhow::Result<()
             }
         }
     }
+}
+
+pub async fn tokens(client_args: &ClientArgs, args: TokenArgs) -> anyhow::Result<()> {
+    let client = Client::new(client_args)?;
+    let base = format!("/v1/namespaces/{}/tokens", args.namespace);
+    match args.action {
+        TokenAction::Create { holder, role } => {
+            let body = serde_json::json!({"name": holder, "role": role});
+            let created = client.expect_ok(Method::POST, &base, Some(&body)).await?;
+            // The secret alone on stdout, so `$(joch token create ...)` captures it.
+            println!("{}", created["token"].as_str().unwrap_or_default());
+            eprintln!(
+                "token {holder} ({role}) created in {}; it will not be shown again",
+                args.namespace
+            );
+        }
+        TokenAction::List => {
+            let list = client.expect_ok(Method::GET, &base, None).await?;
+            for token in list["items"].as_array().into_iter().flatten() {
+                println!(
+                    "{}\t{}",
+                    token["metadata"]["name"].as_str().unwrap_or("?"),
+                    token["spec"]["role"].as_str().unwrap_or("?")
+                );
+            }
+        }
+        TokenAction::Revoke { holder } => {
+            client
+                .expect_ok(Method::DELETE, &format!("{base}/{holder}"), None)
+                .await?;
+            println!("token {holder} revoked in {}", args.namespace);
+        }
+    }
+    Ok(())
 }

@@ -30,6 +30,9 @@ pub struct ClientArgs {
         default_value = "http://127.0.0.1:7070"
     )]
     pub server: String,
+    /// Bearer token for a joch that requires one.
+    #[arg(long, global = true, env = "JOCH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -58,9 +61,39 @@ pub enum Command {
     Costs(CostsArgs),
     /// Check or export a namespace's tamper-evident audit chain.
     Audit(AuditArgs),
+    /// Create, list and revoke a namespace's bearer tokens.
+    Token(TokenArgs),
     /// Serve a namespace's tools over MCP on stdin/stdout; `mcp accept`
     /// adopts changed upstream tool definitions.
     Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    #[command(subcommand)]
+    pub action: TokenAction,
+    #[arg(short, long, global = true, default_value = "default")]
+    pub namespace: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenAction {
+    /// Create a token and print it (it is shown this once).
+    Create {
+        /// Who holds it.
+        #[arg(value_name = "NAME")]
+        holder: String,
+        /// agent, approver or admin.
+        #[arg(long)]
+        role: String,
+    },
+    /// List the namespace's tokens (names and roles).
+    List,
+    /// Revoke a token.
+    Revoke {
+        #[arg(value_name = "NAME")]
+        holder: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -219,9 +252,13 @@ pub struct ServeArgs {
     /// result reported, it is marked Unknown.
     #[arg(long, env = "JOCH_HOOK_RESULT_TIMEOUT_SECONDS", default_value_t = 600)]
     pub hook_result_timeout_seconds: u64,
-    /// Listen on a non-loopback address although joch has no authentication.
+    /// Listen on a non-loopback address without authentication.
     #[arg(long, env = "JOCH_INSECURE")]
     pub insecure: bool,
+    /// The root token (admin in every namespace). Setting it turns
+    /// authentication on; read from the environment only, never a flag.
+    #[arg(skip = std::env::var("JOCH_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))]
+    pub admin_token: Option<String>,
     /// Put calls' arguments and results on their trace spans (off: spans
     /// carry names, ids and outcomes only).
     #[arg(long, env = "JOCH_TRACE_CONTENT")]

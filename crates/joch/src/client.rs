@@ -19,7 +19,15 @@ pub struct Answer {
 
 impl Client {
     pub fn new(args: &ClientArgs) -> anyhow::Result<Self> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(token) = &args.token {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .context("the token has characters a header cannot carry")?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         let http = reqwest::Client::builder()
+            .default_headers(headers)
             .build()
             .context("cannot build an HTTP client")?;
         Ok(Self {

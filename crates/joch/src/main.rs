@@ -92,6 +92,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Logs(args) => logs::run(&cli.client, args).await,
         Command::Costs(args) => output::costs(&cli.client, args).await,
         Command::Audit(args) => audit::run(&cli.client, args).await,
+        Command::Token(args) => audit::tokens(&cli.client, args).await,
         Command::Mcp(args) => mcp::run(&cli.client, args).await,
     }
 }

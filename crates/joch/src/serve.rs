@@ -19,10 +19,10 @@ use crate::demo;
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // joch has no authentication yet: anyone who reaches it can run tools
     // and decide approvals. Only this machine may, unless told otherwise.
-    if !args.addr.ip().is_loopback() && !args.insecure {
+    if !args.addr.ip().is_loopback() && !args.insecure && args.admin_token.is_none() {
         anyhow::bail!(
             "refusing to listen on {} without authentication: anyone who can reach it could run tools \
-             and approve calls. Listen on 127.0.0.1, or pass --insecure to accept that risk",
+             and approve calls. Set JOCH_ADMIN_TOKEN, listen on 127.0.0.1, or pass --insecure",
             args.addr
         );
     }
@@ -33,6 +33,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             ApprovalFallback::Approve => OnTimeout::Approve,
         },
         trace_content: args.trace_content,
+        root_token_hash: args.admin_token.as_deref().map(joch_core::token::hash),
         ..EngineConfig::default()
     };
     let (engine, recovered) = open_engine(&args.db, config).await?;
@@ -74,7 +75,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     println!(
         "joch listening on http://{addr} (store: sqlite {}; {})",
         args.db.display(),
-        if addr.ip().is_loopback() {
+        if engine.auth_required().await? {
+            "authentication: bearer tokens"
+        } else if addr.ip().is_loopback() {
             "no authentication: loopback only"
         } else {
             "no authentication: INSECURE, reachable from the network"

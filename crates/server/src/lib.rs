@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 mod api;
+mod auth;
 mod error;
 mod extract;
 mod hooks;
@@ -69,7 +70,8 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     };
     api::routes()
         .layer(DefaultBodyLimit::max(limit))
-        .with_state(state)
+        .with_state(state.clone())
         .route_service("/mcp", mcp.clone())
         .route_service("/v1/namespaces/{ns}/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(state, auth::authorize))
 }

@@ -7,6 +7,7 @@ mod harness;
 
 mod approvals;
 mod audit;
+mod auth;
 mod calls;
 mod cli;
 mod costs;

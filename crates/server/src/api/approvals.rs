@@ -1,6 +1,9 @@
 //! `/v1/namespaces/{ns}/approvals[/{name}[/approve|/deny|/edit]]`.
 
-use axum::Json;
+use axum::{Extension, Json};
+use joch_engine::Principal;
+
+use crate::auth::decider;
 use axum::extract::State;
 use joch_core::Approval;
 use joch_engine::ApprovalDecision;
@@ -32,8 +35,10 @@ pub(crate) async fn list(
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct DecisionBody {
-    /// Who decides. (Until authentication lands, the caller says who it is.)
-    approved_by: String,
+    /// Who decides, when joch has no authentication; with it, the token's
+    /// name is recorded and this is ignored.
+    #[serde(default)]
+    approved_by: Option<String>,
     #[serde(default)]
     rationale: Option<String>,
     /// For the model, when denying.
@@ -51,9 +56,9 @@ pub(crate) struct DecisionBody {
 }
 
 impl DecisionBody {
-    fn into_decision(self) -> ApprovalDecision {
+    fn into_decision(self, by: String) -> ApprovalDecision {
         ApprovalDecision {
-            by: self.approved_by,
+            by,
             rationale: self.rationale,
             message: self.message,
             edited_input: self.input,
@@ -67,9 +72,18 @@ impl DecisionBody {
 pub(crate) async fn approve(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
+    principal: Option<Extension<Principal>>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Approval>, ApiError> {
-    let mut decision = body.into_decision();
+    let by = decider(
+        &state,
+        principal.as_deref(),
+        &ns,
+        &name,
+        body.approved_by.clone(),
+    )
+    .await?;
+    let mut decision = body.into_decision(by);
     decision.edited_input = None;
     Ok(Json(state.engine.approve(&ns, &name, decision).await?))
 }
@@ -78,9 +92,18 @@ pub(crate) async fn approve(
 pub(crate) async fn edit(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
+    principal: Option<Extension<Principal>>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Approval>, ApiError> {
-    let decision = body.into_decision();
+    let by = decider(
+        &state,
+        principal.as_deref(),
+        &ns,
+        &name,
+        body.approved_by.clone(),
+    )
+    .await?;
+    let decision = body.into_decision(by);
     if decision.edited_input.is_none() {
         return Err(joch_engine::EngineError::BadRequest(
             "edit needs input: the arguments to run".to_owned(),
@@ -94,12 +117,21 @@ pub(crate) async fn edit(
 pub(crate) async fn deny(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
+    principal: Option<Extension<Principal>>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Approval>, ApiError> {
+    let by = decider(
+        &state,
+        principal.as_deref(),
+        &ns,
+        &name,
+        body.approved_by.clone(),
+    )
+    .await?;
     Ok(Json(
         state
             .engine
-            .reject(&ns, &name, body.into_decision())
+            .reject(&ns, &name, body.into_decision(by))
             .await?,
     ))
 }

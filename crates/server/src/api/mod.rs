@@ -10,6 +10,7 @@ mod health;
 mod mcpservers;
 mod namespaces;
 mod resources;
+mod tokens;
 mod toolcalls;
 
 use axum::Router;
@@ -102,6 +103,14 @@ pub(crate) fn routes() -> Router<AppState> {
             get(read::<Budget>)
                 .put(replace::<Budget>)
                 .delete(delete::<Budget>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/tokens",
+            get(tokens::list).post(tokens::create),
+        )
+        .route(
+            "/v1/namespaces/{ns}/tokens/{name}",
+            axum::routing::delete(tokens::revoke),
         )
         .route("/v1/namespaces/{ns}/audit", get(audit::list))
         .route("/v1/namespaces/{ns}/audit/verify", get(audit::verify))

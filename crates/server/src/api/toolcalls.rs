@@ -40,9 +40,16 @@ pub(crate) async fn create(
     Path(ns): Path<String>,
     Query(params): Query<CreateParams>,
     headers: HeaderMap,
+    principal: Option<axum::Extension<joch_engine::Principal>>,
     Manifest(mut call): Manifest<ToolCall>,
 ) -> Result<Response, ApiError> {
     take_idempotency_header(&headers, &mut call)?;
+    if let Some(principal) = principal {
+        call.metadata.annotations.insert(
+            crate::auth::CALLER_TOKEN_ANNOTATION.to_owned(),
+            principal.name.clone(),
+        );
+    }
     take_traceparent_header(&headers, &mut call);
     let outcome = if params.wait {
         state.engine.call(&ns, call).await?

@@ -1,0 +1,109 @@
+//! Who is calling: bearer tokens bound to a namespace and a role, and the
+//! root token an operator gives the server. Tokens are stored hashed; a
+//! snapshot of every token maps hashes to principals, dropped on each
+//! token write.
+
+use std::collections::HashMap;
+
+use joch_core::token::{ApiToken, ApiTokenSpec, Role, hash};
+use joch_core::{Object, ObjectMeta};
+use joch_store::ListQuery;
+
+use crate::{Engine, EngineError};
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The token's name (`root` for the root token): recorded as the
+    /// approver of its decisions.
+    pub name: String,
+    /// Its namespace; `None` for root, which may act in every namespace.
+    pub namespace: Option<String>,
+    /// What it may do.
+    pub role: Role,
+}
+
+/// Every token, by hash.
+pub(crate) type TokenIndex = HashMap<String, Principal>;
+
+impl Engine {
+    /// Whether requests must carry a token: once a root token is configured
+    /// or any token exists.
+    pub async fn auth_required(&self) -> Result<bool, EngineError> {
+        Ok(self.inner.config.root_token_hash.is_some() || !self.token_index().await?.is_empty())
+    }
+
+    /// The principal a bearer token stands for, if any.
+    pub async fn authenticate(&self, token: &str) -> Result<Option<Principal>, EngineError> {
+        let hashed = hash(token);
+        if self.inner.config.root_token_hash.as_deref() == Some(hashed.as_str()) {
+            return Ok(Some(Principal {
+                name: "root".to_owned(),
+                namespace: None,
+                role: Role::Admin,
+            }));
+        }
+        Ok(self.token_index().await?.get(&hashed).cloned())
+    }
+
+    async fn token_index(&self) -> Result<std::sync::Arc<TokenIndex>, EngineError> {
+        self.inner
+            .tokens
+            .get_or_load("all", async {
+                let query = ListQuery {
+                    kind: ApiToken::KIND.to_owned(),
+                    limit: 100_000,
+                    ..ListQuery::default()
+                };
+                let tokens = self
+                    .inner
+                    .store
+                    .list_objects::<ApiToken>(query)
+                    .await?
+                    .items;
+                Ok::<_, EngineError>(
+                    tokens
+                        .into_iter()
+                        .map(|t| {
+                            let principal = Principal {
+                                name: t.metadata.name.clone(),
+                                namespace: Some(t.metadata.namespace.clone()),
+                                role: t.spec.role,
+                            };
+                            (t.spec.hash, principal)
+                        })
+                        .collect(),
+                )
+            })
+            .await
+    }
+
+    /// Creates a token; returns it with its secret, which is not stored
+    /// and cannot be shown again.
+    pub async fn create_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        role: Role,
+    ) -> Result<(ApiToken, String), EngineError> {
+        let secret = format!(
+            "joch_{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let token = ApiToken {
+            api_version: joch_core::API_VERSION.to_owned(),
+            kind: ApiToken::KIND.to_owned(),
+            metadata: ObjectMeta {
+                name: name.to_owned(),
+                ..ObjectMeta::default()
+            },
+            spec: ApiTokenSpec {
+                role,
+                hash: hash(&secret),
+            },
+        };
+        let token = self.create_resource(namespace, token).await?;
+        Ok((token, secret))
+    }
+}

@@ -1,0 +1,63 @@
+//! `/v1/namespaces/{ns}/tokens[/{name}]`: bearer tokens. A token's secret is
+//! in the answer to its creation and nowhere else; lists show names and roles.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use joch_core::token::{ApiToken, Role};
+use joch_engine::ListParams;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::extract::{Body, Path};
+use crate::{ApiError, AppState};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewToken {
+    /// Who holds it; recorded as the approver of its decisions.
+    name: String,
+    role: Role,
+}
+
+fn shown(token: &ApiToken) -> Value {
+    json!({
+        "apiVersion": token.api_version,
+        "kind": token.kind,
+        "metadata": token.metadata,
+        "spec": {"role": token.spec.role},
+    })
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    Body(new): Body<NewToken>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let (token, secret) = state.engine.create_token(&ns, &new.name, new.role).await?;
+    let mut answer = shown(&token);
+    answer["token"] = json!(secret);
+    Ok((StatusCode::CREATED, Json(answer)))
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let params = ListParams {
+        limit: Some(5_000),
+        ..ListParams::default()
+    };
+    let tokens = state.engine.list_resources::<ApiToken>(&ns, params).await?;
+    Ok(Json(
+        json!({"items": tokens.items.iter().map(shown).collect::<Vec<_>>()}),
+    ))
+}
+
+pub(crate) async fn revoke(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let token: ApiToken = state.engine.delete_resource(&ns, &name, None).await?;
+    Ok(Json(shown(&token)))
+}

@@ -1,0 +1,197 @@
+//! Authentication and authorization of every request, once a root token is
+//! configured or any token exists (before that, joch serves loopback only).
+//!
+//! A principal acts only in its namespace (others answer 404, as if they
+//! did not exist); what it may do there is its role's:
+//! - `agent`: call tools (REST, MCP, hook endpoints, batches) and read
+//!   tools, calls, executions and approvals;
+//! - `approver`: an agent's rights, reading everything but tokens, and
+//!   deciding approvals of calls it did not make;
+//! - `admin`: everything in the namespace. The root token is admin everywhere.
+
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use joch_core::token::Role;
+use joch_engine::Principal;
+
+use crate::mcp::NAMESPACE_HEADER;
+use crate::{ApiError, AppState};
+
+/// Annotation naming the token that made a call, so it cannot approve it.
+pub(crate) const CALLER_TOKEN_ANNOTATION: &str = "joch.dev/token";
+
+pub(crate) async fn authorize(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path().to_owned();
+    if matches!(path.as_str(), "/healthz" | "/readyz" | "/metrics") || path.starts_with("/demo/") {
+        return next.run(request).await;
+    }
+    match state.engine.auth_required().await {
+        Ok(false) => return next.run(request).await,
+        Ok(true) => {}
+        Err(e) => return ApiError::from(e).into_response(),
+    }
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .map(str::to_owned);
+    let principal = match presented {
+        Some(token) => match state.engine.authenticate(&token).await {
+            Ok(principal) => principal,
+            Err(e) => return ApiError::from(e).into_response(),
+        },
+        None => None,
+    };
+    let Some(principal) = principal else {
+        let mut answer = ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this joch requires a bearer token (Authorization: Bearer ...)",
+        )
+        .into_response();
+        answer.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        return answer;
+    };
+    let target = Target::of(&path, request.headers());
+    if let Some(own) = &principal.namespace {
+        if target.namespace.as_deref() != Some(own.as_str()) {
+            return ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such resource")
+                .into_response();
+        }
+    }
+    if !allowed(principal.role, request.method(), &target) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "a token with role {} may not {} {path}",
+                principal.role.as_str(),
+                request.method()
+            ),
+        )
+        .into_response();
+    }
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
+
+/// What a request touches: its namespace and the path below it.
+struct Target {
+    namespace: Option<String>,
+    /// Segments after `/v1/namespaces/{ns}/`, or `["mcp"]`, `["hooks", ...]`.
+    rest: Vec<String>,
+}
+
+impl Target {
+    fn of(path: &str, headers: &axum::http::HeaderMap) -> Target {
+        let segments: Vec<String> = path
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let from_header = || {
+            Some(
+                headers
+                    .get(NAMESPACE_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("default")
+                    .to_owned(),
+            )
+        };
+        match segments.as_slice() {
+            [v1, namespaces, ns, rest @ ..] if v1 == "v1" && namespaces == "namespaces" => Target {
+                namespace: Some(ns.clone()),
+                rest: rest.to_vec(),
+            },
+            [mcp] if mcp == "mcp" => Target {
+                namespace: from_header(),
+                rest: segments.clone(),
+            },
+            [v1, hooks, ..] if v1 == "v1" && hooks == "hooks" => Target {
+                namespace: from_header(),
+                rest: segments[1..].to_vec(),
+            },
+            _ => Target {
+                namespace: None,
+                rest: segments,
+            },
+        }
+    }
+}
+
+fn allowed(role: Role, method: &Method, target: &Target) -> bool {
+    if role == Role::Admin {
+        return true;
+    }
+    let rest: Vec<&str> = target.rest.iter().map(String::as_str).collect();
+    let reading = *method == Method::GET;
+    let agent = match (reading, rest.as_slice()) {
+        (true, [kind, ..]) => matches!(
+            *kind,
+            "tools" | "toolcalls" | "executions" | "approvals" | "callcontexts" | "mcp"
+        ),
+        (false, ["toolcalls"]) => *method == Method::POST,
+        (false, ["executions", _, "batches" | "complete"]) => *method == Method::POST,
+        (false, ["mcp"]) => true,
+        (false, ["hooks", ..]) => *method == Method::POST,
+        _ => false,
+    };
+    match role {
+        Role::Agent => agent,
+        Role::Approver => {
+            agent
+                || (reading && !matches!(rest.first(), Some(&"tokens")))
+                || (*method == Method::POST
+                    && matches!(
+                        rest.as_slice(),
+                        ["approvals", _, "approve" | "deny" | "edit"]
+                    ))
+        }
+        Role::Admin => true,
+    }
+}
+
+/// The approver an authenticated decision is recorded under, refusing a
+/// principal that made the call itself.
+pub(crate) async fn decider(
+    state: &AppState,
+    principal: Option<&Principal>,
+    namespace: &str,
+    call: &str,
+    claimed: Option<String>,
+) -> Result<String, ApiError> {
+    let Some(principal) = principal else {
+        return claimed.ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_resource",
+                "approvedBy: missing field",
+            )
+        });
+    };
+    let made_it = state
+        .engine
+        .get_call(namespace, call)
+        .await
+        .ok()
+        .and_then(|c| c.metadata.annotations.get(CALLER_TOKEN_ANNOTATION).cloned());
+    if made_it.as_deref() == Some(principal.name.as_str()) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "a token cannot decide on a call it made",
+        ));
+    }
+    Ok(principal.name.clone())
+}
