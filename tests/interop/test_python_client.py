@@ -154,3 +154,29 @@ def test_agents_sdk_guardrails_let_joch_decide_on_function_tools(joch):
     deleted = client.get_call("call_delete")
     assert deleted["status"]["phase"] == "Denied"
     assert deleted["status"]["hookDecisions"][0]["policyId"] == "no-deletes"
+
+
+def test_the_client_carries_a_bearer_token(tmp_path):
+    import os
+    import re
+    import subprocess
+
+    root = "interop-root-token"
+    process = subprocess.Popen(
+        [os.environ["JOCH_BIN"], "serve", "--addr", "127.0.0.1:0", "--db", str(tmp_path / "auth.db")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "JOCH_ADMIN_TOKEN": root},
+    )
+    try:
+        base = re.search(r"listening on (http://\S+)", process.stdout.readline()).group(1)
+        with pytest.raises(JochError) as refused:
+            Client(base, namespace=NAMESPACE).calls()
+        assert refused.value.status == 401 and refused.value.code == "unauthorized"
+        admin = Client(base, namespace=NAMESPACE, token=root)
+        admin.apply(NOOP)
+        assert admin.call("nothing", {})["status"]["phase"] == "Succeeded"
+    finally:
+        process.kill()
+        process.wait()

@@ -45,12 +45,20 @@ class Verdict:
 
 
 class Client:
-    """joch at `base` (e.g. `http://127.0.0.1:7070`), in one namespace."""
+    """joch at `base` (e.g. `http://127.0.0.1:7070`), in one namespace, with
+    a bearer `token` when the server requires one."""
 
-    def __init__(self, base: str = "http://127.0.0.1:7070", namespace: str = "default", timeout: float = 600) -> None:
+    def __init__(
+        self,
+        base: str = "http://127.0.0.1:7070",
+        namespace: str = "default",
+        timeout: float = 600,
+        token: str | None = None,
+    ) -> None:
         self.base = base.rstrip("/")
         self.namespace = namespace
         self.timeout = timeout
+        self._auth = {"authorization": f"Bearer {token}"} if token else {}
         self._ids = itertools.count(1)
 
     # -- plumbing -------------------------------------------------------
@@ -61,7 +69,7 @@ class Client:
             self.base + path,
             data=data,
             method=method,
-            headers={"content-type": "application/json", **(headers or {})},
+            headers={"content-type": "application/json", **self._auth, **(headers or {})},
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
@@ -143,7 +151,9 @@ class Client:
         if not follow:
             yield from self.request("GET", path)["items"]
             return
-        request = urllib.request.Request(self.base + path + "&follow=true", headers={"accept": "text/event-stream"})
+        request = urllib.request.Request(
+            self.base + path + "&follow=true", headers={"accept": "text/event-stream", **self._auth}
+        )
         with urllib.request.urlopen(request, timeout=self.timeout) as stream:
             for line in stream:
                 line = line.decode().strip()
