@@ -47,6 +47,42 @@ pub struct NamespaceSpec {
     /// metadata addresses, which are never allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outbound: Option<Outbound>,
+    /// Caps on how fast calls may come, each for the namespace, one agent
+    /// or one tool; a call over any is denied (`rate_limited`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<RateLimit>,
+}
+
+/// One entry of `spec.rateLimits`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RateLimit {
+    /// Names the limit in the decisions it makes.
+    pub name: String,
+    /// `namespace` (one budget for all calls), `agent` (one per agent) or
+    /// `tool` (one per tool).
+    pub per: RateScope,
+    /// Only this agent's or tool's calls, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<String>,
+    /// Sustained calls per minute.
+    pub calls_per_minute: u32,
+    /// Calls allowed back to back before the sustained rate applies
+    /// (default: `callsPerMinute`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+}
+
+/// What a rate limit counts separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateScope {
+    /// Every call of the namespace together.
+    Namespace,
+    /// Each agent's calls.
+    Agent,
+    /// Each tool's calls.
+    Tool,
 }
 
 /// `spec.outbound`.
@@ -105,7 +141,16 @@ impl Object for Namespace {
 
     fn validate(&self) -> Result<(), ValidationError> {
         check_type::<Namespace>(&self.api_version, &self.kind)?;
-        validate_namespace(&self.metadata.name)
+        validate_namespace(&self.metadata.name)?;
+        for (i, limit) in self.spec.rate_limits.iter().enumerate() {
+            if limit.calls_per_minute == 0 || limit.burst == Some(0) {
+                return Err(ValidationError::field(
+                    format!("spec.rateLimits[{i}]"),
+                    "callsPerMinute and burst must be positive",
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -282,6 +282,22 @@ impl Engine {
             }
         }
         if rejection.is_none() && skip.is_none() {
+            if let Some(limited) = self.rate_limit(&call).await? {
+                let reason = limited.decision.reason.clone().unwrap_or_default();
+                telemetry::record_decisions(&mut call, vec![limited.decision]);
+                let mut refused = Rejection::refused(
+                    &call,
+                    Phase::Denied,
+                    "Rate limited",
+                    "rate_limited",
+                    reason,
+                );
+                refused.error.details =
+                    Some(json!({"retryAfterSeconds": limited.retry_after_seconds}));
+                rejection = Some(refused);
+            }
+        }
+        if rejection.is_none() && skip.is_none() {
             let budgets = self.budget_check(&call, &tool).await?;
             for warning in budgets.warnings {
                 tracing::warn!(namespace, call = %call.metadata.name, warning = %warning["message"], "budget");

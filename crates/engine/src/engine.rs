@@ -83,6 +83,8 @@ pub(crate) struct Inner {
     pub(crate) budgets: Snapshots<Vec<joch_core::Budget>>,
     /// Each namespace's settings.
     pub(crate) namespaces: Snapshots<joch_core::Namespace>,
+    /// Each namespace's rate limiters.
+    pub(crate) limiters: Snapshots<crate::ratelimit::Limiters>,
     /// Every token by hash, under the key `all`.
     pub(crate) tokens: Snapshots<crate::tokens::TokenIndex>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
@@ -113,6 +115,7 @@ impl Engine {
                 budgets: Snapshots::default(),
                 namespaces: Snapshots::default(),
                 tokens: Snapshots::default(),
+                limiters: Snapshots::default(),
                 policy,
             }),
         }

@@ -29,6 +29,7 @@ mod hooks;
 mod idempotency;
 mod mcp;
 pub mod policy;
+mod ratelimit;
 mod recovery;
 mod replay;
 mod resources;

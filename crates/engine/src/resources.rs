@@ -202,7 +202,10 @@ impl Engine {
             Tool::KIND => self.inner.touch_tools(),
             Policy::KIND => self.inner.policies.invalidate(),
             joch_core::Budget::KIND => self.inner.budgets.invalidate(),
-            joch_core::Namespace::KIND => self.inner.namespaces.invalidate(),
+            joch_core::Namespace::KIND => {
+                self.inner.namespaces.invalidate();
+                self.inner.limiters.invalidate();
+            }
             joch_core::token::ApiToken::KIND => self.inner.tokens.invalidate(),
             _ => {}
         }

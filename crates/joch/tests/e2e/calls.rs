@@ -381,3 +381,50 @@ async fn a_namespace_allow_list_bounds_where_tools_may_call() {
     assert_eq!(allowed["status"]["phase"], "Succeeded", "{allowed}");
     assert_eq!(webhook.hits(), 1);
 }
+
+#[tokio::test]
+async fn rate_limits_answer_429_with_retry_after_and_record_the_decision() {
+    let joch = Joch::start().await;
+    joch.create_tool(json!({
+        "metadata": {"name": "nothing"},
+        "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
+    }))
+    .await;
+    let limits = json!({"apiVersion": "joch.dev/v1alpha1", "kind": "Namespace", "spec": {"rateLimits": [
+        {"name": "per-agent", "per": "agent", "callsPerMinute": 6, "burst": 2}
+    ]}});
+    let (status, body) = joch
+        .send(
+            reqwest::Method::PUT,
+            &format!("/v1/namespaces/{NS}"),
+            Some(limits),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let by = |agent: &str, n: u32| {
+        let call = json!({"spec": {"toolRef": {"name": "nothing"}, "agentRef": {"name": agent}, "input": {"n": n}}});
+        joch.http
+            .post(format!("{}/v1/namespaces/{NS}/toolcalls", joch.base))
+            .json(&call)
+            .send()
+    };
+    assert_eq!(by("a", 1).await.unwrap().status(), StatusCode::CREATED);
+    assert_eq!(by("a", 2).await.unwrap().status(), StatusCode::CREATED);
+    let limited = by("a", 3).await.unwrap();
+    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=10).contains(&retry), "{retry}");
+    let record: Value = limited.json().await.unwrap();
+    assert_eq!(record["status"]["phase"], "Denied");
+    assert_eq!(record["status"]["error"]["code"], "rate_limited");
+    assert_eq!(
+        record["status"]["hookDecisions"][0]["policyId"],
+        "ratelimit/per-agent"
+    );
+    // Another agent has its own allowance.
+    assert_eq!(by("b", 4).await.unwrap().status(), StatusCode::CREATED);
+}

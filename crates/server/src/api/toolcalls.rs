@@ -56,10 +56,19 @@ pub(crate) async fn create(
     } else {
         state.engine.submit(&ns, call).await?
     };
-    let status = match (outcome.replayed, params.wait) {
-        (true, _) => StatusCode::OK,
-        (false, true) => StatusCode::CREATED,
-        (false, false) => StatusCode::ACCEPTED,
+    let limited = outcome
+        .record
+        .status
+        .error
+        .as_ref()
+        .filter(|e| e.code == "rate_limited")
+        .and_then(|e| e.details.as_ref())
+        .and_then(|d| d["retryAfterSeconds"].as_u64());
+    let status = match (outcome.replayed, params.wait, limited) {
+        (_, _, Some(_)) => StatusCode::TOO_MANY_REQUESTS,
+        (true, _, _) => StatusCode::OK,
+        (false, true, _) => StatusCode::CREATED,
+        (false, false, _) => StatusCode::ACCEPTED,
     };
     let replayed = outcome.replayed;
     let mut call = outcome.into_response();
@@ -67,6 +76,9 @@ pub(crate) async fn create(
     let mut response_headers = HeaderMap::new();
     if let Ok(location) = HeaderValue::from_str(&location) {
         response_headers.insert(header::LOCATION, location);
+    }
+    if let Some(seconds) = limited {
+        response_headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     if replayed {
         response_headers.insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
