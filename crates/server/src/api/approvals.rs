@@ -56,6 +56,20 @@ pub(crate) struct DecisionBody {
 }
 
 impl DecisionBody {
+    /// The decision, under the authenticated approver's name (or, without
+    /// authentication, the one the body gives).
+    async fn decided(
+        self,
+        state: &AppState,
+        principal: Option<Extension<Principal>>,
+        namespace: &str,
+        call: &str,
+    ) -> Result<ApprovalDecision, ApiError> {
+        let claimed = self.approved_by.clone();
+        let by = decider(state, principal.as_deref(), namespace, call, claimed).await?;
+        Ok(self.into_decision(by))
+    }
+
     fn into_decision(self, by: String) -> ApprovalDecision {
         ApprovalDecision {
             by,
@@ -75,15 +89,7 @@ pub(crate) async fn approve(
     principal: Option<Extension<Principal>>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Approval>, ApiError> {
-    let by = decider(
-        &state,
-        principal.as_deref(),
-        &ns,
-        &name,
-        body.approved_by.clone(),
-    )
-    .await?;
-    let mut decision = body.into_decision(by);
+    let mut decision = body.decided(&state, principal, &ns, &name).await?;
     decision.edited_input = None;
     Ok(Json(state.engine.approve(&ns, &name, decision).await?))
 }
@@ -95,15 +101,7 @@ pub(crate) async fn edit(
     principal: Option<Extension<Principal>>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Approval>, ApiError> {
-    let by = decider(
-        &state,
-        principal.as_deref(),
-        &ns,
-        &name,
-        body.approved_by.clone(),
-    )
-    .await?;
-    let decision = body.into_decision(by);
+    let decision = body.decided(&state, principal, &ns, &name).await?;
     if decision.edited_input.is_none() {
         return Err(joch_engine::EngineError::BadRequest(
             "edit needs input: the arguments to run".to_owned(),
@@ -120,18 +118,6 @@ pub(crate) async fn deny(
     principal: Option<Extension<Principal>>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Approval>, ApiError> {
-    let by = decider(
-        &state,
-        principal.as_deref(),
-        &ns,
-        &name,
-        body.approved_by.clone(),
-    )
-    .await?;
-    Ok(Json(
-        state
-            .engine
-            .reject(&ns, &name, body.into_decision(by))
-            .await?,
-    ))
+    let decision = body.decided(&state, principal, &ns, &name).await?;
+    Ok(Json(state.engine.reject(&ns, &name, decision).await?))
 }
