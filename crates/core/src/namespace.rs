@@ -65,10 +65,14 @@ pub struct RateLimit {
     /// Only this agent's or tool's calls, when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub only: Option<String>,
-    /// Sustained calls per minute.
-    pub calls_per_minute: u32,
+    /// Sustained calls per minute (a rate limit)...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_per_minute: Option<u32>,
+    /// ...or per day (a quota, replenished continuously): exactly one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_per_day: Option<u32>,
     /// Calls allowed back to back before the sustained rate applies
-    /// (default: `callsPerMinute`).
+    /// (default: the whole minute's or day's allowance).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
 }
@@ -127,6 +131,17 @@ impl Outbound {
     }
 }
 
+impl RateLimit {
+    /// The allowance and the period it is spread over.
+    pub fn rate(&self) -> Option<(u32, std::time::Duration)> {
+        match (self.calls_per_minute, self.calls_per_day) {
+            (Some(n), _) => Some((n, std::time::Duration::from_secs(60))),
+            (None, Some(n)) => Some((n, std::time::Duration::from_secs(86_400))),
+            (None, None) => None,
+        }
+    }
+}
+
 impl Object for Namespace {
     const KIND: &'static str = "Namespace";
     const PLURAL: &'static str = "namespaces";
@@ -143,10 +158,14 @@ impl Object for Namespace {
         check_type::<Namespace>(&self.api_version, &self.kind)?;
         validate_namespace(&self.metadata.name)?;
         for (i, limit) in self.spec.rate_limits.iter().enumerate() {
-            if limit.calls_per_minute == 0 || limit.burst == Some(0) {
+            let one_rate = matches!(
+                (limit.calls_per_minute, limit.calls_per_day),
+                (Some(n), None) | (None, Some(n)) if n > 0
+            );
+            if !one_rate || limit.burst == Some(0) {
                 return Err(ValidationError::field(
                     format!("spec.rateLimits[{i}]"),
-                    "callsPerMinute and burst must be positive",
+                    "give exactly one of callsPerMinute and callsPerDay, positive; burst must be positive",
                 ));
             }
         }

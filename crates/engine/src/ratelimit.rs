@@ -21,9 +21,10 @@ impl Limiters {
         let limits = limits
             .iter()
             .filter_map(|limit| {
-                let rate = NonZeroU32::new(limit.calls_per_minute)?;
-                let burst = NonZeroU32::new(limit.burst.unwrap_or(limit.calls_per_minute))?;
-                let quota = Quota::per_minute(rate).allow_burst(burst);
+                let (calls, period) = limit.rate()?;
+                let burst = NonZeroU32::new(limit.burst.unwrap_or(calls))?;
+                // One call replenished every period/calls: `calls` per period.
+                let quota = Quota::with_period(period / calls.max(1))?.allow_burst(burst);
                 Some((limit.clone(), RateLimiter::keyed(quota)))
             })
             .collect();
@@ -68,8 +69,8 @@ impl Engine {
                     policy_id: Some(format!("ratelimit/{}", limit.name)),
                     policy_version: None,
                     reason: Some(format!(
-                        "rate limit {} ({} calls/minute per {:?}) reached; retry in {retry_after_seconds} s",
-                        limit.name, limit.calls_per_minute, limit.per
+                        "rate limit {} (per {:?}) reached; retry in {retry_after_seconds} s",
+                        limit.name, limit.per
                     )),
                 };
                 return Ok(Some(Limited {

@@ -428,3 +428,36 @@ async fn rate_limits_answer_429_with_retry_after_and_record_the_decision() {
     // Another agent has its own allowance.
     assert_eq!(by("b", 4).await.unwrap().status(), StatusCode::CREATED);
 }
+
+#[tokio::test]
+async fn a_daily_quota_is_a_rate_limit_over_a_day() {
+    let joch = Joch::start().await;
+    joch.create_tool(json!({
+        "metadata": {"name": "nothing"},
+        "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
+    }))
+    .await;
+    let settings = |limits: Value| json!({"apiVersion": "joch.dev/v1alpha1", "kind": "Namespace", "spec": {"rateLimits": limits}});
+    let path = format!("/v1/namespaces/{NS}");
+    let both =
+        settings(json!([{"name": "x", "per": "namespace", "callsPerMinute": 1, "callsPerDay": 1}]));
+    let (status, body) = joch.send(reqwest::Method::PUT, &path, Some(both)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let quota = settings(json!([{"name": "daily", "per": "namespace", "callsPerDay": 2}]));
+    let (status, body) = joch.send(reqwest::Method::PUT, &path, Some(quota)).await;
+    assert!(status.is_success(), "{body}");
+    assert_eq!(
+        joch.call("nothing", json!({"n": 1})).await.0,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        joch.call("nothing", json!({"n": 2})).await.0,
+        StatusCode::CREATED
+    );
+    let (status, over) = joch.call("nothing", json!({"n": 3})).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{over}");
+    let wait = over["status"]["error"]["details"]["retryAfterSeconds"]
+        .as_u64()
+        .unwrap();
+    assert!(wait > 3_600, "the next call is hours away: {wait}");
+}
