@@ -37,6 +37,8 @@ pub struct EngineConfig {
     /// sha256 of the root token, which acts as admin in every namespace
     /// (default none: without it and without tokens, no authentication).
     pub root_token_hash: Option<String>,
+    /// An identity provider whose JWTs authenticate (default none).
+    pub jwt: Option<crate::tokens::JwtConfig>,
 }
 
 impl Default for EngineConfig {
@@ -49,6 +51,7 @@ impl Default for EngineConfig {
             approval_fallback: joch_core::policy::OnTimeout::Deny,
             trace_content: false,
             root_token_hash: None,
+            jwt: None,
         }
     }
 }

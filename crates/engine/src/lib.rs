@@ -52,4 +52,4 @@ pub use mcp::drift_timeline;
 pub use recovery::{RecoveryReport, Resolve};
 pub use replay::{Replay, ReplayMode};
 pub use resources::Configurable;
-pub use tokens::Principal;
+pub use tokens::{JwtConfig, Principal};

@@ -23,18 +23,72 @@ pub struct Principal {
     pub role: Role,
 }
 
+/// How JWTs of an identity provider (OIDC) are verified and mapped to a
+/// principal: signature by a key of `keys` (by `kid`), `iss` and `aud` as
+/// configured, not expired; `sub` is the principal's name, the
+/// `namespace` and `role` claims its namespace and role.
+#[derive(Debug, Clone)]
+pub struct JwtConfig {
+    /// The expected `iss`.
+    pub issuer: String,
+    /// The expected `aud`.
+    pub audience: String,
+    /// The provider's signing keys (its JWKS).
+    pub keys: jsonwebtoken::jwk::JwkSet,
+}
+
+#[derive(serde::Deserialize)]
+struct Claims {
+    sub: String,
+    namespace: String,
+    role: Role,
+}
+
+impl JwtConfig {
+    fn principal(&self, token: &str) -> Option<Principal> {
+        let header = jsonwebtoken::decode_header(token).ok()?;
+        let jwk = match &header.kid {
+            Some(kid) => self.keys.find(kid)?,
+            None => self.keys.keys.first()?,
+        };
+        let key = jsonwebtoken::DecodingKey::from_jwk(jwk).ok()?;
+        let mut validation = jsonwebtoken::Validation::new(header.alg);
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+            .ok()?
+            .claims;
+        joch_core::names::validate_namespace(&claims.namespace).ok()?;
+        Some(Principal {
+            name: claims.sub,
+            namespace: Some(claims.namespace),
+            role: claims.role,
+        })
+    }
+}
+
 /// Every token, by hash.
 pub(crate) type TokenIndex = HashMap<String, Principal>;
 
 impl Engine {
-    /// Whether requests must carry a token: once a root token is configured
-    /// or any token exists.
+    /// Whether requests must carry a token: once a root token or an
+    /// identity provider is configured, or any token exists.
     pub async fn auth_required(&self) -> Result<bool, EngineError> {
-        Ok(self.inner.config.root_token_hash.is_some() || !self.token_index().await?.is_empty())
+        let config = &self.inner.config;
+        Ok(config.root_token_hash.is_some()
+            || config.jwt.is_some()
+            || !self.token_index().await?.is_empty())
     }
 
-    /// The principal a bearer token stands for, if any.
+    /// The principal a bearer token stands for, if any: a JWT of the
+    /// configured identity provider, the root token, or a joch token.
     pub async fn authenticate(&self, token: &str) -> Result<Option<Principal>, EngineError> {
+        if let Some(jwt) = &self.inner.config.jwt {
+            if token.matches('.').count() == 2 {
+                return Ok(jwt.principal(token));
+            }
+        }
         let hashed = hash(token);
         if self.inner.config.root_token_hash.as_deref() == Some(hashed.as_str()) {
             return Ok(Some(Principal {

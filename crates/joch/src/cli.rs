@@ -255,6 +255,16 @@ pub struct ServeArgs {
     /// Listen on a non-loopback address without authentication.
     #[arg(long, env = "JOCH_INSECURE")]
     pub insecure: bool,
+    /// Accept JWTs of this identity provider (`iss`); with --jwt-audience
+    /// and --jwt-jwks. Turns authentication on.
+    #[arg(long, env = "JOCH_JWT_ISSUER", requires_all = ["jwt_audience", "jwt_jwks"])]
+    pub jwt_issuer: Option<String>,
+    /// The `aud` JWTs must carry.
+    #[arg(long, env = "JOCH_JWT_AUDIENCE", requires = "jwt_issuer")]
+    pub jwt_audience: Option<String>,
+    /// The provider's signing keys: a JWKS file, or an http(s) URL read at start.
+    #[arg(long, env = "JOCH_JWT_JWKS", requires = "jwt_issuer")]
+    pub jwt_jwks: Option<String>,
     /// The root token (admin in every namespace). Setting it turns
     /// authentication on; read from the environment only, never a flag.
     #[arg(skip = std::env::var("JOCH_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))]

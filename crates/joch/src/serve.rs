@@ -17,9 +17,18 @@ use crate::cli::{ApprovalFallback, ServeArgs};
 use crate::demo;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let jwt = match (&args.jwt_issuer, &args.jwt_audience, &args.jwt_jwks) {
+        (Some(issuer), Some(audience), Some(jwks)) => Some(joch_engine::JwtConfig {
+            issuer: issuer.clone(),
+            audience: audience.clone(),
+            keys: load_jwks(jwks).await?,
+        }),
+        _ => None,
+    };
     // joch has no authentication yet: anyone who reaches it can run tools
     // and decide approvals. Only this machine may, unless told otherwise.
-    if !args.addr.ip().is_loopback() && !args.insecure && args.admin_token.is_none() {
+    let authenticated = args.admin_token.is_some() || jwt.is_some();
+    if !args.addr.ip().is_loopback() && !args.insecure && !authenticated {
         anyhow::bail!(
             "refusing to listen on {} without authentication: anyone who can reach it could run tools \
              and approve calls. Set JOCH_ADMIN_TOKEN, listen on 127.0.0.1, or pass --insecure",
@@ -34,6 +43,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         trace_content: args.trace_content,
         root_token_hash: args.admin_token.as_deref().map(joch_core::token::hash),
+        jwt,
         ..EngineConfig::default()
     };
     let (engine, recovered) = open_engine(&args.db, config).await?;
@@ -99,6 +109,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .context("server failed")?;
     tracing::info!("joch stopped");
     Ok(())
+}
+
+/// An identity provider's JWKS, from a file or an http(s) URL.
+async fn load_jwks(source: &str) -> anyhow::Result<jsonwebtoken::jwk::JwkSet> {
+    let text = if source.starts_with("http://") || source.starts_with("https://") {
+        reqwest::get(source)
+            .await
+            .and_then(|r| r.error_for_status())
+            .with_context(|| format!("cannot fetch the JWKS at {source}"))?
+            .text()
+            .await
+            .with_context(|| format!("cannot read the JWKS at {source}"))?
+    } else {
+        std::fs::read_to_string(source)
+            .with_context(|| format!("cannot read the JWKS file {source}"))?
+    };
+    serde_json::from_str(&text).with_context(|| format!("{source} is not a JWKS"))
 }
 
 /// Opens the store, wires the backends and the engine, and finishes what a

@@ -176,3 +176,91 @@ async fn an_approver_cannot_decide_on_its_own_call() {
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert!(body["message"].as_str().unwrap().contains("a call it made"));
 }
+
+#[tokio::test]
+async fn jwts_of_the_identity_provider_authenticate_with_their_claims() {
+    use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+    let secret = b"a-shared-secret-of-the-test-identity-provider";
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    // base64url of the secret, as a JWK of type "oct".
+    let k = {
+        const ALPHABET: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut out = String::new();
+        for chunk in secret.chunks(3) {
+            let n =
+                chunk.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
+            for i in 0..=chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            }
+        }
+        out
+    };
+    std::fs::write(
+        &jwks,
+        json!({"keys": [{"kty": "oct", "kid": "idp-1", "alg": "HS256", "k": k}]}).to_string(),
+    )
+    .unwrap();
+    let joch = Joch::start_with(&[
+        "--jwt-issuer",
+        "https://idp.example",
+        "--jwt-audience",
+        "joch",
+        "--jwt-jwks",
+        jwks.to_str().unwrap(),
+    ])
+    .await;
+    let now = chrono::Utc::now().timestamp();
+    let jwt = |aud: &str, exp: i64, role: &str| {
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some("idp-1".to_owned());
+        let claims = json!({"sub": "carol@example.com", "iss": "https://idp.example", "aud": aud, "exp": exp, "namespace": NS, "role": role});
+        encode(&header, &claims, &EncodingKey::from_secret(secret)).unwrap()
+    };
+    let tools = format!("/v1/namespaces/{NS}/tools");
+    let (status, body) = as_token(
+        &joch,
+        &jwt("joch", now + 600, "approver"),
+        Method::GET,
+        &tools,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let tool = json!({"metadata": {"name": "t"}, "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}});
+    let (status, _) = as_token(
+        &joch,
+        &jwt("joch", now + 600, "approver"),
+        Method::POST,
+        &tools,
+        Some(tool.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "the role claim applies");
+    let (status, _) = as_token(
+        &joch,
+        &jwt("joch", now + 600, "admin"),
+        Method::POST,
+        &tools,
+        Some(tool),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    for (why, token) in [
+        ("another audience", jwt("someone-else", now + 600, "admin")),
+        ("expired", jwt("joch", now - 600, "admin")),
+    ] {
+        let (status, _) = as_token(&joch, &token, Method::GET, &tools, None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{why}");
+    }
+    let (status, _) = as_token(
+        &joch,
+        &jwt("joch", now + 600, "admin"),
+        Method::GET,
+        "/v1/namespaces/elsewhere/tools",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the namespace claim applies");
+}
