@@ -112,7 +112,17 @@ async fn tokens_bind_a_namespace_and_a_role() {
     let (status, _) = as_token(&joch, &agent, Method::GET, &tools, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "revoked");
 
-    // The MCP endpoint is behind the same door.
+    // The MCP endpoint is behind the same door, namespaces included.
+    let elsewhere = joch
+        .http
+        .post(format!("{}/v1/namespaces/elsewhere/mcp", joch.base))
+        .bearer_auth(&approver)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.status(), StatusCode::NOT_FOUND);
     let mcp = joch
         .http
         .post(format!("{}/v1/namespaces/{NS}/mcp", joch.base))

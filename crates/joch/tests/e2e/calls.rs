@@ -461,3 +461,25 @@ async fn a_daily_quota_is_a_rate_limit_over_a_day() {
         .unwrap();
     assert!(wait > 3_600, "the next call is hours away: {wait}");
 }
+
+#[tokio::test]
+async fn a_redirect_to_another_host_is_not_followed() {
+    let elsewhere = Webhook::start().await;
+    let target = format!("{}/echo", elsewhere.base);
+    let redirector = axum::Router::new().route(
+        "/moved",
+        axum::routing::post(move || {
+            let target = target.clone();
+            async move { axum::response::Redirect::temporary(&target) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/moved", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, redirector).await.unwrap() });
+    let joch = Joch::start().await;
+    joch.create_tool(rest_tool("moved", &url, json!({"level": "read_only"})))
+        .await;
+    let (_, call) = joch.call("moved", json!({})).await;
+    assert_eq!(call["status"]["phase"], "Failed", "{call}");
+    assert_eq!(elsewhere.hits(), 0, "the redirect was not followed");
+}

@@ -480,3 +480,80 @@ async fn joch_apply_takes_the_seed_json_and_the_execution_names_the_user() {
     assert_eq!(done["status"]["phase"], "Succeeded", "{done}");
     assert_eq!(webhook.recorded()[0]["body"]["user_id"], "ann");
 }
+
+#[tokio::test]
+async fn a_secret_header_never_lands_in_the_database_the_logs_or_metrics() {
+    let webhook = Webhook::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("joch.db");
+    let log = dir.path().join("joch.log");
+    let secret = "sk-live-7f3a9c1e5b2d4f60";
+    let joch = Joch::spawn(
+        &db,
+        &[],
+        &[("CRM_API_KEY", secret)],
+        "debug",
+        std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
+    )
+    .await;
+    endpoint(
+        &joch,
+        "crm",
+        &format!("{}/record", webhook.base),
+        json!({"secretHeaders": {"x-api-key": {"env": "CRM_API_KEY"}}}),
+    )
+    .await;
+    endpoint(
+        &joch,
+        "crm-down",
+        &format!("{}/fail", webhook.base),
+        json!({"secretHeaders": {"x-api-key": {"env": "CRM_API_KEY"}}}),
+    )
+    .await;
+    let tool = |name: &str, endpoint: &str| {
+        json!({"name": name, "parameters": [{"name": "n", "type": "number"}],
+               "actions": [{"type": "webhook", "endpoint": endpoint, "body": {"n": "{{params.n}}"}}]})
+    };
+    create(&joch, tool("send", "crm")).await;
+    create(&joch, tool("send_down", "crm-down")).await;
+    let run = |tool: &str, n: u32| json!({"spec": {"toolRef": {"name": tool}, "executionRef": {"name": "run-s"}, "input": {"n": n}}});
+    let (_, ok) = joch.post_call(run("send", 1)).await;
+    assert_eq!(ok["status"]["phase"], "Succeeded", "{ok}");
+    let (_, failed) = joch.post_call(run("send_down", 2)).await;
+    assert_eq!(failed["status"]["phase"], "Failed", "{failed}");
+    assert_eq!(
+        webhook.recorded()[0]["apiKey"],
+        secret,
+        "the secret was sent"
+    );
+
+    let metrics = joch
+        .http
+        .get(format!("{}/metrics", joch.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let (_, events) = joch
+        .get(&format!("/v1/namespaces/{NS}/executions/run-s/events"))
+        .await;
+    drop(joch); // kill -9: whatever reached the files is there
+    let mut stored = std::fs::read(&db).unwrap();
+    for suffix in ["-wal", "-shm"] {
+        if let Ok(more) = std::fs::read(format!("{}{suffix}", db.display())) {
+            stored.extend(more);
+        }
+    }
+    let logs = std::fs::read_to_string(&log).unwrap();
+    let contains = |hay: &[u8]| hay.windows(secret.len()).any(|w| w == secret.as_bytes());
+    assert!(!logs.is_empty(), "debug logs were written");
+    assert!(!contains(&stored), "the database holds the secret");
+    assert!(!contains(logs.as_bytes()), "the logs hold the secret");
+    assert!(!contains(metrics.as_bytes()), "/metrics holds the secret");
+    assert!(
+        !contains(events.to_string().as_bytes()),
+        "the events hold the secret"
+    );
+}

@@ -69,7 +69,7 @@ impl Joch {
         joch
     }
 
-    async fn spawn(
+    pub async fn spawn(
         db: &Path,
         flags: &[&str],
         env: &[(&str, &str)],
