@@ -67,7 +67,7 @@ impl CallOutcome {
 /// A recorded call, ready to run.
 pub(crate) struct Recorded {
     pub(crate) call: ToolCall,
-    pub(crate) tool: Tool,
+    pub(crate) tool: Arc<Tool>,
     pub(crate) args: Map<String, Value>,
     pub(crate) schemas: Option<Arc<Compiled>>,
     /// Set when the call must not run; it settles with this phase, error and
@@ -330,7 +330,14 @@ impl Engine {
                 .is_some_and(|v| v == "true");
             let count = self.tool_call_count(&call).await?;
             let mut request = Facts::request(&call, &tool, &args, count, overridden);
-            if policies.iter().any(reads_spend) {
+            let reads_spend = self
+                .inner
+                .spend_readers
+                .get_or_load(namespace, async {
+                    Ok::<_, EngineError>(policies.iter().any(reads_spend))
+                })
+                .await?;
+            if *reads_spend {
                 request.value["cost"] = self.spend_facts(&call, &tool).await?;
             }
             let outcome = tracing::info_span!("evaluate_policies", hook = "toolCallRequest")
@@ -559,6 +566,7 @@ fn gateway_only(call: &ToolCall) -> Result<(), EngineError> {
 
 /// True when a policy reads `cost.*`, so the spend so far must be summed
 /// for it (three indexed sums: not paid by namespaces that never ask).
+/// Answered once per policy snapshot, not per call: it encodes the spec.
 fn reads_spend(policy: &Policy) -> bool {
     serde_json::to_string(&policy.spec).is_ok_and(|text| text.contains("cost."))
 }

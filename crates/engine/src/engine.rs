@@ -82,6 +82,8 @@ pub(crate) struct Inner {
     pub(crate) tools: Snapshots<joch_core::Tool>,
     /// Each namespace's policies, in name order.
     pub(crate) policies: Snapshots<Vec<joch_core::Policy>>,
+    /// Whether any of each namespace's policies reads `cost.*`.
+    pub(crate) spend_readers: Snapshots<bool>,
     /// Each namespace's budgets.
     pub(crate) budgets: Snapshots<Vec<joch_core::Budget>>,
     /// Each namespace's settings.
@@ -116,6 +118,7 @@ impl Engine {
                 tools: Snapshots::default(),
                 policies: Snapshots::default(),
                 budgets: Snapshots::default(),
+                spend_readers: Snapshots::default(),
                 namespaces: Snapshots::default(),
                 tokens: Snapshots::default(),
                 limiters: Snapshots::default(),

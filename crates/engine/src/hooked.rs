@@ -5,6 +5,7 @@
 //! handed to the agent (`Running`) until the agent reports the result,
 //! which then goes through the result hook and settles the record.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use joch_core::{CallError, CallMode, Hook, Phase, Tool, ToolCall, ToolCallStatus};
@@ -228,7 +229,7 @@ impl Engine {
         &self,
         namespace: &str,
         call: &ToolCall,
-    ) -> Result<Tool, EngineError> {
+    ) -> Result<Arc<Tool>, EngineError> {
         let key = format!("{namespace}/{}", call.tool_name());
         let found = self
             .inner
@@ -239,9 +240,9 @@ impl Engine {
             )
             .await;
         match found {
-            Ok(tool) => Ok(Tool::clone(&tool)),
+            Ok(tool) => Ok(tool),
             Err(joch_store::StoreError::NotFound { .. }) if call.spec.mode == CallMode::Hook => {
-                Ok(Tool::unregistered(namespace, call.tool_name()))
+                Ok(Arc::new(Tool::unregistered(namespace, call.tool_name())))
             }
             Err(e) => Err(e.into()),
         }

@@ -6,6 +6,8 @@
 //! never reached its tool and is safe to run; a `Running` one may have, and
 //! is re-run only when repeating it is harmless.
 
+use std::sync::Arc;
+
 use joch_core::{CallError, Phase, Resolution, Tool, ToolCall};
 use joch_store::ListQuery;
 use serde_json::Value;
@@ -140,7 +142,7 @@ impl Engine {
         };
         let recorded = Recorded {
             call,
-            tool,
+            tool: Arc::new(tool),
             args,
             schemas,
             rejection: None,

@@ -200,7 +200,10 @@ impl Engine {
     fn touched<T: Object>(&self) {
         match T::KIND {
             Tool::KIND => self.inner.touch_tools(),
-            Policy::KIND => self.inner.policies.invalidate(),
+            Policy::KIND => {
+                self.inner.policies.invalidate();
+                self.inner.spend_readers.invalidate();
+            }
             joch_core::Budget::KIND => self.inner.budgets.invalidate(),
             joch_core::Namespace::KIND => {
                 self.inner.namespaces.invalidate();
