@@ -98,15 +98,15 @@ class Joch:
         return done.stdout
 
 
-@pytest.fixture
-def joch(tmp_path: Path):
+def start_joch(tmp_path: Path, env: dict[str, str] | None = None) -> Joch:
+    """`joch serve` on a free loopback port and a fresh database."""
     binary = _required_env("JOCH_BIN")
     process = subprocess.Popen(
         [binary, "serve", "--addr", "127.0.0.1:0", "--db", str(tmp_path / "joch.db")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "JOCH_LOG": "warn"},
+        env={**os.environ, "JOCH_LOG": "warn", **(env or {})},
     )
     line = process.stdout.readline()
     match = re.search(r"listening on (http://\S+)", line)
@@ -114,9 +114,15 @@ def joch(tmp_path: Path):
     server = Joch(process=process, base=match.group(1))
     threading.Thread(target=_drain, args=(process.stdout, []), daemon=True).start()
     threading.Thread(target=_drain, args=(process.stderr, server.stderr), daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def joch(tmp_path: Path):
+    server = start_joch(tmp_path)
     yield server
-    process.kill()
-    process.wait()
+    server.process.kill()
+    server.process.wait()
 
 
 class Everything:

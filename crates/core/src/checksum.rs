@@ -84,3 +84,101 @@ mod tests {
         assert_eq!(expected.len(), 64);
     }
 }
+
+/// Properties over generated arguments: the checksum depends on what the
+/// arguments mean, never on how their JSON text happens to be written.
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+
+    use super::checksum;
+    use crate::normalize::normalize_args;
+
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e12f64..1e12).prop_map(Value::from),
+            ".{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(".{0,8}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn object() -> impl Strategy<Value = Map<String, Value>> {
+        prop::collection::btree_map("[a-z]{1,6}", json(), 0..6)
+            .prop_map(|m| m.into_iter().collect())
+    }
+
+    /// JSON text of `value` with every object's keys in the order `rotate`
+    /// picks and spaces between tokens: what another client might send.
+    fn rewrite(value: &Value, rotate: usize) -> String {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                if !entries.is_empty() {
+                    let by = rotate % entries.len();
+                    entries.rotate_left(by);
+                    entries.reverse();
+                }
+                let fields: Vec<String> = entries
+                    .into_iter()
+                    .map(|(k, v)| {
+                        format!("{} : {}", Value::from(k.as_str()), rewrite(v, rotate + 1))
+                    })
+                    .collect();
+                format!("{{ {} }}", fields.join(" ,\n "))
+            }
+            Value::Array(items) => {
+                let items: Vec<String> = items.iter().map(|v| rewrite(v, rotate + 1)).collect();
+                format!("[ {} ]", items.join(" , "))
+            }
+            other => other.to_string(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn key_order_and_whitespace_never_change_it(args in object(), rotate in 0usize..7) {
+            let text = rewrite(&Value::Object(args.clone()), rotate);
+            let parsed = normalize_args(serde_json::from_str(&text).unwrap()).unwrap();
+            prop_assert_eq!(checksum("t", &args), checksum("t", &parsed));
+        }
+
+        #[test]
+        fn a_json_string_hashes_like_its_object(args in object()) {
+            let as_string = Value::String(Value::Object(args.clone()).to_string());
+            let normalized = normalize_args(as_string).unwrap();
+            prop_assert_eq!(checksum("t", &args), checksum("t", &normalized));
+        }
+
+        #[test]
+        fn it_is_64_hex_digits_and_names_the_tool(args in object(), tool in "[a-z.]{1,12}") {
+            let sum = checksum(&tool, &args);
+            prop_assert_eq!(sum.len(), 64);
+            prop_assert!(sum.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+            prop_assert_ne!(sum, checksum(&format!("{tool}x"), &args));
+        }
+
+        #[test]
+        fn an_added_argument_changes_it(args in object(), extra in json()) {
+            let mut more = args.clone();
+            let key = "zz-added".to_owned();
+            prop_assume!(!more.contains_key(&key));
+            more.insert(key, extra);
+            prop_assert_ne!(checksum("t", &args), checksum("t", &more));
+        }
+
+        #[test]
+        fn normalising_never_panics(input in json()) {
+            let _ = normalize_args(input);
+        }
+    }
+}

@@ -28,7 +28,11 @@ pub(crate) async fn authorize(
     next: Next,
 ) -> Response {
     let path = request.uri().path().to_owned();
-    if matches!(path.as_str(), "/healthz" | "/readyz" | "/metrics") || path.starts_with("/demo/") {
+    if matches!(
+        path.as_str(),
+        "/healthz" | "/readyz" | "/metrics" | "/openapi.json"
+    ) || path.starts_with("/demo/")
+    {
         return next.run(request).await;
     }
     match state.engine.auth_required().await {

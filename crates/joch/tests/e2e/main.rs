@@ -21,6 +21,7 @@ mod idempotency;
 mod load;
 mod mcp;
 mod metrics;
+mod openapi;
 mod policies;
 mod recovery;
 mod replay;

@@ -32,7 +32,7 @@ pub(crate) async fn list(
 }
 
 /// A decision, as an approver sends it.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct DecisionBody {
     /// Who decides, when joch has no authentication; with it, the token's

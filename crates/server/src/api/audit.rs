@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::extract::{Path, Query};
 use crate::{ApiError, AppState};
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct Page {
     /// Entries numbered above this one.

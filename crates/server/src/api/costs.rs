@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::extract::{Path, Query};
 use crate::{ApiError, AppState};
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct CostParams {
     /// `tool`, `agent`, `execution`, `namespace`, or none for one total.

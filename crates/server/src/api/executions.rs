@@ -19,13 +19,15 @@ use crate::extract::{Body, Path, Query};
 use crate::{ApiError, AppState};
 
 /// `{"calls": [ToolCall, ...]}`: one LLM turn.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BatchBody {
+    /// ToolCall manifests.
+    #[schema(value_type = Vec<Object>)]
     calls: Vec<ToolCall>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BatchParams {
     #[serde(default = "yes")]
@@ -71,7 +73,7 @@ pub(crate) async fn complete(
     Ok(Json(state.engine.complete_execution(&ns, &name).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EventParams {
     /// Only events numbered above this.

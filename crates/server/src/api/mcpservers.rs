@@ -55,7 +55,7 @@ pub(crate) async fn refresh(
     Ok(Json(state.engine.sync_mcp_server(&ns, &name).await?))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AcceptRequest {
     /// The upstream tool whose new definition to accept; every held tool when absent.

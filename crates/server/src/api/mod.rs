@@ -9,6 +9,7 @@ mod executions;
 mod health;
 mod mcpservers;
 mod namespaces;
+mod openapi;
 mod resources;
 mod tokens;
 mod toolcalls;
@@ -30,6 +31,7 @@ pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/openapi.json", get(openapi::serve))
         .route(
             "/v1/namespaces/{ns}",
             get(namespaces::get).put(namespaces::put),
@@ -191,7 +193,7 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 /// Query parameters of every list endpoint.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct ListQueryParams {
     label_selector: Option<String>,

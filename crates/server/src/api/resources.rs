@@ -49,7 +49,7 @@ pub(crate) async fn list<T: Configurable>(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct DeleteParams {
     pub(crate) resource_version: Option<String>,

@@ -12,11 +12,13 @@ use serde_json::{Value, json};
 use crate::extract::{Body, Path};
 use crate::{ApiError, AppState};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewToken {
     /// Who holds it; recorded as the approver of its decisions.
     name: String,
+    /// `agent`, `approver` or `admin`.
+    #[schema(value_type = String, pattern = "^(agent|approver|admin)$")]
     role: Role,
 }
 

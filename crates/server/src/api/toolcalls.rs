@@ -14,7 +14,7 @@ use super::{List, ListQueryParams};
 use crate::extract::{Body, Manifest, Path, Query};
 use crate::{ApiError, AppState};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateParams {
     /// `false`: answer 202 once the call is recorded, and run it in the background.
@@ -165,9 +165,11 @@ pub(crate) async fn replay(
 }
 
 /// `{"phase": "Succeeded" | "Failed", "reason": "...", "output": ...}`
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ResolveBody {
+    /// The phase to settle in, e.g. `Succeeded` or `Failed`.
+    #[schema(value_type = String)]
     phase: Phase,
     reason: String,
     #[serde(default)]

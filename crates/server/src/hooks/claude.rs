@@ -20,7 +20,7 @@ const AGENT_HEADER: &str = "joch-agent";
 
 /// The fields joch reads from a hook body; others (`transcript_path`,
 /// `cwd`, `permission_mode`...) are ignored.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 pub(crate) struct HookBody {
     session_id: Option<String>,
     hook_event_name: String,
@@ -37,7 +37,7 @@ pub(crate) struct HookBody {
     agent_type: Option<String>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct HookParams {
     /// `ask`: a call that needs a person's approval is answered `ask`, and

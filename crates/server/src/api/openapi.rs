@@ -1,0 +1,602 @@
+//! `GET /openapi.json`: the REST API as an OpenAPI 3.1 document.
+//!
+//! Query parameters and request bodies come from the very structs the
+//! handlers deserialize (`IntoParams` / `ToSchema` derives), so the document
+//! cannot promise a parameter a handler does not read. Resources are
+//! described by their envelope (`apiVersion`, `kind`, `metadata`, `spec`,
+//! `status`); their specs are documented in the README. Every operation's
+//! `default` response is the structured error every failure answers with.
+
+use std::sync::LazyLock;
+
+use axum::http::header;
+use axum::response::IntoResponse;
+use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, Parameter, ParameterIn};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::schema::{
+    AdditionalProperties, ArrayBuilder, ObjectBuilder, Schema, SchemaType, Type,
+};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{
+    ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApi, OpenApiBuilder, PathItem,
+    PathsBuilder, Ref, RefOr, Required, ResponseBuilder,
+};
+use utoipa::{IntoParams, ToSchema};
+
+use super::ListQueryParams;
+use super::approvals::DecisionBody;
+use super::audit::Page as AuditPage;
+use super::costs::CostParams;
+use super::executions::{BatchBody, BatchParams, EventParams};
+use super::mcpservers::AcceptRequest;
+use super::resources::DeleteParams;
+use super::tokens::NewToken;
+use super::toolcalls::{CreateParams, ResolveBody};
+use crate::hooks::claude::{HookBody, HookParams};
+
+/// The document, rendered once.
+static DOCUMENT: LazyLock<String> =
+    LazyLock::new(|| serde_json::to_string(&document()).unwrap_or_else(|_| "{}".to_owned()));
+
+pub(crate) async fn serve() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        DOCUMENT.as_str(),
+    )
+}
+
+/// The kinds served by the generic resource handlers, by URL plural, and
+/// whether they take create/replace/delete.
+const RESOURCES: &[(&str, &str, bool)] = &[
+    ("tools", "Tool", true),
+    ("policies", "Policy", true),
+    ("executions", "Execution", true),
+    ("endpoints", "Endpoint", true),
+    ("budgets", "Budget", true),
+    ("mcpservers", "McpServer", true),
+    ("standingapprovals", "StandingApproval", false),
+];
+
+/// Builds the whole document.
+pub(crate) fn document() -> OpenApi {
+    let mut paths = PathsBuilder::new()
+        .path("/healthz", get("Liveness", "health", ok(any_object())))
+        .path(
+            "/readyz",
+            get("Readiness: the store answers", "health", ok(any_object())),
+        )
+        .path(
+            "/v1/namespaces/{ns}",
+            PathItem::new(
+                HttpMethod::Get,
+                with_path(operation("A namespace's settings", "namespaces"), &["ns"])
+                    .response("200", ok(resource())),
+            )
+            .operation(HttpMethod::Put, {
+                let op = operation("Create or replace a namespace's settings", "namespaces")
+                    .request_body(Some(body(resource())));
+                with_path(op, &["ns"]).response("200", ok(resource()))
+            }),
+        );
+
+    for &(plural, kind, writable) in RESOURCES {
+        let collection = format!("/v1/namespaces/{{ns}}/{plural}");
+        let item = format!("{collection}/{{name}}");
+        let mut list = with_path(operation(&format!("List {kind}s"), plural), &["ns"])
+            .response("200", ok(list()));
+        list = list_params(list);
+        let mut collection_item = PathItem::new(HttpMethod::Get, list);
+        let mut item_ops = PathItem::new(
+            HttpMethod::Get,
+            with_path(
+                operation(&format!("Read a {kind}"), plural),
+                &["ns", "name"],
+            )
+            .response("200", ok(resource())),
+        );
+        let delete = with_path(
+            operation(&format!("Delete a {kind}"), plural),
+            &["ns", "name"],
+        );
+        let delete = params::<DeleteParams>(delete).response("200", ok(resource()));
+        if writable {
+            collection_item = collection_item.operation(
+                HttpMethod::Post,
+                with_path(operation(&format!("Create a {kind}"), plural), &["ns"])
+                    .request_body(Some(body(resource())))
+                    .response("201", ok(resource())),
+            );
+            item_ops = item_ops.operation(
+                HttpMethod::Put,
+                with_path(
+                    operation(&format!("Replace a {kind}"), plural),
+                    &["ns", "name"],
+                )
+                .request_body(Some(body(resource())))
+                .response("200", ok(resource())),
+            );
+        }
+        item_ops = item_ops.operation(HttpMethod::Delete, delete);
+        paths = paths.path(collection, collection_item).path(item, item_ops);
+    }
+
+    paths = paths
+        .path(
+            "/v1/namespaces/{ns}/toolcalls",
+            get_list("List ToolCalls", "toolcalls").operation(
+                HttpMethod::Post,
+                params::<CreateParams>(with_path(
+                    operation(
+                        "Run a tool call: 201 settled, 202 recorded (wait=false), \
+                         200 an idempotent repeat, 429 rate limited",
+                        "toolcalls",
+                    ),
+                    &["ns"],
+                ))
+                .request_body(Some(body(resource())))
+                .response("200", ok(resource()))
+                .response("201", ok(resource()))
+                .response("202", ok(resource()))
+                .response("429", ok(resource())),
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/toolcalls/{name}",
+            get_item("Read a ToolCall", "toolcalls").operation(
+                HttpMethod::Put,
+                with_path(
+                    operation("Change a ToolCall's labels", "toolcalls"),
+                    &["ns", "name"],
+                )
+                .request_body(Some(body(resource())))
+                .response("200", ok(resource())),
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/toolcalls/{name}/replay",
+            post_item(
+                "Replay a settled call as a new one",
+                "toolcalls",
+                replay_schema(),
+                &["201", "200"],
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/toolcalls/{name}/resolve",
+            post_item(
+                "Settle an Unknown call by hand",
+                "toolcalls",
+                schema_of::<ResolveBody>(),
+                &["200"],
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/executions/{name}/batches",
+            PathItem::new(
+                HttpMethod::Post,
+                params::<BatchParams>(with_path(
+                    operation("Run a batch of calls of one execution", "executions"),
+                    &["ns", "name"],
+                ))
+                .request_body(Some(body(schema_of::<BatchBody>())))
+                .response("200", ok(any_object()))
+                .response("201", ok(any_object()))
+                .response("202", ok(any_object())),
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/executions/{name}/events",
+            PathItem::new(
+                HttpMethod::Get,
+                params::<EventParams>(with_path(
+                    operation(
+                        "An execution's timeline; `follow=true` streams it as Server-Sent Events",
+                        "executions",
+                    ),
+                    &["ns", "name"],
+                ))
+                .response(
+                    "200",
+                    ResponseBuilder::new()
+                        .description("The events")
+                        .content("application/json", json_content(any_value()))
+                        .content("text/event-stream", ContentBuilder::new().build())
+                        .build(),
+                ),
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/executions/{name}/complete",
+            post_item(
+                "Mark an execution complete",
+                "executions",
+                any_object(),
+                &["200"],
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/approvals",
+            get_list("List Approvals", "approvals"),
+        )
+        .path(
+            "/v1/namespaces/{ns}/approvals/{name}",
+            get_item("Read an Approval", "approvals"),
+        );
+    for (verb, summary) in [
+        ("approve", "Approve a paused call"),
+        ("deny", "Deny a paused call"),
+        ("edit", "Approve a paused call with edited arguments"),
+    ] {
+        paths = paths.path(
+            format!("/v1/namespaces/{{ns}}/approvals/{{name}}/{verb}"),
+            post_item(summary, "approvals", schema_of::<DecisionBody>(), &["200"]),
+        );
+    }
+    paths = paths
+        .path(
+            "/v1/namespaces/{ns}/callcontexts/{name}",
+            get_item("Read a call context", "contexts"),
+        )
+        .path(
+            "/v1/namespaces/{ns}/mcpservers/{name}/accept",
+            post_item(
+                "Accept changed upstream tool definitions",
+                "mcpservers",
+                schema_of::<AcceptRequest>(),
+                &["200"],
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/mcpservers/{name}/refresh",
+            post_item(
+                "List the upstream server's tools again",
+                "mcpservers",
+                any_object(),
+                &["200"],
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/tokens",
+            PathItem::new(
+                HttpMethod::Get,
+                with_path(operation("List API tokens", "tokens"), &["ns"])
+                    .response("200", ok(any_object())),
+            )
+            .operation(
+                HttpMethod::Post,
+                with_path(
+                    operation("Create an API token; its secret is shown once", "tokens"),
+                    &["ns"],
+                )
+                .request_body(Some(body(schema_of::<NewToken>())))
+                .response("201", ok(any_object())),
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/tokens/{name}",
+            PathItem::new(
+                HttpMethod::Delete,
+                with_path(operation("Revoke an API token", "tokens"), &["ns", "name"])
+                    .response("200", ok(any_object())),
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/audit",
+            PathItem::new(
+                HttpMethod::Get,
+                params::<AuditPage>(with_path(
+                    operation("The namespace's audit chain", "audit"),
+                    &["ns"],
+                ))
+                .response("200", ok(array_of(any_object()))),
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/audit/verify",
+            PathItem::new(
+                HttpMethod::Get,
+                with_path(operation("Recompute the audit chain", "audit"), &["ns"])
+                    .response("200", ok(any_object())),
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/costs",
+            PathItem::new(
+                HttpMethod::Get,
+                params::<CostParams>(with_path(
+                    operation("Spend in a namespace", "costs"),
+                    &["ns"],
+                ))
+                .response("200", ok(any_object())),
+            ),
+        )
+        .path(
+            "/v1/costs",
+            PathItem::new(
+                HttpMethod::Get,
+                params::<CostParams>(operation("Spend across namespaces", "costs"))
+                    .response("200", ok(any_object())),
+            ),
+        );
+    for (prefix, ns) in [("/v1", &[][..]), ("/v1/namespaces/{ns}", &["ns"][..])] {
+        paths = paths
+            .path(
+                format!("{prefix}/hooks/aos"),
+                PathItem::new(
+                    HttpMethod::Post,
+                    with_path(
+                        operation(
+                            "AOS guardian hook (JSON-RPC 2.0: steps/toolCallRequest, \
+                             steps/toolCallResult)",
+                            "hooks",
+                        ),
+                        ns,
+                    )
+                    // A JSON-RPC request, or a batch of them (answered by an array).
+                    .request_body(Some(body(any_value())))
+                    .response("200", ok(any_value())),
+                ),
+            )
+            .path(
+                format!("{prefix}/hooks/claude"),
+                PathItem::new(
+                    HttpMethod::Post,
+                    params::<HookParams>(with_path(
+                        operation(
+                            "Claude Code / Claude Agent SDK HTTP hook \
+                             (PreToolUse, PostToolUse, PostToolUseFailure)",
+                            "hooks",
+                        ),
+                        ns,
+                    ))
+                    .request_body(Some(body(schema_of::<HookBody>())))
+                    .response("200", ok(any_object())),
+                ),
+            );
+    }
+
+    let components = ComponentsBuilder::new()
+        .schema("Error", error_schema())
+        .schema("Resource", resource_schema())
+        .schema("ResourceList", list_schema())
+        .security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        )
+        .build();
+    OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("joch")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(
+                    "A tool-call gateway and durable ledger for AI agents. Without tokens \
+                     configured joch serves loopback only and needs no authentication.",
+                ))
+                .build(),
+        )
+        .paths(paths.build())
+        .components(Some(components))
+        .security(Some(vec![
+            SecurityRequirement::default(),
+            SecurityRequirement::new("bearer", Vec::<String>::new()),
+        ]))
+        .build()
+}
+
+fn operation(summary: &str, tag: &str) -> OperationBuilder {
+    let id: String = summary
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take(6)
+        .collect::<Vec<_>>()
+        .join("_")
+        .to_lowercase();
+    OperationBuilder::new()
+        .summary(Some(summary))
+        .operation_id(Some(format!("{tag}_{id}")))
+        .tag(tag)
+        .response(
+            "default",
+            ResponseBuilder::new()
+                .description("Any failure: a structured error")
+                .content("application/json", json_content(reference("Error")))
+                .build(),
+        )
+}
+
+fn with_path(op: OperationBuilder, names: &[&str]) -> OperationBuilder {
+    names
+        .iter()
+        .fold(op, |op, name| op.parameter(path_param(name)))
+}
+
+fn path_param(name: &str) -> Parameter {
+    Parameter::builder()
+        .name(name)
+        .parameter_in(ParameterIn::Path)
+        .required(Required::True)
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+        .build()
+}
+
+/// Adds the query parameters a handler's `Query<T>` reads.
+fn params<T: IntoParams>(op: OperationBuilder) -> OperationBuilder {
+    T::into_params(|| Some(ParameterIn::Query))
+        .into_iter()
+        .fold(op, |op, p| op.parameter(p))
+}
+
+fn list_params(op: OperationBuilder) -> OperationBuilder {
+    params::<ListQueryParams>(op)
+}
+
+fn get(summary: &str, tag: &str, response: utoipa::openapi::Response) -> PathItem {
+    PathItem::new(
+        HttpMethod::Get,
+        operation(summary, tag).response("200", response),
+    )
+}
+
+/// Several methods on one path: `PathItem` itself only merges.
+trait WithOperation {
+    fn operation<O: Into<Operation>>(self, method: HttpMethod, operation: O) -> Self;
+}
+
+impl WithOperation for PathItem {
+    fn operation<O: Into<Operation>>(mut self, method: HttpMethod, operation: O) -> Self {
+        self.merge_operations(PathItem::new(method, operation));
+        self
+    }
+}
+
+fn get_list(summary: &str, tag: &str) -> PathItem {
+    PathItem::new(
+        HttpMethod::Get,
+        list_params(with_path(operation(summary, tag), &["ns"])).response("200", ok(list())),
+    )
+}
+
+fn get_item(summary: &str, tag: &str) -> PathItem {
+    PathItem::new(
+        HttpMethod::Get,
+        with_path(operation(summary, tag), &["ns", "name"]).response("200", ok(resource())),
+    )
+}
+
+fn post_item(summary: &str, tag: &str, request: RefOr<Schema>, statuses: &[&str]) -> PathItem {
+    let op = with_path(operation(summary, tag), &["ns", "name"]).request_body(Some(body(request)));
+    let op: Operation = statuses
+        .iter()
+        .fold(op, |op, status| op.response(*status, ok(any_object())))
+        .build();
+    PathItem::new(HttpMethod::Post, op)
+}
+
+fn body(schema: RefOr<Schema>) -> utoipa::openapi::request_body::RequestBody {
+    RequestBodyBuilder::new()
+        .content("application/json", json_content(schema))
+        .build()
+}
+
+fn ok(schema: RefOr<Schema>) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description("Success")
+        .content("application/json", json_content(schema))
+        .build()
+}
+
+fn json_content(schema: RefOr<Schema>) -> utoipa::openapi::Content {
+    ContentBuilder::new().schema(Some(schema)).build()
+}
+
+fn reference(name: &str) -> RefOr<Schema> {
+    RefOr::Ref(Ref::from_schema_name(name))
+}
+
+fn resource() -> RefOr<Schema> {
+    reference("Resource")
+}
+
+fn list() -> RefOr<Schema> {
+    reference("ResourceList")
+}
+
+fn schema_of<T: ToSchema>() -> RefOr<Schema> {
+    T::schema()
+}
+
+fn any_value() -> RefOr<Schema> {
+    RefOr::T(Schema::Object(
+        ObjectBuilder::new()
+            .schema_type(SchemaType::AnyValue)
+            .build(),
+    ))
+}
+
+fn any_object() -> RefOr<Schema> {
+    RefOr::T(Schema::Object(
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .additional_properties(Some(AdditionalProperties::FreeForm(true)))
+            .build(),
+    ))
+}
+
+fn array_of(items: RefOr<Schema>) -> RefOr<Schema> {
+    RefOr::T(Schema::Array(ArrayBuilder::new().items(items).build()))
+}
+
+fn string() -> ObjectBuilder {
+    ObjectBuilder::new().schema_type(Type::String)
+}
+
+fn error_schema() -> Schema {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property(
+            "code",
+            string().description(Some("Stable snake_case cause")),
+        )
+        .property("message", string().description(Some("For people")))
+        .property("details", any_object())
+        .required("code")
+        .required("message")
+        .required("details")
+        .into()
+}
+
+fn resource_schema() -> Schema {
+    let metadata = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("name", string())
+        .property("namespace", string())
+        .property("resourceVersion", string())
+        .property("labels", any_object())
+        .property("annotations", any_object())
+        .additional_properties(Some(AdditionalProperties::FreeForm(true)));
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "A joch resource: `apiVersion: joch.dev/v1alpha1`, a kind, metadata, spec and status",
+        ))
+        .property("apiVersion", string())
+        .property("kind", string())
+        .property("metadata", metadata)
+        .property("spec", any_object())
+        .property("status", any_object())
+        .required("apiVersion")
+        .required("kind")
+        .required("metadata")
+        .additional_properties(Some(AdditionalProperties::FreeForm(true)))
+        .into()
+}
+
+fn list_schema() -> Schema {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("apiVersion", string())
+        .property("kind", string())
+        .property(
+            "metadata",
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .property("continue", string()),
+        )
+        .property("items", array_of(resource()))
+        .required("apiVersion")
+        .required("kind")
+        .required("items")
+        .into()
+}
+
+/// `joch_engine::Replay`, which lives outside this crate.
+fn replay_schema() -> RefOr<Schema> {
+    RefOr::T(
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("mode", string().enum_values(Some(["execute", "record"])))
+            .property("override", ObjectBuilder::new().schema_type(Type::Boolean))
+            .into(),
+    )
+}
