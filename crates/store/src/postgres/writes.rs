@@ -4,7 +4,7 @@
 use sqlx_core::executor::Executor;
 use sqlx_core::query::{Query, query};
 use sqlx_core::row::Row;
-use sqlx_postgres::{PgArguments, PgConnection, PgPool, Postgres};
+use sqlx_postgres::{PgArguments, PgConnection, PgPool, PgTransaction, Postgres};
 
 use super::reads::{self, COLUMNS};
 use super::unavailable;
@@ -48,10 +48,31 @@ pub(super) async fn create(
         return insert(pool, record).await;
     };
     let mut tx = pool.begin().await.map_err(unavailable)?;
-    // Dropping `tx` on an early return rolls back, freeing the key.
-    claim_key(&mut tx, &record.namespace, &record.name, claim).await?;
-    insert(&mut *tx, record).await?;
-    tx.commit().await.map_err(unavailable)
+    let created = async {
+        claim_key(&mut tx, &record.namespace, &record.name, claim).await?;
+        insert(&mut *tx, record).await
+    }
+    .await;
+    finish(tx, created).await
+}
+
+/// Commits `tx` if `result` is a success; otherwise rolls it back before
+/// answering, so a refused write holds no lock (a claimed key, a chain's
+/// head) once its caller hears of it. (Dropping a transaction also rolls it
+/// back, but only when its connection is next used.)
+async fn finish<T>(tx: PgTransaction<'_>, result: Result<T, StoreError>) -> Result<T, StoreError> {
+    match result {
+        Ok(value) => {
+            tx.commit().await.map_err(unavailable)?;
+            Ok(value)
+        }
+        Err(e) => {
+            // A failed rollback means a broken connection, whose transaction
+            // the server aborts anyway; the caller needs the first error.
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+    }
 }
 
 async fn insert<'c>(
@@ -155,10 +176,12 @@ pub(super) async fn update_audited(
     audit: &str,
 ) -> Result<u64, StoreError> {
     let mut tx = pool.begin().await.map_err(unavailable)?;
-    replace(&mut tx, record, expected_version).await?;
-    let seq = link_audit(&mut tx, &record.namespace, audit).await?;
-    tx.commit().await.map_err(unavailable)?;
-    Ok(seq)
+    let linked = async {
+        replace(&mut tx, record, expected_version).await?;
+        link_audit(&mut tx, &record.namespace, audit).await
+    }
+    .await;
+    finish(tx, linked).await
 }
 
 /// The optimistic update: the version check is in the `WHERE`, so of two
@@ -254,9 +277,8 @@ pub(super) async fn append_audit(
     body: &str,
 ) -> Result<u64, StoreError> {
     let mut tx = pool.begin().await.map_err(unavailable)?;
-    let seq = link_audit(&mut tx, namespace, body).await?;
-    tx.commit().await.map_err(unavailable)?;
-    Ok(seq)
+    let linked = link_audit(&mut tx, namespace, body).await;
+    finish(tx, linked).await
 }
 
 /// Links the entry to the namespace's last one, inside the caller's

@@ -102,6 +102,45 @@ async fn replicas_racing_for_one_key_have_one_winner() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_updating_one_version_have_one_winner() {
+    let Some(server) = server("replicas_updating_one_version_have_one_winner") else {
+        return;
+    };
+    let databases = Databases::new(server);
+    let replicas = replicas(&databases).await;
+    replicas[0]
+        .create(record("Tool", "ns", "t"), Durability::Sync)
+        .await
+        .expect("create");
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let store = Arc::clone(&replicas[i % 2]);
+            tokio::spawn(async move {
+                let mut next = record("Tool", "ns", "t");
+                next.resource_version = 2;
+                next.body = format!(r#"{{"writer":{i}}}"#);
+                match store.update(next, 1, Durability::Sync).await {
+                    Ok(()) => Some(i),
+                    Err(e) => {
+                        assert_eq!(e.kind(), StoreErrorKind::Conflict, "{e}");
+                        None
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        winners.extend(task.await.expect("task"));
+    }
+    assert_eq!(winners.len(), 1, "winners: {winners:?}");
+    let stored = replicas[1].get("Tool", "ns", "t").await.expect("get");
+    assert_eq!(stored.body, format!(r#"{{"writer":{}}}"#, winners[0]));
+    drop(replicas);
+    databases.drop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_appending_audit_keep_one_unbroken_chain() {
     let Some(server) = server("replicas_appending_audit_keep_one_unbroken_chain") else {
         return;
