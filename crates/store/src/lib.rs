@@ -1,9 +1,14 @@
 //! joch-store: where records live.
 //!
 //! It owns the [`Store`] trait (a namespaced object store with optimistic
-//! concurrency and group-committed, durable writes), its embedded SQLite
-//! implementation, and `testsuite`, the behaviours any implementation
-//! (SQLite now, PostgreSQL later) must pass unchanged.
+//! concurrency and durable writes), its two implementations, and
+//! `testsuite`, the behaviours both pass unchanged:
+//! - [`SqliteStore`], embedded: one file, one writer thread that
+//!   group-commits; for a single joch process.
+//! - [`PostgresStore`], shared: one PostgreSQL database for several joch
+//!   replicas, which keeps the store's guarantees (one winner per
+//!   idempotency key, optimistic versions, gapless event numbers, an
+//!   unforked audit chain) across processes.
 //!
 //! It knows nothing of policy or execution: the engine decides what to write
 //! and when; the store guarantees that an acknowledged `Durability::Sync`
@@ -11,6 +16,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod postgres;
 mod record;
 pub mod sqlite;
 mod typed;
@@ -19,6 +25,7 @@ mod typed;
 pub mod testsuite;
 
 pub use error::{StoreError, StoreErrorKind};
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use record::{
     AuditRecord, CostGroup, CostQuery, CostTotal, Durability, EventRecord, IdempotencyClaim,
     ListQuery, Page, Record, Store,

@@ -1,0 +1,286 @@
+//! The reads, and how a row becomes a [`Record`].
+
+use std::collections::BTreeMap;
+
+use joch_core::object::{IndexFields, IndexedCost};
+use sqlx_core::executor::Executor;
+use sqlx_core::query::query;
+use sqlx_core::query_builder::QueryBuilder;
+use sqlx_core::row::Row;
+use sqlx_postgres::{PgPool, PgRow, Postgres};
+
+use super::unavailable;
+use crate::{
+    AuditRecord, CostGroup, CostQuery, CostTotal, EventRecord, ListQuery, Page, Record, StoreError,
+};
+
+/// What [`record`] decodes, in its order.
+pub(super) const COLUMNS: &str = "seq, kind, namespace, name, resource_version, labels::TEXT, tool, phase, execution, checksum, agent, cost_micros, cost_currency, cost_at, body";
+
+/// Rows fetched per round trip while a label selector skips some: the
+/// selector is matched here, so a page may take several.
+const SCAN_CHUNK: usize = 256;
+
+pub(super) async fn get<'c>(
+    conn: impl Executor<'c, Database = Postgres>,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Record, StoreError> {
+    let sql =
+        format!("SELECT {COLUMNS} FROM objects WHERE kind = $1 AND namespace = $2 AND name = $3");
+    query(&sql)
+        .bind(kind)
+        .bind(namespace)
+        .bind(name)
+        .fetch_optional(conn)
+        .await
+        .map_err(unavailable)?
+        .map(|row| record(&row).map(|(_, r)| r).map_err(unavailable))
+        .transpose()?
+        .ok_or_else(|| StoreError::NotFound {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+        })
+}
+
+/// `{select} WHERE ...` for the query's kind, namespace and index columns.
+fn filtered<'a>(select: &str, q: &ListQuery) -> QueryBuilder<'a, Postgres> {
+    let mut sql = QueryBuilder::new(select);
+    sql.push(" WHERE kind = ").push_bind(q.kind.clone());
+    if !q.namespace.is_empty() {
+        sql.push(" AND namespace = ").push_bind(q.namespace.clone());
+    }
+    let filters = [
+        ("tool", &q.index.tool),
+        ("phase", &q.index.phase),
+        ("execution", &q.index.execution),
+        ("checksum", &q.index.checksum),
+        ("agent", &q.index.agent),
+    ];
+    for (column, value) in filters {
+        if let Some(value) = value {
+            sql.push(format_args!(" AND {column} = "))
+                .push_bind(value.clone());
+        }
+    }
+    sql
+}
+
+/// How many objects match the query's kind, namespace and index columns.
+pub(super) async fn count(pool: &PgPool, q: &ListQuery) -> Result<u64, StoreError> {
+    let n: i64 = filtered("SELECT COUNT(*) FROM objects", q)
+        .build()
+        .fetch_one(pool)
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(unavailable)?;
+    Ok(u64::try_from(n).unwrap_or_default())
+}
+
+/// Sums ToolCall costs, grouped as asked, largest first.
+pub(super) async fn cost_totals(
+    pool: &PgPool,
+    q: &CostQuery,
+) -> Result<Vec<CostTotal>, StoreError> {
+    let group = match q.group_by {
+        CostGroup::Tool => "tool",
+        CostGroup::Agent => "agent",
+        CostGroup::Execution => "execution",
+        CostGroup::Namespace => "namespace",
+        CostGroup::All => "''",
+    };
+    // SUM of BIGINT is NUMERIC in PostgreSQL; the cast keeps sums exact and
+    // fails loudly (out of range) rather than rounding.
+    let mut sql = QueryBuilder::<Postgres>::new(format!(
+        "SELECT COALESCE({group}, ''), cost_currency, SUM(cost_micros)::BIGINT, COUNT(*) FROM objects
+         WHERE kind = 'ToolCall' AND cost_micros IS NOT NULL"
+    ));
+    if !q.namespace.is_empty() {
+        sql.push(" AND namespace = ").push_bind(q.namespace.clone());
+    }
+    if let Some(since) = q.since_ms {
+        sql.push(" AND cost_at >= ").push_bind(since);
+    }
+    for (column, value) in [
+        ("tool", &q.tool),
+        ("agent", &q.agent),
+        ("execution", &q.execution),
+        ("cost_currency", &q.currency),
+    ] {
+        if let Some(value) = value {
+            sql.push(format_args!(" AND {column} = "))
+                .push_bind(value.clone());
+        }
+    }
+    // Ties break by byte order, as in SQLite, whatever the database's collation.
+    sql.push(format_args!(
+        " GROUP BY 1, 2 ORDER BY 3 DESC, COALESCE({group}, '') COLLATE \"C\""
+    ));
+    let rows = sql.build().fetch_all(pool).await.map_err(unavailable)?;
+    rows.iter()
+        .map(|row| {
+            Ok(CostTotal {
+                key: row.try_get(0)?,
+                currency: row.try_get(1)?,
+                micros: row.try_get(2)?,
+                calls: u64::try_from(row.try_get::<i64, _>(3)?).unwrap_or_default(),
+            })
+        })
+        .collect::<Result<_, sqlx_core::Error>>()
+        .map_err(unavailable)
+}
+
+/// Lists newest first. Label selectors are applied while stepping through the
+/// rows, so a page is always full unless the list is exhausted. Each chunk is
+/// its own statement: a row created meanwhile has a higher `seq` than the
+/// chunks still to come and is left for a later list, as it would be had it
+/// come a moment later.
+pub(super) async fn list(pool: &PgPool, q: &ListQuery) -> Result<Page, StoreError> {
+    let mut before: Option<i64> = match &q.continue_from {
+        Some(token) => Some(token.parse().map_err(|_| {
+            StoreError::InvalidArgument(format!("invalid continue token {token:?}"))
+        })?),
+        None => None,
+    };
+    // One row beyond the page tells whether another page follows.
+    let chunk = if q.selector.is_empty() {
+        q.limit.saturating_add(1)
+    } else {
+        q.limit.saturating_add(1).max(SCAN_CHUNK)
+    };
+    let select = format!("SELECT {COLUMNS} FROM objects");
+    let mut page = Page::default();
+    let mut last_seq = None;
+    loop {
+        let mut sql = filtered(&select, q);
+        if let Some(seq) = before {
+            sql.push(" AND seq < ").push_bind(seq);
+        }
+        sql.push(" ORDER BY seq DESC LIMIT ")
+            .push_bind(i64::try_from(chunk).unwrap_or(i64::MAX));
+        let rows = sql.build().fetch_all(pool).await.map_err(unavailable)?;
+        let exhausted = rows.len() < chunk;
+        for row in &rows {
+            let (seq, record) = record(row).map_err(unavailable)?;
+            before = Some(seq);
+            if !q.selector.matches(&record.labels) {
+                continue;
+            }
+            if page.items.len() == q.limit {
+                page.continue_token = last_seq.map(|s: i64| s.to_string());
+                return Ok(page);
+            }
+            last_seq = Some(seq);
+            page.items.push(record);
+        }
+        if exhausted {
+            return Ok(page);
+        }
+    }
+}
+
+/// A row of [`COLUMNS`] as its `seq` and record.
+pub(super) fn record(row: &PgRow) -> Result<(i64, Record), sqlx_core::Error> {
+    let labels: String = row.try_get(5)?;
+    let version: i64 = row.try_get(4)?;
+    let cost = match (
+        row.try_get::<Option<i64>, _>(11)?,
+        row.try_get::<Option<String>, _>(12)?,
+    ) {
+        (Some(micros), Some(currency)) => Some(IndexedCost {
+            micros,
+            currency,
+            at_ms: row.try_get::<Option<i64>, _>(13)?.unwrap_or_default(),
+        }),
+        _ => None,
+    };
+    let record = Record {
+        kind: row.try_get(1)?,
+        namespace: row.try_get(2)?,
+        name: row.try_get(3)?,
+        resource_version: u64::try_from(version).unwrap_or_default(),
+        labels: serde_json::from_str::<BTreeMap<String, String>>(&labels).unwrap_or_default(),
+        index: IndexFields {
+            tool: row.try_get(6)?,
+            phase: row.try_get(7)?,
+            execution: row.try_get(8)?,
+            checksum: row.try_get(9)?,
+            agent: row.try_get(10)?,
+            cost,
+        },
+        body: row.try_get(14)?,
+    };
+    Ok((row.try_get(0)?, record))
+}
+
+pub(super) async fn list_audit(
+    pool: &PgPool,
+    namespace: &str,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<AuditRecord>, StoreError> {
+    let rows = query(
+        "SELECT seq, prev, hash, body FROM audit WHERE namespace = $1 AND seq > $2
+         ORDER BY seq LIMIT $3",
+    )
+    .bind(namespace)
+    .bind(i64::try_from(after).unwrap_or(i64::MAX))
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .fetch_all(pool)
+    .await
+    .map_err(unavailable)?;
+    rows.iter()
+        .map(|r| {
+            Ok(AuditRecord {
+                namespace: namespace.to_owned(),
+                seq: u64::try_from(r.try_get::<i64, _>(0)?).unwrap_or_default(),
+                prev: r.try_get(1)?,
+                hash: r.try_get(2)?,
+                body: r.try_get(3)?,
+            })
+        })
+        .collect::<Result<_, sqlx_core::Error>>()
+        .map_err(unavailable)
+}
+
+pub(super) async fn list_events(
+    pool: &PgPool,
+    namespace: &str,
+    execution: &str,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<EventRecord>, StoreError> {
+    let rows = query(
+        "SELECT sequence, body FROM events WHERE namespace = $1 AND execution = $2 AND sequence > $3
+         ORDER BY sequence LIMIT $4",
+    )
+    .bind(namespace)
+    .bind(execution)
+    .bind(i64::try_from(after).unwrap_or(i64::MAX))
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .fetch_all(pool)
+    .await
+    .map_err(unavailable)?;
+    rows.iter()
+        .map(|r| {
+            Ok(EventRecord {
+                namespace: namespace.to_owned(),
+                execution: execution.to_owned(),
+                sequence: u64::try_from(r.try_get::<i64, _>(0)?).unwrap_or_default(),
+                body: r.try_get(1)?,
+            })
+        })
+        .collect::<Result<_, sqlx_core::Error>>()
+        .map_err(unavailable)
+}
+
+/// A round trip on a pooled connection: the server answers and the pool can
+/// hand out connections.
+pub(super) async fn ping(pool: &PgPool) -> Result<(), StoreError> {
+    query("SELECT 1")
+        .execute(pool)
+        .await
+        .map(drop)
+        .map_err(unavailable)
+}

@@ -1,0 +1,321 @@
+//! The writes: each commits before it returns, in one transaction when it
+//! takes more than one statement.
+
+use sqlx_core::executor::Executor;
+use sqlx_core::query::{Query, query};
+use sqlx_core::row::Row;
+use sqlx_postgres::{PgArguments, PgConnection, PgPool, PgTransaction, Postgres};
+
+use super::reads::{self, COLUMNS};
+use super::unavailable;
+use crate::{EventRecord, IdempotencyClaim, Record, StoreError};
+
+type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
+
+/// Binds a record's columns as `$1..$14`, in the order both the insert and
+/// the update name them.
+fn bind_record<'q>(q: PgQuery<'q>, r: &'q Record) -> Result<PgQuery<'q>, StoreError> {
+    let cost = r.index.cost.as_ref();
+    Ok(q.bind(r.kind.as_str())
+        .bind(r.namespace.as_str())
+        .bind(r.name.as_str())
+        .bind(version_to_sql(r.resource_version)?)
+        .bind(serde_json::to_string(&r.labels).unwrap_or_else(|_| "{}".to_owned()))
+        .bind(r.index.tool.as_deref())
+        .bind(r.index.phase.as_deref())
+        .bind(r.index.execution.as_deref())
+        .bind(r.index.checksum.as_deref())
+        .bind(r.index.agent.as_deref())
+        .bind(cost.map(|c| c.micros))
+        .bind(cost.map(|c| c.currency.as_str()))
+        .bind(cost.map(|c| c.at_ms))
+        .bind(r.body.as_str()))
+}
+
+fn version_to_sql(version: u64) -> Result<i64, StoreError> {
+    i64::try_from(version)
+        .map_err(|_| StoreError::InvalidArgument(format!("resourceVersion {version} is too large")))
+}
+
+/// Inserts `record`, first claiming `claim`'s key for it when given: both
+/// commit, or neither does.
+pub(super) async fn create(
+    pool: &PgPool,
+    record: &Record,
+    claim: Option<&IdempotencyClaim>,
+) -> Result<(), StoreError> {
+    let Some(claim) = claim else {
+        return insert(pool, record).await;
+    };
+    let mut tx = pool.begin().await.map_err(unavailable)?;
+    let created = async {
+        claim_key(&mut tx, &record.namespace, &record.name, claim).await?;
+        insert(&mut *tx, record).await
+    }
+    .await;
+    finish(tx, created).await
+}
+
+/// Commits `tx` if `result` is a success; otherwise rolls it back before
+/// answering, so a refused write holds no lock (a claimed key, a chain's
+/// head) once its caller hears of it. (Dropping a transaction also rolls it
+/// back, but only when its connection is next used.)
+async fn finish<T>(tx: PgTransaction<'_>, result: Result<T, StoreError>) -> Result<T, StoreError> {
+    match result {
+        Ok(value) => {
+            tx.commit().await.map_err(unavailable)?;
+            Ok(value)
+        }
+        Err(e) => {
+            // A failed rollback means a broken connection, whose transaction
+            // the server aborts anyway; the caller needs the first error.
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+    }
+}
+
+async fn insert<'c>(
+    conn: impl Executor<'c, Database = Postgres>,
+    r: &Record,
+) -> Result<(), StoreError> {
+    // ON CONFLICT DO NOTHING rather than catching the unique violation: the
+    // transaction stays usable and the server logs no error for a duplicate.
+    let sql = "INSERT INTO objects (kind, namespace, name, resource_version, labels, tool, phase,
+               execution, checksum, agent, cost_micros, cost_currency, cost_at, body)
+               VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+               ON CONFLICT (kind, namespace, name) DO NOTHING";
+    let inserted = bind_record(query(sql), r)?
+        .execute(conn)
+        .await
+        .map_err(unavailable)?
+        .rows_affected();
+    if inserted == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::AlreadyExists {
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+        })
+    }
+}
+
+/// Claims a key for call `call`, replacing an expired claim. A live claim is
+/// reported with the call that holds it.
+async fn claim_key(
+    conn: &mut PgConnection,
+    namespace: &str,
+    call: &str,
+    c: &IdempotencyClaim,
+) -> Result<(), StoreError> {
+    // One statement decides: a concurrent claimer of the same key waits on
+    // the row until this transaction ends, then sees its outcome. When the
+    // WHERE refuses the update, the conflicting row is still locked, so the
+    // holder read below is the one that stays.
+    let claimed = query(
+        "INSERT INTO idempotency_keys AS held (namespace, tool, key, call, checksum, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (namespace, tool, key) DO UPDATE
+             SET call = EXCLUDED.call, checksum = EXCLUDED.checksum, expires_at = EXCLUDED.expires_at
+             WHERE held.expires_at <= $7",
+    )
+    .bind(namespace)
+    .bind(c.tool.as_str())
+    .bind(c.key.as_str())
+    .bind(call)
+    .bind(c.checksum.as_str())
+    .bind(c.expires_at_ms)
+    .bind(c.now_ms)
+    .execute(&mut *conn)
+    .await
+    .map_err(unavailable)?
+    .rows_affected();
+    if claimed == 1 {
+        return Ok(());
+    }
+    let holder = query(
+        "SELECT call, checksum FROM idempotency_keys WHERE namespace = $1 AND tool = $2 AND key = $3",
+    )
+    .bind(namespace)
+    .bind(c.tool.as_str())
+    .bind(c.key.as_str())
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(unavailable)?;
+    Err(StoreError::KeyClaimed {
+        call: holder.try_get(0).map_err(unavailable)?,
+        checksum: holder.try_get(1).map_err(unavailable)?,
+    })
+}
+
+pub(super) async fn purge_keys(pool: &PgPool, now_ms: i64) -> Result<usize, StoreError> {
+    let purged = query("DELETE FROM idempotency_keys WHERE expires_at <= $1")
+        .bind(now_ms)
+        .execute(pool)
+        .await
+        .map_err(unavailable)?
+        .rows_affected();
+    Ok(usize::try_from(purged).unwrap_or(usize::MAX))
+}
+
+pub(super) async fn update(
+    pool: &PgPool,
+    record: &Record,
+    expected_version: u64,
+) -> Result<(), StoreError> {
+    let mut conn = pool.acquire().await.map_err(unavailable)?;
+    replace(&mut conn, record, expected_version).await
+}
+
+/// Like [`update`], and appends `audit` to the namespace's chain in the same
+/// transaction.
+pub(super) async fn update_audited(
+    pool: &PgPool,
+    record: &Record,
+    expected_version: u64,
+    audit: &str,
+) -> Result<u64, StoreError> {
+    let mut tx = pool.begin().await.map_err(unavailable)?;
+    let linked = async {
+        replace(&mut tx, record, expected_version).await?;
+        link_audit(&mut tx, &record.namespace, audit).await
+    }
+    .await;
+    finish(tx, linked).await
+}
+
+/// The optimistic update: the version check is in the `WHERE`, so of two
+/// writers holding the same version, the second finds no row (it waits for
+/// the first's row lock, then re-checks the new version).
+async fn replace(
+    conn: &mut PgConnection,
+    r: &Record,
+    expected_version: u64,
+) -> Result<(), StoreError> {
+    let sql = "UPDATE objects SET resource_version = $4, labels = $5::jsonb, tool = $6, phase = $7,
+               execution = $8, checksum = $9, agent = $10, cost_micros = $11, cost_currency = $12,
+               cost_at = $13, body = $14
+               WHERE kind = $1 AND namespace = $2 AND name = $3 AND resource_version = $15";
+    let changed = bind_record(query(sql), r)?
+        .bind(version_to_sql(expected_version)?)
+        .execute(&mut *conn)
+        .await
+        .map_err(unavailable)?
+        .rows_affected();
+    if changed == 1 {
+        return Ok(());
+    }
+    // Nothing matched: tell a missing object from a stale version.
+    reads::get(&mut *conn, &r.kind, &r.namespace, &r.name).await?;
+    Err(StoreError::Conflict {
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+        expected: expected_version,
+    })
+}
+
+pub(super) async fn delete(
+    pool: &PgPool,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    expected_version: Option<u64>,
+) -> Result<Record, StoreError> {
+    let expected = expected_version.map(version_to_sql).transpose()?;
+    let mut conn = pool.acquire().await.map_err(unavailable)?;
+    let sql = format!(
+        "DELETE FROM objects WHERE kind = $1 AND namespace = $2 AND name = $3
+         AND ($4::BIGINT IS NULL OR resource_version = $4) RETURNING {COLUMNS}"
+    );
+    let removed = query(&sql)
+        .bind(kind)
+        .bind(namespace)
+        .bind(name)
+        .bind(expected)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(unavailable)?;
+    if let Some(row) = removed {
+        return reads::record(&row).map(|(_, r)| r).map_err(unavailable);
+    }
+    // Nothing matched: tell a missing object from a stale version.
+    reads::get(&mut *conn, kind, namespace, name).await?;
+    Err(StoreError::Conflict {
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+        expected: expected_version.unwrap_or_default(),
+    })
+}
+
+/// Numbers the event after the execution's last one. One statement: the
+/// upsert of the execution's head row locks it until the insert commits, so
+/// concurrent appenders, in any process, take turns.
+pub(super) async fn append_event(pool: &PgPool, e: &EventRecord) -> Result<u64, StoreError> {
+    let sequence: i64 = query(
+        "WITH head AS (
+             INSERT INTO event_heads AS h (namespace, execution, sequence) VALUES ($1, $2, 1)
+             ON CONFLICT (namespace, execution) DO UPDATE SET sequence = h.sequence + 1
+             RETURNING sequence
+         )
+         INSERT INTO events (namespace, execution, sequence, body)
+         SELECT $1, $2, sequence, $3 FROM head
+         RETURNING sequence",
+    )
+    .bind(e.namespace.as_str())
+    .bind(e.execution.as_str())
+    .bind(e.body.as_str())
+    .fetch_one(pool)
+    .await
+    .and_then(|row| row.try_get(0))
+    .map_err(unavailable)?;
+    Ok(u64::try_from(sequence).unwrap_or_default())
+}
+
+pub(super) async fn append_audit(
+    pool: &PgPool,
+    namespace: &str,
+    body: &str,
+) -> Result<u64, StoreError> {
+    let mut tx = pool.begin().await.map_err(unavailable)?;
+    let linked = link_audit(&mut tx, namespace, body).await;
+    finish(tx, linked).await
+}
+
+/// Links the entry to the namespace's last one, inside the caller's
+/// transaction. The head row stays locked until that transaction ends, so no
+/// other appender can read the same last hash: the chain cannot fork.
+async fn link_audit(
+    conn: &mut PgConnection,
+    namespace: &str,
+    body: &str,
+) -> Result<u64, StoreError> {
+    // A no-op update on conflict: its only purpose is the row lock, and it
+    // returns the head as the last committed appender left it.
+    let head = query(
+        "INSERT INTO audit_heads AS h (namespace, seq, hash) VALUES ($1, 0, $2)
+         ON CONFLICT (namespace) DO UPDATE SET seq = h.seq
+         RETURNING seq, hash",
+    )
+    .bind(namespace)
+    .bind(joch_core::audit::GENESIS)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(unavailable)?;
+    let last: i64 = head.try_get(0).map_err(unavailable)?;
+    let prev: String = head.try_get(1).map_err(unavailable)?;
+    let seq = last + 1;
+    let hash = joch_core::audit::chain_hash(&prev, body);
+    query(
+        "WITH moved AS (UPDATE audit_heads SET seq = $2, hash = $4 WHERE namespace = $1)
+         INSERT INTO audit (namespace, seq, prev, hash, body) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(namespace)
+    .bind(seq)
+    .bind(prev.as_str())
+    .bind(hash.as_str())
+    .bind(body)
+    .execute(&mut *conn)
+    .await
+    .map_err(unavailable)?;
+    Ok(u64::try_from(seq).unwrap_or_default())
+}
