@@ -27,8 +27,8 @@ pub mod testsuite;
 pub use error::{StoreError, StoreErrorKind};
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use record::{
-    AuditRecord, CostGroup, CostQuery, CostTotal, Durability, EventRecord, IdempotencyClaim,
-    ListQuery, Page, Record, Store,
+    AuditRecord, Change, CostGroup, CostQuery, CostTotal, Durability, EventRecord,
+    IdempotencyClaim, ListQuery, Page, Record, Store,
 };
 pub use sqlite::SqliteStore;
 pub use typed::ObjectList;

@@ -68,6 +68,32 @@ pub struct EventRecord {
     pub body: String,
 }
 
+/// A committed write, as another process sharing the store hears of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The object's kind, or `Event` for a timeline append.
+    pub kind: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// The object's name, or the execution of an appended event.
+    pub name: String,
+}
+
+impl Change {
+    /// Kind of [`Change::anything`]: changes went unheard, so any object may
+    /// have changed.
+    pub const ANYTHING: &'static str = "*";
+
+    /// Changes went unheard: anything may have changed.
+    pub fn anything() -> Self {
+        Self {
+            kind: Self::ANYTHING.to_owned(),
+            namespace: String::new(),
+            name: String::new(),
+        }
+    }
+}
+
 /// One entry of a namespace's audit chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditRecord {
@@ -258,4 +284,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Succeeds when the store can serve reads and writes.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Writes committed by every process sharing this store, as they commit,
+    /// for a store that other processes can share; `None` for a store only
+    /// this process writes (it knows its own writes). Best effort: a
+    /// listener that falls behind, or loses its connection, misses some, so
+    /// whoever waits on a change also polls now and then.
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Change>> {
+        None
+    }
 }

@@ -40,6 +40,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "audit",
         include_str!("../../migrations/postgres/0004_audit.sql"),
     ),
+    (
+        5,
+        "change notifications",
+        include_str!("../../migrations/postgres/0005_notify.sql"),
+    ),
 ];
 
 /// [`MIGRATIONS`] as a source for sqlx's migrator. (The `sqlx::migrate!`

@@ -20,6 +20,7 @@
 //! "durable" only while the server runs with `synchronous_commit` on, its
 //! default.)
 
+mod changes;
 mod migrate;
 mod reads;
 mod writes;
@@ -61,6 +62,14 @@ impl Default for PostgresOptions {
 /// before they return, `Durability::Deferred` ones included.
 pub struct PostgresStore {
     pool: PgPool,
+    changes: tokio::sync::broadcast::Sender<crate::Change>,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
 }
 
 impl PostgresStore {
@@ -100,11 +109,16 @@ impl PostgresStore {
                 })
             })?;
         migrate::run(&pool).await?;
+        let (changes, listener) = changes::spawn(pool.clone());
         tracing::info!(
             max_connections = options.max_connections,
             "PostgreSQL store ready"
         );
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            changes,
+            listener,
+        })
     }
 
     /// Closes every connection, waiting for calls in flight to finish; later
@@ -234,6 +248,10 @@ impl Store for PostgresStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         reads::ping(&self.pool).await
+    }
+
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<crate::Change>> {
+        Some(self.changes.subscribe())
     }
 }
 

@@ -282,3 +282,66 @@ async fn replicas_starting_at_once_migrate_once() {
     drop(stores);
     databases.drop_all().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_replica_hears_the_others_commits() {
+    let Some(server) = server("each_replica_hears_the_others_commits") else {
+        return;
+    };
+    let databases = Databases::new(server);
+    let replicas = replicas(&databases).await;
+    let mut heard = replicas[1]
+        .changes()
+        .expect("a shared store reports changes");
+    // The listener connects in the background: write until it hears one.
+    let expected = crate::Change {
+        kind: "ToolCall".into(),
+        namespace: "ns".into(),
+        name: "c".into(),
+    };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    replicas[0]
+        .create(record("ToolCall", "ns", "c"), Durability::Sync)
+        .await
+        .expect("create");
+    let mut version = 1;
+    loop {
+        let wait = std::time::Duration::from_millis(200);
+        if let Ok(change) = tokio::time::timeout(wait, heard.recv()).await {
+            if change.expect("receive") == expected {
+                break;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no change heard within 10 s"
+        );
+        let mut again = record("ToolCall", "ns", "c");
+        again.resource_version = version + 1;
+        replicas[0]
+            .update(again, version, Durability::Sync)
+            .await
+            .expect("update");
+        version += 1;
+    }
+    let event = EventRecord {
+        namespace: "ns".into(),
+        execution: "run".into(),
+        sequence: 0,
+        body: "e".into(),
+    };
+    replicas[0]
+        .append_event(event, Durability::Sync)
+        .await
+        .expect("append");
+    let change = tokio::time::timeout_at(deadline, heard.recv())
+        .await
+        .expect("no event heard")
+        .expect("receive");
+    assert_eq!(
+        (change.kind.as_str(), change.name.as_str()),
+        ("Event", "run")
+    );
+    drop(replicas);
+    databases.drop_all().await;
+}
