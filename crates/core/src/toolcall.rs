@@ -202,6 +202,10 @@ pub struct ToolCallStatus {
     /// What the call cost, by its tool's `spec.cost`; set when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::cost::CallCost>,
+    /// The joch replica that admitted the call or last ran it, when several
+    /// share one store: if that replica dies, another reconciles the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
 }
 
 /// An operator's settlement of an `Unknown` call.

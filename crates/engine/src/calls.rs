@@ -455,6 +455,7 @@ impl Engine {
             }
             _ => durability,
         };
+        call.status.replica.clone_from(&self.inner.config.replica);
         let store = &self.inner.store;
         let created = match key {
             None => store.create_object(&mut call, durability).await,

@@ -39,6 +39,10 @@ pub struct EngineConfig {
     pub root_token_hash: Option<String>,
     /// An identity provider whose JWTs authenticate (default none).
     pub jwt: Option<crate::tokens::JwtConfig>,
+    /// This process's name among several sharing one store (default none:
+    /// the store is this process's alone). Recorded on the calls it runs;
+    /// see `replicas.rs`.
+    pub replica: Option<String>,
 }
 
 impl Default for EngineConfig {
@@ -52,6 +56,7 @@ impl Default for EngineConfig {
             trace_content: false,
             root_token_hash: None,
             jwt: None,
+            replica: None,
         }
     }
 }

@@ -127,6 +127,7 @@ impl Engine {
         }
         call.status.attempts += 1;
         call.status.started_at = Some(now());
+        call.status.replica.clone_from(&self.inner.config.replica);
         let durability = if tool.spec.side_effects.is_repeatable() {
             Durability::Deferred
         } else {

@@ -32,6 +32,7 @@ pub mod policy;
 mod ratelimit;
 mod recovery;
 mod replay;
+mod replicas;
 mod resources;
 mod schema;
 mod telemetry;

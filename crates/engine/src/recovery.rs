@@ -47,8 +47,17 @@ pub struct Resolve {
 impl Engine {
     /// Reconciles every call left `Pending` or `Running` by a previous run.
     /// Call before serving. Calls that are run again run in the background.
+    ///
+    /// With a shared store (`EngineConfig::replica` set), the calls left
+    /// unfinished belong to replicas that may still be running them: only
+    /// approval deadlines are armed here, and a lapsed replica's calls are
+    /// reconciled when its lease is reaped (`replicas.rs`).
     pub async fn recover(&self) -> Result<RecoveryReport, EngineError> {
         let mut report = RecoveryReport::default();
+        if self.inner.config.replica.is_some() {
+            report.approvals_pending = self.rearm_pending_approvals().await?;
+            return Ok(report);
+        }
         for phase in [Phase::Running, Phase::Pending] {
             for call in self.calls_in(phase).await? {
                 self.reconcile(call, &mut report).await?;
@@ -64,7 +73,7 @@ impl Engine {
         Ok(report)
     }
 
-    async fn reconcile(
+    pub(crate) async fn reconcile(
         &self,
         call: ToolCall,
         report: &mut RecoveryReport,
@@ -154,7 +163,7 @@ impl Engine {
     }
 
     /// Every call in `phase`, across namespaces.
-    async fn calls_in(&self, phase: Phase) -> Result<Vec<ToolCall>, EngineError> {
+    pub(crate) async fn calls_in(&self, phase: Phase) -> Result<Vec<ToolCall>, EngineError> {
         let mut calls = Vec::new();
         let mut query = ListQuery {
             limit: 1000,

@@ -198,20 +198,7 @@ impl Engine {
 
     /// Drops what the call path cached of this kind.
     fn touched<T: Object>(&self) {
-        match T::KIND {
-            Tool::KIND => self.inner.touch_tools(),
-            Policy::KIND => {
-                self.inner.policies.invalidate();
-                self.inner.spend_readers.invalidate();
-            }
-            joch_core::Budget::KIND => self.inner.budgets.invalidate(),
-            joch_core::Namespace::KIND => {
-                self.inner.namespaces.invalidate();
-                self.inner.limiters.invalidate();
-            }
-            joch_core::token::ApiToken::KIND => self.inner.tokens.invalidate(),
-            _ => {}
-        }
+        self.inner.touched_kind(T::KIND);
     }
 
     /// Reads a resource.

@@ -233,9 +233,22 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, env = "JOCH_ADDR", default_value = "127.0.0.1:7070")]
     pub addr: SocketAddr,
-    /// SQLite database file, created if missing.
+    /// SQLite database file, created if missing (when --store is not given).
     #[arg(long, env = "JOCH_DB", default_value = "./joch.db")]
     pub db: PathBuf,
+    /// A shared PostgreSQL store instead of the SQLite file:
+    /// `postgres://user:password@host:port/database`. Several joch replicas
+    /// may serve one such store at once.
+    #[arg(long, env = "JOCH_STORE")]
+    pub store: Option<String>,
+    /// Most connections this replica opens to PostgreSQL.
+    #[arg(long, env = "JOCH_STORE_MAX_CONNECTIONS", default_value_t = 16)]
+    pub store_max_connections: u32,
+    /// With a shared store: how long a replica that stopped renewing its
+    /// lease (it died, or lost the database) is trusted before another
+    /// replica takes over its unfinished calls.
+    #[arg(long, env = "JOCH_LEASE_SECONDS", default_value_t = 15)]
+    pub lease_seconds: u64,
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "JOCH_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body_bytes: usize,

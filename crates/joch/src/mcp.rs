@@ -65,7 +65,11 @@ async fn accept(
 }
 
 async fn embedded(db: &std::path::Path, namespace: String) -> anyhow::Result<()> {
-    let (engine, _) = crate::serve::open_engine(db, joch_engine::EngineConfig::default()).await?;
+    let (engine, _) = crate::serve::open_engine(
+        &crate::serve::StoreLocation::Sqlite(db.to_owned()),
+        joch_engine::EngineConfig::default(),
+    )
+    .await?;
     engine.spawn_mcp_refresher(Duration::from_secs(1));
     let handler = JochMcp::for_stdio(engine, namespace, Duration::from_secs(1));
     let running = handler

@@ -1,6 +1,6 @@
 //! `joch serve`: open the store, wire the engine and serve HTTP.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -9,7 +9,7 @@ use joch_core::ToolBackend;
 use joch_engine::policy::StandardPolicyEngine;
 use joch_engine::{Engine, EngineConfig, RecoveryReport};
 use joch_server::ServerConfig;
-use joch_store::{SqliteStore, Store};
+use joch_store::{PostgresOptions, PostgresStore, SqliteStore, Store};
 
 use joch_core::policy::OnTimeout;
 
@@ -44,9 +44,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         trace_content: args.trace_content,
         root_token_hash: args.admin_token.as_deref().map(joch_core::token::hash),
         jwt,
+        replica: args.store.is_some().then(replica_name),
         ..EngineConfig::default()
     };
-    let (engine, recovered) = open_engine(&args.db, config).await?;
+    let location = match &args.store {
+        Some(url) => StoreLocation::Postgres {
+            url: url.clone(),
+            max_connections: args.store_max_connections,
+        },
+        None => StoreLocation::Sqlite(args.db.clone()),
+    };
+    let (engine, recovered) = open_engine(&location, config).await?;
+    engine.follow_store_changes();
+    engine.spawn_replica_lease(std::time::Duration::from_secs(args.lease_seconds.max(3)));
     engine.spawn_key_purger(std::time::Duration::from_secs(60));
     engine.spawn_mcp_refresher(std::time::Duration::from_secs(1));
     engine.spawn_hook_result_sweeper(std::time::Duration::from_secs(
@@ -83,8 +93,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     // Tests and scripts read this line to find the port: keep its shape.
     println!(
-        "joch listening on http://{addr} (store: sqlite {}; {})",
-        args.db.display(),
+        "joch listening on http://{addr} (store: {location}; {})",
         if engine.auth_required().await? {
             "authentication: bearer tokens"
         } else if addr.ip().is_loopback() {
@@ -128,16 +137,66 @@ async fn load_jwks(source: &str) -> anyhow::Result<jsonwebtoken::jwk::JwkSet> {
     serde_json::from_str(&text).with_context(|| format!("{source} is not a JWKS"))
 }
 
+/// Where the records live.
+pub enum StoreLocation {
+    /// The embedded default: one SQLite file, this process's alone.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database that several replicas may share.
+    Postgres { url: String, max_connections: u32 },
+}
+
+impl std::fmt::Display for StoreLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreLocation::Sqlite(path) => write!(f, "sqlite {}", path.display()),
+            // Never the user or password: this line lands in logs.
+            StoreLocation::Postgres { url, .. } => {
+                let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+                let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+                let host = host.split_once('?').map_or(host, |(h, _)| h);
+                write!(f, "postgres {host}")
+            }
+        }
+    }
+}
+
+/// This replica's name: the host's (a pod's name in Kubernetes) and a
+/// random suffix, since a restarted process is a new replica.
+fn replica_name() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "joch".to_owned());
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}", &suffix[..8])
+}
+
 /// Opens the store, wires the backends and the engine, and finishes what a
 /// crash left unfinished.
 pub async fn open_engine(
-    db: &Path,
+    location: &StoreLocation,
     config: EngineConfig,
 ) -> anyhow::Result<(Engine, RecoveryReport)> {
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(db)
-            .with_context(|| format!("cannot open the database {}", db.display()))?,
-    );
+    let store: Arc<dyn Store> = match location {
+        StoreLocation::Sqlite(db) => Arc::new(
+            SqliteStore::open(db)
+                .with_context(|| format!("cannot open the database {}", db.display()))?,
+        ),
+        StoreLocation::Postgres {
+            url,
+            max_connections,
+        } => {
+            let options = PostgresOptions {
+                max_connections: *max_connections,
+                ..PostgresOptions::default()
+            };
+            Arc::new(
+                PostgresStore::connect(url, options)
+                    .await
+                    .with_context(|| format!("cannot open the store ({location})"))?,
+            )
+        }
+    };
     let webhook =
         WebhookBackend::new(RestConfig::default()).context("cannot build the webhook client")?;
     let actions = ActionsExecutor::new(webhook.clone());

@@ -240,7 +240,8 @@ async fn answer(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
 pub struct Webhook {
     pub base: String,
     pub hits: Arc<AtomicUsize>,
-    /// What `/record` received: `{"apiKey": header, "body": body}`, in order.
+    /// What `/record` received (`{"apiKey": header, "body": body}`) and
+    /// `/slow-record` (`{"body": body}`), in order.
     recorded: Arc<std::sync::Mutex<Vec<Value>>>,
 }
 
@@ -276,6 +277,21 @@ impl Webhook {
                         }
                     },
                 ),
+            )
+            .route(
+                "/slow-record",
+                post({
+                    let recorder = Arc::clone(&recorded);
+                    move |axum::Json(body): axum::Json<Value>| {
+                        let recorder = Arc::clone(&recorder);
+                        async move {
+                            // The side effect happens on arrival; the answer takes a while.
+                            recorder.lock().unwrap().push(json!({"body": body}));
+                            tokio::time::sleep(Duration::from_millis(300)).await;
+                            axum::Json(json!({"stored": true}))
+                        }
+                    }
+                }),
             )
             .route(
                 "/slow-echo",

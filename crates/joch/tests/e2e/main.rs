@@ -25,5 +25,6 @@ mod openapi;
 mod policies;
 mod recovery;
 mod replay;
+mod replicas;
 mod resources;
 mod traces;

@@ -1,0 +1,321 @@
+//! Three `joch serve` replicas on one PostgreSQL database
+//! (`JOCH_TEST_POSTGRES`; `scripts/test` starts a throwaway server): any
+//! replica serves any request, idempotency holds across them, approvals and
+//! events cross them, and a replica killed mid-load loses no acknowledged
+//! call and repeats no side effect.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use sqlx_core::connection::Connection;
+use sqlx_core::executor::Executor;
+
+use crate::harness::{Joch, NS, Webhook, rest_tool};
+use crate::policies::apply_policy;
+
+/// A fresh database on the test server, or `None` (the test is skipped,
+/// and says so) when no server is configured.
+async fn fresh_database(test: &str) -> Option<String> {
+    let Ok(server) = std::env::var("JOCH_TEST_POSTGRES") else {
+        eprintln!("skipped {test}: JOCH_TEST_POSTGRES is not set (scripts/test sets it)");
+        return None;
+    };
+    let name = format!("joch_e2e_{}_{}", std::process::id(), test);
+    let mut admin = sqlx_postgres::PgConnection::connect(&server)
+        .await
+        .expect("connect to the test server");
+    admin
+        .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
+        .await
+        .expect("drop");
+    admin
+        .execute(format!("CREATE DATABASE {name}").as_str())
+        .await
+        .expect("create");
+    let (base, params) = server.split_once('?').unwrap_or((&server, ""));
+    let root = &base[..base.rfind('/').expect("a database in the URL")];
+    Some(format!("{root}/{name}?{params}"))
+}
+
+async fn replica(store: &str) -> Joch {
+    let flags = ["--store", store, "--lease-seconds", "3"];
+    let dir = tempfile::tempdir().expect("tempdir");
+    Joch::spawn(
+        &dir.path().join("unused.db"),
+        &flags,
+        &[],
+        "warn",
+        Stdio::inherit(),
+    )
+    .await
+}
+
+async fn replicas(store: &str) -> Vec<Joch> {
+    let (a, b, c) = tokio::join!(replica(store), replica(store), replica(store));
+    vec![a, b, c]
+}
+
+fn keyed(tool: &str, key: &str, input: Value) -> Value {
+    json!({"spec": {"toolRef": {"name": tool}, "input": input, "sideEffects": {"idempotencyKey": key}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_key_sent_200_times_over_three_replicas_runs_once() {
+    let Some(store) = fresh_database("one_key").await else {
+        return;
+    };
+    let webhook = Webhook::start().await;
+    let joch = replicas(&store).await;
+    joch[0]
+        .create_tool(rest_tool(
+            "ticket.create",
+            &format!("{}/record", webhook.base),
+            json!({"level": "external_write"}),
+        ))
+        .await;
+    let joch = Arc::new(joch);
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let joch = Arc::clone(&joch);
+            tokio::spawn(async move {
+                joch[i % 3]
+                    .post_call(keyed("ticket.create", "order-1", json!({"order": 1})))
+                    .await
+            })
+        })
+        .collect();
+    let mut names = Vec::new();
+    for task in tasks {
+        let (status, call) = task.await.unwrap();
+        assert!(status.is_success(), "{status} {call}");
+        assert_eq!(call["status"]["phase"], "Succeeded", "{call}");
+        names.push(call["metadata"]["name"].as_str().unwrap().to_owned());
+    }
+    names.dedup();
+    assert_eq!(names.len(), 1, "every answer is the one call: {names:?}");
+    assert_eq!(webhook.recorded().len(), 1, "the tool ran once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_approval_decided_on_another_replica_answers_the_waiting_caller() {
+    let Some(store) = fresh_database("approval").await else {
+        return;
+    };
+    let webhook = Webhook::start().await;
+    let joch = Arc::new(replicas(&store).await);
+    joch[0]
+        .create_tool(rest_tool(
+            "ticket.create",
+            &format!("{}/record", webhook.base),
+            json!({"level": "external_write"}),
+        ))
+        .await;
+    apply_policy(
+        &joch[0],
+        "people-approve-writes",
+        json!({"version": "1", "rules": [
+            {"when": {"tool.sideEffects.level": "external_write"}, "require": {"approval": "human"}}
+        ]}),
+    )
+    .await;
+
+    // Replica C follows the execution's events before anything happens.
+    let events = format!(
+        "{}/v1/namespaces/{NS}/executions/run-1/events?follow=true",
+        joch[2].base
+    );
+    let mut stream = reqwest::Client::new().get(events).send().await.unwrap();
+
+    let caller = {
+        let joch = Arc::clone(&joch);
+        tokio::spawn(async move {
+            let call = json!({"spec": {"toolRef": {"name": "ticket.create"}, "input": {"n": 1},
+                                       "executionRef": {"name": "run-1"}}});
+            joch[0].post_call(call).await
+        })
+    };
+    let approval = loop {
+        let (_, list) = joch[1].get(&format!("/v1/namespaces/{NS}/approvals")).await;
+        if let Some(name) = list["items"][0]["metadata"]["name"].as_str() {
+            break name.to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (status, decided) = joch[1]
+        .send(
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/approvals/{approval}/approve"),
+            Some(json!({"approvedBy": "bob"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    let (status, call) = tokio::time::timeout(Duration::from_secs(10), caller)
+        .await
+        .expect("the caller on A heard the decision made on B")
+        .unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{call}");
+    assert_eq!(call["status"]["phase"], "Succeeded", "{call}");
+    assert_eq!(webhook.recorded().len(), 1);
+
+    let mut seen = String::new();
+    let read = async {
+        while let Some(chunk) = stream.chunk().await.unwrap() {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("event: tool_completed") {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("C streamed the events of a call A ran");
+    for event in ["run_paused", "run_resumed", "tool_completed"] {
+        assert!(
+            seen.contains(&format!("event: {event}")),
+            "{event} missing: {seen}"
+        );
+    }
+}
+
+/// Sends one keyed call, retrying on the next replica whenever the one
+/// asked cannot answer (it was killed): what a load balancer's client does.
+async fn send_until_answered(
+    bases: &[std::sync::RwLock<String>],
+    first: usize,
+    call: Value,
+) -> (StatusCode, Value) {
+    let http = reqwest::Client::new();
+    for attempt in 0..100 {
+        let base = bases[(first + attempt) % bases.len()]
+            .read()
+            .unwrap()
+            .clone();
+        let request = http
+            .post(format!("{base}/v1/namespaces/{NS}/toolcalls"))
+            .json(&call)
+            .timeout(Duration::from_secs(30));
+        if let Ok(response) = request.send().await {
+            let status = response.status();
+            if let Ok(body) = response.json::<Value>().await {
+                if status != StatusCode::SERVICE_UNAVAILABLE {
+                    return (status, body);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no replica answered {call}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_killed_mid_load_loses_nothing_and_repeats_nothing() {
+    let Some(store) = fresh_database("kill").await else {
+        return;
+    };
+    let webhook = Webhook::start().await;
+    let started = replicas(&store).await;
+    // Slow answers, so that the killed replica has calls in flight.
+    started[0]
+        .create_tool(rest_tool(
+            "ticket.create",
+            &format!("{}/slow-record", webhook.base),
+            json!({"level": "external_write"}),
+        ))
+        .await;
+    started[0]
+        .create_tool(rest_tool(
+            "order.read",
+            &format!("{}/slow-record", webhook.base),
+            json!({"level": "read_only", "idempotent": true}),
+        ))
+        .await;
+    let mut processes = started;
+    let bases: Arc<Vec<_>> = Arc::new(
+        processes
+            .iter()
+            .map(|j| std::sync::RwLock::new(j.base.clone()))
+            .collect(),
+    );
+
+    let load: Vec<_> = (0..240)
+        .map(|i| {
+            let bases = Arc::clone(&bases);
+            tokio::spawn(async move {
+                let tool = if i % 2 == 0 {
+                    "ticket.create"
+                } else {
+                    "order.read"
+                };
+                let key = format!("k{i}");
+                let call = keyed(tool, &key, json!({"key": key}));
+                tokio::time::sleep(Duration::from_millis(10 * i as u64)).await;
+                (key, send_until_answered(&bases, i, call).await)
+            })
+        })
+        .collect();
+    // Mid-load, with calls in flight on it: kill -9 the second replica, and
+    // start a new one in its place.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    processes[1].kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    processes[1] = replica(&store).await;
+    *bases[1].write().unwrap() = processes[1].base.clone();
+
+    let mut acknowledged = Vec::new();
+    for task in load {
+        let (key, (status, call)) = task.await.unwrap();
+        assert!(!status.is_server_error(), "{key}: {status} {call}");
+        if status.is_success() {
+            acknowledged.push(key);
+        }
+    }
+    assert_eq!(
+        acknowledged.len(),
+        240,
+        "every call was answered in the end"
+    );
+
+    // Every acknowledged call is stored once, and settled: the killed
+    // replica's calls were taken over when its lease lapsed.
+    let (_, listed) = processes[0]
+        .get(&format!("/v1/namespaces/{NS}/toolcalls?limit=1000"))
+        .await;
+    let mut per_key: HashMap<String, usize> = HashMap::new();
+    let mut taken_over = 0;
+    for call in listed["items"].as_array().unwrap() {
+        let key = call["spec"]["sideEffects"]["idempotencyKey"]
+            .as_str()
+            .unwrap();
+        *per_key.entry(key.to_owned()).or_default() += 1;
+        let phase = call["status"]["phase"].as_str().unwrap();
+        assert!(
+            matches!(phase, "Succeeded" | "Unknown"),
+            "{key} left {phase}: {call}"
+        );
+        if phase == "Unknown" || call["status"]["attempts"].as_u64() > Some(1) {
+            taken_over += 1;
+        }
+    }
+    assert!(
+        taken_over > 0,
+        "the killed replica had no call in flight to take over"
+    );
+    for key in &acknowledged {
+        assert_eq!(per_key.get(key), Some(&1), "{key} is stored once");
+    }
+    // No write ran twice; a read may have been re-run by the survivor.
+    let mut writes: HashMap<String, usize> = HashMap::new();
+    for hit in webhook.recorded() {
+        let key = hit["body"]["key"].as_str().unwrap().to_owned();
+        let index: usize = key[1..].parse().unwrap();
+        if index % 2 == 0 {
+            *writes.entry(key).or_default() += 1;
+        }
+    }
+    let repeated: Vec<_> = writes.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(repeated.is_empty(), "writes ran twice: {repeated:?}");
+}
