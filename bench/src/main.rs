@@ -28,6 +28,7 @@ use reqwest::Client;
 use serde_json::{Value, json};
 
 mod floor;
+mod postgres;
 
 const NAMESPACE: &str = "bench";
 
@@ -49,6 +50,11 @@ struct Args {
     /// Synced writes timed to find the disk's floor.
     #[arg(long, default_value_t = 200)]
     floor_samples: usize,
+    /// A PostgreSQL server (`postgres://user@host:port/db`) on which to also
+    /// measure the no-op tool with 1, 2 and 3 replicas, each in a fresh
+    /// database the bench creates.
+    #[arg(long, env = "JOCH_BENCH_POSTGRES")]
+    postgres: Option<String>,
 }
 
 /// Where a worker sends its calls, and how it tells success from failure.
@@ -56,8 +62,9 @@ struct Args {
 enum Target {
     /// The echo webhook itself: success is a 2xx with a JSON body.
     Direct(String),
-    /// joch's toolcalls endpoint: success is a 201 whose call `Succeeded`.
-    Joch { url: String, tool: String },
+    /// joch's toolcalls endpoint on each replica, taken in turn: success is
+    /// a 201 whose call `Succeeded`.
+    Joch { urls: Vec<String>, tool: String },
 }
 
 /// What one scenario measured.
@@ -121,11 +128,14 @@ async fn main() -> Result<()> {
     let mut servers = Vec::new();
     for (scenario, level, backend) in scenarios {
         // A fresh server and ledger per scenario, so none inherits another's rows.
-        let joch = start_joch(&dir.path().join(format!("{scenario}.db"))).await?;
+        let store = Arc::new(joch_store::SqliteStore::open(
+            dir.path().join(format!("{scenario}.db")),
+        )?);
+        let joch = start_joch(store, None).await?;
         let tool = format!("tool-{}", scenario.replace('_', "-"));
         create_tool(&client, joch, &tool, level, backend, &webhook_url).await?;
         let target = Target::Joch {
-            url: format!("http://{joch}/v1/namespaces/{NAMESPACE}/toolcalls"),
+            urls: vec![toolcalls_url(joch)],
             tool,
         };
         servers.push((scenario, target.clone()));
@@ -141,6 +151,13 @@ async fn main() -> Result<()> {
         );
     }
 
+    if let Some(server) = &args.postgres {
+        for replicas in 1..=3 {
+            let target = postgres::replicas(&client, server, replicas).await?;
+            let name = format!("joch_pg_noop_x{replicas}");
+            results.push(measure(&client, &args, &name, target, &metrics).await?);
+        }
+    }
     report(&results);
     results.extend(at_rest(&client, &args, &webhook_url, &servers, dir.path(), &metrics).await?);
     println!(
@@ -183,6 +200,7 @@ async fn at_rest(
         warmup: args.warmup.min(50),
         single_calls: 0,
         floor_samples: 0,
+        postgres: None,
     };
     let direct = measure(
         client,
@@ -244,9 +262,13 @@ async fn serve(router: axum::Router) -> Result<SocketAddr> {
     Ok(addr)
 }
 
-/// A joch server exactly as the binary wires it: SQLite store, webhook backend.
-async fn start_joch(db: &Path) -> Result<SocketAddr> {
-    let store: Arc<dyn Store> = Arc::new(joch_store::SqliteStore::open(db)?);
+fn toolcalls_url(joch: SocketAddr) -> String {
+    format!("http://{joch}/v1/namespaces/{NAMESPACE}/toolcalls")
+}
+
+/// A joch server exactly as the binary wires it, on `store`: webhook and
+/// no-op backends; `replica` names it among several sharing the store.
+async fn start_joch(store: Arc<dyn Store>, replica: Option<String>) -> Result<SocketAddr> {
     let webhook: Arc<dyn ToolBackend> = Arc::new(joch_backends::WebhookBackend::new(
         joch_backends::RestConfig::default(),
     )?);
@@ -254,7 +276,10 @@ async fn start_joch(db: &Path) -> Result<SocketAddr> {
         store,
         vec![webhook, Arc::new(joch_backends::NoopBackend)],
         Arc::new(joch_engine::policy::StandardPolicyEngine::default()),
-        joch_engine::EngineConfig::default(),
+        joch_engine::EngineConfig {
+            replica,
+            ..joch_engine::EngineConfig::default()
+        },
     );
     serve(joch_server::router(
         engine,
@@ -434,9 +459,9 @@ async fn one_call(client: &Client, target: &Target, i: usize) -> Result<()> {
                 .error_for_status()?;
             response.json::<Value>().await?;
         }
-        Target::Joch { url, tool } => {
+        Target::Joch { urls, tool } => {
             let call = json!({"spec": {"toolRef": {"name": tool}, "input": input}});
-            let response = client.post(url).json(&call).send().await?;
+            let response = client.post(&urls[i % urls.len()]).json(&call).send().await?;
             let status = response.status();
             let body: Value = response.json().await?;
             let phase = body.pointer("/status/phase").and_then(Value::as_str);
