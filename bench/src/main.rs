@@ -461,7 +461,11 @@ async fn one_call(client: &Client, target: &Target, i: usize) -> Result<()> {
         }
         Target::Joch { urls, tool } => {
             let call = json!({"spec": {"toolRef": {"name": tool}, "input": input}});
-            let response = client.post(&urls[i % urls.len()]).json(&call).send().await?;
+            let response = client
+                .post(&urls[i % urls.len()])
+                .json(&call)
+                .send()
+                .await?;
             let status = response.status();
             let body: Value = response.json().await?;
             let phase = body.pointer("/status/phase").and_then(Value::as_str);

@@ -59,6 +59,15 @@ async fn replicas(store: &str) -> Vec<Joch> {
     vec![a, b, c]
 }
 
+/// A webhook tool with a timeout no loaded test machine reaches: keyed calls
+/// are retried on a transport timeout (their receiver can tell a repeat),
+/// and these tests count deliveries.
+fn patient_tool(name: &str, url: &str, side_effects: Value) -> Value {
+    let mut tool = rest_tool(name, url, side_effects);
+    tool["spec"]["backend"]["endpoint"]["timeoutMs"] = json!(20_000);
+    tool
+}
+
 fn keyed(tool: &str, key: &str, input: Value) -> Value {
     json!({"spec": {"toolRef": {"name": tool}, "input": input, "sideEffects": {"idempotencyKey": key}}})
 }
@@ -71,7 +80,7 @@ async fn one_key_sent_200_times_over_three_replicas_runs_once() {
     let webhook = Webhook::start().await;
     let joch = replicas(&store).await;
     joch[0]
-        .create_tool(rest_tool(
+        .create_tool(patient_tool(
             "ticket.create",
             &format!("{}/record", webhook.base),
             json!({"level": "external_write"}),
@@ -108,7 +117,7 @@ async fn an_approval_decided_on_another_replica_answers_the_waiting_caller() {
     let webhook = Webhook::start().await;
     let joch = Arc::new(replicas(&store).await);
     joch[0]
-        .create_tool(rest_tool(
+        .create_tool(patient_tool(
             "ticket.create",
             &format!("{}/record", webhook.base),
             json!({"level": "external_write"}),
@@ -219,20 +228,21 @@ async fn a_replica_killed_mid_load_loses_nothing_and_repeats_nothing() {
     let webhook = Webhook::start().await;
     let started = replicas(&store).await;
     // Slow answers, so that the killed replica has calls in flight.
-    started[0]
-        .create_tool(rest_tool(
+    for (name, url, side_effects) in [
+        (
             "ticket.create",
-            &format!("{}/slow-record", webhook.base),
+            "slow-record",
             json!({"level": "external_write"}),
-        ))
-        .await;
-    started[0]
-        .create_tool(rest_tool(
+        ),
+        (
             "order.read",
-            &format!("{}/slow-record", webhook.base),
+            "slow-record",
             json!({"level": "read_only", "idempotent": true}),
-        ))
-        .await;
+        ),
+    ] {
+        let tool = patient_tool(name, &format!("{}/{url}", webhook.base), side_effects);
+        started[0].create_tool(tool).await;
+    }
     let mut processes = started;
     let bases: Arc<Vec<_>> = Arc::new(
         processes
