@@ -1,15 +1,9 @@
 //! `joch serve`: open the store, wire the engine and serve HTTP.
 
-use std::path::PathBuf;
-use std::sync::Arc;
-
 use anyhow::Context;
-use joch_backends::{ActionsExecutor, McpClients, NoopBackend, RestConfig, WebhookBackend};
-use joch_core::ToolBackend;
-use joch_engine::policy::StandardPolicyEngine;
-use joch_engine::{Engine, EngineConfig, RecoveryReport};
+use joch::{StoreLocation, open_engine};
+use joch_engine::{EngineConfig, RecoveryReport};
 use joch_server::ServerConfig;
-use joch_store::{PostgresOptions, PostgresStore, SqliteStore, Store};
 
 use joch_core::policy::OnTimeout;
 
@@ -137,29 +131,6 @@ async fn load_jwks(source: &str) -> anyhow::Result<jsonwebtoken::jwk::JwkSet> {
     serde_json::from_str(&text).with_context(|| format!("{source} is not a JWKS"))
 }
 
-/// Where the records live.
-pub enum StoreLocation {
-    /// The embedded default: one SQLite file, this process's alone.
-    Sqlite(PathBuf),
-    /// A PostgreSQL database that several replicas may share.
-    Postgres { url: String, max_connections: u32 },
-}
-
-impl std::fmt::Display for StoreLocation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StoreLocation::Sqlite(path) => write!(f, "sqlite {}", path.display()),
-            // Never the user or password: this line lands in logs.
-            StoreLocation::Postgres { url, .. } => {
-                let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
-                let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-                let host = host.split_once('?').map_or(host, |(h, _)| h);
-                write!(f, "postgres {host}")
-            }
-        }
-    }
-}
-
 /// This replica's name: the host's (a pod's name in Kubernetes) and a
 /// random suffix, since a restarted process is a new replica.
 fn replica_name() -> String {
@@ -169,50 +140,6 @@ fn replica_name() -> String {
         .unwrap_or_else(|| "joch".to_owned());
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     format!("{host}-{}", &suffix[..8])
-}
-
-/// Opens the store, wires the backends and the engine, and finishes what a
-/// crash left unfinished.
-pub async fn open_engine(
-    location: &StoreLocation,
-    config: EngineConfig,
-) -> anyhow::Result<(Engine, RecoveryReport)> {
-    let store: Arc<dyn Store> = match location {
-        StoreLocation::Sqlite(db) => Arc::new(
-            SqliteStore::open(db)
-                .with_context(|| format!("cannot open the database {}", db.display()))?,
-        ),
-        StoreLocation::Postgres {
-            url,
-            max_connections,
-        } => {
-            let options = PostgresOptions {
-                max_connections: *max_connections,
-                ..PostgresOptions::default()
-            };
-            Arc::new(
-                PostgresStore::connect(url, options)
-                    .await
-                    .with_context(|| format!("cannot open the store ({location})"))?,
-            )
-        }
-    };
-    let webhook =
-        WebhookBackend::new(RestConfig::default()).context("cannot build the webhook client")?;
-    let actions = ActionsExecutor::new(webhook.clone());
-    let backends: Vec<Arc<dyn ToolBackend>> = vec![
-        Arc::new(webhook),
-        Arc::new(actions),
-        Arc::new(McpClients::new()),
-        Arc::new(NoopBackend),
-    ];
-    let policy = Arc::new(StandardPolicyEngine::default());
-    let engine = Engine::new(store, backends, policy, config);
-    let recovered = engine
-        .recover()
-        .await
-        .context("cannot recover unfinished calls")?;
-    Ok((engine, recovered))
 }
 
 async fn shutdown_signal() {

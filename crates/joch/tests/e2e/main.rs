@@ -18,6 +18,7 @@ mod events;
 mod faults;
 mod hooks;
 mod idempotency;
+mod library;
 mod load;
 mod mcp;
 mod metrics;

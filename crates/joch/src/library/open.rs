@@ -1,0 +1,82 @@
+//! Opening a store and wiring the engine over it, as `joch serve` does.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use joch_backends::{ActionsExecutor, McpClients, NoopBackend, RestConfig, WebhookBackend};
+use joch_core::ToolBackend;
+use joch_engine::policy::StandardPolicyEngine;
+use joch_engine::{Engine, EngineConfig, RecoveryReport};
+use joch_store::{PostgresOptions, PostgresStore, SqliteStore, Store};
+
+use crate::Error;
+
+/// Where the records live.
+#[derive(Debug, Clone)]
+pub enum StoreLocation {
+    /// The embedded default: one SQLite file, this process's alone.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database that several replicas may share.
+    Postgres {
+        /// `postgres://user:password@host:port/database`.
+        url: String,
+        /// This process's pool size.
+        max_connections: u32,
+    },
+}
+
+impl std::fmt::Display for StoreLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreLocation::Sqlite(path) => write!(f, "sqlite {}", path.display()),
+            // Never the user or password: this line lands in logs.
+            StoreLocation::Postgres { url, .. } => {
+                let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+                let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+                let host = host.split_once('?').map_or(host, |(h, _)| h);
+                write!(f, "postgres {host}")
+            }
+        }
+    }
+}
+
+/// Opens the store, wires the backends (webhooks, declarative actions, MCP
+/// servers, the no-op tool) and the engine, and finishes what a crash left
+/// unfinished.
+pub async fn open_engine(
+    location: &StoreLocation,
+    config: EngineConfig,
+) -> Result<(Engine, RecoveryReport), Error> {
+    let store: Arc<dyn Store> =
+        match location {
+            StoreLocation::Sqlite(db) => Arc::new(SqliteStore::open(db).map_err(|e| {
+                Error::Invalid(format!("cannot open the database {}: {e}", db.display()))
+            })?),
+            StoreLocation::Postgres {
+                url,
+                max_connections,
+            } => {
+                let options = PostgresOptions {
+                    max_connections: *max_connections,
+                    ..PostgresOptions::default()
+                };
+                Arc::new(PostgresStore::connect(url, options).await.map_err(|e| {
+                    Error::Invalid(format!("cannot open the store ({location}): {e}"))
+                })?)
+            }
+        };
+    joch_backends::install_crypto_provider();
+    let webhook = WebhookBackend::new(RestConfig::default())
+        .map_err(|e| Error::Invalid(format!("cannot build the webhook client: {e}")))?;
+    let actions = ActionsExecutor::new(webhook.clone());
+    let backends: Vec<Arc<dyn ToolBackend>> = vec![
+        Arc::new(webhook),
+        Arc::new(actions),
+        Arc::new(McpClients::new()),
+        Arc::new(NoopBackend),
+    ];
+    let policy = Arc::new(StandardPolicyEngine::default());
+    let engine = Engine::new(store, backends, policy, config);
+    let recovered = engine.recover().await?;
+    Ok((engine, recovered))
+}
