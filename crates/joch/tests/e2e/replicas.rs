@@ -188,6 +188,50 @@ async fn an_approval_decided_on_another_replica_answers_the_waiting_caller() {
             "{event} missing: {seen}"
         );
     }
+    drop(stream);
+
+    // A keyed call paused on A; A dies; B approves and runs it; the caller
+    // retrying its key on C gets the result, and the tool ran once.
+    let mut joch = Arc::try_unwrap(joch).ok().expect("no other holder");
+    let (status, paused) = joch[0]
+        .send(
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/toolcalls?wait=false"),
+            Some(keyed("ticket.create", "ship-2", json!({"n": 2}))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{paused}");
+    assert_eq!(paused["status"]["phase"], "AwaitingApproval", "{paused}");
+    joch[0].kill();
+    let approval = loop {
+        let (_, list) = joch[1].get(&format!("/v1/namespaces/{NS}/approvals")).await;
+        let pending = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["status"]["phase"] == "Pending")
+            .map(|a| a["metadata"]["name"].as_str().unwrap().to_owned());
+        if let Some(name) = pending {
+            break name;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (status, decided) = joch[1]
+        .send(
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/approvals/{approval}/approve"),
+            Some(json!({"approvedBy": "carol"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    let (status, retried) = joch[2]
+        .post_call(keyed("ticket.create", "ship-2", json!({"n": 2})))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{retried}");
+    assert_eq!(retried["metadata"]["name"], paused["metadata"]["name"]);
+    assert_eq!(retried["status"]["phase"], "Succeeded", "{retried}");
+    assert_eq!(webhook.recorded().len(), 2, "each approved call ran once");
+    joch.clear();
 }
 
 /// Sends one keyed call, retrying on the next replica whenever the one
