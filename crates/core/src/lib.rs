@@ -11,6 +11,8 @@
 #![warn(missing_docs)]
 
 pub mod actions;
+pub mod artifact;
+pub mod artifact_tools;
 pub mod approval;
 pub mod audit;
 pub mod backend;
@@ -36,6 +38,7 @@ pub mod token;
 pub mod tool;
 pub mod toolcall;
 
+pub use artifact::{Artifact, ArtifactRef, ArtifactRole};
 pub use approval::{Approval, ApprovalPhase, StandingApproval};
 pub use backend::{ActionInputs, Invocation, ToolBackend, ToolDiscovery, ToolFailure};
 pub use checksum::checksum;
