@@ -40,7 +40,9 @@ pub mod toolcall;
 
 pub use artifact::{Artifact, ArtifactRef, ArtifactRole};
 pub use approval::{Approval, ApprovalPhase, StandingApproval};
-pub use backend::{ActionInputs, Invocation, ToolBackend, ToolDiscovery, ToolFailure};
+pub use backend::{
+    ActionInputs, Invocation, ToolBackend, ToolDiscovery, ToolFailure, ToolOutput,
+};
 pub use checksum::checksum;
 pub use cost::{Budget, CallCost, ToolCost};
 pub use endpoint::Endpoint;

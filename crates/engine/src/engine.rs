@@ -39,6 +39,9 @@ pub struct EngineConfig {
     pub root_token_hash: Option<String>,
     /// An identity provider whose JWTs authenticate (default none).
     pub jwt: Option<crate::tokens::JwtConfig>,
+    /// Where artifact contents are kept (the binary's default:
+    /// `<db>.artifacts`); `None` keeps no artifacts: every result inline.
+    pub artifacts_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -52,6 +55,7 @@ impl Default for EngineConfig {
             trace_content: false,
             root_token_hash: None,
             jwt: None,
+            artifacts_dir: None,
         }
     }
 }
@@ -93,6 +97,8 @@ pub(crate) struct Inner {
     /// Every token by hash, under the key `all`.
     pub(crate) tokens: Snapshots<crate::tokens::TokenIndex>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
+    /// Artifact contents, when `config.artifacts_dir` is set.
+    pub(crate) blobs: Option<joch_store::BlobStore>,
 }
 
 impl Engine {
@@ -105,6 +111,7 @@ impl Engine {
         config: EngineConfig,
     ) -> Self {
         let backends = backends.into_iter().map(|b| (b.kind(), b)).collect();
+        let blobs = config.artifacts_dir.clone().map(joch_store::BlobStore::new);
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -123,6 +130,7 @@ impl Engine {
                 tokens: Snapshots::default(),
                 limiters: Snapshots::default(),
                 policy,
+                blobs,
             }),
         }
     }
