@@ -213,14 +213,26 @@ impl WebhookBackend {
     }
 }
 
-/// Text a tool may answer instead of JSON: `text/*`, JSON lines (NDJSON).
+/// Structured text a tool may answer instead of JSON: JSON lines, CSV,
+/// TSV, Markdown. Not `text/plain` or `text/html`, which are as often a
+/// proxy's error page as a result, and stay failures.
 fn is_text(media_type: &str) -> bool {
-    let essence = media_type.split(';').next().unwrap_or_default().trim();
-    essence.starts_with("text/")
-        || matches!(
-            essence,
-            "application/x-ndjson" | "application/jsonl" | "application/jsonlines" | "application/json-seq"
-        )
+    let essence = media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    matches!(
+        essence.as_str(),
+        "application/x-ndjson"
+            | "application/jsonl"
+            | "application/jsonlines"
+            | "application/json-seq"
+            | "text/csv"
+            | "text/tab-separated-values"
+            | "text/markdown"
+    )
 }
 
 fn headers(

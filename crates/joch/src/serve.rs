@@ -44,9 +44,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         trace_content: args.trace_content,
         root_token_hash: args.admin_token.as_deref().map(joch_core::token::hash),
         jwt,
+        artifacts_dir: args.artifacts_dir.clone(),
         ..EngineConfig::default()
     };
     let (engine, recovered) = open_engine(&args.db, config).await?;
+    spawn_artifact_collector(
+        engine.clone(),
+        std::time::Duration::from_secs(args.artifact_grace_seconds.max(1)),
+    );
     engine.spawn_key_purger(std::time::Duration::from_secs(60));
     engine.spawn_mcp_refresher(std::time::Duration::from_secs(1));
     engine.spawn_hook_result_sweeper(std::time::Duration::from_secs(
@@ -132,8 +137,11 @@ async fn load_jwks(source: &str) -> anyhow::Result<jsonwebtoken::jwk::JwkSet> {
 /// crash left unfinished.
 pub async fn open_engine(
     db: &Path,
-    config: EngineConfig,
+    mut config: EngineConfig,
 ) -> anyhow::Result<(Engine, RecoveryReport)> {
+    if config.artifacts_dir.is_none() {
+        config.artifacts_dir = Some(joch_store::BlobStore::beside(db).root().to_owned());
+    }
     let store: Arc<dyn Store> = Arc::new(
         SqliteStore::open(db)
             .with_context(|| format!("cannot open the database {}", db.display()))?,
@@ -154,6 +162,21 @@ pub async fn open_engine(
         .await
         .context("cannot recover unfinished calls")?;
     Ok((engine, recovered))
+}
+
+/// Deletes artifact files no record names, older than `grace`: once at
+/// startup (after recovery, so a crash's orphans go), then every `grace`.
+fn spawn_artifact_collector(engine: Engine, grace: std::time::Duration) {
+    tokio::spawn(async move {
+        loop {
+            match engine.collect_orphan_artifacts(grace).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(removed = n, "collected orphan artifact files"),
+                Err(e) => tracing::warn!(error = %e, "cannot collect orphan artifact files"),
+            }
+            tokio::time::sleep(grace).await;
+        }
+    });
 }
 
 async fn shutdown_signal() {
