@@ -266,7 +266,7 @@ impl Engine {
         // A successful result may be kept as artifacts: media by reference,
         // a result not to be inlined as a handle (which the caller gets).
         let mut kept = output;
-        if let (Phase::Succeeded, Some(result)) = (phase, answer.take()) {
+        if let Some(result) = answer.take_if(|_| phase == Phase::Succeeded) {
             let spooled = self.spool(&mut call, tool, result).await?;
             if !call.status.artifacts.is_empty() {
                 kept = Some(spooled.recorded);

@@ -206,6 +206,53 @@ pub(crate) fn document() -> OpenApi {
             ),
         )
         .path(
+            "/v1/namespaces/{ns}/executions/{name}/artifacttools",
+            get_item(
+                "The artifact tools an execution offers, callId an enum of its handles",
+                "artifacts",
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/executions/{name}/artifacttools/{tool}",
+            PathItem::new(
+                HttpMethod::Post,
+                with_path(
+                    operation("Call an artifact tool over a handle of the execution", "artifacts"),
+                    &["ns", "name", "tool"],
+                )
+                .request_body(Some(body(any_object())))
+                .response("201", ok(resource())),
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/artifacts/{name}",
+            get_item("An artifact's metadata", "artifacts"),
+        )
+        .path(
+            "/v1/namespaces/{ns}/artifacts/{name}/content",
+            PathItem::new(
+                HttpMethod::Get,
+                with_path(
+                    operation("An artifact's bytes; `Range: bytes=a-b` answers 206, an unsatisfiable range 416", "artifacts"),
+                    &["ns", "name"],
+                )
+                .response(
+                    "200",
+                    ResponseBuilder::new()
+                        .description("The content, in its media type")
+                        .content("application/octet-stream", ContentBuilder::new().build())
+                        .build(),
+                )
+                .response(
+                    "206",
+                    ResponseBuilder::new()
+                        .description("The requested range")
+                        .content("application/octet-stream", ContentBuilder::new().build())
+                        .build(),
+                ),
+            ),
+        )
+        .path(
             "/v1/namespaces/{ns}/executions/{name}/complete",
             post_item(
                 "Mark an execution complete",
