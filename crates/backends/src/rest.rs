@@ -106,7 +106,10 @@ impl WebhookBackend {
         body: &B,
         call: &Invocation<'_>,
     ) -> Result<Value, ToolFailure> {
-        match self.send_output(endpoint, secret_headers, body, call).await? {
+        match self
+            .send_output(endpoint, secret_headers, body, call)
+            .await?
+        {
             ToolOutput::Json(value) => Ok(value),
             ToolOutput::Bytes { media_type, .. } => Err(failure(
                 "backend_invalid_response",

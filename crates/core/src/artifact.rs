@@ -344,7 +344,12 @@ mod tests {
 
     #[test]
     fn media_types() {
-        for media in ["image/png", "audio/wav", "video/mp4", "application/pdf; x=y"] {
+        for media in [
+            "image/png",
+            "audio/wav",
+            "video/mp4",
+            "application/pdf; x=y",
+        ] {
             assert!(is_media_type(media), "{media}");
         }
         for other in ["application/json", "text/plain", "application/x-ndjson"] {

@@ -410,11 +410,10 @@ pub fn definitions(call_ids: &[String]) -> Vec<Value> {
         req.extend_from_slice(required);
         json!({"type": "object", "properties": properties, "required": req, "additionalProperties": false})
     };
-    let lines = json!({"lines": {"type": "integer", "minimum": 0, "maximum": MAX_LINES, "default": 20}});
+    let lines =
+        json!({"lines": {"type": "integer", "minimum": 0, "maximum": MAX_LINES, "default": 20}});
     let read_only = json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false, "destructiveHint": false});
-    let tool = |name: &str, description: &str, input: Value| {
-        json!({"name": name, "description": description, "inputSchema": input, "annotations": read_only})
-    };
+    let tool = |name: &str, description: &str, input: Value| json!({"name": name, "description": description, "inputSchema": input, "annotations": read_only});
     vec![
         tool(
             "artifact_head",

@@ -11,9 +11,9 @@
 #![warn(missing_docs)]
 
 pub mod actions;
+pub mod approval;
 pub mod artifact;
 pub mod artifact_tools;
-pub mod approval;
 pub mod audit;
 pub mod backend;
 pub mod checksum;
@@ -38,11 +38,9 @@ pub mod token;
 pub mod tool;
 pub mod toolcall;
 
-pub use artifact::{Artifact, ArtifactRef, ArtifactRole};
 pub use approval::{Approval, ApprovalPhase, StandingApproval};
-pub use backend::{
-    ActionInputs, Invocation, ToolBackend, ToolDiscovery, ToolFailure, ToolOutput,
-};
+pub use artifact::{Artifact, ArtifactRef, ArtifactRole};
+pub use backend::{ActionInputs, Invocation, ToolBackend, ToolDiscovery, ToolFailure, ToolOutput};
 pub use checksum::checksum;
 pub use cost::{Budget, CallCost, ToolCost};
 pub use endpoint::Endpoint;

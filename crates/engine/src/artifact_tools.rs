@@ -126,7 +126,10 @@ impl Engine {
                 self.settle(call, Phase::Succeeded, Some(answer), None, Some(0))
                     .await
             }
-            Err(error) => self.settle(call, Phase::Failed, None, Some(error), None).await,
+            Err(error) => {
+                self.settle(call, Phase::Failed, None, Some(error), None)
+                    .await
+            }
         }
     }
 
@@ -154,7 +157,9 @@ impl Engine {
             Ok(c) if c.spec.execution_ref.as_ref().map(|r| r.name.as_str()) != Some(execution) => {
                 format!("callId {id:?} is not a call of execution {execution:?}")
             }
-            Ok(_) => format!("call {id:?} returned its result inline: there is no artifact to read"),
+            Ok(_) => {
+                format!("call {id:?} returned its result inline: there is no artifact to read")
+            }
             Err(_) => format!("callId {id:?} names no call of execution {execution:?}"),
         };
         let mut error = CallError::new("artifact_call_not_visible", why);

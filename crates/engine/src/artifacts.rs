@@ -29,13 +29,14 @@ pub(crate) struct Spooled {
 
 impl Engine {
     fn blobs(&self) -> Result<&BlobStore, EngineError> {
-        self.inner.blobs.as_ref().ok_or_else(|| {
-            EngineError::Refused {
+        self.inner
+            .blobs
+            .as_ref()
+            .ok_or_else(|| EngineError::Refused {
                 code: "artifacts_disabled",
                 message: "this server keeps no artifacts (no artifact directory is configured)"
                     .to_owned(),
-            }
-        })
+            })
     }
 
     /// Decides what of a successful result is kept as artifacts: media

@@ -2,9 +2,9 @@
 
 use std::time::Instant;
 
+use joch_core::artifact::is_media_type;
 use joch_core::patch::apply_patch;
 use joch_core::redact::{REDACTED, redact_fields};
-use joch_core::artifact::is_media_type;
 use joch_core::{
     Backend, CallError, CallMode, Hook, Invocation, McpServer, Phase, Policy, Tool, ToolCall,
     ToolOutput,

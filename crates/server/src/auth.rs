@@ -143,7 +143,13 @@ fn allowed(role: Role, method: &Method, target: &Target) -> bool {
     let agent = match (reading, rest.as_slice()) {
         (true, [kind, ..]) => matches!(
             *kind,
-            "tools" | "toolcalls" | "executions" | "approvals" | "callcontexts" | "mcp" | "artifacts"
+            "tools"
+                | "toolcalls"
+                | "executions"
+                | "approvals"
+                | "callcontexts"
+                | "mcp"
+                | "artifacts"
         ),
         (false, ["toolcalls"]) => *method == Method::POST,
         (false, ["executions", _, "batches" | "complete"]) => *method == Method::POST,

@@ -82,9 +82,15 @@ fn grep_numbers_matches_with_merged_context() {
 fn bad_arguments_are_named() {
     let content = numbered(3);
     let code = |tool: &str, a: Value| run(tool, &args(a), &content).unwrap_err().code;
-    assert_eq!(code("artifact_grep", json!({"pattern": "("})), "invalid_regex");
+    assert_eq!(
+        code("artifact_grep", json!({"pattern": "("})),
+        "invalid_regex"
+    );
     assert_eq!(code("artifact_grep", json!({})), "invalid_arguments");
-    assert_eq!(code("artifact_head", json!({"line": 3})), "invalid_arguments");
+    assert_eq!(
+        code("artifact_head", json!({"line": 3})),
+        "invalid_arguments"
+    );
     assert_eq!(
         code("artifact_slice", json!({"start": 0})),
         "invalid_arguments"

@@ -22,7 +22,10 @@ fn log_lines() -> String {
         let line = if n % 1000 == 0 {
             format!("{{\"n\":{n},\"level\":\"error\",\"msg\":\"needle-{n} disk full\"}}\n")
         } else {
-            format!("{{\"n\":{n},\"level\":\"info\",\"msg\":\"request served in {} ms, all fine\"}}\n", n % 97)
+            format!(
+                "{{\"n\":{n},\"level\":\"info\",\"msg\":\"request served in {} ms, all fine\"}}\n",
+                n % 97
+            )
         };
         out.push_str(&line);
     }
@@ -161,7 +164,9 @@ async fn a_large_result_is_a_handle_that_artifact_tools_read_and_that_survives_k
     let found = &grep["status"]["output"];
     assert_eq!(found["matches"], 2);
     let text = found["text"].as_str().unwrap();
-    assert!(text.contains("1000:{\"n\":1000,\"level\":\"error\",\"msg\":\"needle-1000 disk full\"}"));
+    assert!(
+        text.contains("1000:{\"n\":1000,\"level\":\"error\",\"msg\":\"needle-1000 disk full\"}")
+    );
     assert!(text.contains("999-{\"n\":999,") && text.contains("2001-{\"n\":2001,"));
 
     // The grep call is not offered: its callId enum still names only the handle.
@@ -191,12 +196,17 @@ async fn a_large_result_is_a_handle_that_artifact_tools_read_and_that_survives_k
 
     // The same tools through the normal toolcalls POST.
     let (status, tail) = joch
-        .post_call(json!({"spec": {"toolRef": {"name": "artifact_jq"}, "executionRef": {"name": "run-1"},
-            "input": {"callId": "call-logs", "path": ".msg"}}}))
+        .post_call(
+            json!({"spec": {"toolRef": {"name": "artifact_jq"}, "executionRef": {"name": "run-1"},
+            "input": {"callId": "call-logs", "path": ".msg"}}}),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{tail}");
     assert_eq!(tail["status"]["output"]["truncated"], true);
-    assert_eq!(tail["status"]["output"]["json"][0], "request served in 1 ms, all fine");
+    assert_eq!(
+        tail["status"]["output"]["json"][0],
+        "request served in 1 ms, all fine"
+    );
 
     joch.kill();
     let joch = Joch::start_on(&db, &[]).await;
@@ -337,10 +347,7 @@ async fn assert_media(joch: &Joch, call: &Value) {
     let block = &call["status"]["output"]["content"][0];
     assert_eq!(block["type"], "image");
     assert_eq!(block["mimeType"], "image/png");
-    assert_eq!(
-        BASE64.decode(block["data"].as_str().unwrap()).unwrap(),
-        PNG
-    );
+    assert_eq!(BASE64.decode(block["data"].as_str().unwrap()).unwrap(), PNG);
     let record = joch
         .get_call(call["metadata"]["name"].as_str().unwrap())
         .await;

@@ -34,8 +34,12 @@ pub(crate) async fn content(
             let text = value.to_str().unwrap_or_default();
             let size = state.engine.get_artifact(&ns, &id).await?.spec.size;
             Some(parse_range(text, size).map_err(|reason| {
-                ApiError::new(StatusCode::RANGE_NOT_SATISFIABLE, "range_not_satisfiable", reason)
-                    .with_details(json!({"range": text, "size": size}))
+                ApiError::new(
+                    StatusCode::RANGE_NOT_SATISFIABLE,
+                    "range_not_satisfiable",
+                    reason,
+                )
+                .with_details(json!({"range": text, "size": size}))
             })?)
         }
         None => None,

@@ -37,10 +37,7 @@ pub(crate) fn routes() -> Router<AppState> {
             "/v1/namespaces/{ns}",
             get(namespaces::get).put(namespaces::put),
         )
-        .route(
-            "/v1/namespaces/{ns}/artifacts/{name}",
-            get(artifacts::get),
-        )
+        .route("/v1/namespaces/{ns}/artifacts/{name}", get(artifacts::get))
         .route(
             "/v1/namespaces/{ns}/artifacts/{name}/content",
             get(artifacts::content),

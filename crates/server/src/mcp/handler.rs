@@ -98,7 +98,11 @@ impl JochMcp {
     }
 
     /// The execution a request's calls belong to: `_meta`'s, else the session's.
-    fn execution(&self, meta: &rmcp::model::RequestMetaObject, extensions: &Extensions) -> Option<String> {
+    fn execution(
+        &self,
+        meta: &rmcp::model::RequestMetaObject,
+        extensions: &Extensions,
+    ) -> Option<String> {
         meta.get(META_EXECUTION)
             .and_then(Value::as_str)
             .map(str::to_owned)
