@@ -236,20 +236,8 @@ pub(crate) fn document() -> OpenApi {
                     operation("An artifact's bytes; `Range: bytes=a-b` answers 206, an unsatisfiable range 416", "artifacts"),
                     &["ns", "name"],
                 )
-                .response(
-                    "200",
-                    ResponseBuilder::new()
-                        .description("The content, in its media type")
-                        .content("application/octet-stream", ContentBuilder::new().build())
-                        .build(),
-                )
-                .response(
-                    "206",
-                    ResponseBuilder::new()
-                        .description("The requested range")
-                        .content("application/octet-stream", ContentBuilder::new().build())
-                        .build(),
-                ),
+                .response("200", bytes("The content, in its media type"))
+                .response("206", bytes("The requested range")),
             ),
         )
         .path(
@@ -530,6 +518,14 @@ fn ok(schema: RefOr<Schema>) -> utoipa::openapi::Response {
     ResponseBuilder::new()
         .description("Success")
         .content("application/json", json_content(schema))
+        .build()
+}
+
+/// An answer of raw bytes (an artifact's content).
+fn bytes(description: &str) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/octet-stream", ContentBuilder::new().build())
         .build()
 }
 
