@@ -48,6 +48,7 @@ impl Engine {
         call: &mut ToolCall,
         tool: &Tool,
         answer: Value,
+        text_type: Option<&str>,
     ) -> Result<Spooled, EngineError> {
         if self.inner.blobs.is_none() {
             return Ok(Spooled {
@@ -85,7 +86,11 @@ impl Engine {
                 answer,
             });
         }
-        let (content, media_type) = content_of(&answer);
+        let (content, default_type) = content_of(&answer);
+        let media_type = match (&answer, text_type) {
+            (Value::String(_), Some(text_type)) => text_type,
+            _ => default_type,
+        };
         let Some(reason) = inputs.handle_reason(content.len() as u64) else {
             return Ok(Spooled {
                 recorded: answer.clone(),

@@ -30,6 +30,9 @@ pub(crate) struct Concluding<'a> {
     /// A failed declarative tool still answers the model (its `on_failure`).
     pub(crate) answers_on_failure: bool,
     pub(crate) latency_ms: Option<u64>,
+    /// The media type of a result that came as text, not JSON (JSON lines,
+    /// CSV), for the artifact it may become.
+    pub(crate) text_type: Option<String>,
 }
 
 impl Engine {
@@ -155,6 +158,7 @@ impl Engine {
             actions: action_inputs.as_ref(),
             mcp_server: mcp_server.as_ref(),
         };
+        let mut text_type = None;
         let result = backend
             .invoke_output(invocation)
             .instrument(tracing::info_span!("backend", backend = kind))
@@ -165,7 +169,8 @@ impl Engine {
                     crate::artifacts::media_result(&media_type, &bytes)
                 }
                 // Text that is not JSON (JSON lines, CSV, logs) is a string result.
-                ToolOutput::Bytes { bytes, .. } => {
+                ToolOutput::Bytes { media_type, bytes } => {
+                    text_type = Some(media_type);
                     Value::String(String::from_utf8_lossy(&bytes).into_owned())
                 }
             });
@@ -195,6 +200,7 @@ impl Engine {
                 facts: facts.as_ref(),
                 answers_on_failure: action_inputs.is_some(),
                 latency_ms: Some(latency_ms),
+                text_type,
             },
             result,
         )
@@ -267,7 +273,9 @@ impl Engine {
         // a result not to be inlined as a handle (which the caller gets).
         let mut kept = output;
         if let Some(result) = answer.take_if(|_| phase == Phase::Succeeded) {
-            let spooled = self.spool(&mut call, tool, result).await?;
+            let spooled = self
+                .spool(&mut call, tool, result, how.text_type.as_deref())
+                .await?;
             if !call.status.artifacts.is_empty() {
                 kept = Some(spooled.recorded);
             }

@@ -133,6 +133,7 @@ async fn a_large_result_is_a_handle_that_artifact_tools_read_and_that_survives_k
     let id = handle["id"].as_str().unwrap().to_owned();
     assert_eq!(handle["size"], lines.len());
     assert_eq!(handle["callId"], "call-logs");
+    assert_eq!(handle["mediaType"], "application/x-ndjson");
     assert!(handle["preview"].as_str().unwrap().starts_with("{\"n\":1,"));
     // The record keeps the handle, not the 5 MiB.
     let record = joch.get_call("call-logs").await;
