@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use joch_core::{Backend, Invocation, RestEndpoint, ToolBackend, ToolFailure};
+use joch_core::artifact::is_media_type;
+use joch_core::{Backend, Invocation, RestEndpoint, ToolBackend, ToolFailure, ToolOutput};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Client, Method, Response};
 use serde_json::{Value, json};
@@ -79,6 +80,19 @@ impl ToolBackend for WebhookBackend {
             )),
         }
     }
+
+    /// A webhook may also answer media (`image/*`, `audio/*`, `video/*`,
+    /// `application/pdf`) or text that is not JSON (JSON lines, CSV): those
+    /// come back as bytes with their media type.
+    async fn invoke_output(&self, call: Invocation<'_>) -> Result<ToolOutput, ToolFailure> {
+        match &call.tool.spec.backend {
+            Backend::Rest(rest) => {
+                self.send_output(&rest.endpoint, &BTreeMap::new(), call.args, &call)
+                    .await
+            }
+            _ => self.invoke(call).await.map(ToolOutput::Json),
+        }
+    }
 }
 
 impl WebhookBackend {
@@ -92,6 +106,27 @@ impl WebhookBackend {
         body: &B,
         call: &Invocation<'_>,
     ) -> Result<Value, ToolFailure> {
+        match self
+            .send_output(endpoint, secret_headers, body, call)
+            .await?
+        {
+            ToolOutput::Json(value) => Ok(value),
+            ToolOutput::Bytes { media_type, .. } => Err(failure(
+                "backend_invalid_response",
+                format!("webhook answered {media_type:?}, not JSON"),
+            )),
+        }
+    }
+
+    /// [`WebhookBackend::send`], keeping a body that is not JSON as bytes
+    /// when its `Content-Type` says it is media or text.
+    pub async fn send_output<B: serde::Serialize + ?Sized + Sync>(
+        &self,
+        endpoint: &RestEndpoint,
+        secret_headers: &BTreeMap<String, String>,
+        body: &B,
+        call: &Invocation<'_>,
+    ) -> Result<ToolOutput, ToolFailure> {
         crate::outbound::check_url(&endpoint.url)
             .map_err(|reason| failure("outbound_forbidden", reason))?;
         let method = Method::from_bytes(endpoint.method.as_bytes()).map_err(|_| {
@@ -137,6 +172,11 @@ impl WebhookBackend {
             }
         };
         let status = response.status();
+        let media_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let body = read_limited(
             response,
             self.config.max_response_bytes,
@@ -153,16 +193,49 @@ impl WebhookBackend {
                 ),
             });
         }
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Value::Null);
+        if let Some(media_type) = media_type.as_deref().filter(|m| is_media_type(m)) {
+            return Ok(ToolOutput::Bytes {
+                media_type: media_type.to_owned(),
+                bytes: body,
+            });
         }
-        serde_json::from_slice(&body).map_err(|e| {
-            failure(
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(ToolOutput::Json(Value::Null));
+        }
+        match serde_json::from_slice(&body) {
+            Ok(value) => Ok(ToolOutput::Json(value)),
+            Err(_) if media_type.as_deref().is_some_and(is_text) => Ok(ToolOutput::Bytes {
+                media_type: media_type.unwrap_or_default(),
+                bytes: body,
+            }),
+            Err(e) => Err(failure(
                 "backend_invalid_response",
                 format!("webhook answered a body that is not JSON: {e}"),
-            )
-        })
+            )),
+        }
     }
+}
+
+/// Structured text a tool may answer instead of JSON: JSON lines, CSV,
+/// TSV, Markdown. Not `text/plain` or `text/html`, which are as often a
+/// proxy's error page as a result, and stay failures.
+fn is_text(media_type: &str) -> bool {
+    let essence = media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    matches!(
+        essence.as_str(),
+        "application/x-ndjson"
+            | "application/jsonl"
+            | "application/jsonlines"
+            | "application/json-seq"
+            | "text/csv"
+            | "text/tab-separated-values"
+            | "text/markdown"
+    )
 }
 
 fn headers(

@@ -49,6 +49,21 @@ pub struct ActionInputs {
 /// call's `status.error`, never lost.
 pub type ToolFailure = CallError;
 
+/// What a backend answered: JSON, or a body that is not JSON (text such
+/// as JSON lines, or media such as an image), with its media type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutput {
+    /// A JSON value (the usual case).
+    Json(Value),
+    /// Bytes and their `Content-Type`.
+    Bytes {
+        /// IANA media type, e.g. `image/png` or `application/x-ndjson`.
+        media_type: String,
+        /// The body.
+        bytes: Vec<u8>,
+    },
+}
+
 /// Executes tools of one `spec.backend.type`.
 #[async_trait]
 pub trait ToolBackend: Send + Sync {
@@ -59,6 +74,13 @@ pub trait ToolBackend: Send + Sync {
     /// the engine records as a Failed call. Must not retry a tool that is not
     /// idempotent.
     async fn invoke(&self, invocation: Invocation<'_>) -> Result<Value, ToolFailure>;
+
+    /// Like [`ToolBackend::invoke`], for backends whose tools may answer
+    /// bytes that are not JSON (a webhook's image or text body); the engine
+    /// calls this one. The default wraps `invoke`.
+    async fn invoke_output(&self, invocation: Invocation<'_>) -> Result<ToolOutput, ToolFailure> {
+        self.invoke(invocation).await.map(ToolOutput::Json)
+    }
 
     /// The backend's way to list a server's tools, if it has servers.
     fn discovery(&self) -> Option<&dyn ToolDiscovery> {

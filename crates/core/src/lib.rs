@@ -12,6 +12,8 @@
 
 pub mod actions;
 pub mod approval;
+pub mod artifact;
+pub mod artifact_tools;
 pub mod audit;
 pub mod backend;
 pub mod checksum;
@@ -37,7 +39,8 @@ pub mod tool;
 pub mod toolcall;
 
 pub use approval::{Approval, ApprovalPhase, StandingApproval};
-pub use backend::{ActionInputs, Invocation, ToolBackend, ToolDiscovery, ToolFailure};
+pub use artifact::{Artifact, ArtifactRef, ArtifactRole};
+pub use backend::{ActionInputs, Invocation, ToolBackend, ToolDiscovery, ToolFailure, ToolOutput};
 pub use checksum::checksum;
 pub use cost::{Budget, CallCost, ToolCost};
 pub use endpoint::Endpoint;

@@ -352,6 +352,8 @@ impl McpServer {
                     tool: upstream.to_owned(),
                 }),
                 cost: overrides.and_then(|o| o.cost.clone()),
+                inline: None,
+                max_inline_bytes: None,
             },
         })
     }

@@ -51,6 +51,11 @@ pub struct NamespaceSpec {
     /// or one tool; a call over any is denied (`rate_limited`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rate_limits: Vec<RateLimit>,
+    /// Results of this namespace's tools larger than this many bytes go
+    /// back as a handle to an artifact (default: no limit); a tool's own
+    /// `maxInlineBytes` takes precedence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_inline_bytes: Option<u64>,
 }
 
 /// One entry of `spec.rateLimits`.

@@ -182,6 +182,10 @@ pub struct Patch {
     /// Paths whose value becomes `[REDACTED]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redact: Vec<String>,
+    /// Request hook only: sets the call's `spec.inline` (`false`: the
+    /// caller gets a handle to an artifact instead of the result).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<bool>,
 }
 
 /// `rule.require`.

@@ -53,6 +53,14 @@ pub struct ToolSpec {
     /// What a call costs, recorded on each call that runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::cost::ToolCost>,
+    /// `false`: results go back as a handle to an artifact instead of
+    /// inline (default: inline, unless over `maxInlineBytes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inline: Option<bool>,
+    /// Results larger than this many bytes go back as a handle (default:
+    /// the namespace's `maxInlineBytes`, else no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_inline_bytes: Option<u64>,
 }
 
 /// How a Tool's side effects are classified. Anything not `read_only` is a
@@ -335,6 +343,8 @@ impl Tool {
                 observability: Observability::default(),
                 backend: Backend::Agent {},
                 cost: None,
+                inline: None,
+                max_inline_bytes: None,
             },
         }
     }
@@ -371,6 +381,10 @@ struct ToolSpecManifest {
     backend: Backend,
     #[serde(default)]
     cost: Option<crate::cost::ToolCost>,
+    #[serde(default)]
+    inline: Option<bool>,
+    #[serde(default)]
+    max_inline_bytes: Option<u64>,
 }
 
 /// One entry of seed 002's `parameters` list.
@@ -409,6 +423,8 @@ impl TryFrom<ToolSpecManifest> for ToolSpec {
             observability: m.observability,
             backend: m.backend,
             cost: m.cost,
+            inline: m.inline,
+            max_inline_bytes: m.max_inline_bytes,
         })
     }
 }

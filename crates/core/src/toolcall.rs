@@ -83,6 +83,15 @@ pub struct ToolCallSpec {
     /// mode); absent for a call joch runs (gateway mode).
     #[serde(default, skip_serializing_if = "CallMode::is_gateway")]
     pub mode: CallMode,
+    /// Whether the result goes back inline (the default) or as a handle to
+    /// an artifact (`false`), as the caller or a policy's `modify` asked;
+    /// absent: the tool's `spec.inline` decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<bool>,
+    /// True for a call of a forged artifact tool (`artifact_grep`...): its
+    /// result is a plain value, and it is never offered to another one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_artifact_tool: bool,
 }
 
 /// Who runs the tool.
@@ -206,6 +215,11 @@ pub struct ToolCallStatus {
     /// share one store: if that replica dies, another reconciles the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica: Option<String>,
+    /// The artifacts the result was stored as: a handle the caller got
+    /// instead of the content, or media returned as itself. The record
+    /// keeps these references, never the bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<crate::artifact::ArtifactRef>,
 }
 
 /// An operator's settlement of an `Unknown` call.
@@ -262,6 +276,14 @@ pub struct HookDecision {
 }
 
 impl ToolCall {
+    /// The handle artifact of this call's result, if it was not inlined.
+    pub fn handle(&self) -> Option<&crate::artifact::ArtifactRef> {
+        self.status
+            .artifacts
+            .iter()
+            .find(|a| a.role == crate::artifact::ArtifactRole::Handle)
+    }
+
     /// A call of `tool` with `input`, named `name` (empty: joch mints an id).
     pub fn of(name: impl Into<String>, tool: impl Into<String>, input: Value) -> ToolCall {
         ToolCall {
@@ -285,6 +307,8 @@ impl ToolCall {
                 replay_of: None,
                 traceparent: None,
                 mode: CallMode::Gateway,
+                inline: None,
+                from_artifact_tool: false,
             },
             status: ToolCallStatus::default(),
         }

@@ -141,6 +141,10 @@ impl Engine {
     /// the same arguments returns that call, once settled, without running.
     pub async fn call(&self, namespace: &str, call: ToolCall) -> Result<CallOutcome, EngineError> {
         gateway_only(&call)?;
+        // The artifact tools' names are reserved: they read handles, not a Tool.
+        if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
+            return self.call_artifact_tool(namespace, call).await;
+        }
         let span = tracing_spans::call_span(&call);
         self.call_traced(namespace, call).instrument(span).await
     }
@@ -180,6 +184,9 @@ impl Engine {
         call: ToolCall,
     ) -> Result<CallOutcome, EngineError> {
         gateway_only(&call)?;
+        if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
+            return self.call_artifact_tool(namespace, call).await;
+        }
         let recorded = match self.record(namespace, call, Durability::Sync, None).await? {
             Admission::New(recorded) => *recorded,
             Admission::KeyHeldBy(holder) => {
@@ -226,6 +233,8 @@ impl Engine {
             call.metadata.name = uuid::Uuid::new_v4().to_string();
         }
         admit(namespace, &mut call, None)?;
+        // Only joch marks a call as an artifact tool's (see artifact_tools.rs).
+        call.spec.from_artifact_tool = false;
         let tool = self.resolve_tool(namespace, &call).await?;
         let effects = tool.spec.side_effects.clone();
 
@@ -355,6 +364,10 @@ impl Engine {
                 }
                 _ => {
                     let patches = outcome.patches();
+                    // A policy may ask for a handle instead of an inline result.
+                    if let Some(inline) = patches.iter().rev().find_map(|p| p.inline) {
+                        call.spec.inline = Some(inline);
+                    }
                     if !patches.is_empty() {
                         call.status.original_input = Some(Value::Object(args.clone()));
                         let mut patched = Value::Object(std::mem::take(&mut args));

@@ -43,6 +43,9 @@ pub struct EngineConfig {
     /// the store is this process's alone). Recorded on the calls it runs;
     /// see `replicas.rs`.
     pub replica: Option<String>,
+    /// Where artifact contents are kept (the binary's default:
+    /// `<db>.artifacts`); `None` keeps no artifacts: every result inline.
+    pub artifacts_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -57,6 +60,7 @@ impl Default for EngineConfig {
             root_token_hash: None,
             jwt: None,
             replica: None,
+            artifacts_dir: None,
         }
     }
 }
@@ -98,6 +102,8 @@ pub(crate) struct Inner {
     /// Every token by hash, under the key `all`.
     pub(crate) tokens: Snapshots<crate::tokens::TokenIndex>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
+    /// Artifact contents, when `config.artifacts_dir` is set.
+    pub(crate) blobs: Option<joch_store::BlobStore>,
 }
 
 impl Engine {
@@ -110,6 +116,7 @@ impl Engine {
         config: EngineConfig,
     ) -> Self {
         let backends = backends.into_iter().map(|b| (b.kind(), b)).collect();
+        let blobs = config.artifacts_dir.clone().map(joch_store::BlobStore::new);
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -128,6 +135,7 @@ impl Engine {
                 tokens: Snapshots::default(),
                 limiters: Snapshots::default(),
                 policy,
+                blobs,
             }),
         }
     }

@@ -2,10 +2,12 @@
 
 use std::time::Instant;
 
+use joch_core::artifact::is_media_type;
 use joch_core::patch::apply_patch;
 use joch_core::redact::{REDACTED, redact_fields};
 use joch_core::{
     Backend, CallError, CallMode, Hook, Invocation, McpServer, Phase, Policy, Tool, ToolCall,
+    ToolOutput,
 };
 use joch_store::Durability;
 use serde_json::{Value, json};
@@ -28,6 +30,9 @@ pub(crate) struct Concluding<'a> {
     /// A failed declarative tool still answers the model (its `on_failure`).
     pub(crate) answers_on_failure: bool,
     pub(crate) latency_ms: Option<u64>,
+    /// The media type of a result that came as text, not JSON (JSON lines,
+    /// CSV), for the artifact it may become.
+    pub(crate) text_type: Option<String>,
 }
 
 impl Engine {
@@ -154,10 +159,22 @@ impl Engine {
             actions: action_inputs.as_ref(),
             mcp_server: mcp_server.as_ref(),
         };
+        let mut text_type = None;
         let result = backend
-            .invoke(invocation)
+            .invoke_output(invocation)
             .instrument(tracing::info_span!("backend", backend = kind))
-            .await;
+            .await
+            .map(|output| match output {
+                ToolOutput::Json(value) => value,
+                ToolOutput::Bytes { media_type, bytes } if is_media_type(&media_type) => {
+                    crate::artifacts::media_result(&media_type, &bytes)
+                }
+                // Text that is not JSON (JSON lines, CSV, logs) is a string result.
+                ToolOutput::Bytes { media_type, bytes } => {
+                    text_type = Some(media_type);
+                    Value::String(String::from_utf8_lossy(&bytes).into_owned())
+                }
+            });
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         telemetry::backend_latency(
             kind,
@@ -184,6 +201,7 @@ impl Engine {
                 facts: facts.as_ref(),
                 answers_on_failure: action_inputs.is_some(),
                 latency_ms: Some(latency_ms),
+                text_type,
             },
             result,
         )
@@ -252,7 +270,19 @@ impl Engine {
                 }
             }
         }
-        call.status.output = output
+        // A successful result may be kept as artifacts: media by reference,
+        // a result not to be inlined as a handle (which the caller gets).
+        let mut kept = output;
+        if let Some(result) = answer.take_if(|_| phase == Phase::Succeeded) {
+            let spooled = self
+                .spool(&mut call, tool, result, how.text_type.as_deref())
+                .await?;
+            if !call.status.artifacts.is_empty() {
+                kept = Some(spooled.recorded);
+            }
+            answer = Some(spooled.answer);
+        }
+        call.status.output = kept
             .as_ref()
             .map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
         self.settle(call, phase, answer, error, how.latency_ms)
@@ -331,7 +361,8 @@ impl Engine {
         let completed = json!({
             "source": if call.spec.replay_of.is_some() { "replay" } else { "execute" },
             "success": phase == Phase::Succeeded,
-            "output": answer,
+            // Events, like the record, name artifacts rather than hold them.
+            "output": if call.status.artifacts.is_empty() { answer.as_ref() } else { call.status.output.as_ref() },
             "error": error.as_ref().map(|e| e.message.clone()),
         });
         self.emit_for(&call, "tool_completed", completed).await?;

@@ -216,6 +216,7 @@ impl Engine {
                     facts: facts.as_ref(),
                     answers_on_failure: false,
                     latency_ms,
+                    text_type: None,
                 },
                 reported,
             )

@@ -14,6 +14,8 @@
 #![warn(missing_docs)]
 
 mod approvals;
+mod artifact_tools;
+mod artifacts;
 mod audit;
 mod batches;
 mod cache;

@@ -114,6 +114,8 @@ impl Engine {
             tool_version: original.status.tool_version.clone(),
             output: original.status.output.clone(),
             error: original.status.error.clone(),
+            // The output may be a handle or media by reference: keep what it names.
+            artifacts: original.status.artifacts.clone(),
             started_at: Some(at),
             completed_at: Some(at),
             ..ToolCallStatus::default()

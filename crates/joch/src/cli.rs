@@ -265,6 +265,14 @@ pub struct ServeArgs {
     /// result reported, it is marked Unknown.
     #[arg(long, env = "JOCH_HOOK_RESULT_TIMEOUT_SECONDS", default_value_t = 600)]
     pub hook_result_timeout_seconds: u64,
+    /// Where artifact contents (handles, media) are kept
+    /// (default: `<db>.artifacts` beside the database).
+    #[arg(long, env = "JOCH_ARTIFACTS_DIR")]
+    pub artifacts_dir: Option<PathBuf>,
+    /// How old an artifact file no record names must be before it is
+    /// deleted (at startup, then as often); covers writes in flight.
+    #[arg(long, env = "JOCH_ARTIFACT_GRACE_SECONDS", default_value_t = 3600)]
+    pub artifact_grace_seconds: u64,
     /// Listen on a non-loopback address without authentication.
     #[arg(long, env = "JOCH_INSECURE")]
     pub insecure: bool,

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use joch::{StoreLocation, open_engine};
-use joch_engine::{EngineConfig, RecoveryReport};
+use joch_engine::{Engine, EngineConfig, RecoveryReport};
 use joch_server::ServerConfig;
 
 use joch_core::policy::OnTimeout;
@@ -39,6 +39,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         root_token_hash: args.admin_token.as_deref().map(joch_core::token::hash),
         jwt,
         replica: args.store.is_some().then(replica_name),
+        artifacts_dir: args.artifacts_dir.clone(),
         ..EngineConfig::default()
     };
     let location = match &args.store {
@@ -51,6 +52,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (engine, recovered) = open_engine(&location, config).await?;
     engine.follow_store_changes();
     engine.spawn_replica_lease(std::time::Duration::from_secs(args.lease_seconds.max(3)));
+    spawn_artifact_collector(
+        engine.clone(),
+        std::time::Duration::from_secs(args.artifact_grace_seconds.max(1)),
+    );
     engine.spawn_key_purger(std::time::Duration::from_secs(60));
     engine.spawn_mcp_refresher(std::time::Duration::from_secs(1));
     engine.spawn_hook_result_sweeper(std::time::Duration::from_secs(
@@ -140,6 +145,21 @@ fn replica_name() -> String {
         .unwrap_or_else(|| "joch".to_owned());
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     format!("{host}-{}", &suffix[..8])
+}
+
+/// Deletes artifact files no record names, older than `grace`: once at
+/// startup (after recovery, so a crash's orphans go), then every `grace`.
+fn spawn_artifact_collector(engine: Engine, grace: std::time::Duration) {
+    tokio::spawn(async move {
+        loop {
+            match engine.collect_orphan_artifacts(grace).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(removed = n, "collected orphan artifact files"),
+                Err(e) => tracing::warn!(error = %e, "cannot collect orphan artifact files"),
+            }
+            tokio::time::sleep(grace).await;
+        }
+    });
 }
 
 async fn shutdown_signal() {

@@ -143,10 +143,17 @@ fn allowed(role: Role, method: &Method, target: &Target) -> bool {
     let agent = match (reading, rest.as_slice()) {
         (true, [kind, ..]) => matches!(
             *kind,
-            "tools" | "toolcalls" | "executions" | "approvals" | "callcontexts" | "mcp"
+            "tools"
+                | "toolcalls"
+                | "executions"
+                | "approvals"
+                | "callcontexts"
+                | "mcp"
+                | "artifacts"
         ),
         (false, ["toolcalls"]) => *method == Method::POST,
         (false, ["executions", _, "batches" | "complete"]) => *method == Method::POST,
+        (false, ["executions", _, "artifacttools", _]) => *method == Method::POST,
         (false, ["mcp"]) => true,
         (false, ["hooks", ..]) => *method == Method::POST,
         _ => false,

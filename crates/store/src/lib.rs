@@ -15,6 +15,7 @@
 //! write survives a crash.
 #![warn(missing_docs)]
 
+pub mod blobs;
 mod error;
 pub mod postgres;
 mod record;
@@ -24,6 +25,7 @@ mod typed;
 #[cfg(any(test, feature = "testsuite"))]
 pub mod testsuite;
 
+pub use blobs::{Blob, BlobStore};
 pub use error::{StoreError, StoreErrorKind};
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use record::{

@@ -42,11 +42,16 @@ impl std::fmt::Display for StoreLocation {
 
 /// Opens the store, wires the backends (webhooks, declarative actions, MCP
 /// servers, the no-op tool) and the engine, and finishes what a crash left
-/// unfinished.
+/// unfinished. With SQLite, artifacts are kept beside the database unless
+/// `config.artifacts_dir` says where; with PostgreSQL only where it says
+/// (a directory every replica shares), else results stay inline.
 pub async fn open_engine(
     location: &StoreLocation,
-    config: EngineConfig,
+    mut config: EngineConfig,
 ) -> Result<(Engine, RecoveryReport), Error> {
+    if let (None, StoreLocation::Sqlite(db)) = (&config.artifacts_dir, location) {
+        config.artifacts_dir = Some(joch_store::BlobStore::beside(db).root().to_owned());
+    }
     let store: Arc<dyn Store> =
         match location {
             StoreLocation::Sqlite(db) => Arc::new(SqliteStore::open(db).map_err(|e| {

@@ -6,6 +6,7 @@
 mod harness;
 
 mod approvals;
+mod artifacts;
 mod audit;
 mod auth;
 mod calls;

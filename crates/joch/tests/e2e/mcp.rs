@@ -55,20 +55,31 @@ impl ServerHandler for Upstream {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        // `snapshot` answers an image, as screenshot tools do.
+        if request.name == "snapshot" {
+            return Ok(CallToolResult::success(vec![ContentBlock::image(
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, PNG),
+                "image/png",
+            )])
+            .into());
+        }
         let args = Value::Object(request.arguments.unwrap_or_default());
         let text = format!("called {} with {args}", request.name);
         Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
     }
 }
 
-struct UpstreamServer {
-    url: String,
+/// The bytes `snapshot` answers (a PNG signature and a few more).
+pub(crate) const PNG: &[u8] = b"\x89PNG\r\n\x1a\nnot really an image";
+
+pub(crate) struct UpstreamServer {
+    pub(crate) url: String,
     tools: Arc<RwLock<Vec<Value>>>,
     calls: Arc<AtomicUsize>,
 }
 
 impl UpstreamServer {
-    async fn start(tools: Vec<Value>) -> Self {
+    pub(crate) async fn start(tools: Vec<Value>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         Self::serve_on(listener, tools).await
     }
@@ -97,7 +108,7 @@ impl UpstreamServer {
     }
 }
 
-fn tool(name: &str, annotations: Option<Value>) -> Value {
+pub(crate) fn tool(name: &str, annotations: Option<Value>) -> Value {
     let mut t = json!({
         "name": name,
         "description": format!("The {name} tool."),
@@ -109,7 +120,7 @@ fn tool(name: &str, annotations: Option<Value>) -> Value {
     t
 }
 
-fn server(name: &str, url: &str, extra: Value) -> Value {
+pub(crate) fn server(name: &str, url: &str, extra: Value) -> Value {
     let mut spec = json!({"http": {"url": url}});
     spec.as_object_mut()
         .unwrap()
@@ -117,7 +128,7 @@ fn server(name: &str, url: &str, extra: Value) -> Value {
     json!({"apiVersion": "joch.dev/v1alpha1", "kind": "McpServer", "metadata": {"name": name}, "spec": spec})
 }
 
-async fn apply(joch: &Joch, manifest: Value) -> Value {
+pub(crate) async fn apply(joch: &Joch, manifest: Value) -> Value {
     let (status, body) = joch
         .send(
             Method::POST,

@@ -2,6 +2,7 @@
 //! answers for unknown routes and methods.
 
 mod approvals;
+mod artifacts;
 mod audit;
 mod contexts;
 mod costs;
@@ -35,6 +36,19 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/v1/namespaces/{ns}",
             get(namespaces::get).put(namespaces::put),
+        )
+        .route("/v1/namespaces/{ns}/artifacts/{name}", get(artifacts::get))
+        .route(
+            "/v1/namespaces/{ns}/artifacts/{name}/content",
+            get(artifacts::content),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions/{name}/artifacttools",
+            get(artifacts::tools),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions/{name}/artifacttools/{tool}",
+            post(artifacts::call),
         )
         .route(
             "/v1/namespaces/{ns}/tools",

@@ -206,6 +206,41 @@ pub(crate) fn document() -> OpenApi {
             ),
         )
         .path(
+            "/v1/namespaces/{ns}/executions/{name}/artifacttools",
+            get_item(
+                "The artifact tools an execution offers, callId an enum of its handles",
+                "artifacts",
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/executions/{name}/artifacttools/{tool}",
+            PathItem::new(
+                HttpMethod::Post,
+                with_path(
+                    operation("Call an artifact tool over a handle of the execution", "artifacts"),
+                    &["ns", "name", "tool"],
+                )
+                .request_body(Some(body(any_object())))
+                .response("201", ok(resource())),
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/artifacts/{name}",
+            get_item("An artifact's metadata", "artifacts"),
+        )
+        .path(
+            "/v1/namespaces/{ns}/artifacts/{name}/content",
+            PathItem::new(
+                HttpMethod::Get,
+                with_path(
+                    operation("An artifact's bytes; `Range: bytes=a-b` answers 206, an unsatisfiable range 416", "artifacts"),
+                    &["ns", "name"],
+                )
+                .response("200", bytes("The content, in its media type"))
+                .response("206", bytes("The requested range")),
+            ),
+        )
+        .path(
             "/v1/namespaces/{ns}/executions/{name}/complete",
             post_item(
                 "Mark an execution complete",
@@ -483,6 +518,14 @@ fn ok(schema: RefOr<Schema>) -> utoipa::openapi::Response {
     ResponseBuilder::new()
         .description("Success")
         .content("application/json", json_content(schema))
+        .build()
+}
+
+/// An answer of raw bytes (an artifact's content).
+fn bytes(description: &str) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/octet-stream", ContentBuilder::new().build())
         .build()
 }
 

@@ -59,7 +59,13 @@ fn annotations(tool: &Tool) -> Option<Value> {
 pub(crate) fn call_result(call: &ToolCall, tool_is_mcp: bool) -> Value {
     let output = call.status.output.as_ref();
     if call.status.phase == Phase::Succeeded {
-        if let Some(result) = output.filter(|o| tool_is_mcp && is_tool_result(o)) {
+        // Media (from an MCP tool or a webhook) goes back as MCP content.
+        let media = call
+            .status
+            .artifacts
+            .iter()
+            .any(|a| a.role == joch_core::ArtifactRole::Media);
+        if let Some(result) = output.filter(|o| (tool_is_mcp || media) && is_tool_result(o)) {
             return with_result_type(result.clone(), false);
         }
         let output = output.cloned().unwrap_or(Value::Null);

@@ -97,6 +97,20 @@ impl JochMcp {
         })
     }
 
+    /// The execution a request's calls belong to: `_meta`'s, else the session's.
+    fn execution(
+        &self,
+        meta: &rmcp::model::RequestMetaObject,
+        extensions: &Extensions,
+    ) -> Option<String> {
+        meta.get(META_EXECUTION)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| self.session(extensions))
+            .map(|name| sanitize(name.as_str()))
+            .filter(|name| validate_name("spec.executionRef.name", name).is_ok())
+    }
+
     async fn all_tools(&self, namespace: &str) -> Result<Vec<Tool>, EngineError> {
         let mut tools = Vec::new();
         let mut continue_token = None;
@@ -132,7 +146,7 @@ impl JochMcp {
         let meta = &context.meta;
         let text = |key: &str| meta.get(key).and_then(Value::as_str).map(str::to_owned);
         let agent = text(META_AGENT).or_else(|| context.client_info().map(|c| c.name));
-        let execution = text(META_EXECUTION).or_else(|| self.session(&context.extensions));
+        let execution = self.execution(meta, &context.extensions);
         let as_ref = |name: Option<String>, field: &str| {
             name.map(|n| sanitize(&n))
                 .filter(|n| validate_name(field, n).is_ok())
@@ -277,10 +291,20 @@ impl ServerHandler for JochMcp {
             .all_tools(&namespace)
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let tools = tools
-            .iter()
-            .map(|tool| {
-                serde_json::from_value(tool_definition(tool))
+        let mut definitions: Vec<Value> = tools.iter().map(tool_definition).collect();
+        // The forged artifact tools, while the session's execution has handles.
+        if let Some(execution) = self.execution(&context.meta, &context.extensions) {
+            let forged = self
+                .engine
+                .artifact_tool_definitions(&namespace, &execution)
+                .await
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            definitions.extend(forged);
+        }
+        let tools = definitions
+            .into_iter()
+            .map(|definition| {
+                serde_json::from_value(definition)
                     .map_err(|e| ErrorData::internal_error(e.to_string(), None))
             })
             .collect::<Result<Vec<rmcp::model::Tool>, _>>()?;
@@ -300,7 +324,13 @@ impl ServerHandler for JochMcp {
             .await
             .is_ok_and(|tool| is_mcp_tool(&tool));
         let result = match self.run_call(&namespace, call, &context).await {
-            Ok(settled) => call_result(&settled, tool_is_mcp),
+            Ok(settled) => {
+                // A new handle widens the artifact tools' callId enum.
+                if settled.handle().is_some() && !settled.spec.from_artifact_tool {
+                    let _ = context.peer.notify_tool_list_changed().await;
+                }
+                call_result(&settled, tool_is_mcp)
+            }
             Err(e) => {
                 let e = crate::ApiError::from(e);
                 refused(&e.code, &e.message)

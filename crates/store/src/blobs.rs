@@ -1,0 +1,203 @@
+//! `BlobStore`: artifact contents as files, named by their sha256, in a
+//! directory beside the database (`<db>.artifacts/sha256/ab/abcdef...`).
+//!
+//! Crash discipline: [`BlobStore::put`] writes a temporary file, fsyncs it,
+//! renames it into place and fsyncs the directory before it returns, so a
+//! record written after it never points at a missing blob. A crash between
+//! the two leaves an orphan blob, which [`BlobStore::collect_orphans`]
+//! deletes once it is older than a grace period.
+
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use joch_core::artifact::is_sha256;
+use sha2::{Digest, Sha256};
+
+/// Content-addressed files under one root directory. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct BlobStore {
+    root: PathBuf,
+}
+
+/// What [`BlobStore::put`] stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blob {
+    /// sha256 of the content, lowercase hex.
+    pub sha256: String,
+    /// Bytes.
+    pub size: u64,
+}
+
+impl BlobStore {
+    /// Blobs under `root` (created on first write).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The default place for a database's blobs: `<db>.artifacts`.
+    pub fn beside(db: &Path) -> Self {
+        let mut name = db.as_os_str().to_owned();
+        name.push(".artifacts");
+        Self::new(PathBuf::from(name))
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path(&self, sha256: &str) -> io::Result<PathBuf> {
+        // Only a hash ever becomes a path: no traversal through ids.
+        if !is_sha256(sha256) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{sha256:?} is not a sha256"),
+            ));
+        }
+        Ok(self.root.join("sha256").join(&sha256[..2]).join(sha256))
+    }
+
+    /// Stores `content` durably and returns its hash. When the same content
+    /// is already stored, its modification time is refreshed instead, so
+    /// that orphan collection racing this put cannot delete it.
+    pub fn put(&self, content: &[u8]) -> io::Result<Blob> {
+        let sha256 = hex(&Sha256::digest(content));
+        let path = self.path(&sha256)?;
+        let blob = Blob {
+            sha256,
+            size: content.len() as u64,
+        };
+        if path.exists() {
+            OpenOptions::new()
+                .write(true)
+                .open(&path)?
+                .set_modified(SystemTime::now())?;
+            return Ok(blob);
+        }
+        let dir = path.parent().unwrap_or(&self.root).to_owned();
+        let tmp_dir = self.root.join("tmp");
+        fs::create_dir_all(&dir)?;
+        fs::create_dir_all(&tmp_dir)?;
+        let tmp = tmp_dir.join(format!("{}.{}", blob.sha256, std::process::id()));
+        {
+            let mut file = File::create(&tmp)?;
+            file.write_all(content)?;
+            file.sync_all()?;
+        }
+        fs::rename(&tmp, &path)?;
+        // The rename is durable only once its directory is.
+        File::open(&dir)?.sync_all()?;
+        Ok(blob)
+    }
+
+    /// The whole content of a blob.
+    pub fn read(&self, sha256: &str) -> io::Result<Vec<u8>> {
+        fs::read(self.path(sha256)?)
+    }
+
+    /// `len` bytes of a blob from `start`.
+    pub fn read_range(&self, sha256: &str, start: u64, len: u64) -> io::Result<Vec<u8>> {
+        let mut file = File::open(self.path(sha256)?)?;
+        file.seek(SeekFrom::Start(start))?;
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        file.take(len).read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// Deletes blobs (and leftover temporary files) that are not in
+    /// `referenced` and were last written more than `grace` ago; returns
+    /// how many. The grace period covers a put whose record is not yet
+    /// committed.
+    pub fn collect_orphans(
+        &self,
+        referenced: &HashSet<String>,
+        grace: Duration,
+    ) -> io::Result<usize> {
+        let cutoff = SystemTime::now()
+            .checked_sub(grace)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let old = |entry: &fs::DirEntry| {
+            entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < cutoff)
+        };
+        let mut removed = 0;
+        for entry in read_dir_or_empty(&self.root.join("tmp"))? {
+            let entry = entry?;
+            if old(&entry) {
+                fs::remove_file(entry.path())?;
+                removed += 1;
+            }
+        }
+        for prefix in read_dir_or_empty(&self.root.join("sha256"))? {
+            let prefix = prefix?;
+            if !prefix.file_type()?.is_dir() {
+                continue;
+            }
+            for entry in fs::read_dir(prefix.path())? {
+                let entry = entry?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if is_sha256(&name) && !referenced.contains(&name) && old(&entry) {
+                    fs::remove_file(entry.path())?;
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+fn read_dir_or_empty(dir: &Path) -> io::Result<Box<dyn Iterator<Item = io::Result<fs::DirEntry>>>> {
+    match fs::read_dir(dir) {
+        Ok(entries) => Ok(Box::new(entries)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Box::new(std::iter::empty())),
+        Err(e) => Err(e),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_read_range_and_dedupe() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let blobs = BlobStore::new(dir.path().join("a"));
+        let blob = blobs.put(b"hello world").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            blob.sha256,
+            "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
+        );
+        assert_eq!(blobs.put(b"hello world").ok(), Some(blob.clone()));
+        assert_eq!(blobs.read(&blob.sha256).ok(), Some(b"hello world".to_vec()));
+        assert_eq!(
+            blobs.read_range(&blob.sha256, 6, 100).ok(),
+            Some(b"world".to_vec())
+        );
+        assert!(blobs.read("../../etc/passwd").is_err());
+    }
+
+    #[test]
+    fn orphans_go_only_after_the_grace_period() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let blobs = BlobStore::new(dir.path());
+        let kept = blobs.put(b"kept").unwrap_or_else(|e| panic!("{e}"));
+        let orphan = blobs.put(b"orphan").unwrap_or_else(|e| panic!("{e}"));
+        let referenced: HashSet<String> = [kept.sha256.clone()].into();
+        let collect = |grace| blobs.collect_orphans(&referenced, grace).ok();
+        assert_eq!(collect(Duration::from_secs(3600)), Some(0));
+        assert!(blobs.read(&orphan.sha256).is_ok());
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(collect(Duration::from_millis(1)), Some(1));
+        assert!(blobs.read(&orphan.sha256).is_err());
+        assert!(blobs.read(&kept.sha256).is_ok());
+    }
+}
