@@ -13,6 +13,8 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Client, Method, Response};
 use serde_json::{Value, json};
 
+mod stream;
+
 /// Settings shared by every webhook call.
 #[derive(Debug, Clone)]
 pub struct RestConfig {
@@ -177,10 +179,15 @@ impl WebhookBackend {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let streaming = stream::Streaming::of(media_type.as_deref());
+        let reporter = streaming
+            .zip(call.chunks)
+            .map(|(streaming, sink)| stream::LineReporter::new(streaming, sink));
         let body = read_limited(
             response,
             self.config.max_response_bytes,
             endpoint.timeout_ms,
+            reporter,
         )
         .await?;
         if !status.is_success() {
@@ -201,6 +208,9 @@ impl WebhookBackend {
         }
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(ToolOutput::Json(Value::Null));
+        }
+        if streaming == Some(stream::Streaming::EventStream) {
+            return Ok(ToolOutput::Json(stream::Streaming::assemble_events(&body)));
         }
         match serde_json::from_slice(&body) {
             Ok(value) => Ok(ToolOutput::Json(value)),
@@ -279,10 +289,13 @@ fn headers(
     Ok(headers)
 }
 
+/// Reads the whole body, up to `limit` bytes, reporting its lines as they
+/// arrive when it streams and someone listens.
 async fn read_limited(
     mut response: Response,
     limit: usize,
     timeout_ms: u64,
+    mut reporter: Option<stream::LineReporter<'_>>,
 ) -> Result<Vec<u8>, ToolFailure> {
     let mut body = Vec::new();
     while let Some(chunk) = response
@@ -297,6 +310,12 @@ async fn read_limited(
             ));
         }
         body.extend_from_slice(&chunk);
+        if let Some(reporter) = &mut reporter {
+            reporter.advance(&body);
+        }
+    }
+    if let Some(reporter) = reporter {
+        reporter.finish(&body);
     }
     Ok(body)
 }

@@ -34,6 +34,17 @@ pub struct Invocation<'a> {
     pub actions: Option<&'a ActionInputs>,
     /// The upstream server of an MCP tool, as stored. `None` for other backends.
     pub mcp_server: Option<&'a crate::McpServer>,
+    /// Where to report output while the tool runs (a streamed response's
+    /// lines), before the final result; `None` when nobody listens.
+    pub chunks: Option<&'a dyn OutputChunks>,
+}
+
+/// Takes a running tool's output as it is produced. Reporting never blocks
+/// and never fails the call: chunks are for watchers, and the final result,
+/// assembled from the same output, is what is recorded.
+pub trait OutputChunks: Send + Sync + std::fmt::Debug {
+    /// One piece of output, in order.
+    fn chunk(&self, data: Value);
 }
 
 /// The resources and state a declarative tool runs with, loaded by the engine.

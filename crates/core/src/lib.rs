@@ -40,7 +40,9 @@ pub mod toolcall;
 
 pub use approval::{Approval, ApprovalPhase, StandingApproval};
 pub use artifact::{Artifact, ArtifactRef, ArtifactRole};
-pub use backend::{ActionInputs, Invocation, ToolBackend, ToolDiscovery, ToolFailure, ToolOutput};
+pub use backend::{
+    ActionInputs, Invocation, OutputChunks, ToolBackend, ToolDiscovery, ToolFailure, ToolOutput,
+};
 pub use checksum::checksum;
 pub use cost::{Budget, CallCost, ToolCost};
 pub use endpoint::Endpoint;

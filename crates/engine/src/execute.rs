@@ -144,6 +144,7 @@ impl Engine {
             .await?;
 
         let started = Instant::now();
+        let relay = self.relay_chunks(&call);
         let invocation = Invocation {
             namespace: &call.metadata.namespace,
             call_id: &call.metadata.name,
@@ -158,6 +159,9 @@ impl Engine {
                 .and_then(|s| s.idempotency_key.as_deref()),
             actions: action_inputs.as_ref(),
             mcp_server: mcp_server.as_ref(),
+            chunks: relay
+                .as_ref()
+                .map(|(relay, _)| relay as &dyn joch_core::OutputChunks),
         };
         let mut text_type = None;
         let result = backend
@@ -176,6 +180,11 @@ impl Engine {
                 }
             });
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if let Some((relay, relaying)) = relay {
+            // Every chunk event lands before the call's completion does.
+            drop(relay);
+            let _ = relaying.await;
+        }
         telemetry::backend_latency(
             kind,
             &tool.metadata.name,

@@ -20,6 +20,7 @@ mod audit;
 mod batches;
 mod cache;
 mod calls;
+mod chunks;
 mod context;
 mod costs;
 mod engine;

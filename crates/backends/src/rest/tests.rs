@@ -58,6 +58,7 @@ async fn invoke_with_key(
             idempotency_key,
             actions: None,
             mcp_server: None,
+            chunks: None,
         })
         .await
 }

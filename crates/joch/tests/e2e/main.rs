@@ -29,4 +29,5 @@ mod recovery;
 mod replay;
 mod replicas;
 mod resources;
+mod streaming;
 mod traces;
