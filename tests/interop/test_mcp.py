@@ -251,3 +251,29 @@ def test_joch_mcp_with_db_runs_the_engine_in_process(joch, tmp_path):
     finally:
         process.kill()
         process.wait()
+
+
+def test_upstream_progress_is_streamed_as_output_chunks(joch):
+    """The reference server reports progress when a call carries a progress
+    token: joch asks for it on calls that belong to an execution, and each
+    report becomes an `output_chunk` event before the call completes."""
+    joch.apply(stdio_everything())
+    call = {
+        "spec": {
+            "toolRef": {"name": "everything.trigger-long-running-operation"},
+            "executionRef": {"name": "long-run"},
+            "input": {"duration": 1, "steps": 3},
+        }
+    }
+    settled = joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/toolcalls", call)
+    assert settled["status"]["phase"] == "Succeeded", settled
+    assert "Steps: 3" in json.dumps(settled["status"]["output"])
+    events = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/executions/long-run/events")["items"]
+    kinds = [e["type"] for e in events]
+    chunks = [c for e in events if e["type"] == "output_chunk" for c in e["data"]["chunks"]]
+    # The last report races the result itself (rmcp handles the two
+    # concurrently); chunks are for watchers, the result is the record.
+    assert [c["progress"] for c in chunks] in ([1, 2], [1, 2, 3]), events
+    assert all(c["total"] == 3 for c in chunks)
+    last_chunk = max(i for i, k in enumerate(kinds) if k == "output_chunk")
+    assert last_chunk < kinds.index("tool_completed"), kinds

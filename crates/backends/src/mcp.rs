@@ -17,16 +17,23 @@ use joch_core::{
 };
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Value, json};
 
+mod progress;
+
+use progress::ProgressRoutes;
+
 /// How long opening a connection (spawn or HTTP, then the MCP handshake) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
-type Client = RunningService<RoleClient, ()>;
+type Client = RunningService<RoleClient, ProgressRoutes>;
 
 /// The `mcp` backend: calls tools of upstream MCP servers and lists them.
 #[derive(Default)]
@@ -34,6 +41,8 @@ pub struct McpClients {
     /// One slot per server (`namespace/name`); the slot's lock makes
     /// concurrent first calls share one connection instead of racing.
     slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Connection>>>>>,
+    /// Where every connection's progress notifications go.
+    progress: ProgressRoutes,
 }
 
 struct Connection {
@@ -68,7 +77,7 @@ impl McpClients {
         if let Some(stale) = slot.take() {
             stale.client.cancellation_token().cancel();
         }
-        let client = Arc::new(connect(server).await?);
+        let client = Arc::new(connect(server, self.progress.clone()).await?);
         *slot = Some(Connection {
             spec: server.spec.clone(),
             client: client.clone(),
@@ -126,7 +135,7 @@ impl McpClients {
     }
 }
 
-async fn connect(server: &McpServer) -> Result<Client, CallError> {
+async fn connect(server: &McpServer, progress: ProgressRoutes) -> Result<Client, CallError> {
     let name = &server.metadata.name;
     let unavailable = |what: String| {
         CallError::new(
@@ -145,7 +154,9 @@ async fn connect(server: &McpServer) -> Result<Client, CallError> {
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .map_err(|e| unavailable(format!("cannot start {:?}: {e}", stdio.command)))?;
-            ().serve(transport)
+            progress
+                .clone()
+                .serve(transport)
                 .await
                 .map_err(|e| unavailable(e.to_string()))
         } else if let Some(http) = &server.spec.http {
@@ -171,7 +182,8 @@ async fn connect(server: &McpServer) -> Result<Client, CallError> {
                 .build()
                 .map_err(|e| unavailable(e.to_string()))?;
             let transport = StreamableHttpClientTransport::with_client(client, config);
-            ().serve(transport)
+            progress
+                .serve(transport)
                 .await
                 .map_err(|e| unavailable(e.to_string()))
         } else {
@@ -207,7 +219,19 @@ impl ToolBackend for McpClients {
         let request = CallToolRequestParams::new(backend.tool.clone())
             .with_arguments(invocation.args.clone());
         let timeout = Duration::from_millis(server.spec.timeout_ms);
-        let answer = match tokio::time::timeout(timeout, client.call_tool(request)).await {
+        let outcome = match invocation.chunks {
+            None => tokio::time::timeout(timeout, client.call_tool(request)).await,
+            // Someone watches this call: pass on the progress the server
+            // reports against the request's token as it comes.
+            Some(sink) => {
+                tokio::time::timeout(
+                    timeout,
+                    call_reporting_progress(&client, &self.progress, request, sink),
+                )
+                .await
+            }
+        };
+        let answer = match outcome {
             Ok(Ok(result)) => result,
             Ok(Err(e)) => return Err(self.failed(server, &client, e).await),
             Err(_) => {
@@ -273,4 +297,36 @@ fn first_text(result: &Value) -> Option<String> {
         .and_then(|block| block.get("text"))
         .and_then(Value::as_str)
         .map(str::to_owned)
+}
+
+/// `tools/call`, passing each progress notification the server sends for
+/// it to `sink` while it runs. (rmcp gives every request its own progress
+/// token, so the request is sent first and its token routed then; a report
+/// sent before that is missed, which costs a chunk, never the result.)
+async fn call_reporting_progress(
+    client: &Client,
+    routes: &ProgressRoutes,
+    params: CallToolRequestParams,
+    sink: &dyn joch_core::OutputChunks,
+) -> Result<CallToolResult, ServiceError> {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let handle = client
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await?;
+    let (_route, mut progress) = routes.route(&handle.progress_token);
+    let response = handle.await_response();
+    tokio::pin!(response);
+    let response = loop {
+        tokio::select! {
+            response = &mut response => break response,
+            Some(chunk) = progress.recv() => sink.chunk(chunk),
+        }
+    };
+    while let Ok(chunk) = progress.try_recv() {
+        sink.chunk(chunk);
+    }
+    match response? {
+        ServerResult::CallToolResult(result) => Ok(result),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
 }
