@@ -207,9 +207,17 @@ pub(crate) fn document() -> OpenApi {
         )
         .path(
             "/v1/namespaces/{ns}/executions/{name}/artifacttools",
-            get_item(
-                "The artifact tools an execution offers, callId an enum of its handles",
-                "artifacts",
+            PathItem::new(
+                HttpMethod::Get,
+                with_path(
+                    operation(
+                        "The artifact tools an execution offers, callId an enum of its handles",
+                        "artifacts",
+                    ),
+                    &["ns", "name"],
+                )
+                // `{tools: [{name, description, inputSchema}]}`
+                .response("200", ok(any_object())),
             ),
         )
         .path(
