@@ -147,21 +147,7 @@ async fn an_approval_decided_on_another_replica_answers_the_waiting_caller() {
             joch[0].post_call(call).await
         })
     };
-    let approval = loop {
-        let (_, list) = joch[1].get(&format!("/v1/namespaces/{NS}/approvals")).await;
-        if let Some(name) = list["items"][0]["metadata"]["name"].as_str() {
-            break name.to_owned();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let (status, decided) = joch[1]
-        .send(
-            Method::POST,
-            &format!("/v1/namespaces/{NS}/approvals/{approval}/approve"),
-            Some(json!({"approvedBy": "bob"})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{decided}");
+    approve_the_pending_call(&joch[1], "bob").await;
     let (status, call) = tokio::time::timeout(Duration::from_secs(10), caller)
         .await
         .expect("the caller on A heard the decision made on B")
@@ -203,8 +189,21 @@ async fn an_approval_decided_on_another_replica_answers_the_waiting_caller() {
     assert_eq!(status, StatusCode::ACCEPTED, "{paused}");
     assert_eq!(paused["status"]["phase"], "AwaitingApproval", "{paused}");
     joch[0].kill();
+    approve_the_pending_call(&joch[1], "carol").await;
+    let (status, retried) = joch[2]
+        .post_call(keyed("ticket.create", "ship-2", json!({"n": 2})))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{retried}");
+    assert_eq!(retried["metadata"]["name"], paused["metadata"]["name"]);
+    assert_eq!(retried["status"]["phase"], "Succeeded", "{retried}");
+    assert_eq!(webhook.recorded().len(), 2, "each approved call ran once");
+    joch.clear();
+}
+
+/// Waits for an approval to be pending, as `joch` lists it, and approves it there.
+async fn approve_the_pending_call(joch: &Joch, by: &str) {
     let approval = loop {
-        let (_, list) = joch[1].get(&format!("/v1/namespaces/{NS}/approvals")).await;
+        let (_, list) = joch.get(&format!("/v1/namespaces/{NS}/approvals")).await;
         let pending = list["items"]
             .as_array()
             .unwrap()
@@ -216,22 +215,14 @@ async fn an_approval_decided_on_another_replica_answers_the_waiting_caller() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let (status, decided) = joch[1]
+    let (status, decided) = joch
         .send(
             Method::POST,
             &format!("/v1/namespaces/{NS}/approvals/{approval}/approve"),
-            Some(json!({"approvedBy": "carol"})),
+            Some(json!({"approvedBy": by})),
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{decided}");
-    let (status, retried) = joch[2]
-        .post_call(keyed("ticket.create", "ship-2", json!({"n": 2})))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{retried}");
-    assert_eq!(retried["metadata"]["name"], paused["metadata"]["name"]);
-    assert_eq!(retried["status"]["phase"], "Succeeded", "{retried}");
-    assert_eq!(webhook.recorded().len(), 2, "each approved call ran once");
-    joch.clear();
 }
 
 /// Sends one keyed call, retrying on the next replica whenever the one
