@@ -165,6 +165,34 @@ async fn a_closed_store_is_unavailable() {
     databases.drop_all().await;
 }
 
+/// `scripts/postgres` serves TLS with a self-signed certificate: a URL that
+/// requires TLS gets an encrypted connection.
+#[tokio::test]
+async fn a_url_that_requires_tls_gets_it() {
+    let Some(server) = server("a_url_that_requires_tls_gets_it") else {
+        return;
+    };
+    let databases = Databases::new(server);
+    let url = databases.create().await;
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let store = PostgresStore::connect(
+        &format!("{url}{separator}sslmode=require"),
+        PostgresOptions::default(),
+    )
+    .await
+    .expect("connect over TLS");
+    let encrypted: bool =
+        sqlx_core::query::query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_one(&store.pool)
+            .await
+            .and_then(|row| sqlx_core::row::Row::try_get(&row, 0))
+            .expect("read pg_stat_ssl");
+    assert!(encrypted, "the connection is not encrypted");
+    store.ping().await.expect("ping");
+    drop(store);
+    databases.drop_all().await;
+}
+
 /// Needs no server: nothing listens on port 1.
 #[tokio::test]
 async fn an_unreachable_server_is_unavailable_and_its_password_unsaid() {
