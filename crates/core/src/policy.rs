@@ -134,6 +134,23 @@ pub struct Rule {
     pub approver_reason: Option<String>,
 }
 
+/// The first segment of every key a `when` may test: the facts the engine
+/// gives policies (see `engine/policy/facts.rs`).
+pub const FACT_ROOTS: &[&str] = &[
+    "hook",
+    "tool",
+    "agent",
+    "execution",
+    "caller",
+    "input",
+    "output",
+    "toolCallCount",
+    "replay",
+    "override",
+    "cost",
+    "labels",
+];
+
 /// `rule.when`: dotted keys of the call, each matched against a value, plus
 /// an optional CEL expression.
 ///
@@ -280,6 +297,16 @@ impl Object for Policy {
         }
         for (i, rule) in self.spec.rules.iter().enumerate() {
             let at = format!("spec.rules[{i}]");
+            for key in rule.when.keys.keys() {
+                let root = key.split('.').next().unwrap_or_default();
+                if !FACT_ROOTS.contains(&root) {
+                    // A typo would otherwise never match, silently.
+                    errors.push(field(
+                        &format!("{at}.when.{key}"),
+                        &format!("no fact {root:?}; the facts are {}", FACT_ROOTS.join(", ")),
+                    ));
+                }
+            }
             match (&rule.action, &rule.require) {
                 (None, None) => errors.push(field(&at, "needs an action or a require")),
                 (Some(_), Some(_)) => {
@@ -391,5 +418,21 @@ mod tests {
             "spec.rules[0]"
         );
         assert_eq!(bad(json!([])), "spec.rules");
+        assert_eq!(
+            bad(json!([{"when": {"args.who": "x"}, "action": "allow"}])),
+            "spec.rules[0].when.args.who"
+        );
+    }
+
+    #[test]
+    fn every_fact_root_is_accepted() {
+        for root in FACT_ROOTS {
+            let p: Policy = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {
+                "version": "1",
+                "rules": [{"when": {format!("{root}.x"): 1}, "action": "allow"}]
+            }}))
+            .unwrap();
+            assert_eq!(p.validate(), Ok(()), "{root}");
+        }
     }
 }
