@@ -2,11 +2,14 @@
 //! execution's timeline, in order, before its `tool_completed`.
 //!
 //! A backend reports chunks synchronously (it must not wait on the store),
-//! so they queue here and one task per call appends them. Chunks that
-//! arrive while an append is in flight share the next event, so a fast
-//! stream costs few store writes; each event and each call's total are
-//! bounded, and what is left out is counted, not lost: the final result
-//! holds everything.
+//! so they queue here and one task per call appends them; the task starts
+//! with the first chunk, so a call whose backend never streams costs
+//! nothing. Chunks that arrive while an append is in flight share the next
+//! event, so a fast stream costs few store writes; each event and each
+//! call's total are bounded, and what is left out is counted, not lost:
+//! the final result holds everything.
+
+use std::sync::Mutex;
 
 use joch_core::{OutputChunks, ToolCall};
 use serde_json::{Value, json};
@@ -20,54 +23,112 @@ const EVENT_BYTES: usize = 64 * 1024;
 /// Most `output_chunk` events one call appends.
 const EVENTS_PER_CALL: usize = 1000;
 
-/// The backend's side: queues chunks for the relay task.
-#[derive(Debug)]
-pub(crate) struct ChunkRelay(mpsc::UnboundedSender<Value>);
+/// Where a call's chunks go: its execution's timeline.
+#[derive(Clone)]
+struct Timeline {
+    engine: Engine,
+    namespace: String,
+    execution: String,
+    tool: String,
+    call: String,
+}
+
+/// The backend's side: queues chunks for the task appending them.
+pub(crate) struct ChunkRelay {
+    timeline: Timeline,
+    started: Mutex<Option<(mpsc::UnboundedSender<Value>, JoinHandle<()>)>>,
+}
+
+impl std::fmt::Debug for ChunkRelay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkRelay")
+            .field("call", &self.timeline.call)
+            .finish_non_exhaustive()
+    }
+}
 
 impl OutputChunks for ChunkRelay {
     fn chunk(&self, data: Value) {
-        let _ = self.0.send(data);
+        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        let (queue, _) = started.get_or_insert_with(|| append(self.timeline.clone()));
+        let _ = queue.send(data);
+    }
+}
+
+impl ChunkRelay {
+    /// Waits until every chunk reported is written.
+    pub(crate) async fn finish(self) {
+        let started = self.started.into_inner().unwrap_or_else(|e| e.into_inner());
+        if let Some((queue, task)) = started {
+            drop(queue);
+            let _ = task.await;
+        }
     }
 }
 
 impl Engine {
-    /// A relay for `call`'s chunks and the task appending them, which ends
-    /// once the relay is dropped and everything queued is written. `None`
-    /// for a call outside an execution: it has no timeline to show them on.
-    pub(crate) fn relay_chunks(&self, call: &ToolCall) -> Option<(ChunkRelay, JoinHandle<()>)> {
-        call.spec.execution_ref.as_ref()?;
-        let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
-        let (engine, call) = (self.clone(), call.clone());
-        let task = tokio::spawn(async move {
-            let (mut index, mut events, mut omitted) = (0usize, 0usize, 0usize);
-            while let Some(first) = rx.recv().await {
-                let mut batch = vec![first];
-                let mut size = 0;
-                while size < EVENT_BYTES {
-                    match rx.try_recv() {
-                        Ok(next) => {
-                            size += next.to_string().len();
-                            batch.push(next);
-                        }
-                        Err(_) => break,
+    /// A relay for `call`'s chunks; `None` for a call outside an execution:
+    /// it has no timeline to show them on.
+    pub(crate) fn relay_chunks(&self, call: &ToolCall) -> Option<ChunkRelay> {
+        let execution = call.spec.execution_ref.as_ref()?;
+        Some(ChunkRelay {
+            timeline: Timeline {
+                engine: self.clone(),
+                namespace: call.metadata.namespace.clone(),
+                execution: execution.name.clone(),
+                tool: call.tool_name().to_owned(),
+                call: call.metadata.name.clone(),
+            },
+            started: Mutex::new(None),
+        })
+    }
+}
+
+/// The task appending what arrives on the returned queue, until it closes.
+fn append(timeline: Timeline) -> (mpsc::UnboundedSender<Value>, JoinHandle<()>) {
+    let (queue, mut rx) = mpsc::unbounded_channel::<Value>();
+    let task = tokio::spawn(async move {
+        let (mut index, mut events, mut omitted) = (0usize, 0usize, 0usize);
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            let mut size = 0;
+            while size < EVENT_BYTES {
+                match rx.try_recv() {
+                    Ok(next) => {
+                        size += next.to_string().len();
+                        batch.push(next);
                     }
-                }
-                if events == EVENTS_PER_CALL {
-                    omitted += batch.len();
-                    continue;
-                }
-                let data = json!({"index": index, "chunks": batch});
-                index += batch.len();
-                events += 1;
-                if let Err(e) = engine.emit_for(&call, "output_chunk", data).await {
-                    tracing::warn!(call = %call.metadata.name, error = %e, "cannot record output chunks");
+                    Err(_) => break,
                 }
             }
-            if omitted > 0 {
-                let data = json!({"index": index, "chunks": [], "omitted": omitted});
-                let _ = engine.emit_for(&call, "output_chunk", data).await;
+            if events == EVENTS_PER_CALL {
+                omitted += batch.len();
+                continue;
             }
-        });
-        Some((ChunkRelay(tx), task))
+            let data = json!({"index": index, "chunks": batch});
+            index += batch.len();
+            events += 1;
+            timeline.emit(data).await;
+        }
+        if omitted > 0 {
+            timeline
+                .emit(json!({"index": index, "chunks": [], "omitted": omitted}))
+                .await;
+        }
+    });
+    (queue, task)
+}
+
+impl Timeline {
+    async fn emit(&self, mut data: Value) {
+        data["tool_name"] = json!(self.tool);
+        data["tool_call_id"] = json!(self.call);
+        let written = self
+            .engine
+            .emit(&self.namespace, &self.execution, "output_chunk", data)
+            .await;
+        if let Err(e) = written {
+            tracing::warn!(call = %self.call, error = %e, "cannot record output chunks");
+        }
     }
 }

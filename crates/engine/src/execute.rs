@@ -161,7 +161,7 @@ impl Engine {
             mcp_server: mcp_server.as_ref(),
             chunks: relay
                 .as_ref()
-                .map(|(relay, _)| relay as &dyn joch_core::OutputChunks),
+                .map(|relay| relay as &dyn joch_core::OutputChunks),
         };
         let mut text_type = None;
         let result = backend
@@ -180,10 +180,9 @@ impl Engine {
                 }
             });
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        if let Some((relay, relaying)) = relay {
+        if let Some(relay) = relay {
             // Every chunk event lands before the call's completion does.
-            drop(relay);
-            let _ = relaying.await;
+            relay.finish().await;
         }
         telemetry::backend_latency(
             kind,
