@@ -93,13 +93,20 @@ fn approval_body(approval: &Approval) -> String {
 }
 
 impl Engine {
-    /// Stores a settled call with its audit entry, in one write.
+    /// Stores a settled call with its audit entry, in one write: its first,
+    /// for a call written only once it settled (see `calls::Intent`).
     pub(crate) async fn store_settled(&self, call: &mut ToolCall) -> Result<(), EngineError> {
         let body = call_body(call);
-        self.inner
-            .store
-            .update_object_audited(call, body, Durability::Sync)
-            .await?;
+        let store = &self.inner.store;
+        if call.metadata.resource_version.is_empty() {
+            store
+                .create_object_audited(call, body, Durability::Sync)
+                .await?;
+        } else {
+            store
+                .update_object_audited(call, body, Durability::Sync)
+                .await?;
+        }
         Ok(())
     }
 

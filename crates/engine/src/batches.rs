@@ -12,7 +12,7 @@ use joch_store::{Durability, StoreErrorKind};
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use crate::calls::{Admission, CallOutcome, Recorded, Rejection};
+use crate::calls::{Admission, CallOutcome, Intent, Recorded, Rejection};
 use crate::telemetry;
 use crate::{Engine, EngineError};
 
@@ -78,7 +78,7 @@ impl Engine {
                 .labels
                 .insert(BATCH_LABEL.to_owned(), number.to_string());
             match self
-                .record(namespace, call, Durability::Deferred, stopped.as_deref())
+                .record(namespace, call, Intent::WhenSettled, stopped.as_deref())
                 .await?
             {
                 Admission::KeyHeldBy(holder) => slots.push(Slot::Replayed(holder)),

@@ -6,6 +6,11 @@
 //! other write may ride along unsynced. A read-only or idempotent call thus
 //! costs one sync (its result), a risky call two (Running, then its result),
 //! and both share each sync with every other call in flight (group commit).
+//!
+//! A call whose caller waits for its outcome, and that needs no durable
+//! intent (it will not run, or its tool may safely run twice) and no key
+//! claim, is written once, when it settles, instead of three times
+//! (Pending, Running, settled): see [`Intent`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,6 +132,21 @@ impl Rejection {
     }
 }
 
+/// When a call's record is first written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Intent {
+    /// At admission, with this durability: the caller reads the record
+    /// back before the call ends (`submit`), or the call must be stored
+    /// before anything else happens (hook mode).
+    Now(Durability),
+    /// The caller waits for the outcome. A call that needs no durable
+    /// intent and claims no key is written when it settles, or as `Running`
+    /// once it has run for the engine's `intent_grace` (so a slow call can
+    /// be seen, and found after a crash); any other is written at
+    /// admission, unsynced.
+    WhenSettled,
+}
+
 /// Either a new record, or the call already holding the idempotency key.
 pub(crate) enum Admission {
     New(Box<Recorded>),
@@ -155,7 +175,7 @@ impl Engine {
         call: ToolCall,
     ) -> Result<CallOutcome, EngineError> {
         match self
-            .record(namespace, call, Durability::Deferred, None)
+            .record(namespace, call, Intent::WhenSettled, None)
             .await?
         {
             Admission::New(recorded) if recorded.call.status.phase == Phase::AwaitingApproval => {
@@ -187,7 +207,10 @@ impl Engine {
         if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
             return self.call_artifact_tool(namespace, call).await;
         }
-        let recorded = match self.record(namespace, call, Durability::Sync, None).await? {
+        let recorded = match self
+            .record(namespace, call, Intent::Now(Durability::Sync), None)
+            .await?
+        {
             Admission::New(recorded) => *recorded,
             Admission::KeyHeldBy(holder) => {
                 let existing = self.key_holder(namespace, &holder).await?;
@@ -226,12 +249,14 @@ impl Engine {
         &self,
         namespace: &str,
         mut call: ToolCall,
-        durability: Durability,
+        intent: Intent,
         skip: Option<&str>,
     ) -> Result<Admission, EngineError> {
         if call.metadata.name.is_empty() {
             call.metadata.name = uuid::Uuid::new_v4().to_string();
         }
+        // Set by the store when it writes the call: empty means not yet written.
+        call.metadata.resource_version.clear();
         admit(namespace, &mut call, None)?;
         // Only joch marks a call as an artifact tool's (see artifact_tools.rs).
         call.spec.from_artifact_tool = false;
@@ -456,6 +481,11 @@ impl Engine {
             _ => Map::new(),
         };
 
+        let awaits_approval = deferral.is_some() && rejection.is_none();
+        let durability = match intent {
+            Intent::Now(durability) => durability,
+            Intent::WhenSettled => Durability::Deferred,
+        };
         let durability = match (&deferral, &rejection) {
             (Some(_), None) => {
                 call.transition(Phase::AwaitingApproval)?;
@@ -470,7 +500,12 @@ impl Engine {
         };
         call.status.replica.clone_from(&self.inner.config.replica);
         let store = &self.inner.store;
+        let written_when_settled = intent == Intent::WhenSettled
+            && key.is_none()
+            && !awaits_approval
+            && (rejection.is_some() || effects.is_repeatable());
         let created = match key {
+            None if written_when_settled => Ok(()),
             None => store.create_object(&mut call, durability).await,
             Some(key) => {
                 let window = self.idempotency_window(namespace).await?;

@@ -46,6 +46,11 @@ pub struct EngineConfig {
     /// Where artifact contents are kept (the binary's default:
     /// `<db>.artifacts`); `None` keeps no artifacts: every result inline.
     pub artifacts_dir: Option<std::path::PathBuf>,
+    /// How long a call that needs no durable intent may run before its
+    /// `Running` record is written (default 100 ms); one that settles
+    /// sooner is written once, settled. Zero writes every call as it
+    /// starts. See `calls::Intent`.
+    pub intent_grace: Duration,
 }
 
 impl Default for EngineConfig {
@@ -61,6 +66,7 @@ impl Default for EngineConfig {
             jwt: None,
             replica: None,
             artifacts_dir: None,
+            intent_grace: Duration::from_millis(100),
         }
     }
 }

@@ -138,10 +138,13 @@ impl Engine {
         } else {
             Durability::Sync
         };
-        self.inner
-            .store
-            .update_object(&mut call, durability)
-            .await?;
+        let written = !call.metadata.resource_version.is_empty();
+        if written {
+            self.inner
+                .store
+                .update_object(&mut call, durability)
+                .await?;
+        }
 
         let started = Instant::now();
         let relay = self.relay_chunks(&call);
@@ -164,21 +167,27 @@ impl Engine {
                 .map(|relay| relay as &dyn joch_core::OutputChunks),
         };
         let mut text_type = None;
-        let result = backend
+        let invoke = backend
             .invoke_output(invocation)
-            .instrument(tracing::info_span!("backend", backend = kind))
-            .await
-            .map(|output| match output {
-                ToolOutput::Json(value) => value,
-                ToolOutput::Bytes { media_type, bytes } if is_media_type(&media_type) => {
-                    crate::artifacts::media_result(&media_type, &bytes)
-                }
-                // Text that is not JSON (JSON lines, CSV, logs) is a string result.
-                ToolOutput::Bytes { media_type, bytes } => {
-                    text_type = Some(media_type);
-                    Value::String(String::from_utf8_lossy(&bytes).into_owned())
-                }
-            });
+            .instrument(tracing::info_span!("backend", backend = kind));
+        let (result, version) = match written {
+            true => (invoke.await, None),
+            false => self.invoke_unwritten(&call, invoke).await,
+        };
+        if let Some(version) = version {
+            call.metadata.resource_version = version;
+        }
+        let result = result.map(|output| match output {
+            ToolOutput::Json(value) => value,
+            ToolOutput::Bytes { media_type, bytes } if is_media_type(&media_type) => {
+                crate::artifacts::media_result(&media_type, &bytes)
+            }
+            // Text that is not JSON (JSON lines, CSV, logs) is a string result.
+            ToolOutput::Bytes { media_type, bytes } => {
+                text_type = Some(media_type);
+                Value::String(String::from_utf8_lossy(&bytes).into_owned())
+            }
+        });
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if let Some(relay) = relay {
             // Every chunk event lands before the call's completion does.
@@ -214,6 +223,38 @@ impl Engine {
             result,
         )
         .await
+    }
+
+    /// Runs the backend of a call not yet written (see `calls::Intent`): a
+    /// call still running after `intent_grace` is written as `Running` then,
+    /// unsynced (its tool may run twice), so it can be seen while it runs
+    /// and recovered after a crash. Returns the written version, if any.
+    async fn invoke_unwritten<T>(
+        &self,
+        call: &ToolCall,
+        invoke: impl Future<Output = T>,
+    ) -> (T, Option<String>) {
+        let mut invoke = std::pin::pin!(invoke);
+        tokio::select! {
+            biased;
+            done = &mut invoke => return (done, None),
+            () = tokio::time::sleep(self.inner.config.intent_grace) => {}
+        }
+        let mut running = call.clone();
+        let write = self
+            .inner
+            .store
+            .create_object(&mut running, Durability::Deferred);
+        let (done, written) = tokio::join!(invoke, write);
+        match written {
+            Ok(()) => (done, Some(running.metadata.resource_version)),
+            Err(e) => {
+                // The settled record is written regardless; this one only
+                // made the call visible early.
+                tracing::warn!(call = %call.metadata.name, error = %e, "the running call's record was not written");
+                (done, None)
+            }
+        }
     }
 
     /// Settles a call with its tool's result (from a backend, or reported by

@@ -13,7 +13,7 @@ use joch_store::{Durability, ListQuery};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use crate::calls::{Admission, CallOutcome};
+use crate::calls::{Admission, CallOutcome, Intent};
 use crate::engine::now;
 use crate::execute::Concluding;
 use crate::policy::Facts;
@@ -94,7 +94,7 @@ impl Engine {
         deferred: Deferred,
     ) -> Result<HookVerdict, EngineError> {
         let name = match self
-            .record(namespace, call, Durability::Deferred, None)
+            .record(namespace, call, Intent::Now(Durability::Deferred), None)
             .await?
         {
             Admission::New(recorded) => {

@@ -202,6 +202,17 @@ pub trait Store: Send + Sync + 'static {
         durability: Durability,
     ) -> Result<(), StoreError>;
 
+    /// Inserts a new object and appends `audit` to its namespace's audit
+    /// chain in the same write: both land, or neither (`AlreadyExists` if
+    /// the name is taken). Returns the entry's number. For a record written
+    /// once, already settled.
+    async fn create_audited(
+        &self,
+        record: Record,
+        audit: String,
+        durability: Durability,
+    ) -> Result<u64, StoreError>;
+
     /// Removes claims that expired before `now_ms`; returns how many.
     async fn purge_expired_keys(&self, now_ms: i64) -> Result<usize, StoreError>;
 

@@ -35,6 +35,48 @@ where
     count_follows_the_index_columns(&*new_store().await).await;
     costs_sum_by_group_window_and_currency(&*new_store().await).await;
     audit_entries_chain_per_namespace(&*new_store().await).await;
+    an_audited_create_lands_with_its_entry_or_not_at_all(&*new_store().await).await;
+}
+
+/// A record written once, settled, lands with its audit entry; a taken
+/// name writes neither.
+pub async fn an_audited_create_lands_with_its_entry_or_not_at_all(store: &dyn Store) {
+    let seq = store
+        .create_audited(
+            record("ToolCall", "ns", "c1"),
+            "first".to_owned(),
+            Durability::Sync,
+        )
+        .await
+        .expect("create");
+    assert_eq!(seq, 1);
+    assert_eq!(
+        store.get("ToolCall", "ns", "c1").await.expect("get").body,
+        record("ToolCall", "ns", "c1").body
+    );
+    let taken = store
+        .create_audited(
+            record("ToolCall", "ns", "c1"),
+            "again".to_owned(),
+            Durability::Sync,
+        )
+        .await;
+    assert!(
+        matches!(taken, Err(StoreError::AlreadyExists { .. })),
+        "{taken:?}"
+    );
+    let seq = store
+        .create_audited(
+            record("ToolCall", "ns", "c2"),
+            "second".to_owned(),
+            Durability::Sync,
+        )
+        .await
+        .expect("create");
+    assert_eq!(seq, 2, "the refused create appended nothing");
+    let chain = store.list_audit("ns", 0, 10).await.expect("list");
+    let bodies: Vec<&str> = chain.iter().map(|e| e.body.as_str()).collect();
+    assert_eq!(bodies, ["first", "second"]);
 }
 
 /// Audit entries are numbered per namespace, each linked to the one before

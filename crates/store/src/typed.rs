@@ -40,6 +40,24 @@ impl dyn Store {
             .await
     }
 
+    /// Stores a new object as version 1 together with its audit entry.
+    pub async fn create_object_audited<T: Object>(
+        &self,
+        object: &mut T,
+        audit: String,
+        durability: Durability,
+    ) -> Result<u64, StoreError> {
+        object.metadata_mut().resource_version = "1".to_owned();
+        let result = match record_of(object) {
+            Ok(record) => self.create_audited(record, audit, durability).await,
+            Err(e) => Err(e),
+        };
+        if result.is_err() {
+            object.metadata_mut().resource_version.clear();
+        }
+        result
+    }
+
     /// Replaces the stored object if its `resourceVersion` is still the one
     /// `object` carries, then advances `object`'s version. On error `object`
     /// is left as it was.

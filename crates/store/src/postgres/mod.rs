@@ -165,6 +165,15 @@ impl Store for PostgresStore {
         writes::create(&self.pool, &record, Some(&claim)).await
     }
 
+    async fn create_audited(
+        &self,
+        record: Record,
+        audit: String,
+        _: Durability,
+    ) -> Result<u64, StoreError> {
+        writes::create_audited(&self.pool, &record, &audit).await
+    }
+
     async fn purge_expired_keys(&self, now_ms: i64) -> Result<usize, StoreError> {
         writes::purge_keys(&self.pool, now_ms).await
     }

@@ -167,6 +167,22 @@ pub(super) async fn update(
     replace(&mut conn, record, expected_version).await
 }
 
+/// Like [`create`] without a claim, and appends `audit` to the namespace's
+/// chain in the same transaction.
+pub(super) async fn create_audited(
+    pool: &PgPool,
+    record: &Record,
+    audit: &str,
+) -> Result<u64, StoreError> {
+    let mut tx = pool.begin().await.map_err(unavailable)?;
+    let linked = async {
+        insert(&mut *tx, record).await?;
+        link_audit(&mut tx, &record.namespace, audit).await
+    }
+    .await;
+    finish(tx, linked).await
+}
+
 /// Like [`update`], and appends `audit` to the namespace's chain in the same
 /// transaction.
 pub(super) async fn update_audited(

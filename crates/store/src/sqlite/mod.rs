@@ -94,9 +94,12 @@ fn unavailable(e: rusqlite::Error) -> StoreError {
 #[async_trait]
 impl Store for SqliteStore {
     async fn create(&self, record: Record, durability: Durability) -> Result<(), StoreError> {
-        self.write(Write::Create(record, None), durability)
-            .await
-            .map(drop)
+        let write = Write::Create {
+            record,
+            claim: None,
+            audit: None,
+        };
+        self.write(write, durability).await.map(drop)
     }
 
     async fn create_claimed(
@@ -105,9 +108,26 @@ impl Store for SqliteStore {
         claim: IdempotencyClaim,
         durability: Durability,
     ) -> Result<(), StoreError> {
-        self.write(Write::Create(record, Some(claim)), durability)
-            .await
-            .map(drop)
+        let write = Write::Create {
+            record,
+            claim: Some(claim),
+            audit: None,
+        };
+        self.write(write, durability).await.map(drop)
+    }
+
+    async fn create_audited(
+        &self,
+        record: Record,
+        audit: String,
+        durability: Durability,
+    ) -> Result<u64, StoreError> {
+        let write = Write::Create {
+            record,
+            claim: None,
+            audit: Some(audit),
+        };
+        appended(self.write(write, durability).await?)
     }
 
     async fn purge_expired_keys(&self, now_ms: i64) -> Result<usize, StoreError> {
@@ -152,12 +172,7 @@ impl Store for SqliteStore {
             expected_version,
             audit: Some(audit),
         };
-        match self.write(write, durability).await? {
-            Written::Appended(seq) => Ok(seq),
-            _ => Err(StoreError::Unavailable(
-                "an audited update returned no sequence".to_owned(),
-            )),
-        }
+        appended(self.write(write, durability).await?)
     }
 
     async fn delete(
@@ -275,3 +290,13 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests;
+
+/// The entry number an audited write returns.
+fn appended(written: Written) -> Result<u64, StoreError> {
+    match written {
+        Written::Appended(seq) => Ok(seq),
+        _ => Err(StoreError::Unavailable(
+            "an audited write returned no sequence".to_owned(),
+        )),
+    }
+}

@@ -17,7 +17,12 @@ const MAX_BATCH: usize = 512;
 const QUEUE: usize = 4096;
 
 pub(super) enum Write {
-    Create(Record, Option<IdempotencyClaim>),
+    Create {
+        record: Record,
+        claim: Option<IdempotencyClaim>,
+        /// An audit entry to append in the same write.
+        audit: Option<String>,
+    },
     PurgeKeys {
         now_ms: i64,
     },
@@ -132,11 +137,16 @@ fn apply_atomically(
 
 fn apply(conn: &Connection, write: &Write) -> Result<Written, StoreError> {
     match write {
-        Write::Create(record, claim) => {
+        Write::Create {
+            record,
+            claim,
+            audit,
+        } => {
             if let Some(claim) = claim {
                 rows::claim_key(conn, &record.namespace, &record.name, claim)?;
             }
-            rows::insert(conn, record).map(|()| Written::Nothing)
+            rows::insert(conn, record)?;
+            audited(conn, &record.namespace, audit.as_deref())
         }
         Write::Update {
             record,
@@ -144,12 +154,7 @@ fn apply(conn: &Connection, write: &Write) -> Result<Written, StoreError> {
             audit,
         } => {
             rows::update(conn, record, *expected_version)?;
-            match audit {
-                Some(body) => {
-                    rows::append_audit(conn, &record.namespace, body).map(Written::Appended)
-                }
-                None => Ok(Written::Nothing),
-            }
+            audited(conn, &record.namespace, audit.as_deref())
         }
         Write::Delete {
             kind,
@@ -163,5 +168,12 @@ fn apply(conn: &Connection, write: &Write) -> Result<Written, StoreError> {
         Write::AppendAudit { namespace, body } => {
             rows::append_audit(conn, namespace, body).map(Written::Appended)
         }
+    }
+}
+
+fn audited(conn: &Connection, namespace: &str, audit: Option<&str>) -> Result<Written, StoreError> {
+    match audit {
+        Some(body) => rows::append_audit(conn, namespace, body).map(Written::Appended),
+        None => Ok(Written::Nothing),
     }
 }
