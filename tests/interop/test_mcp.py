@@ -559,3 +559,29 @@ def test_the_question_is_withdrawn_when_an_approver_decides_first(joch):
     assert result.content[0].text == "Echo: may I?"
     (record,) = joch.calls(tool="everything.echo")
     assert record["spec"]["approval"]["approvedBy"] == "alice"
+
+
+def test_joch_mcp_on_stdio_passes_the_question_on_to_its_client(joch):
+    joch.apply(stdio_everything())
+    joch.apply(ask_user_policy(["everything.echo"]))
+    params = StdioServerParameters(
+        command=joch.bin, args=["--server", joch.base, "mcp", "--namespace", NAMESPACE]
+    )
+
+    async def yes(params):
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    asked = Asked(yes)
+
+    async def scenario():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=asked) as session:
+                await session.initialize()
+                return await session.call_tool("everything.echo", {"message": "over stdio"})
+
+    result = anyio.run(scenario)
+    assert result.content[0].text == "Echo: over stdio"
+    assert len(asked.questions) == 1
+    (record,) = joch.calls(tool="everything.echo")
+    # The proxy names its own client as the agent.
+    assert record["spec"]["approval"]["approvedBy"] == "mcp-elicitation:mcp"
