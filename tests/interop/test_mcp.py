@@ -12,7 +12,7 @@ import urllib.request
 from contextlib import asynccontextmanager
 
 import anyio
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import NAMESPACE, deny, http_everything, policy, stdio_everything, wait_until
@@ -21,9 +21,11 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
 @asynccontextmanager
-async def http_session(url: str, on_message=None):
+async def http_session(url: str, on_message=None, elicitation=None):
     async with streamable_http_client(url) as (read, write):
-        async with ClientSession(read, write, message_handler=on_message) as session:
+        async with ClientSession(
+            read, write, message_handler=on_message, elicitation_callback=elicitation
+        ) as session:
             await session.initialize()
             yield session
 
@@ -277,3 +279,309 @@ def test_upstream_progress_is_streamed_as_output_chunks(joch):
     assert all(c["total"] == 3 for c in chunks)
     last_chunk = max(i for i, k in enumerate(kinds) if k == "output_chunk")
     assert last_chunk < kinds.index("tool_completed"), kinds
+
+
+# MCP elicitation: a client that declares it may be asked to decide a call
+# that waits for a person (when the policy says askUser) or to give the
+# value a userInput requirement asks for.
+
+
+def ask_user_policy(tools: list[str]) -> dict:
+    return policy(
+        "ask-the-user",
+        tools,
+        [
+            {
+                "name": "person",
+                "require": {"approval": "human", "approvalRouting": {"askUser": True}},
+                "reason": "echoes need a yes",
+                "approverReason": "Echoes are loud.",
+            }
+        ],
+        version="2",
+    )
+
+
+class Asked:
+    """An elicitation callback that answers with `answer(params)` and keeps what it was asked."""
+
+    def __init__(self, answer) -> None:
+        self.answer = answer
+        self.questions: list = []
+
+    async def __call__(self, context, params):
+        self.questions.append(params)
+        return await self.answer(params)
+
+
+def approval_of(joch, name: str) -> dict:
+    return joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/approvals/{name}")
+
+
+def test_elicitation_approves_a_deferred_call_when_the_policy_asks_the_user(joch):
+    joch.apply(stdio_everything())
+    joch.apply(ask_user_policy(["everything.echo"]))
+
+    async def yes(params):
+        return types.ElicitResult(action="accept", content={"approve": True, "reason": "fine by me"})
+
+    asked = Asked(yes)
+
+    async def scenario():
+        async with http_session(joch.mcp_url(), elicitation=asked) as session:
+            return await session.call_tool("everything.echo", {"message": "may I?"})
+
+    result = anyio.run(scenario)
+    assert not result.is_error, result
+    assert result.content[0].text == "Echo: may I?"
+    (question,) = asked.questions
+    assert '"everything.echo"' in question.message
+    assert '{"message":"may I?"}' in question.message
+    assert "Echoes are loud. (policy ask-the-user, version 2)" in question.message
+    schema = question.requested_schema
+    assert schema["properties"]["approve"]["type"] == "boolean"
+    assert schema["properties"]["reason"]["type"] == "string"
+    assert schema["required"] == ["approve"]
+
+    (record,) = joch.calls(tool="everything.echo")
+    assert record["status"]["phase"] == "Succeeded"
+    # The Python SDK's client name is "mcp".
+    assert record["spec"]["approval"]["status"] == "approved"
+    assert record["spec"]["approval"]["approvedBy"] == "mcp-elicitation:mcp"
+    approval = approval_of(joch, record["metadata"]["name"])
+    assert approval["status"]["phase"] == "Approved"
+    assert approval["status"]["decidedBy"] == "mcp-elicitation:mcp"
+    assert approval["status"]["rationale"] == "fine by me"
+    allowed = [d for d in record["status"]["hookDecisions"] if d.get("policyId") == "ask-the-user"]
+    assert [d["decision"] for d in allowed] == ["defer", "allow"], allowed
+    assert allowed[1]["reason"] == "approved by mcp-elicitation:mcp"
+
+
+def test_declining_the_elicitation_denies_the_call(joch):
+    joch.apply(stdio_everything())
+    joch.apply(ask_user_policy(["everything.echo"]))
+
+    async def no(params):
+        return types.ElicitResult(action="decline")
+
+    async def scenario():
+        async with http_session(joch.mcp_url(), elicitation=Asked(no)) as session:
+            return await session.call_tool("everything.echo", {"message": "may I?"})
+
+    result = anyio.run(scenario)
+    assert result.is_error
+    answer = answer_of(result)
+    assert answer["success"] is False
+    assert answer["error"] == "Denied by approver"
+    assert answer["reason"] == "the user declined in the MCP client"
+    record = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/toolcalls/{answer['tool_call_id']}")
+    assert record["status"]["phase"] == "Denied"
+    assert record["spec"]["approval"]["status"] == "rejected"
+    approval = approval_of(joch, answer["tool_call_id"])
+    assert approval["status"]["phase"] == "Rejected"
+    assert approval["status"]["decidedBy"] == "mcp-elicitation:mcp"
+
+
+def test_elicitation_gives_the_value_a_user_input_policy_asks_for(joch):
+    joch.apply(stdio_everything())
+    joch.apply(
+        policy(
+            "ask-for-values",
+            ["everything.echo", "everything.get-sum"],
+            [
+                {"when": {"tool.name": "everything.echo"}, "require": {"userInput": {"targetArg": "message", "prompt": "What should be echoed?"}}},
+                {"when": {"tool.name": "everything.get-sum"}, "require": {"userInput": {"targetArg": "b", "prompt": "Add what?"}}},
+            ],
+        )
+    )
+    values = {"message": "from the user", "b": 40}
+
+    async def give(params):
+        (arg,) = params.requested_schema["required"]
+        return types.ElicitResult(action="accept", content={arg: values[arg]})
+
+    asked = Asked(give)
+
+    async def scenario():
+        async with http_session(joch.mcp_url(), elicitation=asked) as session:
+            echoed = await session.call_tool("everything.echo", {"message": "placeholder"})
+            summed = await session.call_tool("everything.get-sum", {"a": 2, "b": 0})
+            return echoed, summed
+
+    echoed, summed = anyio.run(scenario)
+    assert not echoed.is_error, echoed
+    assert echoed.content[0].text == "Echo: from the user"
+    assert not summed.is_error, summed
+    assert "42" in summed.content[0].text
+    text, number = asked.questions
+    assert "What should be echoed?" in text.message
+    assert text.requested_schema["properties"]["message"]["type"] == "string"
+    # The tool declares `b` a number, so the form asks for one.
+    assert number.requested_schema["properties"]["b"]["type"] == "number"
+
+    calls = {c["spec"]["toolRef"]["name"]: c for c in joch.calls()}
+    assert calls["everything.echo"]["spec"]["input"] == {"message": "from the user"}
+    assert calls["everything.get-sum"]["spec"]["input"] == {"a": 2, "b": 40}
+    for call in calls.values():
+        assert call["status"]["phase"] == "Succeeded"
+        assert call["spec"]["approval"]["approvedBy"] == "mcp-elicitation:mcp"
+
+
+def test_without_ask_user_a_deferred_call_waits_for_an_approver_even_if_the_client_could_be_asked(joch):
+    joch.apply(stdio_everything())
+    joch.apply(policy("ask-first", ["everything.echo"], [{"name": "person", "require": {"approval": "human"}}]))
+
+    async def never(params):
+        raise AssertionError("the policy did not ask the user")
+
+    asked = Asked(never)
+
+    async def approve_when_asked():
+        (approval,) = await anyio.to_thread.run_sync(
+            lambda: wait_until(
+                lambda: joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/approvals")["items"], "the approval"
+            )
+        )
+        name = approval["metadata"]["name"]
+        await anyio.to_thread.run_sync(lambda: joch.cli("approve", name, "-n", NAMESPACE, "--by", "alice"))
+
+    async def scenario():
+        async with http_session(joch.mcp_url(), elicitation=asked) as session:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(approve_when_asked)
+                return await session.call_tool("everything.echo", {"message": "may I?"})
+
+    result = anyio.run(scenario)
+    assert result.content[0].text == "Echo: may I?"
+    assert asked.questions == []
+    (record,) = joch.calls(tool="everything.echo")
+    assert record["spec"]["approval"]["approvedBy"] == "alice"
+
+
+def test_a_question_the_client_fails_leaves_the_call_to_the_approvers(joch):
+    joch.apply(stdio_everything())
+    joch.apply(ask_user_policy(["everything.echo"]))
+
+    async def broken(params):
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="no screen to ask on")
+
+    asked = Asked(broken)
+
+    async def approve_when_asked():
+        def approve():
+            wait_until(lambda: asked.questions, "the question")
+            (approval,) = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/approvals")["items"]
+            assert approval["status"]["phase"] == "Pending"
+            joch.cli("approve", approval["metadata"]["name"], "-n", NAMESPACE, "--by", "alice")
+
+        await anyio.to_thread.run_sync(approve)
+
+    async def scenario():
+        async with http_session(joch.mcp_url(), elicitation=asked) as session:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(approve_when_asked)
+                return await session.call_tool("everything.echo", {"message": "may I?"})
+
+    result = anyio.run(scenario)
+    assert result.content[0].text == "Echo: may I?"
+    (record,) = joch.calls(tool="everything.echo")
+    assert record["spec"]["approval"]["approvedBy"] == "alice"
+
+
+def test_an_approver_who_decides_first_wins_over_the_elicitation(joch):
+    joch.apply(stdio_everything())
+    joch.apply(ask_user_policy(["everything.echo"]))
+
+    async def no_once_alice_said_yes(params):
+        def approved_by_alice():
+            (approval,) = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/approvals")["items"]
+            name = approval["metadata"]["name"]
+            joch.cli("approve", name, "-n", NAMESPACE, "--by", "alice")
+            return wait_until(lambda: approval_of(joch, name)["status"].get("decidedBy"), "the decision")
+
+        await anyio.to_thread.run_sync(approved_by_alice)
+        # joch may withdraw the question first (notifications/cancelled);
+        # if this answer does arrive, it is too late to count.
+        return types.ElicitResult(action="decline")
+
+    async def scenario():
+        async with http_session(joch.mcp_url(), elicitation=Asked(no_once_alice_said_yes)) as session:
+            first = await session.call_tool("everything.echo", {"message": "may I?"})
+            # The session still works after the losing answer.
+            second = await session.call_tool("everything.get-sum", {"a": 2, "b": 40})
+            return first, second
+
+    first, second = anyio.run(scenario)
+    assert not first.is_error, first
+    assert first.content[0].text == "Echo: may I?"
+    assert not second.is_error and "42" in second.content[0].text
+    (record,) = joch.calls(tool="everything.echo")
+    approval = approval_of(joch, record["metadata"]["name"])
+    assert approval["status"]["phase"] == "Approved"
+    assert approval["status"]["decidedBy"] == "alice"
+    assert record["status"]["phase"] == "Succeeded"
+
+
+def test_the_question_is_withdrawn_when_an_approver_decides_first(joch):
+    joch.apply(stdio_everything())
+    joch.apply(ask_user_policy(["everything.echo"]))
+    seen: list[str] = []
+
+    async def never_answers(context, params):
+        seen.append("asked")
+        try:
+            await anyio.sleep(60)
+        except anyio.get_cancelled_exc_class():
+            # joch's notifications/cancelled, once the call no longer waits.
+            seen.append("withdrawn")
+            raise
+        return types.ElicitResult(action="decline")
+
+    async def alice_approves():
+        def approve():
+            (approval,) = wait_until(
+                lambda: joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/approvals")["items"], "the approval"
+            )
+            wait_until(lambda: seen, "the question")
+            joch.cli("approve", approval["metadata"]["name"], "-n", NAMESPACE, "--by", "alice")
+
+        await anyio.to_thread.run_sync(approve)
+
+    async def scenario():
+        async with http_session(joch.mcp_url(), elicitation=never_answers) as session:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(alice_approves)
+                result = await session.call_tool("everything.echo", {"message": "may I?"})
+            await anyio.to_thread.run_sync(lambda: wait_until(lambda: "withdrawn" in seen, "the withdrawal"))
+            return result
+
+    result = anyio.run(scenario)
+    assert result.content[0].text == "Echo: may I?"
+    (record,) = joch.calls(tool="everything.echo")
+    assert record["spec"]["approval"]["approvedBy"] == "alice"
+
+
+def test_joch_mcp_on_stdio_passes_the_question_on_to_its_client(joch):
+    joch.apply(stdio_everything())
+    joch.apply(ask_user_policy(["everything.echo"]))
+    params = StdioServerParameters(
+        command=joch.bin, args=["--server", joch.base, "mcp", "--namespace", NAMESPACE]
+    )
+
+    async def yes(params):
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    asked = Asked(yes)
+
+    async def scenario():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=asked) as session:
+                await session.initialize()
+                return await session.call_tool("everything.echo", {"message": "over stdio"})
+
+    result = anyio.run(scenario)
+    assert result.content[0].text == "Echo: over stdio"
+    assert len(asked.questions) == 1
+    (record,) = joch.calls(tool="everything.echo")
+    # The proxy names its own client as the agent.
+    assert record["spec"]["approval"]["approvedBy"] == "mcp-elicitation:mcp"

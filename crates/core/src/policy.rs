@@ -233,6 +233,12 @@ pub struct ApprovalRouting {
     /// What the deadline decides: `deny` (default) or `approve`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_timeout: Option<OnTimeout>,
+    /// Also ask the user of the MCP client that made the call, through MCP
+    /// elicitation, when that client supports it (default false). Off by
+    /// default because it lets the agent's own user approve the agent's
+    /// call: only the policy's author may decide that this is enough.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ask_user: bool,
 }
 
 /// The fallback when an approval times out.
@@ -325,7 +331,16 @@ impl Object for Policy {
                             &format!("{at}.require.approval"),
                             &format!("must be \"human\", got {a:?}"),
                         )),
-                        (None, Some(_)) => {}
+                        (None, Some(_)) => {
+                            // A value is always asked of the user; the flag
+                            // would read as a switch that does nothing.
+                            if r.approval_routing.as_ref().is_some_and(|a| a.ask_user) {
+                                errors.push(field(
+                                    &format!("{at}.require.approvalRouting.askUser"),
+                                    "applies to approval; userInput is always asked of the MCP client's user when it supports elicitation",
+                                ));
+                            }
+                        }
                         _ => errors.push(field(
                             &format!("{at}.require"),
                             "give exactly one of approval or userInput",
@@ -365,7 +380,7 @@ mod tests {
                 "appliesTo": {"agents": {"selector": {"matchLabels": {"team": "support"}}}, "tools": ["zendesk.*"]},
                 "rules": [
                     {"when": {"tool.sideEffects.level": "external_write", "expr": "input.priority == 'high'"},
-                     "require": {"approval": "human", "approvalRouting": {"approvers": ["alice@example.com"], "timeoutSeconds": 60, "onTimeout": "deny"}},
+                     "require": {"approval": "human", "approvalRouting": {"approvers": ["alice@example.com"], "timeoutSeconds": 60, "onTimeout": "deny", "askUser": true}},
                      "reason": "needs a human", "approverReason": "external send"},
                     {"when": {"toolCallCount": {"gte": 3}}, "action": {"deny": {"reason": "looping"}}},
                     {"action": {"modify": {"set": {"input.priority": "low"}, "redact": ["input.email"]}}},
@@ -389,6 +404,11 @@ mod tests {
                 reason: Some("looping".into())
             })
         );
+        let routing = p.spec.rules[0]
+            .require
+            .as_ref()
+            .and_then(|r| r.approval_routing.as_ref());
+        assert!(routing.is_some_and(|r| r.ask_user));
         assert_eq!(p.spec.rules[3].hook, Hook::Result);
         assert_eq!(p.spec.rules[3].action, Some(Action::Allow));
         let again: Policy = serde_json::from_value(serde_json::to_value(&p).unwrap()).unwrap();
@@ -416,6 +436,12 @@ mod tests {
         assert_eq!(
             bad(json!([{"hook": "toolCallResult", "require": {"approval": "human"}}])),
             "spec.rules[0]"
+        );
+        assert_eq!(
+            bad(
+                json!([{"require": {"userInput": {"targetArg": "code"}, "approvalRouting": {"askUser": true}}}])
+            ),
+            "spec.rules[0].require.approvalRouting.askUser"
         );
         assert_eq!(bad(json!([])), "spec.rules");
         assert_eq!(

@@ -77,7 +77,7 @@ impl Deferral {
 }
 
 /// A person's decision.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ApprovalDecision {
     /// Who decides.
     pub by: String,

@@ -160,25 +160,52 @@ impl Engine {
     /// decided. A call whose idempotency key is held by an earlier call with
     /// the same arguments returns that call, once settled, without running.
     pub async fn call(&self, namespace: &str, call: ToolCall) -> Result<CallOutcome, EngineError> {
+        self.call_reporting_pause(namespace, call, None).await
+    }
+
+    /// [`call`](Self::call), and if the call is recorded `AwaitingApproval`,
+    /// `paused` gets its Approval before the wait: a surface that can reach
+    /// the caller's user (MCP elicitation) may then ask them too, deciding
+    /// through [`approve`](Self::approve) / [`reject`](Self::reject) like
+    /// any approver. Nothing is sent for a call that does not wait.
+    pub async fn call_reporting_pause(
+        &self,
+        namespace: &str,
+        call: ToolCall,
+        paused: Option<tokio::sync::oneshot::Sender<joch_core::Approval>>,
+    ) -> Result<CallOutcome, EngineError> {
         gateway_only(&call)?;
         // The artifact tools' names are reserved: they read handles, not a Tool.
         if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
             return self.call_artifact_tool(namespace, call).await;
         }
         let span = tracing_spans::call_span(&call);
-        self.call_traced(namespace, call).instrument(span).await
+        self.call_traced(namespace, call, paused)
+            .instrument(span)
+            .await
     }
 
     async fn call_traced(
         &self,
         namespace: &str,
         call: ToolCall,
+        paused: Option<tokio::sync::oneshot::Sender<joch_core::Approval>>,
     ) -> Result<CallOutcome, EngineError> {
         match self
             .record(namespace, call, Intent::WhenSettled, None)
             .await?
         {
             Admission::New(recorded) if recorded.call.status.phase == Phase::AwaitingApproval => {
+                let name = &recorded.call.metadata.name;
+                if let Some(paused) = paused.filter(|p| !p.is_closed()) {
+                    // The Approval was written (synced) before `record` returned.
+                    match self.get_approval(namespace, name).await {
+                        Ok(approval) => drop(paused.send(approval)),
+                        Err(e) => {
+                            tracing::warn!(call = %name, error = %e, "the pending approval could not be read")
+                        }
+                    }
+                }
                 let settled = self
                     .wait_settled(namespace, &recorded.call.metadata.name)
                     .instrument(tracing::info_span!("await_approval"))

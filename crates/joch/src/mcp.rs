@@ -14,11 +14,12 @@ use anyhow::Context;
 use joch_server::mcp::JochMcp;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig,
-    ClientRequest, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerConfig, ServerResult,
+    ClientRequest, ElicitRequestParams, ElicitResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerConfig, ServerResult,
 };
 use rmcp::service::{
-    NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient, RoleServer,
+    ElicitationMode, NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient,
+    RoleServer,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, ErrorData, ServerHandler, ServiceExt};
@@ -183,10 +184,35 @@ struct Forwarder {
 
 impl ClientHandler for Forwarder {
     fn get_info(&self) -> ClientConfig {
+        // Declared before the stdio client has said what it supports (the
+        // proxy connects first); a question it cannot take is refused below,
+        // and joch then leaves the approval to the usual approvers.
         ClientConfig::new(
-            ClientCapabilities::default(),
+            ClientCapabilities::builder().enable_elicitation().build(),
             Implementation::new("joch-mcp-proxy", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    /// Passes the server's question (a call waiting for the user, see
+    /// `joch_server::mcp`) on to the stdio client, when it can take one.
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let peer = self
+            .downstream
+            .get()
+            .filter(|p| {
+                p.supported_elicitation_modes()
+                    .contains(&ElicitationMode::Form)
+            })
+            .ok_or_else(|| {
+                ErrorData::invalid_request("the stdio client does not take elicitation", None)
+            })?;
+        peer.create_elicitation(request).await.map_err(|e| {
+            ErrorData::internal_error(format!("the stdio client did not answer: {e}"), None)
+        })
     }
 
     async fn on_progress(

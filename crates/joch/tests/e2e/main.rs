@@ -14,6 +14,7 @@ mod cli;
 mod costs;
 mod crash;
 mod declarative;
+mod elicitation;
 mod errors;
 mod events;
 mod faults;

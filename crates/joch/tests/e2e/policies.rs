@@ -271,6 +271,34 @@ async fn broken_policies_are_refused_or_fail_closed() {
         StatusCode::UNPROCESSABLE_ENTITY,
         "invalid_resource",
     );
+    // A value is always asked of the user: askUser there would do nothing.
+    let ask_for_input = json!({"metadata": {"name": "p"}, "spec": {"version": "1", "rules": [
+        {"require": {"userInput": {"targetArg": "code"}, "approvalRouting": {"askUser": true}}}
+    ]}});
+    let refused = joch
+        .send(Method::POST, &policies, Some(ask_for_input))
+        .await;
+    assert_error(
+        &refused,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_resource",
+    );
+    assert!(
+        refused
+            .1
+            .to_string()
+            .contains("spec.rules[0].require.approvalRouting.askUser"),
+        "{}",
+        refused.1
+    );
+    let not_a_flag = json!({"metadata": {"name": "p"}, "spec": {"version": "1", "rules": [
+        {"require": {"approval": "human", "approvalRouting": {"askUser": "yes"}}}
+    ]}});
+    assert_error(
+        &joch.send(Method::POST, &policies, Some(not_a_flag)).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_resource",
+    );
 
     // Parses, but cannot evaluate: the call is denied with the error recorded.
     apply_policy(

@@ -17,6 +17,7 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 
 use super::convert::{call_result, is_mcp_tool, refused, tool_definition};
+use super::elicit;
 
 /// Header naming the namespace when the endpoint is `/mcp`.
 pub const NAMESPACE_HEADER: &str = "joch-namespace";
@@ -171,18 +172,30 @@ impl JochMcp {
     }
 
     /// Runs the call; while it waits for a person, tells a client that
-    /// asked for progress (`_meta.progressToken`) every `progress_every`.
+    /// asked for progress (`_meta.progressToken`) every `progress_every`,
+    /// and asks the client's user through elicitation when the client and
+    /// the approval allow it (`elicit.rs`).
     async fn run_call(
         &self,
         namespace: &str,
         call: ToolCall,
+        tool: Option<&Tool>,
         context: &RequestContext<RoleServer>,
     ) -> Result<ToolCall, EngineError> {
         let name = call.metadata.name.clone();
+        let by = match &call.spec.agent_ref {
+            Some(agent) => format!("mcp-elicitation:{}", agent.name),
+            None => "mcp-elicitation".to_owned(),
+        };
         let engine = self.engine.clone();
         let ns = namespace.to_owned();
+        let (paused_tx, paused_rx) = tokio::sync::oneshot::channel();
+        let mut paused = elicit::client_can_answer(&context.peer).then_some(paused_rx);
+        let paused_tx = paused.is_some().then_some(paused_tx);
         // The call runs to its end even if the client goes away: it is recorded.
-        let mut running = tokio::spawn(async move { engine.call(&ns, call).await });
+        let mut running =
+            tokio::spawn(async move { engine.call_reporting_pause(&ns, call, paused_tx).await });
+        let mut asking: Option<elicit::Asking> = None;
         let token = context.meta.get_progress_token();
         let mut ticker = tokio::time::interval(self.progress_every);
         ticker.tick().await;
@@ -190,10 +203,25 @@ impl JochMcp {
         loop {
             tokio::select! {
                 done = &mut running => {
+                    if let Some(asking) = asking {
+                        asking.withdraw(&context.peer).await;
+                    }
                     return match done {
                         Ok(outcome) => Ok(outcome?.into_response()),
                         Err(e) => Err(EngineError::Unavailable(format!("the call's task failed: {e}"))),
                     };
+                }
+                approval = until_some(paused.as_mut()), if paused.is_some() => {
+                    paused = None;
+                    // Sent from this task, so that it rides this request's stream.
+                    if let Some(approval) = approval.ok().filter(elicit::may_ask) {
+                        asking = elicit::Asking::start(&context.peer, approval, tool).await;
+                    }
+                }
+                answer = until_some(asking.as_mut().map(elicit::Asking::answered)), if asking.is_some() => {
+                    if let Some(asking) = asking.take() {
+                        asking.decide(&self.engine, answer, by.clone());
+                    }
                 }
                 _ = ticker.tick(), if token.is_some() => {
                     if let Some(token) = &token {
@@ -318,12 +346,16 @@ impl ServerHandler for JochMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let namespace = self.namespace(&context.extensions)?;
         let call = self.call_for(&request, &context);
-        let tool_is_mcp = self
+        let tool = self
             .engine
             .get_resource::<Tool>(&namespace, request.name.as_ref())
             .await
-            .is_ok_and(|tool| is_mcp_tool(&tool));
-        let result = match self.run_call(&namespace, call, &context).await {
+            .ok();
+        let tool_is_mcp = tool.as_ref().is_some_and(is_mcp_tool);
+        let result = match self
+            .run_call(&namespace, call, tool.as_ref(), &context)
+            .await
+        {
             Ok(settled) => {
                 // A new handle widens the artifact tools' callId enum.
                 if settled.handle().is_some() && !settled.spec.from_artifact_tool {
@@ -345,6 +377,15 @@ impl ServerHandler for JochMcp {
         if let Ok(namespace) = self.namespace(&context.extensions) {
             self.watch_tools(namespace, context.peer.clone());
         }
+    }
+}
+
+/// `future`'s output, or never: a `select!` branch over something that may
+/// not be there.
+async fn until_some<F: std::future::Future>(future: Option<F>) -> F::Output {
+    match future {
+        Some(future) => future.await,
+        None => std::future::pending().await,
     }
 }
 

@@ -5,6 +5,7 @@
 //! stdio for `joch mcp`.
 
 mod convert;
+mod elicit;
 mod handler;
 
 use std::sync::Arc;
