@@ -5,7 +5,6 @@
 //! after it, and a record altered after its entry no longer matches its digest.
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::Time;
@@ -43,8 +42,22 @@ pub fn record_digest<S: Serialize, T: Serialize>(
     spec: &S,
     status: &T,
 ) -> String {
-    crate::checksum::digest(&json!({"kind": kind, "name": name, "spec": spec, "status": status}))
-        .unwrap_or_default()
+    // Serialized straight from the record (JCS sorts the keys), not through
+    // a `serde_json::Value` copy of it.
+    #[derive(Serialize)]
+    struct Content<'a, S, T> {
+        kind: &'a str,
+        name: &'a str,
+        spec: &'a S,
+        status: &'a T,
+    }
+    crate::checksum::digest(&Content {
+        kind,
+        name,
+        spec,
+        status,
+    })
+    .unwrap_or_default()
 }
 
 /// `sha256(prev + "\n" + body)`, lowercase hex.
@@ -53,15 +66,13 @@ pub fn chain_hash(prev: &str, body: &str) -> String {
     hasher.update(prev.as_bytes());
     hasher.update(b"\n");
     hasher.update(body.as_bytes());
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::checksum::hex(&hasher.finalize())
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -83,5 +94,26 @@ mod tests {
         let one = record_digest("ToolCall", "c", &json!({"a": 1, "b": 2}), &json!({}));
         let two = record_digest("ToolCall", "c", &json!({"b": 2, "a": 1}), &json!({}));
         assert_eq!(one, two);
+    }
+
+    #[test]
+    fn a_digest_is_that_of_the_canonical_record() {
+        // Chains written before must still verify: the digest is defined on
+        // the JSON `{kind, name, spec, status}`, however it is computed.
+        let (spec, status) = (
+            json!({"toolRef": {"name": "t"}, "input": {"q": "é"}}),
+            json!({"phase": "Succeeded"}),
+        );
+        let expected = crate::checksum::digest(
+            &json!({"kind": "ToolCall", "name": "c", "spec": spec, "status": status}),
+        );
+        assert_eq!(
+            Some(record_digest("ToolCall", "c", &spec, &status)),
+            expected
+        );
+        assert_ne!(
+            record_digest("ToolCall", "d", &spec, &status),
+            record_digest("ToolCall", "c", &spec, &status)
+        );
     }
 }

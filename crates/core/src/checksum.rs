@@ -31,7 +31,8 @@ pub fn digest<T: Serialize + ?Sized>(value: &T) -> Option<String> {
         .map(|canonical| hex(&Sha256::digest(&canonical)))
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     bytes
         .iter()

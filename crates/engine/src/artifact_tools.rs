@@ -96,7 +96,7 @@ impl Engine {
             )));
         };
         if call.metadata.name.is_empty() {
-            call.metadata.name = uuid::Uuid::new_v4().to_string();
+            call.metadata.name = crate::engine::new_call_name();
         }
         admit(namespace, &mut call, None)?;
         let args = normalize_args(std::mem::take(&mut call.spec.input))

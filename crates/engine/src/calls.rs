@@ -280,7 +280,7 @@ impl Engine {
         skip: Option<&str>,
     ) -> Result<Admission, EngineError> {
         if call.metadata.name.is_empty() {
-            call.metadata.name = uuid::Uuid::new_v4().to_string();
+            call.metadata.name = crate::engine::new_call_name();
         }
         // Set by the store when it writes the call: empty means not yet written.
         call.metadata.resource_version.clear();

@@ -105,7 +105,7 @@ impl Engine {
         mut call: ToolCall,
         original: &ToolCall,
     ) -> Result<CallOutcome, EngineError> {
-        call.metadata.name = uuid::Uuid::new_v4().to_string();
+        call.metadata.name = crate::engine::new_call_name();
         crate::resources::admit(namespace, &mut call, None)?;
         let at = now();
         call.status = ToolCallStatus {

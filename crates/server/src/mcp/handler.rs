@@ -406,8 +406,9 @@ fn sanitize(text: &str) -> String {
         .to_owned()
 }
 
+/// Time-ordered, like the engine's own call names.
 fn uuid_like() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
+    uuid::Uuid::now_v7().simple().to_string()
 }
 
 #[cfg(test)]

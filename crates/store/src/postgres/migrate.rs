@@ -45,6 +45,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "change notifications",
         include_str!("../../migrations/postgres/0005_notify.sql"),
     ),
+    (
+        6,
+        "checksum index within executions",
+        include_str!("../../migrations/postgres/0006_checksum_index_in_executions.sql"),
+    ),
 ];
 
 /// [`MIGRATIONS`] as a source for sqlx's migrator. (The `sqlx::migrate!`

@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0004_checksum_index.sql"),
     include_str!("../../migrations/sqlite/0005_costs.sql"),
     include_str!("../../migrations/sqlite/0006_audit.sql"),
+    include_str!("../../migrations/sqlite/0007_checksum_index_in_executions.sql"),
 ];
 
 /// Applies the migrations the database has not seen, each in its own transaction.

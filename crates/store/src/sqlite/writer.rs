@@ -88,7 +88,7 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>) {
 fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
     let started = std::time::Instant::now();
     metrics::histogram!("joch_store_batch_size").record(batch.len() as f64);
-    let mut tx = match conn.transaction() {
+    let tx = match conn.transaction() {
         Ok(tx) => tx,
         Err(e) => {
             let message = e.to_string();
@@ -104,7 +104,7 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
     // back to its savepoint; the rest of the batch commits.
     let mut synced = Vec::with_capacity(batch.len());
     for request in batch.drain(..) {
-        let result = apply_atomically(&mut tx, &request.write);
+        let result = apply_atomically(&tx, &request.write);
         match request.durability {
             Durability::Deferred => {
                 let _ = request.reply.send(result);
@@ -123,16 +123,33 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
     }
 }
 
-fn apply_atomically(
-    tx: &mut rusqlite::Transaction<'_>,
-    write: &Write,
-) -> Result<Written, StoreError> {
-    let savepoint = tx.savepoint().map_err(unavailable)?;
-    let result = apply(&savepoint, write);
-    if result.is_ok() {
-        savepoint.commit().map_err(unavailable)?;
-    } // else dropping the savepoint rolls back this write alone
+/// Applies one write so that, if it fails, none of it stays in the batch.
+/// One statement that fails undoes itself; a write of several (a claim or
+/// an audit entry beside the record) runs inside a savepoint.
+fn apply_atomically(conn: &Connection, write: &Write) -> Result<Written, StoreError> {
+    let compound = match write {
+        Write::Create { claim, audit, .. } => claim.is_some() || audit.is_some(),
+        Write::Update { audit, .. } => audit.is_some(),
+        _ => false,
+    };
+    if !compound {
+        return apply(conn, write);
+    }
+    statement(conn, "SAVEPOINT write")?;
+    let result = apply(conn, write);
+    if result.is_err() {
+        statement(conn, "ROLLBACK TO write")?;
+    }
+    statement(conn, "RELEASE write")?;
     result
+}
+
+/// Runs a statement without parameters, prepared once per connection.
+fn statement(conn: &Connection, sql: &str) -> Result<(), StoreError> {
+    conn.prepare_cached(sql)
+        .and_then(|mut stmt| stmt.execute([]))
+        .map(drop)
+        .map_err(unavailable)
 }
 
 fn apply(conn: &Connection, write: &Write) -> Result<Written, StoreError> {
