@@ -12,6 +12,13 @@ use crate::{
     Record, StoreError,
 };
 
+/// A text parameter in a `WHERE` that an index also uses for order (`ORDER
+/// BY seq`, `MAX`). Written bare (`= ?`), SQLite cannot know the value's
+/// type when it plans, marks the statement to be planned again for every
+/// new binding, and so re-parses it on every use; cast, it is planned once.
+/// Literal SQL in the queries below spells out the same cast.
+const TEXT: &str = "CAST(? AS TEXT)";
+
 const COLUMNS: &str = "seq, kind, namespace, name, resource_version, labels, tool, phase, execution, checksum, agent, cost_micros, cost_currency, cost_at, body";
 
 /// A record's values in the order of `COLUMNS` after `seq`, bound as ?1..?14
@@ -172,10 +179,10 @@ pub(super) fn get(
 
 /// `{select} WHERE ...` for the query's kind, namespace and index columns.
 fn filtered(select: &str, q: &ListQuery) -> (String, Vec<SqlValue>) {
-    let mut sql = format!("{select} WHERE kind = ?");
+    let mut sql = format!("{select} WHERE kind = {TEXT}");
     let mut args: Vec<SqlValue> = vec![q.kind.clone().into()];
     if !q.namespace.is_empty() {
-        sql.push_str(" AND namespace = ?");
+        sql.push_str(&format!(" AND namespace = {TEXT}"));
         args.push(q.namespace.clone().into());
     }
     let filters = [
@@ -187,7 +194,7 @@ fn filtered(select: &str, q: &ListQuery) -> (String, Vec<SqlValue>) {
     ];
     for (column, value) in filters {
         if let Some(value) = value {
-            sql.push_str(&format!(" AND {column} = ?"));
+            sql.push_str(&format!(" AND {column} = {TEXT}"));
             args.push(value.clone().into());
         }
     }
@@ -331,7 +338,7 @@ fn version_to_sql(version: u64) -> rusqlite::Result<i64> {
 pub(super) fn append_event(conn: &Connection, e: &EventRecord) -> Result<u64, StoreError> {
     let last: i64 = conn
         .prepare_cached(
-            "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE namespace = ?1 AND execution = ?2",
+            "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE namespace = CAST(?1 AS TEXT) AND execution = CAST(?2 AS TEXT)",
         )
         .and_then(|mut stmt| stmt.query_row(params![e.namespace, e.execution], |r| r.get(0)))
         .map_err(unavailable)?;
@@ -353,7 +360,7 @@ pub(super) fn append_audit(
 ) -> Result<u64, StoreError> {
     let last: Option<(i64, String)> = conn
         .prepare_cached(
-            "SELECT seq, hash FROM audit WHERE namespace = ?1 ORDER BY seq DESC LIMIT 1",
+            "SELECT seq, hash FROM audit WHERE namespace = CAST(?1 AS TEXT) ORDER BY seq DESC LIMIT 1",
         )
         .and_then(|mut stmt| {
             stmt.query_row(params![namespace], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -383,7 +390,7 @@ pub(super) fn list_audit(
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut stmt = conn
         .prepare_cached(
-            "SELECT seq, prev, hash, body FROM audit WHERE namespace = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            "SELECT seq, prev, hash, body FROM audit WHERE namespace = CAST(?1 AS TEXT) AND seq > ?2 ORDER BY seq LIMIT ?3",
         )
         .map_err(unavailable)?;
     let rows = stmt
@@ -411,7 +418,7 @@ pub(super) fn list_events(
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut stmt = conn
         .prepare_cached(
-            "SELECT sequence, body FROM events WHERE namespace = ?1 AND execution = ?2 AND sequence > ?3
+            "SELECT sequence, body FROM events WHERE namespace = CAST(?1 AS TEXT) AND execution = CAST(?2 AS TEXT) AND sequence > ?3
              ORDER BY sequence LIMIT ?4",
         )
         .map_err(unavailable)?;
