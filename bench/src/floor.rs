@@ -15,15 +15,15 @@ pub fn sync_floor(dir: &Path, samples: usize) -> Result<(f64, f64)> {
     let path = dir.join("sync-floor.bin");
     let mut file = std::fs::File::create(&path).context("creating the sync-floor file")?;
     let page = [0x5au8; 4096];
-    let mut latencies = Vec::with_capacity(samples);
+    let mut latencies = crate::latencies()?;
     for _ in 0..samples {
         let started = Instant::now();
         file.write_all(&page)?;
         file.sync_data()?;
-        latencies.push(started.elapsed());
+        latencies
+            .saturating_record(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX));
     }
     std::fs::remove_file(&path).ok();
-    latencies.sort_unstable();
     Ok((
         crate::percentile_ms(&latencies, 0.50),
         crate::percentile_ms(&latencies, 0.99),

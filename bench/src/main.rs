@@ -16,12 +16,13 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 use axum::Json;
 use axum::routing::post;
 use clap::Parser;
+use hdrhistogram::Histogram;
 use joch_core::ToolBackend;
 use joch_store::Store;
 use reqwest::Client;
@@ -55,6 +56,10 @@ struct Args {
     /// database the bench creates.
     #[arg(long, env = "JOCH_BENCH_POSTGRES")]
     postgres: Option<String>,
+    /// Only these joch scenarios (comma-separated: noop, read_only,
+    /// external_write); the direct baseline always runs.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 /// Where a worker sends its calls, and how it tells success from failure.
@@ -126,7 +131,15 @@ async fn main() -> Result<()> {
         ("external_write", "external_write", "rest"),
     ];
     let mut servers = Vec::new();
+    ensure!(
+        args.only.iter().all(|o| scenarios.iter().any(|s| s.0 == o)),
+        "--only takes noop, read_only and external_write, got {:?}",
+        args.only
+    );
     for (scenario, level, backend) in scenarios {
+        if !args.only.is_empty() && !args.only.iter().any(|o| o == scenario) {
+            continue;
+        }
         // A fresh server and ledger per scenario, so none inherits another's rows.
         let store = Arc::new(joch_store::SqliteStore::open(
             dir.path().join(format!("{scenario}.db")),
@@ -201,6 +214,7 @@ async fn at_rest(
         single_calls: 0,
         floor_samples: 0,
         postgres: None,
+        only: Vec::new(),
     };
     let direct = measure(
         client,
@@ -343,14 +357,13 @@ async fn measure(
     let commits_before = store_commits(metrics);
     let started = Instant::now();
     let Outcome {
-        mut latencies,
+        latencies,
         failures,
         first_failure,
         rss_tenth_kib,
     } = run(client, args.calls, args.concurrency, &target).await?;
     let elapsed = started.elapsed();
     let commits = store_commits(metrics) - commits_before;
-    latencies.sort_unstable();
     Ok(Stats {
         name: name.to_owned(),
         calls: args.calls,
@@ -382,12 +395,30 @@ fn store_commits(metrics: &metrics_exporter_prometheus::PrometheusHandle) -> f64
 }
 
 /// Every call's latency (failed ones included) and what failed.
-#[derive(Default)]
 struct Outcome {
-    latencies: Vec<Duration>,
+    latencies: Latencies,
     failures: usize,
     first_failure: Option<String>,
     rss_tenth_kib: u64,
+}
+
+impl Outcome {
+    fn new() -> Result<Self> {
+        Ok(Self {
+            latencies: latencies()?,
+            failures: 0,
+            first_failure: None,
+            rss_tenth_kib: 0,
+        })
+    }
+}
+
+/// Latencies in nanoseconds, 1 µs to 10 min at 3 significant digits, in
+/// constant memory however many calls are made.
+pub(crate) type Latencies = Histogram<u64>;
+
+pub(crate) fn latencies() -> Result<Latencies> {
+    Ok(Histogram::new_with_bounds(1_000, 600_000_000_000, 3)?)
 }
 
 /// `calls` calls from `concurrency` workers, each taking the next call index
@@ -403,15 +434,16 @@ async fn run(
         .map(|_| {
             let (client, target, next) = (client.clone(), target.clone(), next.clone());
             tokio::spawn(async move {
-                let mut mine = Outcome::default();
+                let mut mine = Outcome::new()?;
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= calls {
-                        return mine;
+                        return anyhow::Ok(mine);
                     }
                     let started = Instant::now();
                     let result = one_call(&client, &target, i).await;
-                    mine.latencies.push(started.elapsed());
+                    let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    mine.latencies.saturating_record(nanos);
                     if let Err(e) = result {
                         mine.failures += 1;
                         mine.first_failure.get_or_insert(format!("{e:#}"));
@@ -432,13 +464,12 @@ async fn run(
             floor::rss_kib().unwrap_or(0)
         })
     };
-    let mut all = Outcome {
-        latencies: Vec::with_capacity(calls),
-        ..Outcome::default()
-    };
+    let mut all = Outcome::new()?;
     for worker in workers {
-        let mine = worker.await.context("worker panicked")?;
-        all.latencies.extend(mine.latencies);
+        let mine = worker.await.context("worker panicked")??;
+        all.latencies
+            .add(&mine.latencies)
+            .context("merging latencies")?;
         all.failures += mine.failures;
         all.first_failure = all.first_failure.or(mine.first_failure);
     }
@@ -478,10 +509,9 @@ async fn one_call(client: &Client, target: &Target, i: usize) -> Result<()> {
     Ok(())
 }
 
-/// Nearest-rank percentile of sorted latencies, in milliseconds.
-pub(crate) fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
-    let rank = ((p * sorted.len() as f64).ceil() as usize).max(1);
-    sorted.get(rank - 1).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+/// A percentile of the latencies (1.0: the largest), in milliseconds.
+pub(crate) fn percentile_ms(latencies: &Latencies, p: f64) -> f64 {
+    latencies.value_at_quantile(p) as f64 / 1e6
 }
 
 /// A table for people, then one `RESULT` line per scenario for scripts. Every

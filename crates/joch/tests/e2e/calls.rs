@@ -94,20 +94,23 @@ async fn a_json_string_input_is_recorded_as_the_object_with_the_same_checksum() 
 }
 
 #[tokio::test]
-async fn minted_ids_are_unique_uuids() {
+async fn minted_ids_are_unique_time_ordered_uuids() {
     let webhook = Webhook::start().await;
     let joch = Joch::start().await;
     joch.create_tool(echo_tool(&webhook, "echo", "read_only"))
         .await;
-    let mut ids = std::collections::HashSet::new();
+    let mut ids = Vec::new();
     for _ in 0..20 {
         let (_, call) = joch.call("echo", json!({})).await;
         let id = call["metadata"]["name"].as_str().unwrap().to_owned();
         assert_eq!(id.len(), 36, "{id}");
-        assert_eq!(id.as_bytes()[14], b'4', "UUID v4: {id}");
-        ids.insert(id);
+        assert_eq!(id.as_bytes()[14], b'7', "UUID v7: {id}");
+        ids.push(id);
     }
-    assert_eq!(ids.len(), 20);
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted, ids, "unique, and sorted as they were minted");
 }
 
 #[tokio::test]
