@@ -100,6 +100,16 @@ async fn main() -> Result<()> {
     joch_backends::install_crypto_provider();
     // The store's own metrics tell how many group commits each scenario made.
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+    // As `joch serve` does: drain observations into their summaries, or they
+    // pile up until the next render and the RSS figures measure them.
+    let upkeep = metrics.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
 
     let webhook = serve(axum::Router::new().route("/echo", post(echo))).await?;
     let webhook_url = format!("http://{webhook}/echo");

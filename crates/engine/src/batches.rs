@@ -12,7 +12,8 @@ use joch_store::{Durability, StoreErrorKind};
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use crate::calls::{Admission, CallOutcome, Intent, Recorded, Rejection};
+use crate::admission::{Admission, Intent};
+use crate::calls::{CallOutcome, Recorded, Rejection};
 use crate::telemetry;
 use crate::{Engine, EngineError};
 

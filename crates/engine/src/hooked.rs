@@ -13,7 +13,8 @@ use joch_store::{Durability, ListQuery};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use crate::calls::{Admission, CallOutcome, Intent};
+use crate::admission::{Admission, Intent};
+use crate::calls::CallOutcome;
 use crate::engine::now;
 use crate::execute::Concluding;
 use crate::policy::Facts;

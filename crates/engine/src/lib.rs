@@ -1,18 +1,20 @@
 //! joch-engine: the one path every tool call takes.
 //!
 //! ```text
-//! resolve tool → normalise args → checksum → validate input
-//!   → record Pending (durable before any side effect) → Running → backend
-//!   → validate output → record Succeeded / Failed (durable before the answer)
+//! resolve tool → normalise args → checksum → request hook (policies,
+//!   approvals) → validate input → claim the key → record Pending
+//!   → Running (synced before a side effect) → backend → validate output
+//!   → result hook → record Succeeded / Failed (synced before the answer)
 //! ```
-//! Policy hooks, approvals and idempotency slot in between "record Pending"
-//! and "Running" and after the backend; they will live in this crate too.
+//! A call that needs no durable intent is written once, settled (see
+//! `admission.rs`).
 //!
 //! The engine holds an `Arc<dyn Store>` and one `Arc<dyn ToolBackend>` per
 //! backend type; it never sees SQL or HTTP. Its errors are `EngineError`:
 //! a tool that fails is not an error, it is a call that ends `Failed`.
 #![warn(missing_docs)]
 
+mod admission;
 mod approvals;
 mod artifact_tools;
 mod artifacts;

@@ -56,3 +56,28 @@ async fn a_newer_schema_is_refused() {
     let err = SqliteStore::open(&path).err().expect("refused");
     assert!(err.to_string().contains("newer"), "{err}");
 }
+
+#[test]
+fn only_batches_with_a_synced_write_commit_with_an_fsync() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conn = Connection::open(dir.path().join("joch.db")).expect("open");
+    let synchronous = |conn: &Connection| -> i64 {
+        conn.pragma_query_value(None, "synchronous", |r| r.get(0))
+            .expect("pragma")
+    };
+    conn.pragma_update(None, "synchronous", "FULL")
+        .expect("full");
+    let mut syncing = true;
+    writer::set_syncing(&conn, &mut syncing, false).expect("deferred batch");
+    assert_eq!(
+        (synchronous(&conn), syncing),
+        (1, false),
+        "NORMAL: no fsync"
+    );
+    writer::set_syncing(&conn, &mut syncing, true).expect("synced batch");
+    assert_eq!(
+        (synchronous(&conn), syncing),
+        (2, true),
+        "FULL: fsync at commit"
+    );
+}

@@ -1,9 +1,12 @@
 //! The single writer thread and its group commit.
 //!
 //! Every write waiting in the queue when the writer is free joins one
-//! transaction, which is committed (and, with `synchronous=FULL`, synced)
-//! once. While that sync runs, new writes queue up and form the next batch, so
-//! the batch size grows with load by itself.
+//! transaction, which is committed once, and synced (`synchronous=FULL`)
+//! only if one of its writes asked to be. A batch of deferred writes commits
+//! without an fsync (`synchronous=NORMAL`): the WAL is appended in order, so
+//! the next synced commit makes it durable along with its own writes. While
+//! a sync runs, new writes queue up and form the next batch, so the batch
+//! size grows with load by itself.
 
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
@@ -72,6 +75,8 @@ pub(super) fn spawn(conn: Connection) -> Result<mpsc::Sender<WriteRequest>, Stor
 
 fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    // The connection opens with `synchronous=FULL`.
+    let mut syncing = true;
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
         while batch.len() < MAX_BATCH {
@@ -80,15 +85,17 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>) {
                 Err(_) => break,
             }
         }
-        commit_batch(&mut conn, &mut batch);
+        commit_batch(&mut conn, &mut batch, &mut syncing);
     }
     tracing::debug!("store writer stopped: all handles dropped");
 }
 
-fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
+fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>, syncing: &mut bool) {
     let started = std::time::Instant::now();
     metrics::histogram!("joch_store_batch_size").record(batch.len() as f64);
-    let tx = match conn.transaction() {
+    let sync = batch.iter().any(|r| r.durability == Durability::Sync);
+    let began = set_syncing(conn, syncing, sync).and_then(|()| conn.transaction());
+    let tx = match began {
         Ok(tx) => tx,
         Err(e) => {
             let message = e.to_string();
@@ -121,6 +128,20 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) {
         };
         let _ = reply.send(answer);
     }
+}
+
+/// Makes the next commit sync, or not. A failure to turn syncing on fails
+/// the batch: its writes must not be acknowledged unsynced.
+pub(super) fn set_syncing(
+    conn: &Connection,
+    syncing: &mut bool,
+    sync: bool,
+) -> rusqlite::Result<()> {
+    if *syncing != sync {
+        conn.pragma_update(None, "synchronous", if sync { "FULL" } else { "NORMAL" })?;
+        *syncing = sync;
+    }
+    Ok(())
 }
 
 /// Applies one write so that, if it fails, none of it stays in the batch.
