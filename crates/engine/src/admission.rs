@@ -17,7 +17,7 @@ use std::sync::Arc;
 use joch_core::normalize::normalize_args;
 use joch_core::patch::apply_patch;
 use joch_core::{
-    Backend, CallApproval, CallSideEffects, Hook, HookDecision, Phase, Policy, ToolCall,
+    Backend, CallApproval, CallSideEffects, Hook, HookDecision, Object, Phase, Policy, ToolCall,
     ToolCallStatus, checksum,
 };
 use joch_store::{Durability, StoreError};
@@ -65,7 +65,8 @@ impl Engine {
         intent: Intent,
         skip: Option<&str>,
     ) -> Result<Admission, EngineError> {
-        if call.metadata.name.is_empty() {
+        let minted = call.metadata.name.is_empty();
+        if minted {
             call.metadata.name = crate::engine::new_call_name();
         }
         // Set by the store when it writes the call: empty means not yet written.
@@ -316,7 +317,9 @@ impl Engine {
         let written_when_settled = intent == Intent::WhenSettled
             && key.is_none()
             && !awaits_approval
-            && (rejection.is_some() || effects.is_repeatable());
+            && (rejection.is_some() || effects.is_repeatable())
+            // A name the caller chose may be taken: refused before anything runs.
+            && (minted || self.name_is_free(&call).await?);
         let created = match key {
             None if written_when_settled => Ok(()),
             None => store.create_object(&mut call, durability).await,
@@ -382,4 +385,23 @@ impl Engine {
 /// Answered once per policy snapshot, not per call: it encodes the spec.
 fn reads_spend(policy: &Policy) -> bool {
     serde_json::to_string(&policy.spec).is_ok_and(|text| text.contains("cost."))
+}
+
+impl Engine {
+    async fn name_is_free(&self, call: &ToolCall) -> Result<bool, EngineError> {
+        let taken = self
+            .inner
+            .store
+            .get(
+                ToolCall::KIND,
+                &call.metadata.namespace,
+                &call.metadata.name,
+            )
+            .await;
+        match taken {
+            Ok(_) => Ok(false),
+            Err(StoreError::NotFound { .. }) => Ok(true),
+            Err(e) => Err(e.into()),
+        }
+    }
 }

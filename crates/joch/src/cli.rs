@@ -273,6 +273,12 @@ pub struct ServeArgs {
     /// deleted (at startup, then as often); covers writes in flight.
     #[arg(long, env = "JOCH_ARTIFACT_GRACE_SECONDS", default_value_t = 3600)]
     pub artifact_grace_seconds: u64,
+    /// How long a call whose tool may safely run twice (read-only or
+    /// idempotent, no idempotency key) may run before its `Running` record
+    /// is written; one that settles sooner is written once, settled. 0
+    /// writes every call as it starts.
+    #[arg(long, env = "JOCH_INTENT_GRACE_MS", default_value_t = 100)]
+    pub intent_grace_ms: u64,
     /// Listen on a non-loopback address without authentication.
     #[arg(long, env = "JOCH_INSECURE")]
     pub insecure: bool,

@@ -40,6 +40,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         jwt,
         replica: args.store.is_some().then(replica_name),
         artifacts_dir: args.artifacts_dir.clone(),
+        intent_grace: std::time::Duration::from_millis(args.intent_grace_ms),
         ..EngineConfig::default()
     };
     let location = match &args.store {

@@ -234,14 +234,18 @@ async fn wait_false_answers_202_with_the_pending_record_and_settles_in_the_backg
 async fn a_reused_call_id_is_refused_and_runs_nothing() {
     let webhook = Webhook::start().await;
     let joch = Joch::start().await;
-    joch.create_tool(echo_tool(&webhook, "echo", "external_write"))
-        .await;
-    let call =
-        json!({"metadata": {"name": "call_1"}, "spec": {"toolRef": {"name": "echo"}, "input": {}}});
-    assert_eq!(joch.post_call(call.clone()).await.0, StatusCode::CREATED);
-    let again = joch.post_call(call).await;
-    crate::harness::assert_error(&again, StatusCode::CONFLICT, "already_exists");
-    assert_eq!(webhook.hits(), 1);
+    // A read-only call is written only once it settles, yet a taken name
+    // is refused before it runs too.
+    for (n, level) in ["external_write", "read_only"].into_iter().enumerate() {
+        let tool = format!("echo-{n}");
+        joch.create_tool(echo_tool(&webhook, &tool, level)).await;
+        let call = json!({"metadata": {"name": format!("call_{n}")},
+            "spec": {"toolRef": {"name": tool}, "input": {}}});
+        assert_eq!(joch.post_call(call.clone()).await.0, StatusCode::CREATED);
+        let again = joch.post_call(call).await;
+        crate::harness::assert_error(&again, StatusCode::CONFLICT, "already_exists");
+        assert_eq!(webhook.hits(), n + 1, "{level}");
+    }
 }
 
 #[tokio::test]
@@ -485,4 +489,79 @@ async fn a_redirect_to_another_host_is_not_followed() {
     let (_, call) = joch.call("moved", json!({})).await;
     assert_eq!(call["status"]["phase"], "Failed", "{call}");
     assert_eq!(elsewhere.hits(), 0, "the redirect was not followed");
+}
+
+/// A call needing no durable intent is written once, settled; one that runs
+/// past the intent grace is visible as Running first; a write, or a call
+/// claiming a key, is written at admission (Pending, Running, settled).
+#[tokio::test]
+async fn calls_that_need_no_intent_are_written_once_unless_they_run_long() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start_with(&["--intent-grace-ms", "100"]).await;
+    joch.create_tool(echo_tool(&webhook, "read", "read_only"))
+        .await;
+    joch.create_tool(echo_tool(&webhook, "write", "external_write"))
+        .await;
+    joch.create_tool(rest_tool(
+        "slow-read",
+        &format!("{}/slow-echo", webhook.base),
+        json!({"level": "read_only"}),
+    ))
+    .await;
+    let versions = |call: &Value| {
+        (
+            call["status"]["phase"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            call["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    };
+
+    let (_, read) = joch.call("read", json!({"q": 1})).await;
+    assert_eq!(versions(&read), ("Succeeded".into(), "1".into()));
+    let (_, write) = joch.call("write", json!({"q": 1})).await;
+    assert_eq!(versions(&write), ("Succeeded".into(), "3".into()));
+    let (_, keyed) = joch
+        .post_call(
+            json!({"spec": {"toolRef": {"name": "read"}, "input": {"q": 2},
+            "sideEffects": {"idempotencyKey": "k-1"}}}),
+        )
+        .await;
+    assert_eq!(versions(&keyed), ("Succeeded".into(), "3".into()));
+    // A write that will not run (its arguments are not an object) needs no intent either.
+    let (_, refused) = joch.call("write", json!("not an object")).await;
+    assert_eq!(
+        versions(&refused),
+        ("Failed".into(), "1".into()),
+        "{refused}"
+    );
+
+    // The slow call (300 ms) shows as Running while it runs.
+    let running = format!("/v1/namespaces/{NS}/toolcalls?phase=Running");
+    let watch = async {
+        for _ in 0..100 {
+            let (_, list) = joch.get(&running).await;
+            if let Some(call) = list["items"].as_array().and_then(|items| items.first()) {
+                return Some(call.clone());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
+    };
+    let ((_, slow), seen) = tokio::join!(joch.call("slow-read", json!({})), watch);
+    let seen = seen.expect("the slow call was listed as Running while it ran");
+    assert_eq!(seen["metadata"]["name"], slow["metadata"]["name"]);
+    assert_eq!(seen["metadata"]["resourceVersion"], "1");
+    assert_eq!(versions(&slow), ("Succeeded".into(), "2".into()));
+    let (_, stored) = joch
+        .get(&format!(
+            "/v1/namespaces/{NS}/toolcalls/{}",
+            read["metadata"]["name"].as_str().unwrap_or_default()
+        ))
+        .await;
+    assert_eq!(stored["status"]["output"], read["status"]["output"]);
 }
