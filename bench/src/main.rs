@@ -4,7 +4,9 @@
 //! joch server (its own SQLite ledger in a temp dir): one with joch's
 //! built-in no-op tool (joch's own cost), and two whose tool forwards to
 //! the webhook. It drives the same load at the webhook directly (the
-//! baseline) and through joch, and prints throughput, p50/p90/p99/max
+//! baseline), through a bare forwarder that records nothing (the ceiling of
+//! any gateway here: two HTTP exchanges per call on the same cores) and
+//! through joch, and prints throughput, p50/p90/p99/max
 //! latency, store commits per second, joch's cost relative to the baseline,
 //! and the process's peak RSS.
 //!
@@ -135,6 +137,25 @@ async fn main() -> Result<()> {
         )
         .await?,
     ];
+    // The ceiling for any gateway in this setup: a bare forwarder that
+    // records and decides nothing, but, like joch, turns each call into two
+    // HTTP exchanges on the same cores.
+    let proxy = serve(
+        axum::Router::new()
+            .route("/forward", post(forward))
+            .with_state((Client::builder().no_proxy().build()?, webhook_url.clone())),
+    )
+    .await?;
+    results.push(
+        measure(
+            &client,
+            &args,
+            "proxy_no_joch",
+            Target::Direct(format!("http://{proxy}/forward")),
+            &metrics,
+        )
+        .await?,
+    );
     let scenarios = [
         ("noop", "read_only", "noop"),
         ("read_only", "read_only", "rest"),
@@ -272,6 +293,21 @@ async fn at_rest(
 /// The webhook: answers with the JSON it was sent.
 async fn echo(Json(body): Json<Value>) -> Json<Value> {
     Json(body)
+}
+
+/// The bare forwarder: the body to the webhook, its answer back.
+async fn forward(
+    axum::extract::State((client, webhook)): axum::extract::State<(Client, String)>,
+    Json(body): Json<Value>,
+) -> Result<Json<Value>, axum::http::StatusCode> {
+    let bad_gateway = |_| axum::http::StatusCode::BAD_GATEWAY;
+    let answer = client
+        .post(&webhook)
+        .json(&body)
+        .send()
+        .await
+        .map_err(bad_gateway)?;
+    Ok(Json(answer.json().await.map_err(bad_gateway)?))
 }
 
 /// Serves `router` on an ephemeral loopback port for the life of the process.
