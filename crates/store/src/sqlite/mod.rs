@@ -41,15 +41,14 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         let mut conn = Connection::open(&path).map_err(unavailable)?;
-        // Savepoints journal in memory, not in temp files; the WAL is copied
-        // back every ~16 MiB rather than every 4, so a page many commits
-        // rewrote (an index's last page) is copied back once.
+        // Savepoints journal in memory, not in temp files. (A WAL checkpoint
+        // every 16 MiB rather than SQLite's 4 was tried: one caller's calls
+        // got slower, 0.32 -> 0.45 ms, and 64 callers' no faster.)
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;
              PRAGMA busy_timeout = 5000;
-             PRAGMA temp_store = MEMORY;
-             PRAGMA wal_autocheckpoint = 4000;",
+             PRAGMA temp_store = MEMORY;",
         )
         .map_err(unavailable)?;
         migrate::run(&mut conn)?;
