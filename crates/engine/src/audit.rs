@@ -94,7 +94,7 @@ fn approval_body(approval: &Approval) -> String {
 
 impl Engine {
     /// Stores a settled call with its audit entry, in one write: its first,
-    /// for a call written only once it settled (see `calls::Intent`).
+    /// for a call written only once it settled (see `admission::Intent`).
     pub(crate) async fn store_settled(&self, call: &mut ToolCall) -> Result<(), EngineError> {
         let body = call_body(call);
         let store = &self.inner.store;

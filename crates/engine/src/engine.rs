@@ -49,7 +49,7 @@ pub struct EngineConfig {
     /// How long a call that needs no durable intent may run before its
     /// `Running` record is written (default 100 ms); one that settles
     /// sooner is written once, settled. Zero writes every call as it
-    /// starts. See `calls::Intent`.
+    /// starts. See `admission::Intent`.
     pub intent_grace: Duration,
 }
 

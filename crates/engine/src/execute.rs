@@ -170,9 +170,10 @@ impl Engine {
         let invoke = backend
             .invoke_output(invocation)
             .instrument(tracing::info_span!("backend", backend = kind));
-        let (result, version) = match written {
-            true => (invoke.await, None),
-            false => self.invoke_unwritten(&call, invoke).await,
+        let (result, version) = if written {
+            (invoke.await, None)
+        } else {
+            self.invoke_unwritten(&call, invoke).await
         };
         if let Some(version) = version {
             call.metadata.resource_version = version;
@@ -225,7 +226,7 @@ impl Engine {
         .await
     }
 
-    /// Runs the backend of a call not yet written (see `calls::Intent`): a
+    /// Runs the backend of a call not yet written (see `admission::Intent`): a
     /// call still running after `intent_grace` is written as `Running` then,
     /// unsynced (its tool may run twice), so it can be seen while it runs
     /// and recovered after a crash. Returns the written version, if any.
