@@ -11,19 +11,15 @@ use std::sync::LazyLock;
 
 use axum::http::header;
 use axum::response::IntoResponse;
-use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, Parameter, ParameterIn};
-use utoipa::openapi::request_body::RequestBodyBuilder;
-use utoipa::openapi::schema::{
-    AdditionalProperties, ArrayBuilder, ObjectBuilder, Schema, SchemaType, Type,
-};
+use utoipa::openapi::path::HttpMethod;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{
     ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApi, OpenApiBuilder, PathItem,
-    PathsBuilder, Ref, RefOr, Required, ResponseBuilder,
+    PathsBuilder, ResponseBuilder,
 };
-use utoipa::{IntoParams, ToSchema};
 
-use super::ListQueryParams;
+mod build;
+
 use super::approvals::DecisionBody;
 use super::audit::Page as AuditPage;
 use super::costs::CostParams;
@@ -33,6 +29,11 @@ use super::resources::DeleteParams;
 use super::tokens::NewToken;
 use super::toolcalls::{CreateParams, ResolveBody};
 use crate::hooks::claude::{HookBody, HookParams};
+use build::{
+    WithOperation, any_object, any_value, array_of, body, bytes, error_schema, get, get_item,
+    get_list, json_content, list, list_params, list_schema, ok, operation, params, post_item,
+    replay_schema, resource, resource_schema, schema_of, with_path,
+};
 
 /// The document, rendered once.
 static DOCUMENT: LazyLock<String> =
@@ -425,229 +426,4 @@ pub(crate) fn document() -> OpenApi {
             SecurityRequirement::new("bearer", Vec::<String>::new()),
         ]))
         .build()
-}
-
-fn operation(summary: &str, tag: &str) -> OperationBuilder {
-    let id: String = summary
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .take(6)
-        .collect::<Vec<_>>()
-        .join("_")
-        .to_lowercase();
-    OperationBuilder::new()
-        .summary(Some(summary))
-        .operation_id(Some(format!("{tag}_{id}")))
-        .tag(tag)
-        .response(
-            "default",
-            ResponseBuilder::new()
-                .description("Any failure: a structured error")
-                .content("application/json", json_content(reference("Error")))
-                .build(),
-        )
-}
-
-fn with_path(op: OperationBuilder, names: &[&str]) -> OperationBuilder {
-    names
-        .iter()
-        .fold(op, |op, name| op.parameter(path_param(name)))
-}
-
-fn path_param(name: &str) -> Parameter {
-    Parameter::builder()
-        .name(name)
-        .parameter_in(ParameterIn::Path)
-        .required(Required::True)
-        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
-        .build()
-}
-
-/// Adds the query parameters a handler's `Query<T>` reads.
-fn params<T: IntoParams>(op: OperationBuilder) -> OperationBuilder {
-    T::into_params(|| Some(ParameterIn::Query))
-        .into_iter()
-        .fold(op, |op, p| op.parameter(p))
-}
-
-fn list_params(op: OperationBuilder) -> OperationBuilder {
-    params::<ListQueryParams>(op)
-}
-
-fn get(summary: &str, tag: &str, response: utoipa::openapi::Response) -> PathItem {
-    PathItem::new(
-        HttpMethod::Get,
-        operation(summary, tag).response("200", response),
-    )
-}
-
-/// Several methods on one path: `PathItem` itself only merges.
-trait WithOperation {
-    fn operation<O: Into<Operation>>(self, method: HttpMethod, operation: O) -> Self;
-}
-
-impl WithOperation for PathItem {
-    fn operation<O: Into<Operation>>(mut self, method: HttpMethod, operation: O) -> Self {
-        self.merge_operations(PathItem::new(method, operation));
-        self
-    }
-}
-
-fn get_list(summary: &str, tag: &str) -> PathItem {
-    PathItem::new(
-        HttpMethod::Get,
-        list_params(with_path(operation(summary, tag), &["ns"])).response("200", ok(list())),
-    )
-}
-
-fn get_item(summary: &str, tag: &str) -> PathItem {
-    PathItem::new(
-        HttpMethod::Get,
-        with_path(operation(summary, tag), &["ns", "name"]).response("200", ok(resource())),
-    )
-}
-
-fn post_item(summary: &str, tag: &str, request: RefOr<Schema>, statuses: &[&str]) -> PathItem {
-    let op = with_path(operation(summary, tag), &["ns", "name"]).request_body(Some(body(request)));
-    let op: Operation = statuses
-        .iter()
-        .fold(op, |op, status| op.response(*status, ok(any_object())))
-        .build();
-    PathItem::new(HttpMethod::Post, op)
-}
-
-fn body(schema: RefOr<Schema>) -> utoipa::openapi::request_body::RequestBody {
-    RequestBodyBuilder::new()
-        .content("application/json", json_content(schema))
-        .build()
-}
-
-fn ok(schema: RefOr<Schema>) -> utoipa::openapi::Response {
-    ResponseBuilder::new()
-        .description("Success")
-        .content("application/json", json_content(schema))
-        .build()
-}
-
-/// An answer of raw bytes (an artifact's content).
-fn bytes(description: &str) -> utoipa::openapi::Response {
-    ResponseBuilder::new()
-        .description(description)
-        .content("application/octet-stream", ContentBuilder::new().build())
-        .build()
-}
-
-fn json_content(schema: RefOr<Schema>) -> utoipa::openapi::Content {
-    ContentBuilder::new().schema(Some(schema)).build()
-}
-
-fn reference(name: &str) -> RefOr<Schema> {
-    RefOr::Ref(Ref::from_schema_name(name))
-}
-
-fn resource() -> RefOr<Schema> {
-    reference("Resource")
-}
-
-fn list() -> RefOr<Schema> {
-    reference("ResourceList")
-}
-
-fn schema_of<T: ToSchema>() -> RefOr<Schema> {
-    T::schema()
-}
-
-fn any_value() -> RefOr<Schema> {
-    RefOr::T(Schema::Object(
-        ObjectBuilder::new()
-            .schema_type(SchemaType::AnyValue)
-            .build(),
-    ))
-}
-
-fn any_object() -> RefOr<Schema> {
-    RefOr::T(Schema::Object(
-        ObjectBuilder::new()
-            .schema_type(Type::Object)
-            .additional_properties(Some(AdditionalProperties::FreeForm(true)))
-            .build(),
-    ))
-}
-
-fn array_of(items: RefOr<Schema>) -> RefOr<Schema> {
-    RefOr::T(Schema::Array(ArrayBuilder::new().items(items).build()))
-}
-
-fn string() -> ObjectBuilder {
-    ObjectBuilder::new().schema_type(Type::String)
-}
-
-fn error_schema() -> Schema {
-    ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .property(
-            "code",
-            string().description(Some("Stable snake_case cause")),
-        )
-        .property("message", string().description(Some("For people")))
-        .property("details", any_object())
-        .required("code")
-        .required("message")
-        .required("details")
-        .into()
-}
-
-fn resource_schema() -> Schema {
-    let metadata = ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .property("name", string())
-        .property("namespace", string())
-        .property("resourceVersion", string())
-        .property("labels", any_object())
-        .property("annotations", any_object())
-        .additional_properties(Some(AdditionalProperties::FreeForm(true)));
-    ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .description(Some(
-            "A joch resource: `apiVersion: joch.dev/v1alpha1`, a kind, metadata, spec and status",
-        ))
-        .property("apiVersion", string())
-        .property("kind", string())
-        .property("metadata", metadata)
-        .property("spec", any_object())
-        .property("status", any_object())
-        .required("apiVersion")
-        .required("kind")
-        .required("metadata")
-        .additional_properties(Some(AdditionalProperties::FreeForm(true)))
-        .into()
-}
-
-fn list_schema() -> Schema {
-    ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .property("apiVersion", string())
-        .property("kind", string())
-        .property(
-            "metadata",
-            ObjectBuilder::new()
-                .schema_type(Type::Object)
-                .property("continue", string()),
-        )
-        .property("items", array_of(resource()))
-        .required("apiVersion")
-        .required("kind")
-        .required("items")
-        .into()
-}
-
-/// `joch_engine::Replay`, which lives outside this crate.
-fn replay_schema() -> RefOr<Schema> {
-    RefOr::T(
-        ObjectBuilder::new()
-            .schema_type(Type::Object)
-            .property("mode", string().enum_values(Some(["execute", "record"])))
-            .property("override", ObjectBuilder::new().schema_type(Type::Boolean))
-            .into(),
-    )
 }
