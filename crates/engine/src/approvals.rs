@@ -7,6 +7,7 @@
 //! `AwaitingApproval → Running` conditionally too, so it runs once even if
 //! two replicas (or a decision and a timeout) race.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use joch_core::approval::{
@@ -166,18 +167,31 @@ impl Engine {
         let Some(deadline) = approval.status.deadline else {
             return;
         };
-        let wait = (deadline.0 - now().0).to_std().unwrap_or(Duration::ZERO);
-        let (engine, ns, name) = (
-            self.clone(),
+        let key = (
             approval.metadata.namespace.clone(),
             approval.metadata.name.clone(),
         );
+        if !self.armed_deadlines().insert(key.clone()) {
+            return;
+        }
+        let wait = (deadline.0 - now().0).to_std().unwrap_or(Duration::ZERO);
+        let engine = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(wait).await;
-            if let Err(e) = engine.expire(&ns, &name).await {
+            let (ns, name) = &key;
+            if let Err(e) = engine.expire(ns, name).await {
                 tracing::warn!(approval = %name, error = %e, "approval deadline could not be applied");
             }
+            engine.armed_deadlines().remove(&key);
         });
+    }
+
+    fn armed_deadlines(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
+        // The set stays consistent under a panic elsewhere: inserts and removes are single calls.
+        self.inner
+            .armed_deadlines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Re-arms the deadlines of approvals still pending (after a restart).
@@ -580,3 +594,6 @@ fn decided(name: &str, phase: ApprovalPhase) -> EngineError {
         message: format!("approval {name:?} is already {}", phase.as_str()),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -93,6 +93,10 @@ pub(crate) struct Inner {
     pub(crate) tools_changed: watch::Sender<u64>,
     /// One lock per McpServer (`namespace/name`): its listings run one at a time.
     pub(crate) mcp_syncs: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Approvals (namespace, name) whose deadline timer runs in this
+    /// process, so that re-arming (at start, or on taking over a dead
+    /// replica's work) starts no second timer.
+    pub(crate) armed_deadlines: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
     /// Tools by `namespace/name`, as the call path last read them.
     pub(crate) tools: Snapshots<joch_core::Tool>,
     /// Each namespace's policies, in name order.
@@ -133,6 +137,7 @@ impl Engine {
                 appended: watch::channel(0).0,
                 tools_changed: watch::channel(0).0,
                 mcp_syncs: Default::default(),
+                armed_deadlines: Default::default(),
                 tools: Snapshots::default(),
                 policies: Snapshots::default(),
                 budgets: Snapshots::default(),

@@ -1,0 +1,44 @@
+use std::sync::Arc;
+
+use joch_core::Approval;
+use serde_json::json;
+
+use crate::policy::StandardPolicyEngine;
+use crate::{Engine, EngineConfig};
+
+fn approval(name: &str) -> Approval {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {
+            "action": {"type": "tool_call", "toolCallRef": {"name": name}},
+            "risk": {"level": "external_write", "summary": "test"},
+            "options": ["approve", "reject"],
+            "payload": {}
+        },
+        "status": {"deadline": "2999-01-01T00:00:00Z"}
+    }))
+    .expect("an approval")
+}
+
+/// Re-arming an approval already armed in this process (at start, or on
+/// taking over a dead replica's work) starts no second timer.
+#[tokio::test]
+async fn an_approval_deadline_is_armed_once_per_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = joch_store::SqliteStore::open(dir.path().join("joch.db")).expect("store");
+    let engine = Engine::new(
+        Arc::new(store),
+        Vec::new(),
+        Arc::new(StandardPolicyEngine::default()),
+        EngineConfig::default(),
+    );
+    let timers = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    let before = timers();
+    let (first, second) = (approval("a"), approval("b"));
+    engine.arm_deadline(&first);
+    engine.arm_deadline(&first);
+    engine.arm_deadline(&second);
+    engine.arm_deadline(&first);
+    assert_eq!(timers() - before, 2, "one timer per approval");
+    assert_eq!(engine.armed_deadlines().len(), 2);
+}
