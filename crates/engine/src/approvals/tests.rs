@@ -32,7 +32,11 @@ async fn an_approval_deadline_is_armed_once_per_process() {
         Arc::new(StandardPolicyEngine::default()),
         EngineConfig::default(),
     );
-    let timers = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    let timers = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
     let before = timers();
     let (first, second) = (approval("a"), approval("b"));
     engine.arm_deadline(&first);
