@@ -230,12 +230,7 @@ impl WebhookBackend {
 /// TSV, Markdown. Not `text/plain` or `text/html`, which are as often a
 /// proxy's error page as a result, and stay failures.
 fn is_text(media_type: &str) -> bool {
-    let essence = media_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let essence = joch_core::artifact::media_essence(media_type);
     matches!(
         essence.as_str(),
         "application/x-ndjson"

@@ -191,15 +191,21 @@ pub fn preview(content: &[u8], max: usize) -> (String, bool) {
     (text.to_owned(), true)
 }
 
-/// True for media types joch returns as media (seed 001's `Media`):
-/// images, audio, video and PDF documents.
-pub fn is_media_type(media_type: &str) -> bool {
-    let essence = media_type
+/// A media type without its parameters, lowercased: the part that says
+/// what the content is (`Text/CSV; charset=utf-8` → `text/csv`).
+pub fn media_essence(media_type: &str) -> String {
+    media_type
         .split(';')
         .next()
         .unwrap_or_default()
         .trim()
-        .to_ascii_lowercase();
+        .to_ascii_lowercase()
+}
+
+/// True for media types joch returns as media (seed 001's `Media`):
+/// images, audio, video and PDF documents.
+pub fn is_media_type(media_type: &str) -> bool {
+    let essence = media_essence(media_type);
     ["image/", "audio/", "video/"]
         .iter()
         .any(|p| essence.starts_with(p))
@@ -279,6 +285,15 @@ pub fn parse_range(header: &str, size: u64) -> Result<ByteRange, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_media_essence_drops_parameters_and_case() {
+        assert_eq!(media_essence("Text/CSV; charset=utf-8"), "text/csv");
+        assert_eq!(media_essence(" image/png "), "image/png");
+        assert_eq!(media_essence(""), "");
+        assert!(is_media_type("IMAGE/PNG;q=1"));
+        assert!(!is_media_type("application/json"));
+    }
 
     #[test]
     fn ranges_follow_rfc_9110() {

@@ -91,12 +91,7 @@ impl Format {
         let mime = content_type
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
-        let mime = mime
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
+        let mime = joch_core::artifact::media_essence(mime);
         match mime.as_str() {
             "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => Format::Yaml,
             m if m.ends_with("+yaml") => Format::Yaml,

@@ -15,12 +15,7 @@ pub(super) enum Streaming {
 
 impl Streaming {
     pub(super) fn of(media_type: Option<&str>) -> Option<Self> {
-        let essence = media_type?
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
+        let essence = joch_core::artifact::media_essence(media_type?);
         match essence.as_str() {
             "application/x-ndjson" | "application/jsonl" | "application/jsonlines" => {
                 Some(Self::JsonLines)
