@@ -296,22 +296,20 @@ impl Engine {
         };
 
         let awaits_approval = deferral.is_some() && rejection.is_none();
+        // A paused call is synced: a person may take hours over it.
         let durability = match intent {
+            _ if awaits_approval => Durability::Sync,
             Intent::Now(durability) => durability,
             Intent::WhenSettled => Durability::Deferred,
         };
-        let durability = match (&deferral, &rejection) {
-            (Some(_), None) => {
-                call.transition(Phase::AwaitingApproval)?;
-                call.spec.approval = Some(CallApproval {
-                    required: true,
-                    status: Some("pending".to_owned()),
-                    ..Default::default()
-                });
-                Durability::Sync
-            }
-            _ => durability,
-        };
+        if awaits_approval {
+            call.transition(Phase::AwaitingApproval)?;
+            call.spec.approval = Some(CallApproval {
+                required: true,
+                status: Some("pending".to_owned()),
+                ..Default::default()
+            });
+        }
         call.status.replica.clone_from(&self.inner.config.replica);
         let store = &self.inner.store;
         let written_when_settled = intent == Intent::WhenSettled
