@@ -21,10 +21,11 @@ use serde_json::{Map, Value, json};
 use crate::engine::now;
 use crate::{Engine, EngineError};
 
-/// What a settled result becomes: what the caller gets, what the record keeps.
+/// What a settled result becomes: what the caller gets, and what the
+/// record keeps instead of the result when any of it became an artifact.
 pub(crate) struct Spooled {
     pub(crate) answer: Value,
-    pub(crate) recorded: Value,
+    pub(crate) recorded: Option<Value>,
 }
 
 impl Engine {
@@ -52,8 +53,8 @@ impl Engine {
     ) -> Result<Spooled, EngineError> {
         if self.inner.blobs.is_none() {
             return Ok(Spooled {
-                recorded: answer.clone(),
                 answer,
+                recorded: None,
             });
         }
         if has_media(&answer) {
@@ -79,11 +80,12 @@ impl Engine {
             tool: tool.spec.inline,
             max_inline_bytes,
         };
-        // The hot path: nothing could turn inlining off, so nothing is serialised.
+        // The hot path: nothing could turn inlining off, so nothing is
+        // serialised or copied.
         if inputs.call != Some(false) && inputs.tool != Some(false) && max_inline_bytes.is_none() {
             return Ok(Spooled {
-                recorded: answer.clone(),
                 answer,
+                recorded: None,
             });
         }
         let (content, default_type) = content_of(&answer);
@@ -93,8 +95,8 @@ impl Engine {
         };
         let Some(reason) = inputs.handle_reason(content.len() as u64) else {
             return Ok(Spooled {
-                recorded: answer.clone(),
                 answer,
+                recorded: None,
             });
         };
         let reference = self
@@ -104,19 +106,24 @@ impl Engine {
         call.status.artifacts.push(reference);
         Ok(Spooled {
             answer: handle.clone(),
-            recorded: handle,
+            recorded: Some(handle),
         })
     }
 
     /// Stores each media block of an MCP-shaped result (`content[]` items of
     /// type image or audio with `data`, or resources with a media `blob`)
     /// and returns the result as the record keeps it: the bytes replaced by
-    /// the artifact's id, size and hash.
-    async fn keep_media(&self, call: &mut ToolCall, answer: &Value) -> Result<Value, EngineError> {
+    /// the artifact's id, size and hash (`None` if no block was stored).
+    async fn keep_media(
+        &self,
+        call: &mut ToolCall,
+        answer: &Value,
+    ) -> Result<Option<Value>, EngineError> {
         let mut recorded = answer.clone();
         let Some(blocks) = recorded.get_mut("content").and_then(Value::as_array_mut) else {
-            return Ok(recorded);
+            return Ok(None);
         };
+        let mut stored = false;
         for block in blocks {
             let Some((holder, field, media_type)) = media_slot(block) else {
                 continue;
@@ -139,8 +146,9 @@ impl Engine {
                 );
             }
             call.status.artifacts.push(reference);
+            stored = true;
         }
-        Ok(recorded)
+        Ok(stored.then_some(recorded))
     }
 
     /// Writes `content` durably as a blob, then records its `Artifact`

@@ -327,8 +327,8 @@ impl Engine {
             let spooled = self
                 .spool(&mut call, tool, result, how.text_type.as_deref())
                 .await?;
-            if !call.status.artifacts.is_empty() {
-                kept = Some(spooled.recorded);
+            if let Some(recorded) = spooled.recorded {
+                kept = Some(recorded);
             }
             answer = Some(spooled.answer);
         }
