@@ -408,14 +408,18 @@ impl Engine {
                 tracing_spans::record_content("gen_ai.tool.call.result", answer);
             }
         }
-        let completed = json!({
-            "source": if call.spec.replay_of.is_some() { "replay" } else { "execute" },
-            "success": phase == Phase::Succeeded,
-            // Events, like the record, name artifacts rather than hold them.
-            "output": if call.status.artifacts.is_empty() { answer.as_ref() } else { call.status.output.as_ref() },
-            "error": error.as_ref().map(|e| e.message.clone()),
-        });
-        self.emit_for(&call, "tool_completed", completed).await?;
+        // Only a call in an execution has a timeline: the event copies the
+        // output, which no other call should pay for.
+        if call.spec.execution_ref.is_some() {
+            let completed = json!({
+                "source": if call.spec.replay_of.is_some() { "replay" } else { "execute" },
+                "success": phase == Phase::Succeeded,
+                // Events, like the record, name artifacts rather than hold them.
+                "output": if call.status.artifacts.is_empty() { answer.as_ref() } else { call.status.output.as_ref() },
+                "error": error.as_ref().map(|e| e.message.clone()),
+            });
+            self.emit_for(&call, "tool_completed", completed).await?;
+        }
         call.status.completed_at = Some(now());
         call.status.latency_ms = latency_ms;
         call.status.error = error;
