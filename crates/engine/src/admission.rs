@@ -285,7 +285,7 @@ impl Engine {
         }
         let observability = &tool.spec.observability;
         call.spec.input = crate::execute::recorded_value(
-            &args_value,
+            args_value.clone(),
             observability.log_args,
             &observability.redact_fields,
         );

@@ -558,7 +558,7 @@ impl Engine {
                 }
             }
             call.spec.input = crate::execute::recorded_value(
-                &value,
+                value.clone(),
                 observability.log_args,
                 &observability.redact_fields,
             );

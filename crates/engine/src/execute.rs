@@ -332,9 +332,8 @@ impl Engine {
             }
             answer = Some(spooled.answer);
         }
-        call.status.output = kept
-            .as_ref()
-            .map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
+        call.status.output =
+            kept.map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
         self.settle(call, phase, answer, error, how.latency_ms)
             .await
     }
@@ -444,11 +443,10 @@ impl Engine {
 
 /// What of a value the record keeps: all of it, with named fields redacted,
 /// or only the marker that it was withheld.
-pub(crate) fn recorded_value(value: &Value, keep: bool, redact: &[String]) -> Value {
+pub(crate) fn recorded_value(mut value: Value, keep: bool, redact: &[String]) -> Value {
     if !keep {
         return Value::String(REDACTED.to_owned());
     }
-    let mut value = value.clone();
     redact_fields(&mut value, redact);
     value
 }
