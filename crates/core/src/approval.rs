@@ -142,6 +142,13 @@ pub struct ApprovalStatus {
     /// The arguments the approver substituted (`edit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edited_input: Option<Value>,
+    /// The value provided for a `user_input` approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    /// The replica that decided, and so carries the decision out on the
+    /// call. If it stops first, whoever takes over its lease does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
     /// The decision stands for later calls of the same tool (recorded as a
     /// `StandingApproval` named after the tool).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -258,8 +258,9 @@ impl Engine {
         };
         approval.status.phase = ApprovalPhase::Approved;
         approval.status.edited_input = decision.edited_input.clone();
+        approval.status.value = decision.value.clone();
         self.decide(&mut approval, verb, &decision).await?;
-        self.resume(namespace, name, &approval, &decision).await?;
+        self.resume(&approval, &decision).await?;
         Ok(approval)
     }
 
@@ -274,16 +275,23 @@ impl Engine {
         approval.status.phase = ApprovalPhase::Rejected;
         approval.status.message = decision.message.clone();
         self.decide(&mut approval, "reject", &decision).await?;
-        let mut call = self.get_call(namespace, name).await?;
-        if call.status.phase != Phase::AwaitingApproval {
-            return Ok(approval);
-        }
-        mark_call(&mut call, "rejected", &approval);
+        self.deny_rejected(&approval).await?;
+        Ok(approval)
+    }
+
+    /// Settles a rejected approval's call `Denied`, with the approver's message.
+    async fn deny_rejected(&self, approval: &Approval) -> Result<(), EngineError> {
+        let Some(mut call) = self.awaiting_call(approval).await? else {
+            return Ok(());
+        };
+        mark_call(&mut call, "rejected", approval);
         self.emit_for(&call, "run_resumed", json!({"approved": false}))
             .await?;
-        let message = decision
+        let message = approval
+            .status
             .message
-            .or(decision.rationale)
+            .clone()
+            .or_else(|| approval.status.rationale.clone())
             .unwrap_or_else(|| "rejected by an approver".to_owned());
         let rejection = Rejection::refused(
             &call,
@@ -292,8 +300,36 @@ impl Engine {
             "denied_by_approver",
             message,
         );
-        self.refuse(call, rejection).await?;
-        Ok(approval)
+        self.refuse(call, rejection).await.map(drop)
+    }
+
+    /// The approval's call, if it still waits for the decision.
+    async fn awaiting_call(&self, approval: &Approval) -> Result<Option<ToolCall>, EngineError> {
+        let meta = &approval.metadata;
+        let call = self.get_call(&meta.namespace, &meta.name).await?;
+        Ok((call.status.phase == Phase::AwaitingApproval).then_some(call))
+    }
+
+    /// Does with the call what a stored decision says, if the call still
+    /// waits for it: what the decider would have done next, had it not
+    /// stopped between storing its decision and acting on it. A call that
+    /// already moved on is left alone, so carrying out twice is harmless.
+    pub(crate) async fn carry_out(&self, approval: &Approval) -> Result<(), EngineError> {
+        let decision = ApprovalDecision {
+            by: approval.status.decided_by.clone().unwrap_or_default(),
+            rationale: approval.status.rationale.clone(),
+            message: approval.status.message.clone(),
+            edited_input: approval.status.edited_input.clone(),
+            value: approval.status.value.clone(),
+            always: approval.status.always,
+        };
+        match (approval.status.phase, approval.status.decision.as_deref()) {
+            (ApprovalPhase::Pending, _) => Ok(()),
+            (ApprovalPhase::Approved, _) => self.resume(approval, &decision).await,
+            (ApprovalPhase::Rejected, _) => self.deny_rejected(approval).await,
+            (ApprovalPhase::Expired, Some("timeout")) => self.fall_back(approval, &decision).await,
+            (ApprovalPhase::Expired, _) => self.skip_withdrawn(approval).await,
+        }
     }
 
     /// Withdraws a pending approval whose call will not run (its batch was
@@ -337,6 +373,10 @@ impl Engine {
         decision: &ApprovalDecision,
     ) -> Result<(), EngineError> {
         approval.status.decision = Some(verb.to_owned());
+        approval
+            .status
+            .replica
+            .clone_from(&self.inner.config.replica);
         approval.status.decided_by = Some(decision.by.clone());
         approval.status.decided_at = Some(now());
         approval.status.rationale = decision.rationale.clone();
@@ -423,6 +463,16 @@ impl Engine {
             Err(EngineError::Refused { .. }) => return Ok(()),
             other => other?,
         }
+        self.fall_back(&approval, &decision).await
+    }
+
+    /// Applies an expired approval's fallback to its call: run it, or
+    /// settle it `TimedOut`.
+    async fn fall_back(
+        &self,
+        approval: &Approval,
+        decision: &ApprovalDecision,
+    ) -> Result<(), EngineError> {
         if approval
             .spec
             .routing
@@ -431,13 +481,12 @@ impl Engine {
             == OnTimeout::Approve
             && approval.spec.action.kind == "tool_call"
         {
-            return self.resume(namespace, name, &approval, &decision).await;
+            return self.resume(approval, decision).await;
         }
-        let mut call = self.get_call(namespace, name).await?;
-        if call.status.phase != Phase::AwaitingApproval {
+        let Some(mut call) = self.awaiting_call(approval).await? else {
             return Ok(());
-        }
-        mark_call(&mut call, "timed_out", &approval);
+        };
+        mark_call(&mut call, "timed_out", approval);
         self.emit_for(
             &call,
             "run_resumed",
@@ -452,23 +501,35 @@ impl Engine {
             "approval_timed_out",
             reason,
         );
-        self.refuse(call, rejection).await?;
-        Ok(())
+        self.refuse(call, rejection).await.map(drop)
+    }
+
+    /// Settles `Skipped` the call of an approval withdrawn because its batch
+    /// stopped (the batch settles it so itself, unless it stopped first).
+    async fn skip_withdrawn(&self, approval: &Approval) -> Result<(), EngineError> {
+        let Some(call) = self.awaiting_call(approval).await? else {
+            return Ok(());
+        };
+        let reason = approval
+            .status
+            .rationale
+            .clone()
+            .unwrap_or_else(|| "its batch stopped".to_owned());
+        let rejection = Rejection::refused(&call, Phase::Skipped, "Skipped", "skipped", reason);
+        self.refuse(call, rejection).await.map(drop)
     }
 
     /// Runs an approved call: with the approver's arguments (back through
     /// the request hook) or the provided value, if any.
     async fn resume(
         &self,
-        namespace: &str,
-        name: &str,
         approval: &Approval,
         decision: &ApprovalDecision,
     ) -> Result<(), EngineError> {
-        let mut call = self.get_call(namespace, name).await?;
-        if call.status.phase != Phase::AwaitingApproval {
+        let Some(mut call) = self.awaiting_call(approval).await? else {
             return Ok(());
-        }
+        };
+        let namespace = call.metadata.namespace.clone();
         mark_call(&mut call, "approved", approval);
         self.emit_for(&call, "run_resumed", json!({"approved": true}))
             .await?;
@@ -485,8 +546,8 @@ impl Engine {
                 }],
             );
         }
-        let tool = self.resolve_tool(namespace, &call).await?;
-        let policies = self.policies(namespace).await?;
+        let tool = self.resolve_tool(&namespace, &call).await?;
+        let policies = self.policies(&namespace).await?;
         let schemas = self.inner.schemas.get(&tool).ok();
         let mut rejection = None;
         let mut args = match (&call.spec.input, call.status.input_withheld) {

@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use joch_core::{CallError, Phase, Resolution, Tool, ToolCall};
-use joch_store::ListQuery;
+use joch_core::{Approval, ApprovalPhase, CallError, Phase, Resolution, Tool, ToolCall};
+use joch_store::{ListQuery, StoreErrorKind};
 use serde_json::Value;
 
 use crate::calls::Recorded;
@@ -31,6 +31,9 @@ pub struct RecoveryReport {
     pub abandoned: usize,
     /// Approvals still waiting for a person; their deadlines are re-armed.
     pub approvals_pending: usize,
+    /// Calls whose approval was decided, but whose decider stopped before
+    /// acting on it: run, denied or timed out now, as decided.
+    pub decided: usize,
 }
 
 /// How an operator settles an `Unknown` call.
@@ -62,6 +65,9 @@ impl Engine {
             for call in self.calls_in(phase).await? {
                 self.reconcile(call, &mut report).await?;
             }
+        }
+        for call in self.calls_in(Phase::AwaitingApproval).await? {
+            self.reconcile_awaiting(call, None, &mut report).await?;
         }
         report.approvals_pending = self.rearm_pending_approvals().await?;
         if report != RecoveryReport::default() {
@@ -159,6 +165,49 @@ impl Engine {
             facts,
         };
         self.run_in_background(recorded);
+        Ok(())
+    }
+
+    /// A call left `AwaitingApproval`: if its approval was decided, carries
+    /// the decision out; if its approval was never opened (joch stopped in
+    /// between), fails it, since nobody can approve it. With `lapsed` set,
+    /// only what that lapsed replica left undone.
+    pub(crate) async fn reconcile_awaiting(
+        &self,
+        call: ToolCall,
+        lapsed: Option<&str>,
+        report: &mut RecoveryReport,
+    ) -> Result<(), EngineError> {
+        let left_by =
+            |replica: &Option<String>| lapsed.is_none_or(|r| replica.as_deref() == Some(r));
+        let meta = &call.metadata;
+        match self
+            .inner
+            .store
+            .get_object::<Approval>(&meta.namespace, &meta.name)
+            .await
+        {
+            Ok(approval) => {
+                if approval.status.phase != ApprovalPhase::Pending
+                    && left_by(&approval.status.replica)
+                {
+                    self.carry_out(&approval).await?;
+                    report.decided += 1;
+                }
+            }
+            Err(e) if e.kind() == StoreErrorKind::NotFound => {
+                if left_by(&call.status.replica) {
+                    let error = CallError::new(
+                        "interrupted",
+                        "joch stopped before it could ask for this call's approval; the call never ran",
+                    );
+                    self.settle(call, Phase::Failed, None, Some(error), None)
+                        .await?;
+                    report.abandoned += 1;
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
         Ok(())
     }
 

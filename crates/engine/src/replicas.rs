@@ -197,6 +197,12 @@ impl Engine {
                 }
             }
         }
+        // Any replica may decide an approval: those it decided but did not
+        // act on are found by the decider, not by who recorded the call.
+        for call in self.calls_in(Phase::AwaitingApproval).await? {
+            self.reconcile_awaiting(call, Some(replica), &mut report)
+                .await?;
+        }
         // Its approvals' deadlines were timers in its memory.
         report.approvals_pending = self.rearm_pending_approvals().await?;
         Ok(report)

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use joch_core::ToolCall;
+use joch_core::approval::ApprovalStatus;
+use joch_core::{Approval, ApprovalPhase, ToolCall};
 use joch_store::{Durability, SqliteStore, Store};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
@@ -140,5 +141,91 @@ async fn a_pending_call_never_started_is_run_on_restart() {
     let joch = Joch::start_on(&db, &[]).await;
     let call = wait_for_phase(&joch, "left-pending", "Succeeded").await;
     assert_eq!(call["status"]["output"], json!({"echo": {"a": 1}}));
+    assert_eq!(webhook.hits(), 1);
+}
+
+/// Stores a decision on `name`'s approval as a decider does just before it
+/// acts on the call: the state a decider killed at that moment leaves.
+async fn store_decision(store: &dyn Store, name: &str, decided: impl FnOnce(&mut ApprovalStatus)) {
+    let mut approval: Approval = store.get_object(NS, name).await.unwrap();
+    assert_eq!(approval.status.phase, ApprovalPhase::Pending);
+    decided(&mut approval.status);
+    store
+        .update_object(&mut approval, Durability::Sync)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_decision_whose_decider_stopped_before_acting_is_carried_out_on_restart() {
+    let webhook = Webhook::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("joch.db");
+    let mut joch = Joch::start_on(&db, &[]).await;
+    let side_effects = json!({"level": "external_write", "requiresApproval": true});
+    joch.create_tool(rest_tool(
+        "write",
+        &format!("{}/echo", webhook.base),
+        side_effects,
+    ))
+    .await;
+    let path = format!("/v1/namespaces/{NS}/toolcalls?wait=false");
+    let mut paused = Vec::new();
+    for _ in 0..3 {
+        let (status, call) = joch.send(Method::POST, &path, Some(submit("write"))).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{call}");
+        assert_eq!(call["status"]["phase"], "AwaitingApproval", "{call}");
+        paused.push(call["metadata"]["name"].as_str().unwrap().to_owned());
+    }
+    joch.kill();
+    let [edited, rejected, unasked] = &paused[..] else {
+        unreachable!()
+    };
+    {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db).unwrap());
+        store_decision(&*store, edited, |s| {
+            s.phase = ApprovalPhase::Approved;
+            s.decision = Some("edit".to_owned());
+            s.decided_by = Some("alice".to_owned());
+            s.edited_input = Some(json!({"x": 2}));
+        })
+        .await;
+        store_decision(&*store, rejected, |s| {
+            s.phase = ApprovalPhase::Rejected;
+            s.decision = Some("reject".to_owned());
+            s.decided_by = Some("bob".to_owned());
+            s.message = Some("not today".to_owned());
+        })
+        .await;
+        // Stopped after recording the call, before opening its approval.
+        store
+            .delete_object::<Approval>(NS, unasked, None)
+            .await
+            .unwrap();
+    }
+
+    let joch = Joch::start_on(&db, &[]).await;
+    let call = wait_for_phase(&joch, edited, "Succeeded").await;
+    assert_eq!(
+        call["status"]["output"],
+        json!({"echo": {"x": 2}}),
+        "{call}"
+    );
+    assert_eq!(call["spec"]["approval"]["approvedBy"], "alice", "{call}");
+    assert_eq!(call["status"]["originalInput"], json!({"x": 1}), "{call}");
+    let call = wait_for_phase(&joch, rejected, "Denied").await;
+    assert_eq!(
+        call["status"]["error"]["code"], "denied_by_approver",
+        "{call}"
+    );
+    assert_eq!(call["status"]["error"]["message"], "not today", "{call}");
+    let call = wait_for_phase(&joch, unasked, "Failed").await;
+    assert_eq!(call["status"]["error"]["code"], "interrupted", "{call}");
+    assert_eq!(webhook.hits(), 1, "only the approved call ran");
+
+    // Carried out once: a second restart finds nothing left to do.
+    drop(joch);
+    let _joch = Joch::start_on(&db, &[]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(webhook.hits(), 1);
 }

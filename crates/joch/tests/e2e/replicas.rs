@@ -364,3 +364,58 @@ async fn a_replica_killed_mid_load_loses_nothing_and_repeats_nothing() {
     let repeated: Vec<_> = writes.iter().filter(|(_, n)| **n > 1).collect();
     assert!(repeated.is_empty(), "writes ran twice: {repeated:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_decision_whose_replica_died_before_acting_is_carried_out_by_a_survivor() {
+    let Some(store) = fresh_database("decided").await else {
+        return;
+    };
+    let webhook = Webhook::start().await;
+    let (survivor, mut doomed) = tokio::join!(replica(&store), replica(&store));
+    survivor
+        .create_tool(patient_tool(
+            "deploy",
+            &format!("{}/echo", webhook.base),
+            json!({"level": "external_write", "requiresApproval": true}),
+        ))
+        .await;
+    let (status, paused) = doomed
+        .send(
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/toolcalls?wait=false"),
+            Some(json!({"spec": {"toolRef": {"name": "deploy"}, "input": {"v": 1}}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{paused}");
+    let name = paused["metadata"]["name"].as_str().unwrap().to_owned();
+    let dead = paused["status"]["replica"].as_str().unwrap().to_owned();
+    doomed.kill();
+
+    // The doomed replica stored its decision and died before acting on it.
+    let pg: Arc<dyn joch_store::Store> = Arc::new(
+        joch_store::PostgresStore::connect(&store, Default::default())
+            .await
+            .unwrap(),
+    );
+    let mut approval: joch_core::Approval = pg.get_object(NS, &name).await.unwrap();
+    approval.status.phase = joch_core::ApprovalPhase::Approved;
+    approval.status.decision = Some("approve".to_owned());
+    approval.status.decided_by = Some("dana".to_owned());
+    approval.status.replica = Some(dead);
+    pg.update_object(&mut approval, joch_store::Durability::Sync)
+        .await
+        .unwrap();
+
+    // Once its lease lapses (3 s), the survivor takes over and runs the call.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let call = loop {
+        let call = survivor.get_call(&name).await;
+        if call["status"]["phase"] == "Succeeded" || tokio::time::Instant::now() > deadline {
+            break call;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(call["status"]["phase"], "Succeeded", "{call}");
+    assert_eq!(call["spec"]["approval"]["approvedBy"], "dana", "{call}");
+    assert_eq!(webhook.hits(), 1);
+}
