@@ -91,6 +91,10 @@ struct Stats {
     rss_end_kib: u64,
 }
 
+// The allocator `joch serve` runs with, so the bench measures what ships.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
