@@ -1,0 +1,255 @@
+//! Acting on a decision: run the approved call (with the approver's
+//! arguments or the value provided), deny the rejected one, apply the
+//! fallback of an expired one. Every step first checks the call still
+//! awaits the decision, so acting twice (a decider and recovery, two
+//! replicas) changes nothing the second time.
+
+use joch_core::approval::ApprovalPhase;
+use joch_core::normalize::normalize_args;
+use joch_core::patch::apply_patch;
+use joch_core::policy::OnTimeout;
+use joch_core::{Approval, CallApproval, CallError, Hook, HookDecision, Phase, ToolCall};
+use serde_json::{Map, Value, json};
+
+use super::ApprovalDecision;
+use crate::calls::{Recorded, Rejection};
+use crate::policy::{self, Effect, Facts};
+use crate::telemetry;
+use crate::{Engine, EngineError};
+
+impl Engine {
+    /// Settles a rejected approval's call `Denied`, with the approver's message.
+    pub(super) async fn deny_rejected(&self, approval: &Approval) -> Result<(), EngineError> {
+        let Some(mut call) = self.awaiting_call(approval).await? else {
+            return Ok(());
+        };
+        mark_call(&mut call, "rejected", approval);
+        self.emit_for(&call, "run_resumed", json!({"approved": false}))
+            .await?;
+        let message = approval
+            .status
+            .message
+            .clone()
+            .or_else(|| approval.status.rationale.clone())
+            .unwrap_or_else(|| "rejected by an approver".to_owned());
+        let rejection = Rejection::refused(
+            &call,
+            Phase::Denied,
+            "Denied by approver",
+            "denied_by_approver",
+            message,
+        );
+        self.refuse(call, rejection).await.map(drop)
+    }
+
+    /// The approval's call, if it still waits for the decision.
+    async fn awaiting_call(&self, approval: &Approval) -> Result<Option<ToolCall>, EngineError> {
+        let meta = &approval.metadata;
+        let call = self.get_call(&meta.namespace, &meta.name).await?;
+        Ok((call.status.phase == Phase::AwaitingApproval).then_some(call))
+    }
+
+    /// Does with the call what a stored decision says, if the call still
+    /// waits for it: what the decider would have done next, had it not
+    /// stopped between storing its decision and acting on it. A call that
+    /// already moved on is left alone, so carrying out twice is harmless.
+    pub(crate) async fn carry_out(&self, approval: &Approval) -> Result<(), EngineError> {
+        let decision = ApprovalDecision {
+            by: approval.status.decided_by.clone().unwrap_or_default(),
+            rationale: approval.status.rationale.clone(),
+            message: approval.status.message.clone(),
+            edited_input: approval.status.edited_input.clone(),
+            value: approval.status.value.clone(),
+            always: approval.status.always,
+        };
+        match (approval.status.phase, approval.status.decision.as_deref()) {
+            (ApprovalPhase::Pending, _) => Ok(()),
+            (ApprovalPhase::Approved, _) => self.resume(approval, &decision).await,
+            (ApprovalPhase::Rejected, _) => self.deny_rejected(approval).await,
+            (ApprovalPhase::Expired, Some("timeout")) => self.fall_back(approval, &decision).await,
+            (ApprovalPhase::Expired, _) => self.skip_withdrawn(approval).await,
+        }
+    }
+
+    /// Applies an expired approval's fallback to its call: run it, or
+    /// settle it `TimedOut`.
+    pub(super) async fn fall_back(
+        &self,
+        approval: &Approval,
+        decision: &ApprovalDecision,
+    ) -> Result<(), EngineError> {
+        if approval
+            .spec
+            .routing
+            .on_timeout
+            .unwrap_or(self.inner.config.approval_fallback)
+            == OnTimeout::Approve
+            && approval.spec.action.kind == "tool_call"
+        {
+            return self.resume(approval, decision).await;
+        }
+        let Some(mut call) = self.awaiting_call(approval).await? else {
+            return Ok(());
+        };
+        mark_call(&mut call, "timed_out", approval);
+        self.emit_for(
+            &call,
+            "run_resumed",
+            json!({"approved": false, "reason": "approval timed out"}),
+        )
+        .await?;
+        let reason = "nobody decided on the approval before its deadline".to_owned();
+        let rejection = Rejection::refused(
+            &call,
+            Phase::TimedOut,
+            "Approval timed out",
+            "approval_timed_out",
+            reason,
+        );
+        self.refuse(call, rejection).await.map(drop)
+    }
+
+    /// Settles `Skipped` the call of an approval withdrawn because its batch
+    /// stopped (the batch settles it so itself, unless it stopped first).
+    async fn skip_withdrawn(&self, approval: &Approval) -> Result<(), EngineError> {
+        let Some(call) = self.awaiting_call(approval).await? else {
+            return Ok(());
+        };
+        let reason = approval
+            .status
+            .rationale
+            .clone()
+            .unwrap_or_else(|| "its batch stopped".to_owned());
+        let rejection = Rejection::refused(&call, Phase::Skipped, "Skipped", "skipped", reason);
+        self.refuse(call, rejection).await.map(drop)
+    }
+
+    /// Runs an approved call: with the approver's arguments (back through
+    /// the request hook) or the provided value, if any.
+    pub(super) async fn resume(
+        &self,
+        approval: &Approval,
+        decision: &ApprovalDecision,
+    ) -> Result<(), EngineError> {
+        let Some(mut call) = self.awaiting_call(approval).await? else {
+            return Ok(());
+        };
+        let namespace = call.metadata.namespace.clone();
+        mark_call(&mut call, "approved", approval);
+        self.emit_for(&call, "run_resumed", json!({"approved": true}))
+            .await?;
+        // The policy deferred; the approval is what allowed the call under it.
+        if let Some(policy) = &approval.spec.policy_ref {
+            telemetry::record_decisions(
+                &mut call,
+                vec![HookDecision {
+                    hook: Hook::Request.step().to_owned(),
+                    decision: "allow".to_owned(),
+                    policy_id: Some(policy.name.clone()),
+                    policy_version: Some(policy.version.clone()),
+                    reason: Some(format!("approved by {}", decision.by)),
+                }],
+            );
+        }
+        let tool = self.resolve_tool(&namespace, &call).await?;
+        let policies = self.policies(&namespace).await?;
+        let schemas = self.inner.schemas.get(&tool).ok();
+        let mut rejection = None;
+        let mut args = match (&call.spec.input, call.status.input_withheld) {
+            (Value::Object(args), false) => args.clone(),
+            _ => {
+                rejection = Some(Rejection {
+                    phase: Phase::Failed,
+                    error: CallError::new(
+                        "input_withheld",
+                        "the call's input was not recorded, so it cannot run after approval",
+                    ),
+                    answer: None,
+                });
+                Map::new()
+            }
+        };
+        if let Some(edited) = &decision.edited_input {
+            call.status
+                .original_input
+                .get_or_insert(call.spec.input.clone());
+            args = normalize_args(edited.clone())
+                .map_err(|e| EngineError::BadRequest(e.to_string()))?;
+        }
+        if let (Some(value), Some(input)) =
+            (&decision.value, approval.spec.payload.get("userInput"))
+        {
+            let target = input
+                .get("targetArg")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let mut patched = Value::Object(args);
+            let patch = joch_core::policy::Patch {
+                set: [(target.to_owned(), value.clone())].into(),
+                ..Default::default()
+            };
+            apply_patch(&mut patched, &patch);
+            args = patched.as_object().cloned().unwrap_or_default();
+        }
+        let count = self.tool_call_count(&call).await?;
+        let facts = Facts::request(&call, &tool, &args, count, false);
+        if decision.edited_input.is_some() && rejection.is_none() {
+            // Edited arguments are new arguments: policies see them too. A
+            // defer is satisfied by this very approval.
+            let outcome = policy::decide(&*self.inner.policy, &policies, Hook::Request, &facts);
+            telemetry::record_decisions(&mut call, outcome.records(Hook::Request));
+            if let Some(w) = outcome
+                .winner()
+                .filter(|w| w.verdict.effect == Effect::Deny)
+            {
+                rejection = Some(Rejection::by_policy(&call, w));
+            }
+            let mut patched = Value::Object(args);
+            outcome
+                .patches()
+                .into_iter()
+                .for_each(|p| apply_patch(&mut patched, p));
+            args = patched.as_object().cloned().unwrap_or_default();
+        }
+        if decision.edited_input.is_some() || decision.value.is_some() {
+            let observability = &tool.spec.observability;
+            let value = Value::Object(args.clone());
+            if rejection.is_none() {
+                if let Err(e) = schemas.as_ref().map_or(Ok(()), |s| s.check_input(&value)) {
+                    rejection = Some(Rejection {
+                        phase: Phase::Failed,
+                        error: e,
+                        answer: None,
+                    });
+                }
+            }
+            call.spec.input = crate::execute::recorded_value(
+                value.clone(),
+                observability.log_args,
+                &observability.redact_fields,
+            );
+        }
+        let facts = Some(facts.with_input(&args));
+        self.run_in_background(Recorded {
+            call,
+            tool,
+            args,
+            schemas,
+            rejection,
+            policies,
+            facts,
+        });
+        Ok(())
+    }
+}
+
+/// Records the approval's outcome on the call's `spec.approval`.
+fn mark_call(call: &mut ToolCall, status: &str, approval: &Approval) {
+    call.spec.approval = Some(CallApproval {
+        required: true,
+        status: Some(status.to_owned()),
+        approved_by: approval.status.decided_by.clone(),
+        approved_at: approval.status.decided_at,
+        reason: approval.status.rationale.clone(),
+    });
+}
