@@ -15,7 +15,6 @@
 //! and say nothing about network latency, which would dilute it.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -30,6 +29,7 @@ use joch_store::Store;
 use reqwest::Client;
 use serde_json::{Value, json};
 
+mod at_rest;
 mod floor;
 mod postgres;
 
@@ -207,7 +207,9 @@ async fn main() -> Result<()> {
         }
     }
     report(&results);
-    results.extend(at_rest(&client, &args, &webhook_url, &servers, dir.path(), &metrics).await?);
+    results.extend(
+        at_rest::at_rest(&client, &args, &webhook_url, &servers, dir.path(), &metrics).await?,
+    );
     println!(
         "peak RSS of the process (client, webhook and every joch): {} KiB",
         floor::peak_rss_kib().unwrap_or(0)
@@ -225,73 +227,6 @@ async fn main() -> Result<()> {
         bail!("{failures} calls failed");
     }
     Ok(())
-}
-
-/// One caller at a time: the latency joch adds to a call, against the disk
-/// syncs its class needs (one for a read-only or idempotent tool, its
-/// result; two for a write, its intent and its result).
-async fn at_rest(
-    client: &Client,
-    args: &Args,
-    webhook_url: &str,
-    servers: &[(&str, Target)],
-    dir: &Path,
-    metrics: &metrics_exporter_prometheus::PrometheusHandle,
-) -> Result<Vec<Stats>> {
-    let (floor_p50, floor_p99) = floor::sync_floor(dir, args.floor_samples.max(1))?;
-    println!(
-        "\nsync floor (a synced 4 KiB write in the store's directory): p50 {floor_p50:.3} ms, p99 {floor_p99:.3} ms"
-    );
-    let one = Args {
-        calls: args.single_calls.max(1),
-        concurrency: 1,
-        warmup: args.warmup.min(50),
-        single_calls: 0,
-        floor_samples: 0,
-        postgres: None,
-        only: Vec::new(),
-    };
-    let direct = measure(
-        client,
-        &one,
-        "direct_1",
-        Target::Direct(webhook_url.to_owned()),
-        metrics,
-    )
-    .await?;
-    println!(
-        "one caller ({} calls each): direct p50 {:.3} ms",
-        one.calls, direct.p50_ms
-    );
-    let mut results = vec![];
-    for (scenario, target) in servers {
-        let stats = measure(
-            client,
-            &one,
-            &format!("joch_{scenario}_1"),
-            target.clone(),
-            metrics,
-        )
-        .await?;
-        let syncs = if *scenario == "external_write" {
-            2.0
-        } else {
-            1.0
-        };
-        let added = stats.p50_ms - direct.p50_ms;
-        let ratio = added / (syncs * floor_p50).max(f64::EPSILON);
-        println!(
-            "  joch_{scenario:<16} p50 {:>7.3} ms  +p50 {added:>7.3} ms  = {ratio:>5.2} x {syncs} sync floor",
-            stats.p50_ms
-        );
-        println!(
-            "RESULT1 scenario=joch_{scenario} calls={} p50_ms={:.3} added_p50_ms={added:.3} floor_p50_ms={floor_p50:.3} syncs={syncs} floor_ratio={ratio:.2}",
-            one.calls, stats.p50_ms
-        );
-        results.push(stats);
-    }
-    results.push(direct);
-    Ok(results)
 }
 
 /// The webhook: answers with the JSON it was sent.
