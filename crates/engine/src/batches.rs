@@ -6,6 +6,9 @@
 //! the batch: the calls not yet admitted are recorded `Skipped` without being
 //! evaluated, and those admitted but not run are settled `Skipped` too. Under
 //! `continue` the rest run and a `warning` event says so.
+//!
+//! A call of an artifact tool (`artifact_grep`, ...) reads a handle the
+//! caller already holds; it passes no policy, so no stop skips it either.
 
 use joch_core::{DenialPolicy, Execution, ExecutionPhase, ObjectMeta, ObjectRef, Phase, ToolCall};
 use joch_store::{Durability, StoreErrorKind};
@@ -34,6 +37,8 @@ pub struct Batch {
 enum Slot {
     Admitted(Box<Recorded>),
     Replayed(String),
+    /// An artifact tool's call, answered by `call_artifact_tool`.
+    ArtifactRead(ToolCall),
 }
 
 impl Engine {
@@ -78,6 +83,10 @@ impl Engine {
             call.metadata
                 .labels
                 .insert(BATCH_LABEL.to_owned(), number.to_string());
+            if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
+                slots.push(Slot::ArtifactRead(call));
+                continue;
+            }
             match self
                 .record(namespace, call, Intent::WhenSettled, stopped.as_deref())
                 .await?
@@ -151,6 +160,10 @@ impl Engine {
                     index,
                     CallOutcome::stored(self.key_holder(namespace, &holder).await?, true),
                 )),
+                // A read of a stored artifact, settled as it is answered.
+                Slot::ArtifactRead(call) => {
+                    calls.push((index, self.call_artifact_tool(namespace, call).await?));
+                }
                 Slot::Admitted(recorded) if !wait => {
                     calls.push((index, CallOutcome::stored(recorded.call.clone(), false)));
                     if recorded.call.status.phase == Phase::Pending {

@@ -224,6 +224,48 @@ async fn a_large_result_is_a_handle_that_artifact_tools_read_and_that_survives_k
 }
 
 #[tokio::test]
+async fn an_artifact_tool_called_in_a_batch_reads_the_handle_in_its_place() {
+    let base = webhook(log_lines()).await;
+    let joch = Joch::start().await;
+    let logs = rest_tool(
+        "logs.fetch",
+        &format!("{base}/logs"),
+        json!({"level": "read_only"}),
+    );
+    joch.create_tool(with_spec(logs, json!({"inline": false})))
+        .await;
+    let call = call_in(&joch, "call-logs", "logs.fetch", "run-b").await;
+    assert_eq!(call["status"]["phase"], "Succeeded", "{call}");
+
+    // The model's next turn: grep the handle, and fetch again.
+    let grep = json!({"spec": {"toolRef": {"name": "artifact_grep"},
+        "input": {"callId": "call-logs", "pattern": "needle-1000\\b"}}});
+    let fetch = json!({"spec": {"toolRef": {"name": "logs.fetch"}, "input": {}}});
+    let (status, batch) = joch
+        .send(
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/executions/run-b/batches"),
+            Some(json!({"calls": [grep, fetch]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{batch}");
+    let read = &batch["calls"][0];
+    assert_eq!(read["status"]["phase"], "Succeeded", "{read}");
+    assert_eq!(read["spec"]["fromArtifactTool"], true);
+    assert_eq!(read["spec"]["executionRef"]["name"], "run-b");
+    assert_eq!(read["status"]["output"]["matches"], 1, "{read}");
+    assert_eq!(
+        read["metadata"]["labels"]["joch.dev/batch"],
+        batch["batch"].to_string()
+    );
+    assert_eq!(batch["calls"][1]["status"]["phase"], "Succeeded");
+    let stored = joch
+        .get_call(read["metadata"]["name"].as_str().unwrap())
+        .await;
+    assert_eq!(stored["status"]["output"]["matches"], 1, "{stored}");
+}
+
+#[tokio::test]
 async fn max_inline_bytes_and_policies_turn_inlining_off_and_say_why() {
     let base = webhook(String::new()).await;
     let joch = Joch::start().await;
