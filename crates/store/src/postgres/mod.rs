@@ -11,7 +11,9 @@
 //!   on `event_heads` or `audit_heads`) until it commits, so appends to one
 //!   execution or namespace take turns: numbers are never shared or skipped,
 //!   the audit chain never forks, and a reader that sees entry N sees all
-//!   entries before it.
+//!   entries before it. Audited writes queue for a batcher task that commits
+//!   all those waiting in one transaction (`audited.rs`), so the lock is
+//!   taken once per batch, not once per settle.
 //!
 //! Every acknowledged write has committed, whatever its [`Durability`]:
 //! PostgreSQL already flushes the commits of concurrent sessions together,
@@ -20,6 +22,7 @@
 //! "durable" only while the server runs with `synchronous_commit` on, its
 //! default.)
 
+mod audited;
 mod changes;
 mod migrate;
 mod reads;
@@ -64,11 +67,14 @@ pub struct PostgresStore {
     pool: PgPool,
     changes: tokio::sync::broadcast::Sender<crate::Change>,
     listener: tokio::task::JoinHandle<()>,
+    audited: audited::Batcher,
+    batcher: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for PostgresStore {
     fn drop(&mut self) {
         self.listener.abort();
+        self.batcher.abort();
     }
 }
 
@@ -110,6 +116,7 @@ impl PostgresStore {
             })?;
         migrate::run(&pool).await?;
         let (changes, listener) = changes::spawn(pool.clone());
+        let (audited, batcher) = audited::Batcher::spawn(pool.clone());
         tracing::info!(
             max_connections = options.max_connections,
             "PostgreSQL store ready"
@@ -118,6 +125,8 @@ impl PostgresStore {
             pool,
             changes,
             listener,
+            audited,
+            batcher,
         })
     }
 
@@ -171,7 +180,9 @@ impl Store for PostgresStore {
         audit: String,
         _: Durability,
     ) -> Result<u64, StoreError> {
-        writes::create_audited(&self.pool, &record, &audit).await
+        self.audited
+            .write(audited::Write::Create(record), audit)
+            .await
     }
 
     async fn purge_expired_keys(&self, now_ms: i64) -> Result<usize, StoreError> {
@@ -194,7 +205,11 @@ impl Store for PostgresStore {
         audit: String,
         _: Durability,
     ) -> Result<u64, StoreError> {
-        writes::update_audited(&self.pool, &record, expected_version, &audit).await
+        let write = audited::Write::Update {
+            record,
+            expected: expected_version,
+        };
+        self.audited.write(write, audit).await
     }
 
     async fn delete(
@@ -225,7 +240,10 @@ impl Store for PostgresStore {
         body: String,
         _: Durability,
     ) -> Result<u64, StoreError> {
-        writes::append_audit(&self.pool, namespace, &body).await
+        let write = audited::Write::EntryOnly {
+            namespace: namespace.to_owned(),
+        };
+        self.audited.write(write, body).await
     }
 
     async fn list_audit(

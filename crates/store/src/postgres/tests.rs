@@ -233,4 +233,5 @@ fn the_database_is_replaced_in_a_url() {
     assert_eq!(with_database("postgres://h:1", "x"), "postgres://h:1/x");
 }
 
+mod audited;
 mod replicas;

@@ -75,7 +75,7 @@ async fn finish<T>(tx: PgTransaction<'_>, result: Result<T, StoreError>) -> Resu
     }
 }
 
-async fn insert<'c>(
+pub(super) async fn insert<'c>(
     conn: impl Executor<'c, Database = Postgres>,
     r: &Record,
 ) -> Result<(), StoreError> {
@@ -167,43 +167,10 @@ pub(super) async fn update(
     replace(&mut conn, record, expected_version).await
 }
 
-/// Like [`create`] without a claim, and appends `audit` to the namespace's
-/// chain in the same transaction.
-pub(super) async fn create_audited(
-    pool: &PgPool,
-    record: &Record,
-    audit: &str,
-) -> Result<u64, StoreError> {
-    let mut tx = pool.begin().await.map_err(unavailable)?;
-    let linked = async {
-        insert(&mut *tx, record).await?;
-        link_audit(&mut tx, &record.namespace, audit).await
-    }
-    .await;
-    finish(tx, linked).await
-}
-
-/// Like [`update`], and appends `audit` to the namespace's chain in the same
-/// transaction.
-pub(super) async fn update_audited(
-    pool: &PgPool,
-    record: &Record,
-    expected_version: u64,
-    audit: &str,
-) -> Result<u64, StoreError> {
-    let mut tx = pool.begin().await.map_err(unavailable)?;
-    let linked = async {
-        replace(&mut tx, record, expected_version).await?;
-        link_audit(&mut tx, &record.namespace, audit).await
-    }
-    .await;
-    finish(tx, linked).await
-}
-
 /// The optimistic update: the version check is in the `WHERE`, so of two
 /// writers holding the same version, the second finds no row (it waits for
 /// the first's row lock, then re-checks the new version).
-async fn replace(
+pub(super) async fn replace(
     conn: &mut PgConnection,
     r: &Record,
     expected_version: u64,
@@ -285,53 +252,4 @@ pub(super) async fn append_event(pool: &PgPool, e: &EventRecord) -> Result<u64, 
     .and_then(|row| row.try_get(0))
     .map_err(unavailable)?;
     Ok(u64::try_from(sequence).unwrap_or_default())
-}
-
-pub(super) async fn append_audit(
-    pool: &PgPool,
-    namespace: &str,
-    body: &str,
-) -> Result<u64, StoreError> {
-    let mut tx = pool.begin().await.map_err(unavailable)?;
-    let linked = link_audit(&mut tx, namespace, body).await;
-    finish(tx, linked).await
-}
-
-/// Links the entry to the namespace's last one, inside the caller's
-/// transaction. The head row stays locked until that transaction ends, so no
-/// other appender can read the same last hash: the chain cannot fork.
-async fn link_audit(
-    conn: &mut PgConnection,
-    namespace: &str,
-    body: &str,
-) -> Result<u64, StoreError> {
-    // A no-op update on conflict: its only purpose is the row lock, and it
-    // returns the head as the last committed appender left it.
-    let head = query(
-        "INSERT INTO audit_heads AS h (namespace, seq, hash) VALUES ($1, 0, $2)
-         ON CONFLICT (namespace) DO UPDATE SET seq = h.seq
-         RETURNING seq, hash",
-    )
-    .bind(namespace)
-    .bind(joch_core::audit::GENESIS)
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(unavailable)?;
-    let last: i64 = head.try_get(0).map_err(unavailable)?;
-    let prev: String = head.try_get(1).map_err(unavailable)?;
-    let seq = last + 1;
-    let hash = joch_core::audit::chain_hash(&prev, body);
-    query(
-        "WITH moved AS (UPDATE audit_heads SET seq = $2, hash = $4 WHERE namespace = $1)
-         INSERT INTO audit (namespace, seq, prev, hash, body) VALUES ($1, $2, $3, $4, $5)",
-    )
-    .bind(namespace)
-    .bind(seq)
-    .bind(prev.as_str())
-    .bind(hash.as_str())
-    .bind(body)
-    .execute(&mut *conn)
-    .await
-    .map_err(unavailable)?;
-    Ok(u64::try_from(seq).unwrap_or_default())
 }

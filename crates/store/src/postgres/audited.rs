@@ -1,0 +1,205 @@
+//! Audited writes, committed in batches.
+//!
+//! An audit entry is linked to its namespace's last one under a lock on the
+//! chain's head row, held until commit, so the chain cannot fork. With one
+//! transaction per audited write, every settle in a namespace waited for
+//! the previous one's whole commit. Here one task per store takes every
+//! audited write waiting, applies them all in one transaction, links their
+//! entries with one head lock per namespace, and commits once: the lock is
+//! taken once per batch, and the batch grows with load by itself.
+//!
+//! A write refused on its own (a stale version, a name taken) is answered
+//! with its refusal and leaves the rest of the batch alone: neither
+//! statement aborts the transaction. Anything else (the server gone) fails
+//! the whole batch, and nothing of it is kept.
+
+use std::collections::BTreeMap;
+
+use sqlx_core::query::query;
+use sqlx_core::row::Row;
+use sqlx_postgres::{PgConnection, PgPool};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{unavailable, writes};
+use crate::{Record, StoreError};
+
+/// Most writes in one transaction.
+const MAX_BATCH: usize = 256;
+/// Writes that may wait for the batcher before submitters feel back-pressure.
+const QUEUE: usize = 4096;
+
+/// What an audited write changes besides appending its entry.
+pub(super) enum Write {
+    /// Inserts the record.
+    Create(Record),
+    /// Replaces the record if its version is still `expected`.
+    Update { record: Record, expected: u64 },
+    /// Nothing: the entry alone, in `namespace`'s chain.
+    EntryOnly { namespace: String },
+}
+
+impl Write {
+    fn namespace(&self) -> &str {
+        match self {
+            Write::Create(r) | Write::Update { record: r, .. } => &r.namespace,
+            Write::EntryOnly { namespace } => namespace,
+        }
+    }
+
+    /// The order in which a batch takes its row locks. Every replica's
+    /// batches take them in this one order, so two cannot deadlock.
+    fn lock_order(&self) -> (&str, &str, &str) {
+        match self {
+            Write::Create(r) | Write::Update { record: r, .. } => (&r.namespace, &r.kind, &r.name),
+            Write::EntryOnly { namespace } => (namespace, "", ""),
+        }
+    }
+}
+
+struct Request {
+    write: Write,
+    audit: String,
+    /// The entry's number in its chain.
+    reply: oneshot::Sender<Result<u64, StoreError>>,
+}
+
+/// The submitting side of a store's batcher; the task stops when it drops.
+pub(super) struct Batcher {
+    requests: mpsc::Sender<Request>,
+}
+
+impl Batcher {
+    pub(super) fn spawn(pool: PgPool) -> (Self, tokio::task::JoinHandle<()>) {
+        let (requests, receiver) = mpsc::channel(QUEUE);
+        let task = tokio::spawn(run(pool, receiver));
+        (Self { requests }, task)
+    }
+
+    /// Applies `write` and appends `audit` to its namespace's chain, both
+    /// committed when this returns `Ok` with the entry's number.
+    pub(super) async fn write(&self, write: Write, audit: String) -> Result<u64, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let stopped = || StoreError::Unavailable("the audited-write batcher stopped".to_owned());
+        self.requests
+            .send(Request {
+                write,
+                audit,
+                reply,
+            })
+            .await
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+async fn run(pool: PgPool, mut receiver: mpsc::Receiver<Request>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while receiver.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        commit_batch(&pool, std::mem::take(&mut batch)).await;
+    }
+}
+
+async fn commit_batch(pool: &PgPool, mut batch: Vec<Request>) {
+    // Stable: two writes of one record keep the order they came in.
+    batch.sort_by(|a, b| a.write.lock_order().cmp(&b.write.lock_order()));
+    match apply_and_link(pool, &batch).await {
+        Ok(answers) => {
+            for (request, answer) in batch.into_iter().zip(answers) {
+                let _ = request.reply.send(answer);
+            }
+        }
+        Err(e) => {
+            let message = e.to_string();
+            for request in batch {
+                let _ = request
+                    .reply
+                    .send(Err(StoreError::Unavailable(message.clone())));
+            }
+        }
+    }
+}
+
+/// One transaction: every write, then every entry of the writes that were
+/// not refused. The answers are in `batch`'s order.
+async fn apply_and_link(
+    pool: &PgPool,
+    batch: &[Request],
+) -> Result<Vec<Result<u64, StoreError>>, StoreError> {
+    let mut tx = pool.begin().await.map_err(unavailable)?;
+    let mut answers = Vec::with_capacity(batch.len());
+    for request in batch {
+        let applied = match &request.write {
+            Write::Create(record) => writes::insert(&mut *tx, record).await,
+            Write::Update { record, expected } => writes::replace(&mut tx, record, *expected).await,
+            Write::EntryOnly { .. } => Ok(()),
+        };
+        match applied {
+            Err(e @ StoreError::Unavailable(_)) => return Err(e),
+            // Numbered once its namespace's entries are linked.
+            other => answers.push(other.map(|()| 0)),
+        }
+    }
+    let mut chains: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, request) in batch.iter().enumerate() {
+        if answers[i].is_ok() {
+            chains.entry(request.write.namespace()).or_default().push(i);
+        }
+    }
+    for (namespace, members) in chains {
+        let bodies: Vec<&str> = members.iter().map(|&i| batch[i].audit.as_str()).collect();
+        let first = link(&mut tx, namespace, &bodies).await?;
+        for (offset, &i) in (0u64..).zip(&members) {
+            answers[i] = Ok(first + offset);
+        }
+    }
+    tx.commit().await.map_err(unavailable)?;
+    Ok(answers)
+}
+
+/// Links `bodies`, in order, after `namespace`'s last entry, inside the
+/// caller's transaction, and returns the first one's number. The head row
+/// stays locked until that transaction ends, so no other appender can read
+/// the same last hash: the chain cannot fork.
+async fn link(
+    conn: &mut PgConnection,
+    namespace: &str,
+    bodies: &[&str],
+) -> Result<u64, StoreError> {
+    // A no-op update on conflict: its only purpose is the row lock, and it
+    // returns the head as the last committed appender left it.
+    let head = query(
+        "INSERT INTO audit_heads AS h (namespace, seq, hash) VALUES ($1, 0, $2)
+         ON CONFLICT (namespace) DO UPDATE SET seq = h.seq
+         RETURNING seq, hash",
+    )
+    .bind(namespace)
+    .bind(joch_core::audit::GENESIS)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(unavailable)?;
+    let last: i64 = head.try_get(0).map_err(unavailable)?;
+    let mut prev: String = head.try_get(1).map_err(unavailable)?;
+    let (mut seqs, mut prevs, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
+    for (seq, body) in (last + 1..).zip(bodies) {
+        let hash = joch_core::audit::chain_hash(&prev, body);
+        seqs.push(seq);
+        prevs.push(std::mem::replace(&mut prev, hash.clone()));
+        hashes.push(hash);
+    }
+    query(
+        "WITH moved AS (UPDATE audit_heads SET seq = $2, hash = $3 WHERE namespace = $1)
+         INSERT INTO audit (namespace, seq, prev, hash, body)
+         SELECT $1, * FROM UNNEST($4::BIGINT[], $5::TEXT[], $6::TEXT[], $7::TEXT[])",
+    )
+    .bind(namespace)
+    .bind(seqs.last().copied().unwrap_or(last))
+    .bind(prev.as_str())
+    .bind(&seqs)
+    .bind(&prevs)
+    .bind(&hashes)
+    .bind(bodies)
+    .execute(&mut *conn)
+    .await
+    .map_err(unavailable)?;
+    Ok(u64::try_from(last + 1).unwrap_or_default())
+}
