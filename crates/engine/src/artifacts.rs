@@ -1,8 +1,8 @@
 //! Results kept as artifacts: media returned as itself with only its
 //! reference on the record, and large results handed back as handles.
 //!
-//! Ordering is the crash rule: a blob is written and fsynced
-//! ([`BlobStore::put`]) before the `Artifact` record and the settled call
+//! Ordering is the crash rule: a blob is stored durably
+//! ([`Blobs::put`]) before the `Artifact` record and the settled call
 //! that name it are written, so no record ever points at a missing blob.
 
 use std::collections::HashSet;
@@ -15,7 +15,7 @@ use joch_core::artifact::{
     is_media_type, is_sha256,
 };
 use joch_core::{ObjectMeta, ObjectRef, Tool, ToolCall};
-use joch_store::{BlobStore, Durability, ListQuery, StoreError};
+use joch_store::{Blobs, Durability, ListQuery, StoreError};
 use serde_json::{Map, Value, json};
 
 use crate::engine::now;
@@ -29,14 +29,14 @@ pub(crate) struct Spooled {
 }
 
 impl Engine {
-    fn blobs(&self) -> Result<&BlobStore, EngineError> {
+    fn blobs(&self) -> Result<&dyn Blobs, EngineError> {
         self.inner
-            .blobs
-            .as_ref()
+            .config
+            .artifacts
+            .as_deref()
             .ok_or_else(|| EngineError::Refused {
                 code: "artifacts_disabled",
-                message: "this server keeps no artifacts (no artifact directory is configured)"
-                    .to_owned(),
+                message: "this server keeps no artifacts (none is configured)".to_owned(),
             })
     }
 
@@ -51,7 +51,7 @@ impl Engine {
         answer: Value,
         text_type: Option<&str>,
     ) -> Result<Spooled, EngineError> {
-        if self.inner.blobs.is_none() {
+        if self.inner.config.artifacts.is_none() {
             return Ok(Spooled {
                 answer,
                 recorded: None,
@@ -161,11 +161,10 @@ impl Engine {
         role: ArtifactRole,
         reason: &str,
     ) -> Result<ArtifactRef, EngineError> {
-        let blobs = self.blobs()?.clone();
-        let owned = content.to_vec();
-        let blob = tokio::task::spawn_blocking(move || blobs.put(&owned))
+        let blob = self
+            .blobs()?
+            .put(content.to_vec())
             .await
-            .map_err(|e| EngineError::Unavailable(format!("artifact write failed: {e}")))?
             .map_err(|e| EngineError::Unavailable(format!("cannot write artifact: {e}")))?;
         let mut artifact = Artifact {
             api_version: joch_core::API_VERSION.to_owned(),
@@ -225,22 +224,18 @@ impl Engine {
         range: Option<ByteRange>,
     ) -> Result<(Artifact, Vec<u8>), EngineError> {
         let artifact = self.get_artifact(namespace, id).await?;
-        let blobs = self.blobs()?.clone();
-        let sha = artifact.spec.sha256.clone();
-        let bytes = tokio::task::spawn_blocking(move || match range {
-            Some(r) => blobs.read_range(&sha, r.start, r.len()),
-            None => blobs.read(&sha),
-        })
-        .await
-        .map_err(|e| EngineError::Unavailable(format!("artifact read failed: {e}")))?
-        .map_err(|e| EngineError::Unavailable(format!("cannot read artifact {id}: {e}")))?;
+        let bytes = self
+            .blobs()?
+            .read(&artifact.spec.sha256, range.map(|r| (r.start, r.len())))
+            .await
+            .map_err(|e| EngineError::Unavailable(format!("cannot read artifact {id}: {e}")))?;
         Ok((artifact, bytes))
     }
 
     /// Deletes blobs no `Artifact` of any namespace names, once older than
     /// `grace`; returns how many went. Safe to run while calls settle.
     pub async fn collect_orphan_artifacts(&self, grace: Duration) -> Result<usize, EngineError> {
-        let Some(blobs) = self.inner.blobs.clone() else {
+        let Some(blobs) = self.inner.config.artifacts.clone() else {
             return Ok(0);
         };
         let mut referenced = HashSet::new();
@@ -261,9 +256,9 @@ impl Engine {
                 None => break,
             }
         }
-        tokio::task::spawn_blocking(move || blobs.collect_orphans(&referenced, grace))
+        blobs
+            .collect_orphans(referenced, grace)
             .await
-            .map_err(|e| EngineError::Unavailable(format!("artifact collection failed: {e}")))?
             .map_err(|e| EngineError::Unavailable(format!("cannot collect artifacts: {e}")))
     }
 }

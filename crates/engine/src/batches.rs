@@ -38,7 +38,7 @@ enum Slot {
     Admitted(Box<Recorded>),
     Replayed(String),
     /// An artifact tool's call, answered by `call_artifact_tool`.
-    ArtifactRead(ToolCall),
+    ArtifactRead(Box<ToolCall>),
 }
 
 impl Engine {
@@ -84,7 +84,7 @@ impl Engine {
                 .labels
                 .insert(BATCH_LABEL.to_owned(), number.to_string());
             if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
-                slots.push(Slot::ArtifactRead(call));
+                slots.push(Slot::ArtifactRead(Box::new(call)));
                 continue;
             }
             match self
@@ -162,7 +162,7 @@ impl Engine {
                 )),
                 // A read of a stored artifact, settled as it is answered.
                 Slot::ArtifactRead(call) => {
-                    calls.push((index, self.call_artifact_tool(namespace, call).await?));
+                    calls.push((index, self.call_artifact_tool(namespace, *call).await?));
                 }
                 Slot::Admitted(recorded) if !wait => {
                     calls.push((index, CallOutcome::stored(recorded.call.clone(), false)));

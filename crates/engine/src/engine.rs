@@ -43,9 +43,10 @@ pub struct EngineConfig {
     /// the store is this process's alone). Recorded on the calls it runs;
     /// see `replicas.rs`.
     pub replica: Option<String>,
-    /// Where artifact contents are kept (the binary's default:
-    /// `<db>.artifacts`); `None` keeps no artifacts: every result inline.
-    pub artifacts_dir: Option<std::path::PathBuf>,
+    /// Where artifact contents are kept (the binary's defaults: files in
+    /// `<db>.artifacts` with SQLite, the database itself with PostgreSQL);
+    /// `None` keeps no artifacts: every result inline.
+    pub artifacts: Option<Arc<dyn joch_store::Blobs>>,
     /// How long a call that needs no durable intent may run before its
     /// `Running` record is written (default 100 ms); one that settles
     /// sooner is written once, settled. Zero writes every call as it
@@ -65,7 +66,7 @@ impl Default for EngineConfig {
             root_token_hash: None,
             jwt: None,
             replica: None,
-            artifacts_dir: None,
+            artifacts: None,
             intent_grace: Duration::from_millis(100),
         }
     }
@@ -112,8 +113,6 @@ pub(crate) struct Inner {
     /// Every token by hash, under the key `all`.
     pub(crate) tokens: Snapshots<crate::tokens::TokenIndex>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
-    /// Artifact contents, when `config.artifacts_dir` is set.
-    pub(crate) blobs: Option<joch_store::BlobStore>,
 }
 
 impl Engine {
@@ -126,7 +125,6 @@ impl Engine {
         config: EngineConfig,
     ) -> Self {
         let backends = backends.into_iter().map(|b| (b.kind(), b)).collect();
-        let blobs = config.artifacts_dir.clone().map(joch_store::BlobStore::new);
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -146,7 +144,6 @@ impl Engine {
                 tokens: Snapshots::default(),
                 limiters: Snapshots::default(),
                 policy,
-                blobs,
             }),
         }
     }

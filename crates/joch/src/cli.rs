@@ -265,8 +265,9 @@ pub struct ServeArgs {
     /// result reported, it is marked Unknown.
     #[arg(long, env = "JOCH_HOOK_RESULT_TIMEOUT_SECONDS", default_value_t = 600)]
     pub hook_result_timeout_seconds: u64,
-    /// Where artifact contents (handles, media) are kept
-    /// (default: `<db>.artifacts` beside the database).
+    /// A directory for artifact contents (handles, media). Default:
+    /// `<db>.artifacts` beside a SQLite database; with --store, the
+    /// PostgreSQL database itself, which every replica reads.
     #[arg(long, env = "JOCH_ARTIFACTS_DIR")]
     pub artifacts_dir: Option<PathBuf>,
     /// How old an artifact file no record names must be before it is

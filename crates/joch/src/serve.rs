@@ -39,7 +39,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         root_token_hash: args.admin_token.as_deref().map(joch_core::token::hash),
         jwt,
         replica: args.store.is_some().then(replica_name),
-        artifacts_dir: args.artifacts_dir.clone(),
+        artifacts: args.artifacts_dir.clone().map(|dir| {
+            std::sync::Arc::new(joch_store::FileBlobs::new(dir))
+                as std::sync::Arc<dyn joch_store::Blobs>
+        }),
         intent_grace: std::time::Duration::from_millis(args.intent_grace_ms),
         ..EngineConfig::default()
     };

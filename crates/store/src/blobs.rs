@@ -1,11 +1,12 @@
-//! `BlobStore`: artifact contents as files, named by their sha256, in a
-//! directory beside the database (`<db>.artifacts/sha256/ab/abcdef...`).
+//! Artifact contents, named by their sha256: [`Blobs`], and its files
+//! beside the database ([`FileBlobs`]: `<db>.artifacts/sha256/ab/abcdef...`).
+//! The PostgreSQL store keeps them in its database instead
+//! (`postgres/blobs.rs`), so replicas share them with nothing else to share.
 //!
-//! Crash discipline: [`BlobStore::put`] writes a temporary file, fsyncs it,
-//! renames it into place and fsyncs the directory before it returns, so a
+//! Crash discipline: [`Blobs::put`] is durable before it returns, so a
 //! record written after it never points at a missing blob. A crash between
-//! the two leaves an orphan blob, which [`BlobStore::collect_orphans`]
-//! deletes once it is older than a grace period.
+//! the two leaves an orphan blob, which [`Blobs::collect_orphans`] deletes
+//! once it is older than a grace period.
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
@@ -13,16 +14,74 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use async_trait::async_trait;
 use joch_core::artifact::is_sha256;
 use sha2::{Digest, Sha256};
 
+/// Where artifact contents are kept.
+#[async_trait]
+pub trait Blobs: Send + Sync + std::fmt::Debug {
+    /// Stores `content` durably and returns its hash. When the same content
+    /// is already stored, its age is reset instead, so that orphan
+    /// collection racing this put cannot delete it.
+    async fn put(&self, content: Vec<u8>) -> io::Result<Blob>;
+
+    /// A blob's bytes: all of them, or `len` from `start`. `NotFound` when
+    /// no such blob is stored.
+    async fn read(&self, sha256: &str, range: Option<(u64, u64)>) -> io::Result<Vec<u8>>;
+
+    /// Deletes blobs not in `referenced` whose last put is more than
+    /// `grace` ago; returns how many. The grace period covers a put whose
+    /// record is not yet committed.
+    async fn collect_orphans(
+        &self,
+        referenced: HashSet<String>,
+        grace: Duration,
+    ) -> io::Result<usize>;
+}
+
 /// Content-addressed files under one root directory. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct BlobStore {
+pub struct FileBlobs {
     root: PathBuf,
 }
 
-/// What [`BlobStore::put`] stored.
+#[async_trait]
+impl Blobs for FileBlobs {
+    async fn put(&self, content: Vec<u8>) -> io::Result<Blob> {
+        let files = self.clone();
+        blocking(move || files.put_file(&content)).await
+    }
+
+    async fn read(&self, sha256: &str, range: Option<(u64, u64)>) -> io::Result<Vec<u8>> {
+        let (files, sha256) = (self.clone(), sha256.to_owned());
+        blocking(move || match range {
+            Some((start, len)) => files.read_range(&sha256, start, len),
+            None => files.read_all(&sha256),
+        })
+        .await
+    }
+
+    async fn collect_orphans(
+        &self,
+        referenced: HashSet<String>,
+        grace: Duration,
+    ) -> io::Result<usize> {
+        let files = self.clone();
+        blocking(move || files.collect_orphan_files(&referenced, grace)).await
+    }
+}
+
+/// Runs file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(io::Error::other)?
+}
+
+/// What [`Blobs::put`] stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Blob {
     /// sha256 of the content, lowercase hex.
@@ -31,7 +90,7 @@ pub struct Blob {
     pub size: u64,
 }
 
-impl BlobStore {
+impl FileBlobs {
     /// Blobs under `root` (created on first write).
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self { root: root.into() }
@@ -60,10 +119,10 @@ impl BlobStore {
         Ok(self.root.join("sha256").join(&sha256[..2]).join(sha256))
     }
 
-    /// Stores `content` durably and returns its hash. When the same content
-    /// is already stored, its modification time is refreshed instead, so
-    /// that orphan collection racing this put cannot delete it.
-    pub fn put(&self, content: &[u8]) -> io::Result<Blob> {
+    /// Writes a temporary file, fsyncs it, renames it into place and fsyncs
+    /// the directory. Content already stored gets its modification time
+    /// refreshed instead.
+    fn put_file(&self, content: &[u8]) -> io::Result<Blob> {
         let sha256 = hex(&Sha256::digest(content));
         let path = self.path(&sha256)?;
         let blob = Blob {
@@ -93,13 +152,11 @@ impl BlobStore {
         Ok(blob)
     }
 
-    /// The whole content of a blob.
-    pub fn read(&self, sha256: &str) -> io::Result<Vec<u8>> {
+    fn read_all(&self, sha256: &str) -> io::Result<Vec<u8>> {
         fs::read(self.path(sha256)?)
     }
 
-    /// `len` bytes of a blob from `start`.
-    pub fn read_range(&self, sha256: &str, start: u64, len: u64) -> io::Result<Vec<u8>> {
+    fn read_range(&self, sha256: &str, start: u64, len: u64) -> io::Result<Vec<u8>> {
         let mut file = File::open(self.path(sha256)?)?;
         file.seek(SeekFrom::Start(start))?;
         let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
@@ -107,11 +164,8 @@ impl BlobStore {
         Ok(bytes)
     }
 
-    /// Deletes blobs (and leftover temporary files) that are not in
-    /// `referenced` and were last written more than `grace` ago; returns
-    /// how many. The grace period covers a put whose record is not yet
-    /// committed.
-    pub fn collect_orphans(
+    /// Leftover temporary files go too.
+    fn collect_orphan_files(
         &self,
         referenced: &HashSet<String>,
         grace: Duration,
@@ -159,45 +213,75 @@ fn read_dir_or_empty(dir: &Path) -> io::Result<Box<dyn Iterator<Item = io::Resul
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What every [`Blobs`] must do; run on files here and on PostgreSQL in
+/// its tests.
+#[cfg(test)]
+pub(crate) mod suite {
+    use super::*;
+
+    pub(crate) async fn put_read_range_and_dedupe(blobs: &dyn Blobs) {
+        let put = |bytes: &[u8]| blobs.put(bytes.to_vec());
+        let blob = put(b"hello world").await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            blob.sha256,
+            "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
+        );
+        assert_eq!(put(b"hello world").await.ok(), Some(blob.clone()));
+        assert_eq!(
+            blobs.read(&blob.sha256, None).await.ok(),
+            Some(b"hello world".to_vec())
+        );
+        assert_eq!(
+            blobs.read(&blob.sha256, Some((6, 100))).await.ok(),
+            Some(b"world".to_vec())
+        );
+        assert_eq!(
+            blobs.read(&blob.sha256, Some((0, 5))).await.ok(),
+            Some(b"hello".to_vec())
+        );
+        assert!(blobs.read("../../etc/passwd", None).await.is_err());
+        let missing = "0".repeat(64);
+        let error = blobs.read(&missing, None).await.map(drop);
+        assert_eq!(error.map_err(|e| e.kind()), Err(io::ErrorKind::NotFound));
+    }
+
+    pub(crate) async fn orphans_go_only_after_the_grace_period(blobs: &dyn Blobs) {
+        let kept = blobs
+            .put(b"kept".to_vec())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let orphan = blobs
+            .put(b"orphan".to_vec())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let referenced: HashSet<String> = [kept.sha256.clone()].into();
+        let collect = |grace| blobs.collect_orphans(referenced.clone(), grace);
+        assert_eq!(collect(Duration::from_secs(3600)).await.ok(), Some(0));
+        assert!(blobs.read(&orphan.sha256, None).await.is_ok());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(collect(Duration::from_millis(1)).await.ok(), Some(1));
+        assert!(blobs.read(&orphan.sha256, None).await.is_err());
+        assert!(blobs.read(&kept.sha256, None).await.is_ok());
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn put_read_range_and_dedupe() {
+    #[tokio::test]
+    async fn files_put_read_range_and_dedupe() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let blobs = BlobStore::new(dir.path().join("a"));
-        let blob = blobs.put(b"hello world").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            blob.sha256,
-            "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
-        );
-        assert_eq!(blobs.put(b"hello world").ok(), Some(blob.clone()));
-        assert_eq!(blobs.read(&blob.sha256).ok(), Some(b"hello world".to_vec()));
-        assert_eq!(
-            blobs.read_range(&blob.sha256, 6, 100).ok(),
-            Some(b"world".to_vec())
-        );
-        assert!(blobs.read("../../etc/passwd").is_err());
+        suite::put_read_range_and_dedupe(&FileBlobs::new(dir.path().join("a"))).await;
     }
 
-    #[test]
-    fn orphans_go_only_after_the_grace_period() {
+    #[tokio::test]
+    async fn orphan_files_go_only_after_the_grace_period() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let blobs = BlobStore::new(dir.path());
-        let kept = blobs.put(b"kept").unwrap_or_else(|e| panic!("{e}"));
-        let orphan = blobs.put(b"orphan").unwrap_or_else(|e| panic!("{e}"));
-        let referenced: HashSet<String> = [kept.sha256.clone()].into();
-        let collect = |grace| blobs.collect_orphans(&referenced, grace).ok();
-        assert_eq!(collect(Duration::from_secs(3600)), Some(0));
-        assert!(blobs.read(&orphan.sha256).is_ok());
-        std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(collect(Duration::from_millis(1)), Some(1));
-        assert!(blobs.read(&orphan.sha256).is_err());
-        assert!(blobs.read(&kept.sha256).is_ok());
+        suite::orphans_go_only_after_the_grace_period(&FileBlobs::new(dir.path())).await;
     }
 }

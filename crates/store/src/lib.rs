@@ -25,9 +25,9 @@ mod typed;
 #[cfg(any(test, feature = "testsuite"))]
 pub mod testsuite;
 
-pub use blobs::{Blob, BlobStore};
+pub use blobs::{Blob, Blobs, FileBlobs};
 pub use error::{StoreError, StoreErrorKind};
-pub use postgres::{PostgresOptions, PostgresStore};
+pub use postgres::{PostgresBlobs, PostgresOptions, PostgresStore};
 pub use record::{
     AuditRecord, Change, CostGroup, CostQuery, CostTotal, Durability, EventRecord,
     IdempotencyClaim, ListQuery, Page, Record, Store,

@@ -7,7 +7,7 @@ use joch_backends::{ActionsExecutor, McpClients, NoopBackend, RestConfig, Webhoo
 use joch_core::ToolBackend;
 use joch_engine::policy::StandardPolicyEngine;
 use joch_engine::{Engine, EngineConfig, RecoveryReport};
-use joch_store::{PostgresOptions, PostgresStore, SqliteStore, Store};
+use joch_store::{FileBlobs, PostgresOptions, PostgresStore, SqliteStore, Store};
 
 use crate::Error;
 
@@ -42,34 +42,40 @@ impl std::fmt::Display for StoreLocation {
 
 /// Opens the store, wires the backends (webhooks, declarative actions, MCP
 /// servers, the no-op tool) and the engine, and finishes what a crash left
-/// unfinished. With SQLite, artifacts are kept beside the database unless
-/// `config.artifacts_dir` says where; with PostgreSQL only where it says
-/// (a directory every replica shares), else results stay inline.
+/// unfinished. Unless `config.artifacts` says where, artifacts are kept
+/// in files beside a SQLite database, or in a PostgreSQL database itself
+/// (so that every replica reads them).
 pub async fn open_engine(
     location: &StoreLocation,
     mut config: EngineConfig,
 ) -> Result<(Engine, RecoveryReport), Error> {
-    if let (None, StoreLocation::Sqlite(db)) = (&config.artifacts_dir, location) {
-        config.artifacts_dir = Some(joch_store::BlobStore::beside(db).root().to_owned());
-    }
-    let store: Arc<dyn Store> =
-        match location {
-            StoreLocation::Sqlite(db) => Arc::new(SqliteStore::open(db).map_err(|e| {
+    let store: Arc<dyn Store> = match location {
+        StoreLocation::Sqlite(db) => {
+            let store = SqliteStore::open(db).map_err(|e| {
                 Error::Invalid(format!("cannot open the database {}: {e}", db.display()))
-            })?),
-            StoreLocation::Postgres {
-                url,
-                max_connections,
-            } => {
-                let options = PostgresOptions {
-                    max_connections: *max_connections,
-                    ..PostgresOptions::default()
-                };
-                Arc::new(PostgresStore::connect(url, options).await.map_err(|e| {
-                    Error::Invalid(format!("cannot open the store ({location}): {e}"))
-                })?)
-            }
-        };
+            })?;
+            config
+                .artifacts
+                .get_or_insert_with(|| Arc::new(FileBlobs::beside(db)));
+            Arc::new(store)
+        }
+        StoreLocation::Postgres {
+            url,
+            max_connections,
+        } => {
+            let options = PostgresOptions {
+                max_connections: *max_connections,
+                ..PostgresOptions::default()
+            };
+            let store = PostgresStore::connect(url, options)
+                .await
+                .map_err(|e| Error::Invalid(format!("cannot open the store ({location}): {e}")))?;
+            config
+                .artifacts
+                .get_or_insert_with(|| Arc::new(store.blobs()));
+            Arc::new(store)
+        }
+    };
     joch_backends::install_crypto_provider();
     let webhook = WebhookBackend::new(RestConfig::default())
         .map_err(|e| Error::Invalid(format!("cannot build the webhook client: {e}")))?;

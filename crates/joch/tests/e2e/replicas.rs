@@ -419,3 +419,55 @@ async fn a_decision_whose_replica_died_before_acting_is_carried_out_by_a_survivo
     assert_eq!(call["spec"]["approval"]["approvedBy"], "dana", "{call}");
     assert_eq!(webhook.hits(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_artifact_stored_by_one_replica_is_read_through_another() {
+    let Some(store) = fresh_database("artifacts").await else {
+        return;
+    };
+    let webhook = Webhook::start().await;
+    // No --artifacts-dir, and no directory in common: the contents live in
+    // the database.
+    let (one, other) = tokio::join!(replica(&store), replica(&store));
+    let mut tool = patient_tool(
+        "report",
+        &format!("{}/echo", webhook.base),
+        json!({"level": "read_only"}),
+    );
+    tool["spec"]["inline"] = json!(false);
+    one.create_tool(tool).await;
+    let (status, call) = one
+        .post_call(json!({"metadata": {"name": "big-report"},
+            "spec": {"toolRef": {"name": "report"}, "executionRef": {"name": "run-a"},
+                     "input": {"rows": ["alpha", "needle", "omega"]}}}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{call}");
+    let id = call["status"]["output"]["artifact"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a handle: {call}"))
+        .to_owned();
+
+    let content = reqwest::get(format!(
+        "{}/v1/namespaces/{NS}/artifacts/{id}/content",
+        other.base
+    ))
+    .await
+    .unwrap();
+    assert_eq!(content.status(), StatusCode::OK);
+    let bytes = content.bytes().await.unwrap();
+    let read: Value = serde_json::from_slice(&bytes).expect("the stored JSON");
+    assert_eq!(
+        read,
+        json!({"echo": {"rows": ["alpha", "needle", "omega"]}})
+    );
+
+    let (status, grep) = other
+        .send(
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/executions/run-a/artifacttools/artifact_grep"),
+            Some(json!({"callId": "big-report", "pattern": "needle"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{grep}");
+    assert_eq!(grep["status"]["output"]["matches"], 1, "{grep}");
+}

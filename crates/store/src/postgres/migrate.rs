@@ -50,6 +50,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "checksum index within executions",
         include_str!("../../migrations/postgres/0006_checksum_index_in_executions.sql"),
     ),
+    (
+        7,
+        "artifact contents",
+        include_str!("../../migrations/postgres/0007_blobs.sql"),
+    ),
 ];
 
 /// [`MIGRATIONS`] as a source for sqlx's migrator. (The `sqlx::migrate!`

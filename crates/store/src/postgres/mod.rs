@@ -23,6 +23,7 @@
 //! default.)
 
 mod audited;
+mod blobs;
 mod changes;
 mod migrate;
 mod reads;
@@ -31,6 +32,7 @@ mod writes;
 use std::time::Duration;
 
 use async_trait::async_trait;
+pub use blobs::PostgresBlobs;
 use sqlx_core::executor::Executor;
 use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
@@ -128,6 +130,13 @@ impl PostgresStore {
             audited,
             batcher,
         })
+    }
+
+    /// Artifact contents kept in this database, shared by every replica.
+    pub fn blobs(&self) -> PostgresBlobs {
+        PostgresBlobs {
+            pool: self.pool.clone(),
+        }
     }
 
     /// Closes every connection, waiting for calls in flight to finish; later

@@ -121,6 +121,18 @@ async fn postgres_passes_the_store_suite() {
 }
 
 #[tokio::test]
+async fn postgres_keeps_blobs_as_files_do() {
+    let Some(server) = server("postgres_keeps_blobs_as_files_do") else {
+        return;
+    };
+    let databases = Databases::new(server);
+    let (one, other) = (databases.store().await, databases.store().await);
+    crate::blobs::suite::put_read_range_and_dedupe(&one.blobs()).await;
+    crate::blobs::suite::orphans_go_only_after_the_grace_period(&other.blobs()).await;
+    databases.drop_all().await;
+}
+
+#[tokio::test]
 async fn a_newer_schema_is_refused() {
     let Some(server) = server("a_newer_schema_is_refused") else {
         return;
