@@ -1,34 +1,68 @@
-//! Rate limits (`Namespace.spec.rateLimits`), through `governor`'s keyed
-//! GCRA limiters: one limiter per limit, keyed by agent or tool. Limiters
-//! live in memory; changing a namespace's settings starts them afresh.
+//! Rate limits (`Namespace.spec.rateLimits`), by GCRA: one allowance per
+//! limit, keyed by agent or tool. A process alone on its store counts in
+//! memory, with `governor`'s keyed limiters (changing a namespace's
+//! settings starts them afresh). Replicas count in the store they share
+//! (`Store::take_rate`), so that N replicas allow a limit once, not N times.
 
 use std::num::NonZeroU32;
+use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use joch_core::namespace::{RateLimit, RateScope};
 use joch_core::{Hook, HookDecision, ToolCall};
+use joch_store::RateCell;
 
 use crate::{Engine, EngineError};
 
-/// A namespace's limits, with their limiters.
+/// A namespace's limits.
 pub(crate) struct Limiters {
-    limits: Vec<(RateLimit, DefaultKeyedRateLimiter<String>)>,
+    limits: Vec<Limit>,
+}
+
+struct Limit {
+    spec: RateLimit,
+    /// Between two calls at the sustained rate.
+    interval: Duration,
+    /// Calls allowed back to back.
+    burst: NonZeroU32,
+    local: DefaultKeyedRateLimiter<String>,
 }
 
 impl Limiters {
     fn of(limits: &[RateLimit]) -> Limiters {
         let limits = limits
             .iter()
-            .filter_map(|limit| {
-                let (calls, period) = limit.rate()?;
-                let burst = NonZeroU32::new(limit.burst.unwrap_or(calls))?;
+            .filter_map(|spec| {
+                let (calls, period) = spec.rate()?;
+                let burst = NonZeroU32::new(spec.burst.unwrap_or(calls))?;
                 // One call replenished every period/calls: `calls` per period.
-                let quota = Quota::with_period(period / calls.max(1))?.allow_burst(burst);
-                Some((limit.clone(), RateLimiter::keyed(quota)))
+                let interval = period / calls.max(1);
+                let quota = Quota::with_period(interval)?.allow_burst(burst);
+                Some(Limit {
+                    spec: spec.clone(),
+                    interval,
+                    burst,
+                    local: RateLimiter::keyed(quota),
+                })
             })
             .collect();
         Limiters { limits }
+    }
+}
+
+impl Limit {
+    /// The store's cell for `key`. Its name carries the rate, so a changed
+    /// setting starts a new allowance, as it does in memory.
+    fn cell(&self, namespace: &str, key: &str) -> RateCell {
+        let interval_ms = i64::try_from(self.interval.as_millis()).unwrap_or(i64::MAX);
+        RateCell {
+            namespace: namespace.to_owned(),
+            limit: format!("{}@{interval_ms}ms/{}", self.spec.name, self.burst),
+            key: key.to_owned(),
+            interval_ms,
+            tolerance_ms: interval_ms.saturating_mul(i64::from(self.burst.get())),
+        }
     }
 }
 
@@ -51,34 +85,55 @@ impl Engine {
             })
             .await?;
         let agent = call.spec.agent_ref.as_ref().map_or("", |a| a.name.as_str());
-        for (limit, limiter) in &limiters.limits {
-            let key = match limit.per {
-                RateScope::Namespace => String::new(),
-                RateScope::Agent => agent.to_owned(),
-                RateScope::Tool => call.tool_name().to_owned(),
+        for limit in &limiters.limits {
+            let key = match limit.spec.per {
+                RateScope::Namespace => "",
+                RateScope::Agent => agent,
+                RateScope::Tool => call.tool_name(),
             };
-            if limit.only.as_ref().is_some_and(|only| *only != key) {
+            if limit.spec.only.as_ref().is_some_and(|only| only != key) {
                 continue;
             }
-            if let Err(not_until) = limiter.check_key(&key) {
-                let wait = not_until.wait_time_from(DefaultClock::default().now());
-                let retry_after_seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-                let decision = HookDecision {
-                    hook: Hook::Request.step().to_owned(),
-                    decision: "deny".to_owned(),
-                    policy_id: Some(format!("ratelimit/{}", limit.name)),
-                    policy_version: None,
-                    reason: Some(format!(
-                        "rate limit {} (per {:?}) reached; retry in {retry_after_seconds} s",
-                        limit.name, limit.per
-                    )),
-                };
-                return Ok(Some(Limited {
-                    decision,
-                    retry_after_seconds,
-                }));
-            }
+            let Some(wait) = self.wait_for(limit, namespace, key).await? else {
+                continue;
+            };
+            let retry_after_seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            let decision = HookDecision {
+                hook: Hook::Request.step().to_owned(),
+                decision: "deny".to_owned(),
+                policy_id: Some(format!("ratelimit/{}", limit.spec.name)),
+                policy_version: None,
+                reason: Some(format!(
+                    "rate limit {} (per {:?}) reached; retry in {retry_after_seconds} s",
+                    limit.spec.name, limit.spec.per
+                )),
+            };
+            return Ok(Some(Limited {
+                decision,
+                retry_after_seconds,
+            }));
         }
         Ok(None)
+    }
+
+    /// Takes one call from `limit`'s allowance for `key`: `None` when
+    /// taken, else how long until one could be.
+    async fn wait_for(
+        &self,
+        limit: &Limit,
+        namespace: &str,
+        key: &str,
+    ) -> Result<Option<Duration>, EngineError> {
+        if self.inner.config.replica.is_none() {
+            return Ok(limit
+                .local
+                .check_key(&key.to_owned())
+                .err()
+                .map(|not_until| not_until.wait_time_from(DefaultClock::default().now())));
+        }
+        let now_ms = crate::engine::now().0.timestamp_millis();
+        let cell = limit.cell(namespace, key);
+        let wait = self.inner.store.take_rate(&cell, now_ms).await?;
+        Ok(wait.map(Duration::from_millis))
     }
 }

@@ -30,7 +30,7 @@ pub use error::{StoreError, StoreErrorKind};
 pub use postgres::{PostgresBlobs, PostgresOptions, PostgresStore};
 pub use record::{
     AuditRecord, Change, CostGroup, CostQuery, CostTotal, Durability, EventRecord,
-    IdempotencyClaim, ListQuery, Page, Record, Store,
+    IdempotencyClaim, ListQuery, Page, RateCell, Record, Store,
 };
 pub use sqlite::SqliteStore;
 pub use typed::ObjectList;

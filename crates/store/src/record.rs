@@ -174,6 +174,33 @@ pub struct CostTotal {
     pub calls: u64,
 }
 
+/// A rate limit's allowance for one key, kept in the store so that every
+/// replica draws on the same one (GCRA: the cell holds the time at which
+/// the allowance is whole again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateCell {
+    /// The namespace whose settings set the limit.
+    pub namespace: String,
+    /// The limit, with its rate: changing the rate starts a new cell.
+    pub limit: String,
+    /// What the limit counts separately (an agent, a tool, or `""`).
+    pub key: String,
+    /// Milliseconds between calls at the sustained rate.
+    pub interval_ms: i64,
+    /// How far ahead of now the cell may run: the burst, in milliseconds.
+    pub tolerance_ms: i64,
+}
+
+impl RateCell {
+    /// How long until a call could be taken from a cell whole again at
+    /// `tat`: a call is taken when `max(tat, now) + interval` stays within
+    /// `tolerance` of now.
+    pub(crate) fn wait_ms(&self, tat: i64, now_ms: i64) -> u64 {
+        let due = tat.max(now_ms) + self.interval_ms - self.tolerance_ms;
+        u64::try_from(due - now_ms).unwrap_or(0).max(1)
+    }
+}
+
 /// One page of a list.
 #[derive(Debug, Clone, Default)]
 pub struct Page {
@@ -295,6 +322,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Succeeds when the store can serve reads and writes.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Takes one call from `cell` at `now_ms` (Unix milliseconds): `None`
+    /// when taken, else how many milliseconds until one could be. Counted
+    /// in the store, so that replicas sharing it share the limit.
+    async fn take_rate(&self, cell: &RateCell, now_ms: i64) -> Result<Option<u64>, StoreError>;
 
     /// Writes committed by every process sharing this store, as they commit,
     /// for a store that other processes can share; `None` for a store only

@@ -10,6 +10,9 @@ use joch_core::object::IndexFields;
 
 use crate::{Durability, IdempotencyClaim, ListQuery, Record, Store, StoreError, StoreErrorKind};
 
+mod rates;
+pub use rates::*;
+
 /// Runs every behaviour, each on a new store from `new_store`.
 pub async fn run_all<F, Fut>(new_store: F)
 where
@@ -36,6 +39,8 @@ where
     costs_sum_by_group_window_and_currency(&*new_store().await).await;
     audit_entries_chain_per_namespace(&*new_store().await).await;
     an_audited_create_lands_with_its_entry_or_not_at_all(&*new_store().await).await;
+    a_rate_cell_allows_its_burst_then_one_per_interval(&*new_store().await).await;
+    concurrent_takers_share_one_allowance(new_store().await).await;
 }
 
 /// A record written once, settled, lands with its audit entry; a taken

@@ -471,3 +471,52 @@ async fn an_artifact_stored_by_one_replica_is_read_through_another() {
     assert_eq!(status, StatusCode::CREATED, "{grep}");
     assert_eq!(grep["status"]["output"]["matches"], 1, "{grep}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rate_limit_holds_across_replicas() {
+    let Some(store) = fresh_database("ratelimit").await else {
+        return;
+    };
+    let joch = replicas(&store).await;
+    joch[0]
+        .create_tool(json!({
+            "metadata": {"name": "nothing"},
+            "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
+        }))
+        .await;
+    let limits = json!({"apiVersion": "joch.dev/v1alpha1", "kind": "Namespace", "spec": {"rateLimits": [
+        {"name": "all", "per": "namespace", "callsPerMinute": 3}
+    ]}});
+    let (status, body) = joch[1]
+        .send(Method::PUT, &format!("/v1/namespaces/{NS}"), Some(limits))
+        .await;
+    assert!(status.is_success(), "{body}");
+    // Each replica drops its cached settings when it hears of the change.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut answered = Vec::new();
+    for n in 0..9 {
+        let call = json!({"spec": {"toolRef": {"name": "nothing"}, "input": {"n": n}}});
+        let (status, body) = joch[n % 3].post_call(call).await;
+        answered.push(status);
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(
+                body["status"]["hookDecisions"][0]["policyId"],
+                "ratelimit/all"
+            );
+        }
+    }
+    let ran = answered
+        .iter()
+        .filter(|s| **s == StatusCode::CREATED)
+        .count();
+    let limited = answered
+        .iter()
+        .filter(|s| **s == StatusCode::TOO_MANY_REQUESTS)
+        .count();
+    assert_eq!(
+        (ran, limited),
+        (3, 6),
+        "one allowance of 3 for all three replicas: {answered:?}"
+    );
+}

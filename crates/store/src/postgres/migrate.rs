@@ -55,6 +55,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "artifact contents",
         include_str!("../../migrations/postgres/0007_blobs.sql"),
     ),
+    (
+        8,
+        "rate limits shared by replicas",
+        include_str!("../../migrations/postgres/0008_rate_cells.sql"),
+    ),
 ];
 
 /// [`MIGRATIONS`] as a source for sqlx's migrator. (The `sqlx::migrate!`

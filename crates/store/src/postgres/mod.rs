@@ -38,7 +38,7 @@ use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::{
     AuditRecord, CostQuery, CostTotal, Durability, EventRecord, IdempotencyClaim, ListQuery, Page,
-    Record, Store, StoreError,
+    RateCell, Record, Store, StoreError,
 };
 
 /// How a [`PostgresStore`] uses the database.
@@ -280,6 +280,10 @@ impl Store for PostgresStore {
 
     async fn cost_totals(&self, query: CostQuery) -> Result<Vec<CostTotal>, StoreError> {
         reads::cost_totals(&self.pool, &query).await
+    }
+
+    async fn take_rate(&self, cell: &RateCell, now_ms: i64) -> Result<Option<u64>, StoreError> {
+        writes::take_rate(&self.pool, cell, now_ms).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -8,7 +8,7 @@ use sqlx_postgres::{PgArguments, PgConnection, PgPool, PgTransaction, Postgres};
 
 use super::reads::{self, COLUMNS};
 use super::unavailable;
-use crate::{EventRecord, IdempotencyClaim, Record, StoreError};
+use crate::{EventRecord, IdempotencyClaim, RateCell, Record, StoreError};
 
 type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
 
@@ -252,4 +252,42 @@ pub(super) async fn append_event(pool: &PgPool, e: &EventRecord) -> Result<u64, 
     .and_then(|row| row.try_get(0))
     .map_err(unavailable)?;
     Ok(u64::try_from(sequence).unwrap_or_default())
+}
+
+/// One call from a rate cell (GCRA), in one statement: the upsert moves
+/// the cell on only if the call fits, and returns nothing if it does not.
+/// Replicas racing for one cell take turns on its row.
+pub(super) async fn take_rate(
+    pool: &PgPool,
+    cell: &RateCell,
+    now_ms: i64,
+) -> Result<Option<u64>, StoreError> {
+    let taken = query(
+        "INSERT INTO rate_cells AS c (namespace, rate_limit, key, tat) VALUES ($1, $2, $3, $4 + $5)
+         ON CONFLICT (namespace, rate_limit, key) DO UPDATE SET tat = GREATEST(c.tat, $4) + $5
+         WHERE GREATEST(c.tat, $4) + $5 - $6 <= $4
+         RETURNING tat",
+    )
+    .bind(cell.namespace.as_str())
+    .bind(cell.limit.as_str())
+    .bind(cell.key.as_str())
+    .bind(now_ms)
+    .bind(cell.interval_ms)
+    .bind(cell.tolerance_ms)
+    .fetch_optional(pool)
+    .await
+    .map_err(unavailable)?;
+    if taken.is_some() {
+        return Ok(None);
+    }
+    let tat: i64 =
+        query("SELECT tat FROM rate_cells WHERE namespace = $1 AND rate_limit = $2 AND key = $3")
+            .bind(cell.namespace.as_str())
+            .bind(cell.limit.as_str())
+            .bind(cell.key.as_str())
+            .fetch_one(pool)
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(unavailable)?;
+    Ok(Some(cell.wait_ms(tat, now_ms)))
 }

@@ -14,6 +14,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0005_costs.sql"),
     include_str!("../../migrations/sqlite/0006_audit.sql"),
     include_str!("../../migrations/sqlite/0007_checksum_index_in_executions.sql"),
+    include_str!("../../migrations/sqlite/0008_rate_cells.sql"),
 ];
 
 /// Applies the migrations the database has not seen, each in its own transaction.

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     AuditRecord, CostQuery, CostTotal, Durability, EventRecord, IdempotencyClaim, ListQuery, Page,
-    Record, Store, StoreError,
+    RateCell, Record, Store, StoreError,
 };
 use readers::Readers;
 use writer::{Write, WriteRequest, Written};
@@ -277,6 +277,20 @@ impl Store for SqliteStore {
         self.readers
             .run(move |conn| rows::cost_totals(conn, &query))
             .await
+    }
+
+    async fn take_rate(&self, cell: &RateCell, now_ms: i64) -> Result<Option<u64>, StoreError> {
+        let write = Write::TakeRate {
+            cell: cell.clone(),
+            now_ms,
+        };
+        // The allowance needs no fsync: after a crash it is only a little more generous.
+        match self.write(write, Durability::Deferred).await? {
+            Written::Rate(wait) => Ok(wait),
+            _ => Err(StoreError::Unavailable(
+                "the writer answered a rate cell with something else".to_owned(),
+            )),
+        }
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -9,7 +9,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 use super::unavailable;
 use crate::{
     AuditRecord, CostGroup, CostQuery, CostTotal, EventRecord, IdempotencyClaim, ListQuery, Page,
-    Record, StoreError,
+    RateCell, Record, StoreError,
 };
 
 /// A text parameter in a `WHERE` that an index also uses for order (`ORDER
@@ -434,4 +434,49 @@ pub(super) fn list_events(
         })
         .map_err(unavailable)?;
     rows.collect::<Result<_, _>>().map_err(unavailable)
+}
+
+/// One call from a rate cell (GCRA), in one statement: the upsert moves
+/// the cell on only if the call fits, and returns nothing if it does not.
+pub(super) fn take_rate(
+    conn: &Connection,
+    cell: &RateCell,
+    now_ms: i64,
+) -> Result<Option<u64>, StoreError> {
+    let taken = conn
+        .prepare_cached(
+            "INSERT INTO rate_cells (namespace, rate_limit, key, tat) VALUES (?1, ?2, ?3, ?4 + ?5)
+             ON CONFLICT (namespace, rate_limit, key) DO UPDATE SET tat = MAX(tat, ?4) + ?5
+             WHERE MAX(tat, ?4) + ?5 - ?6 <= ?4
+             RETURNING tat",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(
+                params![
+                    cell.namespace,
+                    cell.limit,
+                    cell.key,
+                    now_ms,
+                    cell.interval_ms,
+                    cell.tolerance_ms
+                ],
+                |_| Ok(()),
+            )
+            .optional()
+        })
+        .map_err(unavailable)?;
+    if taken.is_some() {
+        return Ok(None);
+    }
+    let tat: i64 = conn
+        .prepare_cached(
+            "SELECT tat FROM rate_cells WHERE namespace = ?1 AND rate_limit = ?2 AND key = ?3",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(params![cell.namespace, cell.limit, cell.key], |row| {
+                row.get(0)
+            })
+        })
+        .map_err(unavailable)?;
+    Ok(Some(cell.wait_ms(tat, now_ms)))
 }

@@ -12,7 +12,7 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{rows, unavailable};
-use crate::{Durability, EventRecord, IdempotencyClaim, Record, StoreError};
+use crate::{Durability, EventRecord, IdempotencyClaim, RateCell, Record, StoreError};
 
 /// Most writes in one transaction; bounds the latency of the first in a batch.
 const MAX_BATCH: usize = 512;
@@ -33,6 +33,10 @@ pub(super) enum Write {
     AppendAudit {
         namespace: String,
         body: String,
+    },
+    TakeRate {
+        cell: RateCell,
+        now_ms: i64,
     },
     Update {
         record: Record,
@@ -60,6 +64,8 @@ pub(super) enum Written {
     Removed(Box<Record>),
     Purged(usize),
     Appended(u64),
+    /// `None` when taken, else milliseconds until one could be.
+    Rate(Option<u64>),
 }
 
 pub(super) fn spawn(conn: Connection) -> Result<mpsc::Sender<WriteRequest>, StoreError> {
@@ -206,6 +212,7 @@ fn apply(conn: &Connection, write: &Write) -> Result<Written, StoreError> {
         Write::AppendAudit { namespace, body } => {
             rows::append_audit(conn, namespace, body).map(Written::Appended)
         }
+        Write::TakeRate { cell, now_ms } => rows::take_rate(conn, cell, *now_ms).map(Written::Rate),
     }
 }
 

@@ -1,0 +1,9 @@
+-- Rate limits shared by every replica (GCRA): per limit and key, the time
+-- (Unix ms) at which its allowance is whole again.
+CREATE TABLE rate_cells (
+    namespace  TEXT   NOT NULL,
+    rate_limit TEXT   NOT NULL,
+    key        TEXT   NOT NULL,
+    tat        BIGINT NOT NULL,
+    PRIMARY KEY (namespace, rate_limit, key)
+);
