@@ -113,6 +113,12 @@ pub struct ToolOverride {
     /// What its calls cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::cost::ToolCost>,
+    /// `false`: its results go back as handles (see `Tool.spec.inline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<bool>,
+    /// Its results larger than this go back as handles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_inline_bytes: Option<u64>,
 }
 
 /// `spec.discovery`.
@@ -352,8 +358,8 @@ impl McpServer {
                     tool: upstream.to_owned(),
                 }),
                 cost: overrides.and_then(|o| o.cost.clone()),
-                inline: None,
-                max_inline_bytes: None,
+                inline: overrides.and_then(|o| o.inline),
+                max_inline_bytes: overrides.and_then(|o| o.max_inline_bytes),
             },
         })
     }

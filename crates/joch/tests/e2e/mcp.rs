@@ -188,7 +188,10 @@ async fn upstream_tools_become_tools_with_side_effects_from_annotations() {
     ])
     .await;
     let joch = Joch::start().await;
-    let overrides = json!({"tools": {"wire": {"sideEffects": {"level": "financial", "requiresApproval": true}}}});
+    let overrides = json!({"tools": {
+        "wire": {"sideEffects": {"level": "financial", "requiresApproval": true}},
+        "plain": {"inline": false}
+    }});
     let created = apply(&joch, server("crm", &upstream.url, overrides)).await;
     assert_eq!(created["status"]["phase"], "Connected", "{created}");
     assert_eq!(created["status"]["tools"].as_object().unwrap().len(), 4);
@@ -223,10 +226,18 @@ async fn upstream_tools_become_tools_with_side_effects_from_annotations() {
     );
     assert_eq!(upstream.calls.load(Ordering::SeqCst), 1);
 
+    // An override sends this tool's results back as handles.
+    let (_, handled) = joch.call("crm.plain", json!({})).await;
+    assert_eq!(handled["status"]["phase"], "Succeeded", "{handled}");
+    let handle = &handled["status"]["output"]["artifact"];
+    assert!(handle["id"].is_string(), "{handled}");
+    assert!(handle["preview"].as_str().unwrap().contains("called plain"));
+    assert_eq!(upstream.calls.load(Ordering::SeqCst), 2);
+
     // Arguments are checked against the upstream schema before anything is sent.
     let (_, bad) = joch.call("crm.lookup", json!({"id": 42})).await;
     assert_eq!(bad["status"]["phase"], "Failed");
-    assert_eq!(upstream.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(upstream.calls.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
