@@ -159,9 +159,12 @@ impl Engine {
                 ticks.tick().await;
                 match store.purge_expired_keys(now().0.timestamp_millis()).await {
                     Ok(0) => {}
-                    Ok(n) => tracing::debug!(purged = n, "expired idempotency keys removed"),
+                    Ok(n) => tracing::debug!(
+                        purged = n,
+                        "expired idempotency keys and idle rate cells removed"
+                    ),
                     Err(e) => {
-                        tracing::warn!(error = %e, "could not purge expired idempotency keys")
+                        tracing::warn!(error = %e, "could not purge expired idempotency keys and idle rate cells")
                     }
                 }
             }

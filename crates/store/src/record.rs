@@ -240,7 +240,9 @@ pub trait Store: Send + Sync + 'static {
         durability: Durability,
     ) -> Result<u64, StoreError>;
 
-    /// Removes claims that expired before `now_ms`; returns how many.
+    /// Removes claims that expired before `now_ms`, and rate cells whose
+    /// allowance is whole again by then (such a cell says nothing a missing
+    /// one does not); returns how many rows went.
     async fn purge_expired_keys(&self, now_ms: i64) -> Result<usize, StoreError>;
 
     /// Replaces an object whose stored version is `expected_version`.

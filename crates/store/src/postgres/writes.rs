@@ -149,12 +149,18 @@ async fn claim_key(
 }
 
 pub(super) async fn purge_keys(pool: &PgPool, now_ms: i64) -> Result<usize, StoreError> {
-    let purged = query("DELETE FROM idempotency_keys WHERE expires_at <= $1")
-        .bind(now_ms)
-        .execute(pool)
-        .await
-        .map_err(unavailable)?
-        .rows_affected();
+    let mut purged = 0;
+    for sql in [
+        "DELETE FROM idempotency_keys WHERE expires_at <= $1",
+        "DELETE FROM rate_cells WHERE tat <= $1",
+    ] {
+        purged += query(sql)
+            .bind(now_ms)
+            .execute(pool)
+            .await
+            .map_err(unavailable)?
+            .rows_affected();
+    }
     Ok(usize::try_from(purged).unwrap_or(usize::MAX))
 }
 

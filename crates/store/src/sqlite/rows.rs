@@ -101,9 +101,17 @@ pub(super) fn claim_key(
 }
 
 pub(super) fn purge_keys(conn: &Connection, now_ms: i64) -> Result<usize, StoreError> {
-    conn.prepare_cached("DELETE FROM idempotency_keys WHERE expires_at <= ?1")
-        .and_then(|mut stmt| stmt.execute(params![now_ms]))
-        .map_err(unavailable)
+    let mut purged = 0;
+    for sql in [
+        "DELETE FROM idempotency_keys WHERE expires_at <= ?1",
+        "DELETE FROM rate_cells WHERE tat <= ?1",
+    ] {
+        purged += conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| stmt.execute(params![now_ms]))
+            .map_err(unavailable)?;
+    }
+    Ok(purged)
 }
 
 pub(super) fn update(

@@ -40,6 +40,14 @@ pub async fn a_rate_cell_allows_its_burst_then_one_per_interval(store: &dyn Stor
             "{other:?}"
         );
     }
+    // A cell whose allowance is whole again can go: at `now + 1s` the three
+    // others are (one call each), ours only at `now + 4s` (four calls).
+    assert_eq!(store.purge_expired_keys(now + 1_000).await.ok(), Some(3));
+    assert_eq!(store.purge_expired_keys(now + 3_999).await.ok(), Some(0));
+    assert_eq!(store.purge_expired_keys(now + 4_000).await.ok(), Some(1));
+    for _ in 0..3 {
+        assert_eq!(store.take_rate(&ours, now + 4_000).await.ok(), Some(None));
+    }
 }
 
 /// Many takers at once get exactly the burst between them.
