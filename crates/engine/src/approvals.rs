@@ -73,6 +73,15 @@ impl Deferral {
     }
 }
 
+/// What an `always` decision does to a standing decision already there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Standing {
+    /// The new decision stands instead (a person deciding now).
+    Replace,
+    /// The one there stands (a decision carried out late may be older).
+    Keep,
+}
+
 /// A person's decision.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ApprovalDecision {
@@ -338,17 +347,19 @@ impl Engine {
             telemetry::approval_waited(opened.millis_until(decided) as f64 / 1000.0);
         }
         if approval.status.always {
-            self.stand_by(approval, verb, decision).await?;
+            self.stand_by(approval, verb, decision, Standing::Replace)
+                .await?;
         }
         Ok(())
     }
 
     /// Records an `always` decision for the approval's tool.
-    async fn stand_by(
+    pub(super) async fn stand_by(
         &self,
         approval: &Approval,
         verb: &str,
         decision: &ApprovalDecision,
+        existing: Standing,
     ) -> Result<(), EngineError> {
         let Some(tool) = approval.spec.payload.get("tool").and_then(Value::as_str) else {
             return Ok(());
@@ -369,9 +380,10 @@ impl Engine {
         };
         let ns = &approval.metadata.namespace;
         match self.create_resource(ns, standing.clone()).await {
-            Err(EngineError::AlreadyExists { .. }) => {
+            Err(EngineError::AlreadyExists { .. }) if existing == Standing::Replace => {
                 self.replace_resource(ns, tool, standing).await.map(drop)
             }
+            Err(EngineError::AlreadyExists { .. }) => Ok(()),
             other => other.map(drop),
         }
     }

@@ -11,7 +11,7 @@ use joch_core::policy::OnTimeout;
 use joch_core::{Approval, CallApproval, CallError, Hook, HookDecision, Phase, ToolCall};
 use serde_json::{Map, Value, json};
 
-use super::ApprovalDecision;
+use super::{ApprovalDecision, Standing};
 use crate::calls::{Recorded, Rejection};
 use crate::policy::{self, Effect, Facts};
 use crate::telemetry;
@@ -62,6 +62,11 @@ impl Engine {
             value: approval.status.value.clone(),
             always: approval.status.always,
         };
+        if let (true, Some(verb)) = (approval.status.always, approval.status.decision.as_deref()) {
+            // Written just after the decision: the decider may not have got to it.
+            self.stand_by(approval, verb, &decision, Standing::Keep)
+                .await?;
+        }
         match (approval.status.phase, approval.status.decision.as_deref()) {
             (ApprovalPhase::Pending, _) => Ok(()),
             (ApprovalPhase::Approved, _) => self.resume(approval, &decision).await,

@@ -195,6 +195,9 @@ async fn a_decision_whose_decider_stopped_before_acting_is_carried_out_on_restar
             s.decision = Some("reject".to_owned());
             s.decided_by = Some("bob".to_owned());
             s.message = Some("not today".to_owned());
+            // ...for every later call too: the StandingApproval is written
+            // after the decision, so the decider never got to it.
+            s.always = true;
         })
         .await;
         // Stopped after recording the call, before opening its approval.
@@ -222,6 +225,12 @@ async fn a_decision_whose_decider_stopped_before_acting_is_carried_out_on_restar
     let call = wait_for_phase(&joch, unasked, "Failed").await;
     assert_eq!(call["status"]["error"]["code"], "interrupted", "{call}");
     assert_eq!(webhook.hits(), 1, "only the approved call ran");
+    let (status, standing) = joch
+        .get(&format!("/v1/namespaces/{NS}/standingapprovals/write"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{standing}");
+    assert_eq!(standing["spec"]["decision"], "reject");
+    assert_eq!(standing["spec"]["decidedBy"], "bob");
 
     // Carried out once: a second restart finds nothing left to do.
     drop(joch);
