@@ -30,6 +30,8 @@ pub async fn at_rest(
         floor_samples: 0,
         postgres: None,
         only: Vec::new(),
+        offered_rate: Vec::new(),
+        offered_seconds: 0,
     };
     let direct = measure(
         client,

@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 
 mod at_rest;
 mod floor;
+mod open_loop;
 mod postgres;
 
 const NAMESPACE: &str = "bench";
@@ -62,6 +63,13 @@ struct Args {
     /// external_write); the direct baseline always runs.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Also measure latency at these offered rates, in calls/s
+    /// (comma-separated; open loop, see `open_loop.rs`).
+    #[arg(long, value_delimiter = ',')]
+    offered_rate: Vec<usize>,
+    /// How long each offered rate is held.
+    #[arg(long, default_value_t = 5)]
+    offered_seconds: usize,
 }
 
 /// Where a worker sends its calls, and how it tells success from failure.
@@ -207,6 +215,7 @@ async fn main() -> Result<()> {
         }
     }
     report(&results);
+    open_loop::open_loop(&client, &args, &webhook_url, &servers).await?;
     results.extend(
         at_rest::at_rest(&client, &args, &webhook_url, &servers, dir.path(), &metrics).await?,
     );

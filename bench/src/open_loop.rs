@@ -1,0 +1,83 @@
+//! Latency at an offered rate (open loop): calls start on a schedule
+//! whether or not earlier ones have answered, as independent agents' calls
+//! do. In the closed loop, 64 callers always wait, so mean latency is
+//! 64 ÷ throughput; here a call's latency is what it costs when joch keeps
+//! up with the rate asked of it.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use reqwest::Client;
+use tokio::task::JoinSet;
+
+use crate::{Args, Latencies, Target, latencies, one_call, percentile_ms};
+
+/// For each offered rate: the direct baseline, then each joch scenario.
+pub async fn open_loop(
+    client: &Client,
+    args: &Args,
+    webhook_url: &str,
+    servers: &[(&str, Target)],
+) -> Result<()> {
+    for &rate in &args.offered_rate {
+        let calls = (rate * args.offered_seconds).max(1);
+        println!(
+            "\nopen loop: {rate} calls/s offered for {} s (latency from each call's start; +p99 against direct at the same rate)",
+            args.offered_seconds
+        );
+        let (direct, _) =
+            at_rate(client, calls, rate, &Target::Direct(webhook_url.to_owned())).await?;
+        let direct_p99 = percentile_ms(&direct, 0.99);
+        println!(
+            "  {:<20} p50 {:>7.3} ms  p99 {direct_p99:>7.3} ms",
+            "direct",
+            percentile_ms(&direct, 0.50)
+        );
+        for (scenario, target) in servers {
+            let (joch, failures) = at_rate(client, calls, rate, target).await?;
+            let (p50, p99) = (percentile_ms(&joch, 0.50), percentile_ms(&joch, 0.99));
+            let added = p99 - direct_p99;
+            println!(
+                "  joch_{scenario:<15} p50 {p50:>7.3} ms  p99 {p99:>7.3} ms  +p99 {added:>7.3} ms  failures {failures}"
+            );
+            println!(
+                "RESULTO scenario=joch_{scenario} rate={rate} calls={calls} p50_ms={p50:.3} p99_ms={p99:.3} added_p99_ms={added:.3} failures={failures}"
+            );
+            anyhow::ensure!(
+                failures == 0,
+                "joch_{scenario}: {failures} calls failed at {rate}/s"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `calls` calls started `1/rate` s apart, each timed from its own start.
+async fn at_rate(
+    client: &Client,
+    calls: usize,
+    rate: usize,
+    target: &Target,
+) -> Result<(Latencies, usize)> {
+    let every = Duration::from_secs(1) / u32::try_from(rate.max(1)).unwrap_or(u32::MAX);
+    let start = tokio::time::Instant::now();
+    let mut running = JoinSet::new();
+    for i in 0..calls {
+        // The timer ticks in milliseconds: faster rates start in small bursts.
+        tokio::time::sleep_until(start + every * u32::try_from(i).unwrap_or(u32::MAX)).await;
+        let (client, target) = (client.clone(), target.clone());
+        running.spawn(async move {
+            let started = Instant::now();
+            let failed = one_call(&client, &target, i).await.is_err();
+            (started.elapsed(), failed)
+        });
+    }
+    let mut all = latencies()?;
+    let mut failures = 0;
+    while let Some(done) = running.join_next().await {
+        let (elapsed, failed) = done.context("a call's task panicked")?;
+        all.saturating_record(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
+        failures += usize::from(failed);
+    }
+    Ok((all, failures))
+}
