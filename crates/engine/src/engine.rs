@@ -108,7 +108,7 @@ pub(crate) struct Inner {
     pub(crate) budgets: Snapshots<Vec<joch_core::Budget>>,
     /// Each namespace's settings.
     pub(crate) namespaces: Snapshots<joch_core::Namespace>,
-    /// Each namespace's rate limiters.
+    /// Each namespace's rate limits, parsed.
     pub(crate) limiters: Snapshots<crate::ratelimit::Limiters>,
     /// Every token by hash, under the key `all`.
     pub(crate) tokens: Snapshots<crate::tokens::TokenIndex>,

@@ -1,14 +1,12 @@
 //! Rate limits (`Namespace.spec.rateLimits`), by GCRA: one allowance per
-//! limit, keyed by agent or tool. A process alone on its store counts in
-//! memory, with `governor`'s keyed limiters (changing a namespace's
-//! settings starts them afresh). Replicas count in the store they share
-//! (`Store::take_rate`), so that N replicas allow a limit once, not N times.
+//! limit, keyed by agent or tool, kept in the store (`Store::take_rate`).
+//! So replicas sharing a store share each allowance, and a restart does
+//! not hand out a fresh one. A cell's name carries its rate, so changing a
+//! namespace's settings starts the allowance afresh.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use joch_core::namespace::{RateLimit, RateScope};
 use joch_core::{Hook, HookDecision, ToolCall};
 use joch_store::RateCell;
@@ -26,7 +24,6 @@ struct Limit {
     interval: Duration,
     /// Calls allowed back to back.
     burst: NonZeroU32,
-    local: DefaultKeyedRateLimiter<String>,
 }
 
 impl Limiters {
@@ -38,12 +35,10 @@ impl Limiters {
                 let burst = NonZeroU32::new(spec.burst.unwrap_or(calls))?;
                 // One call replenished every period/calls: `calls` per period.
                 let interval = period / calls.max(1);
-                let quota = Quota::with_period(interval)?.allow_burst(burst);
                 Some(Limit {
                     spec: spec.clone(),
                     interval,
                     burst,
-                    local: RateLimiter::keyed(quota),
                 })
             })
             .collect();
@@ -53,7 +48,7 @@ impl Limiters {
 
 impl Limit {
     /// The store's cell for `key`. Its name carries the rate, so a changed
-    /// setting starts a new allowance, as it does in memory.
+    /// setting starts a new allowance.
     fn cell(&self, namespace: &str, key: &str) -> RateCell {
         let interval_ms = i64::try_from(self.interval.as_millis()).unwrap_or(i64::MAX);
         RateCell {
@@ -94,10 +89,12 @@ impl Engine {
             if limit.spec.only.as_ref().is_some_and(|only| only != key) {
                 continue;
             }
-            let Some(wait) = self.wait_for(limit, namespace, key).await? else {
+            let now_ms = crate::engine::now().0.timestamp_millis();
+            let cell = limit.cell(namespace, key);
+            let Some(wait_ms) = self.inner.store.take_rate(&cell, now_ms).await? else {
                 continue;
             };
-            let retry_after_seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            let retry_after_seconds = wait_ms.div_ceil(1000);
             let decision = HookDecision {
                 hook: Hook::Request.step().to_owned(),
                 decision: "deny".to_owned(),
@@ -114,26 +111,5 @@ impl Engine {
             }));
         }
         Ok(None)
-    }
-
-    /// Takes one call from `limit`'s allowance for `key`: `None` when
-    /// taken, else how long until one could be.
-    async fn wait_for(
-        &self,
-        limit: &Limit,
-        namespace: &str,
-        key: &str,
-    ) -> Result<Option<Duration>, EngineError> {
-        if self.inner.config.replica.is_none() {
-            return Ok(limit
-                .local
-                .check_key(&key.to_owned())
-                .err()
-                .map(|not_until| not_until.wait_time_from(DefaultClock::default().now())));
-        }
-        let now_ms = crate::engine::now().0.timestamp_millis();
-        let cell = limit.cell(namespace, key);
-        let wait = self.inner.store.take_rate(&cell, now_ms).await?;
-        Ok(wait.map(Duration::from_millis))
     }
 }

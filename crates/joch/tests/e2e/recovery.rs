@@ -238,3 +238,32 @@ async fn a_decision_whose_decider_stopped_before_acting_is_carried_out_on_restar
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(webhook.hits(), 1);
 }
+
+#[tokio::test]
+async fn a_restart_does_not_refill_a_rate_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("joch.db");
+    let mut joch = Joch::start_on(&db, &[]).await;
+    joch.create_tool(json!({
+        "metadata": {"name": "nothing"},
+        "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
+    }))
+    .await;
+    let limits = json!({"apiVersion": "joch.dev/v1alpha1", "kind": "Namespace", "spec": {"rateLimits": [
+        {"name": "all", "per": "namespace", "callsPerMinute": 2}
+    ]}});
+    let (status, body) = joch
+        .send(Method::PUT, &format!("/v1/namespaces/{NS}"), Some(limits))
+        .await;
+    assert!(status.is_success(), "{body}");
+    let call = json!({"spec": {"toolRef": {"name": "nothing"}, "input": {}}});
+    for _ in 0..2 {
+        assert_eq!(joch.post_call(call.clone()).await.0, StatusCode::CREATED);
+    }
+    joch.kill();
+
+    let joch = Joch::start_on(&db, &[]).await;
+    let (status, limited) = joch.post_call(call).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{limited}");
+    assert_eq!(limited["status"]["error"]["code"], "rate_limited");
+}
