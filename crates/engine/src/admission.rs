@@ -99,14 +99,7 @@ impl Engine {
         });
 
         if let Some(reason) = skip {
-            let skipped = Rejection::refused(
-                &call,
-                Phase::Skipped,
-                "Skipped",
-                "skipped",
-                reason.to_owned(),
-            );
-            rejection.get_or_insert(skipped);
+            rejection.get_or_insert(Rejection::skipped(&call, reason.to_owned()));
         }
         if rejection.is_none() {
             if let Some(reason) = self.drift_block(&tool).await? {

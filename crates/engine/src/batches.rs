@@ -282,13 +282,7 @@ impl Engine {
             self.withdraw_approval(&call.metadata.namespace, &call.metadata.name, reason)
                 .await?;
         }
-        recorded.rejection = Some(Rejection::refused(
-            call,
-            Phase::Skipped,
-            "Skipped",
-            "skipped",
-            reason.to_owned(),
-        ));
+        recorded.rejection = Some(Rejection::skipped(call, reason.to_owned()));
         Ok(())
     }
 

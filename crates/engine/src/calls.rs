@@ -97,6 +97,11 @@ impl Rejection {
         }
     }
 
+    /// Not run because its batch stopped first.
+    pub(crate) fn skipped(call: &ToolCall, reason: String) -> Self {
+        Self::refused(call, Phase::Skipped, "Skipped", "skipped", reason)
+    }
+
     /// A policy's denial.
     pub(crate) fn by_policy(call: &ToolCall, decision: &Decision) -> Self {
         let reason = decision

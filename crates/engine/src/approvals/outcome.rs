@@ -125,7 +125,7 @@ impl Engine {
             .rationale
             .clone()
             .unwrap_or_else(|| "its batch stopped".to_owned());
-        let rejection = Rejection::refused(&call, Phase::Skipped, "Skipped", "skipped", reason);
+        let rejection = Rejection::skipped(&call, reason);
         self.refuse(call, rejection).await.map(drop)
     }
 
