@@ -252,6 +252,21 @@ pub struct ServeArgs {
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "JOCH_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// How long a client has to send a request's headers, from its first
+    /// byte (or from connecting, for a connection's first request); a
+    /// slower one is disconnected.
+    #[arg(long, env = "JOCH_HEADER_READ_TIMEOUT_MS", default_value_t = 5000)]
+    pub header_read_timeout_ms: u64,
+    /// How long a keep-alive connection may sit between requests before it
+    /// is closed. A request in progress (an event follow, an MCP stream, a
+    /// wait for approval) is never idle.
+    #[arg(long, env = "JOCH_IDLE_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub idle_timeout_seconds: u64,
+    /// Most client connections open at once; beyond it a new connection is
+    /// answered 503 at once. Never more than three quarters of the
+    /// open-files limit, which leaves room for the store and backends.
+    #[arg(long, env = "JOCH_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
     /// Also serve demo webhooks under /demo and apply the example tools.
     #[arg(long)]
     pub demo: bool,

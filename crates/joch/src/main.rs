@@ -5,11 +5,13 @@ mod audit;
 mod cli;
 mod client;
 mod demo;
+mod listen;
 mod logs;
 mod mcp;
 mod otel;
 mod output;
 mod serve;
+mod watchdog;
 
 use clap::Parser;
 

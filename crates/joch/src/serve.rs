@@ -115,10 +115,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
 
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("server failed")?;
+    let timeouts = crate::watchdog::Timeouts {
+        header_read: std::time::Duration::from_millis(args.header_read_timeout_ms.max(1)),
+        idle: std::time::Duration::from_secs(args.idle_timeout_seconds.max(1)),
+    };
+    crate::listen::run(
+        listener,
+        app,
+        timeouts,
+        args.max_connections,
+        shutdown_signal(),
+    )
+    .await?;
     tracing::info!("joch stopped");
     Ok(())
 }
