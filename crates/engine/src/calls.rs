@@ -181,7 +181,7 @@ impl Engine {
             Admission::New(recorded) => self.run(*recorded).await,
             Admission::KeyHeldBy(holder) => {
                 let original = self.wait_settled(namespace, &holder).await?;
-                telemetry::idempotent_replay(namespace, original.tool_name());
+                telemetry::idempotent_replay(self.call_labels(&original).await);
                 Ok(CallOutcome::stored(original, true))
             }
         }
@@ -210,7 +210,7 @@ impl Engine {
                 if !existing.status.phase.is_terminal() {
                     return Err(EngineError::IdempotencyKeyInUse { call: holder });
                 }
-                telemetry::idempotent_replay(namespace, existing.tool_name());
+                telemetry::idempotent_replay(self.call_labels(&existing).await);
                 return Ok(CallOutcome::stored(existing, true));
             }
         };

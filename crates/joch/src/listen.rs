@@ -244,7 +244,11 @@ mod tests {
             (10_000, None, 10_000),
             (10_000, Some(1), 1),
         ] {
-            assert_eq!(connection_cap(requested, limit), cap, "{requested} {limit:?}");
+            assert_eq!(
+                connection_cap(requested, limit),
+                cap,
+                "{requested} {limit:?}"
+            );
         }
     }
 

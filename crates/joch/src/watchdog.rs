@@ -14,6 +14,7 @@ use axum::body::{Body, Bytes};
 use hyper::body::{Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// A connection's two deadlines.
@@ -37,6 +38,8 @@ pub struct Activity {
     /// When the first byte after going idle came: a head is arriving.
     head_since: AtomicU64,
     served: AtomicBool,
+    /// Told when a deadline moves earlier: a request ended, a head began.
+    changed: Notify,
 }
 
 impl Activity {
@@ -47,6 +50,7 @@ impl Activity {
             idle_since: AtomicU64::new(0),
             head_since: AtomicU64::new(NONE),
             served: AtomicBool::new(false),
+            changed: Notify::new(),
         }
     }
 
@@ -57,12 +61,12 @@ impl Activity {
     fn bytes_read(&self) {
         if self.in_flight.load(Ordering::Acquire) == 0 {
             let now = self.now();
-            let _ = self.head_since.compare_exchange(
-                NONE,
-                now,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            );
+            let began =
+                self.head_since
+                    .compare_exchange(NONE, now, Ordering::AcqRel, Ordering::Relaxed);
+            if began.is_ok() {
+                self.changed.notify_one();
+            }
         }
     }
 
@@ -75,7 +79,10 @@ impl Activity {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(NONE / 2);
         let head = self.head_since.load(Ordering::Acquire);
         Some(if head != NONE {
-            (head.saturating_add(ms(timeouts.header_read)), "header_timeout")
+            (
+                head.saturating_add(ms(timeouts.header_read)),
+                "header_timeout",
+            )
         } else if self.served.load(Ordering::Acquire) {
             let since = self.idle_since.load(Ordering::Acquire);
             (since.saturating_add(ms(timeouts.idle)), "idle_timeout")
@@ -84,11 +91,10 @@ impl Activity {
         })
     }
 
-    /// Completes when the connection should be cut, with the reason.
-    /// It wakes at least every header-read timeout, so a head that starts
-    /// arriving on an idle connection is held to its own deadline.
+    /// Completes when the connection should be cut, with the reason. It
+    /// looks again whenever a deadline may have moved earlier.
     pub async fn expired(&self, timeouts: Timeouts) -> &'static str {
-        let longest = timeouts.header_read.max(Duration::from_millis(10));
+        let longest = timeouts.header_read.max(timeouts.idle);
         loop {
             let now = self.now();
             let wait = match self.deadline(timeouts) {
@@ -96,7 +102,10 @@ impl Activity {
                 Some((due, _)) => Duration::from_millis(due - now).min(longest),
                 None => longest,
             };
-            tokio::time::sleep(wait).await;
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.changed.notified() => {}
+            }
         }
     }
 }
@@ -118,6 +127,7 @@ impl Drop for InFlight {
         let activity = &self.0;
         activity.idle_since.store(activity.now(), Ordering::Release);
         activity.in_flight.fetch_sub(1, Ordering::AcqRel);
+        activity.changed.notify_one();
     }
 }
 
@@ -208,10 +218,7 @@ impl AsyncWrite for Watched {
         Pin::new(&mut self.stream).poll_flush(cx)
     }
 
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }

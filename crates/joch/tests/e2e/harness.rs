@@ -76,7 +76,35 @@ impl Joch {
         level: &str,
         stderr: Stdio,
     ) -> Joch {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_joch"))
+        let command = Command::new(env!("CARGO_BIN_EXE_joch"));
+        Joch::launch(command, db, flags, env, level, stderr).await
+    }
+
+    /// A server on a fresh database whose process may have at most
+    /// `open_files` files open (soft and hard limit), logging to `log`.
+    pub async fn start_limited(open_files: u64, flags: &[&str], log: &Path) -> Joch {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = std::fs::File::create(log).expect("log file");
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_joch"));
+        let db = dir.path().join("joch.db");
+        let mut joch = Joch::launch(command, &db, flags, &[], "info", Stdio::from(file)).await;
+        joch._dir = Some(dir);
+        joch
+    }
+
+    async fn launch(
+        mut command: Command,
+        db: &Path,
+        flags: &[&str],
+        env: &[(&str, &str)],
+        level: &str,
+        stderr: Stdio,
+    ) -> Joch {
+        let mut child = command
             .args(flags.iter().filter(|f| f.starts_with("--log-format")))
             .args(["serve", "--addr", "127.0.0.1:0", "--db"])
             .arg(db)

@@ -17,6 +17,7 @@ mod declarative;
 mod elicitation;
 mod errors;
 mod events;
+mod exhaustion;
 mod faults;
 mod hooks;
 mod idempotency;
