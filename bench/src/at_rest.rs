@@ -32,6 +32,12 @@ pub async fn at_rest(
         only: Vec::new(),
         offered_rate: Vec::new(),
         offered_seconds: 0,
+        soak_seconds: 0,
+        soak_baseline_seconds: 0,
+        soak_joch: None,
+        soak_open_files: 0,
+        soak_slow: 0,
+        soak_concurrency: 0,
     };
     let direct = measure(
         client,

@@ -96,17 +96,16 @@ async fn half_open_connections_are_cut_within_the_header_timeout() {
         let deadline = sent + Duration::from_millis(2000 + 2000);
         tokio::spawn(async move { read_until_closed(&mut stream, deadline).await })
     });
-    let (mut refused, mut open) = (0, 0);
+    // Those over the cap were refused at once (the cap's own test reads
+    // that answer); how many were depends on how fast they connected.
+    let mut open = 0;
     for close in closes {
-        match close.await.unwrap() {
-            Some(answer) if answer.starts_with(b"HTTP/1.1 503") => refused += 1,
-            Some(_) => {}
-            None => open += 1,
+        if close.await.unwrap().is_none() {
+            open += 1;
         }
     }
     let log = std::fs::read_to_string(&log).unwrap();
     assert_eq!(open, 0, "every one cut within the header timeout\n{log}");
-    assert!(refused > 0, "some were over the cap and told so");
     let (after, _) = health(&joch).await;
     assert_eq!(after, Ok(StatusCode::OK), "served after");
 }
