@@ -267,6 +267,11 @@ pub struct ServeArgs {
     /// open-files limit, which leaves room for the store and backends.
     #[arg(long, env = "JOCH_MAX_CONNECTIONS", default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Most long-lived answers (event follows, MCP requests and streams)
+    /// one caller may have open at once; all unauthenticated callers count
+    /// as one. Beyond it: 429 too_many_streams.
+    #[arg(long, env = "JOCH_MAX_STREAMS_PER_PRINCIPAL", default_value_t = 256)]
+    pub max_streams_per_principal: usize,
     /// Also serve demo webhooks under /demo and apply the example tools.
     #[arg(long)]
     pub demo: bool,

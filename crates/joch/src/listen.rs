@@ -46,7 +46,7 @@ const LINGER: Duration = Duration::from_millis(500);
 const MAX_LINGERING: usize = 64;
 
 /// What a connection beyond the cap gets, in the shape of every joch error.
-const REFUSED_BODY: &str = r#"{"code":"too_many_connections","message":"joch has as many connections open as it allows; retry shortly","details":null}"#;
+const REFUSED_BODY: &str = r#"{"code":"too_many_connections","message":"joch has as many connections open as it allows; retry shortly","details":{}}"#;
 
 fn refusal() -> Vec<u8> {
     format!(

@@ -13,6 +13,7 @@ mod error;
 mod extract;
 mod hooks;
 pub mod mcp;
+mod streams;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +35,11 @@ pub struct ServerConfig {
     /// How often an MCP call waiting for approval sends the client a
     /// progress notification (default 1 s).
     pub mcp_progress_every: Duration,
+    /// Most long-lived answers (event follows, MCP requests and streams)
+    /// one principal may have open at once (default 256; all
+    /// unauthenticated callers count as one); beyond it, 429
+    /// `too_many_streams`.
+    pub max_streams_per_principal: usize,
 }
 
 impl Default for ServerConfig {
@@ -42,6 +48,7 @@ impl Default for ServerConfig {
             max_body_bytes: 4 * 1024 * 1024,
             mcp_allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
             mcp_progress_every: Duration::from_secs(1),
+            max_streams_per_principal: 256,
         }
     }
 }
@@ -53,6 +60,8 @@ pub struct AppState {
     pub engine: Engine,
     /// HTTP settings.
     pub config: Arc<ServerConfig>,
+    /// Long-lived answers open, by principal.
+    pub(crate) streams: Arc<streams::Streams>,
 }
 
 /// The whole API as a router, ready to serve or to mount in a test.
@@ -67,11 +76,18 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let state = AppState {
         engine,
         config: Arc::new(config),
+        streams: Arc::default(),
     };
+    let mcp = Router::new()
+        .route_service("/mcp", mcp.clone())
+        .route_service("/v1/namespaces/{ns}/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            streams::limit,
+        ));
     api::routes()
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state.clone())
-        .route_service("/mcp", mcp.clone())
-        .route_service("/v1/namespaces/{ns}/mcp", mcp)
+        .merge(mcp)
         .layer(axum::middleware::from_fn_with_state(state, auth::authorize))
 }

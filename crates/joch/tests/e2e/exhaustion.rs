@@ -19,13 +19,15 @@ fn addr(joch: &Joch) -> String {
 }
 
 /// Reads until the server closes (EOF or reset); what it sent, or `None`
-/// if it was still open at `deadline`.
+/// if it was still open at `deadline` (or just after, if that has passed).
 async fn read_until_closed(stream: &mut TcpStream, deadline: Instant) -> Option<Vec<u8>> {
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
-        let left = deadline.checked_duration_since(Instant::now())?;
-        match tokio::time::timeout(left, stream.read(&mut buf)).await {
+        // Past the deadline, one last look: a socket already closed answers at once.
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left.max(Duration::from_millis(50)), stream.read(&mut buf)).await
+        {
             Err(_) => return None,
             Ok(Ok(0) | Err(_)) => return Some(got),
             Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
@@ -163,6 +165,39 @@ async fn an_idle_connection_is_closed_but_a_follow_stays_open() {
     assert!(started.elapsed() >= Duration::from_millis(900));
     let still = read_until_closed(&mut follow, Instant::now() + Duration::from_millis(1500)).await;
     assert_eq!(still, None, "a follow in progress is not idle");
+}
+
+#[tokio::test]
+async fn follows_are_capped_per_caller_and_freed_when_they_end() {
+    let joch = Joch::start_with(&["--max-streams-per-principal", "2"]).await;
+    let url = |n: u32| {
+        format!(
+            "{}/v1/namespaces/{NS}/executions/run-{n}/events?follow=true",
+            joch.base
+        )
+    };
+    let first = joch.http.get(url(1)).send().await.unwrap();
+    let second = joch.http.get(url(2)).send().await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(second.status(), StatusCode::OK);
+    let refused = joch.http.get(url(3)).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let error: Value = refused.json().await.unwrap();
+    assert_eq!(error["code"], "too_many_streams");
+    drop(first);
+    // The server notices the follow is gone when its next write fails, or
+    // the connection closes: poll briefly.
+    let mut status = StatusCode::TOO_MANY_REQUESTS;
+    for _ in 0..50 {
+        let again = joch.http.get(url(4)).send().await.unwrap();
+        status = again.status();
+        if status == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, StatusCode::OK, "a closed follow frees its place");
+    drop(second);
 }
 
 fn hook_call(event: &str, tool: &str, id: &str) -> Value {
