@@ -38,6 +38,7 @@ pub async fn at_rest(
         soak_open_files: 0,
         soak_slow: 0,
         soak_concurrency: 0,
+        soak_mcp_every_ms: 0,
     };
     let direct = measure(
         client,

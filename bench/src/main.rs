@@ -91,6 +91,9 @@ struct Args {
     /// Normal callers in flight at once during the soak.
     #[arg(long, default_value_t = 8)]
     soak_concurrency: usize,
+    /// How often the soak opens and abandons an MCP session, in ms (0: never).
+    #[arg(long, default_value_t = 2000)]
+    soak_mcp_every_ms: u64,
 }
 
 /// Where a worker sends its calls, and how it tells success from failure.
@@ -274,6 +277,8 @@ fn soak_settings(args: &Args) -> Result<soak::Soak> {
         open_files: args.soak_open_files,
         slow: args.soak_slow,
         concurrency: args.soak_concurrency.max(1),
+        session_every: (args.soak_mcp_every_ms > 0)
+            .then(|| std::time::Duration::from_millis(args.soak_mcp_every_ms)),
     })
 }
 

@@ -1,6 +1,6 @@
 //! The soak (issue 24): minutes of mixed traffic on a real `joch serve`
-//! process in which every name a client chooses is fresh (agents,
-//! executions, idempotency keys, hook-mode tools and sessions), with slow
+//! process in which every name a client chooses is fresh (agents, caller
+//! ids, executions, idempotency keys, hook-mode tools and sessions), with slow
 //! clients and abandoned MCP sessions beside it. It samples the process's
 //! RSS, open files and `/metrics` size, which must stay flat after the
 //! first minute, and compares the normal clients' p99 with a run without
@@ -35,6 +35,8 @@ pub(crate) struct Soak {
     pub slow: usize,
     /// Normal callers in flight at once.
     pub concurrency: usize,
+    /// How often an MCP session is opened and abandoned (`None`: never).
+    pub session_every: Option<Duration>,
 }
 
 /// A sample of the process.
@@ -102,7 +104,7 @@ async fn run(soak: &Soak, webhook: &str, dir: &std::path::Path, hostile: bool) -
     let hooks: Vec<_> = (0..2)
         .map(|_| tokio::spawn(hook_loop(client.clone(), base.clone(), next.clone(), until)))
         .collect();
-    let hostiles = hostile.then(|| hostile::start(joch.addr, soak.slow, until));
+    let hostiles = hostile.then(|| hostile::start(joch.addr, soak.slow, soak.session_every, until));
     let samples = sample_loop(&joch, &client, &base, until).await;
 
     let mut all = Outcome::new()?;
@@ -152,7 +154,7 @@ impl Outcome {
 }
 
 /// A normal caller: the registered tool, each call with a fresh agent,
-/// execution and idempotency key.
+/// caller id, execution and idempotency key.
 async fn call_loop(
     client: Client,
     base: String,
@@ -167,6 +169,7 @@ async fn call_loop(
             "toolRef": {"name": TOOL},
             "input": {"n": i},
             "agentRef": {"name": format!("agent-{i}")},
+            "callerId": format!("caller-{i}"),
             "executionRef": {"name": format!("run-{i}")},
             "sideEffects": {"idempotencyKey": format!("key-{i}")},
         }});

@@ -13,8 +13,6 @@ use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 const HALF_A_REQUEST: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n";
-/// How often an MCP session is opened and abandoned.
-const SESSION_EVERY: Duration = Duration::from_secs(2);
 
 /// What the hostile clients did.
 #[derive(Debug, Default, Clone, Copy)]
@@ -40,13 +38,22 @@ pub(crate) struct Hostile {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// Starts `slow` half-open connections and the MCP abandoner, until `until`.
-pub(crate) fn start(addr: SocketAddr, slow: usize, until: Instant) -> Hostile {
+/// Starts `slow` half-open connections and, unless `session_every` is
+/// `None`, the MCP abandoner, until `until`.
+pub(crate) fn start(
+    addr: SocketAddr,
+    slow: usize,
+    session_every: Option<Duration>,
+    until: Instant,
+) -> Hostile {
     let counts = Arc::new(Counts::default());
     let mut tasks: Vec<_> = (0..slow)
         .map(|_| tokio::spawn(slow_client(addr, counts.clone(), until)))
         .collect();
-    tasks.push(tokio::spawn(abandon_sessions(addr, counts.clone(), until)));
+    if let Some(every) = session_every {
+        let counts = counts.clone();
+        tasks.push(tokio::spawn(abandon_sessions(addr, counts, every, until)));
+    }
     Hostile { counts, tasks }
 }
 
@@ -89,8 +96,8 @@ async fn slow_client(addr: SocketAddr, counts: Arc<Counts>, until: Instant) {
     }
 }
 
-/// Opens an MCP session every [`SESSION_EVERY`] and walks away from it.
-async fn abandon_sessions(addr: SocketAddr, counts: Arc<Counts>, until: Instant) {
+/// Opens an MCP session every `every` and walks away from it.
+async fn abandon_sessions(addr: SocketAddr, counts: Arc<Counts>, every: Duration, until: Instant) {
     let Ok(client) = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(5))
@@ -119,6 +126,6 @@ async fn abandon_sessions(addr: SocketAddr, counts: Arc<Counts>, until: Instant)
             }
             let _ = response.bytes().await;
         }
-        tokio::time::sleep(SESSION_EVERY).await;
+        tokio::time::sleep(every).await;
     }
 }
