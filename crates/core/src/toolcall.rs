@@ -220,6 +220,11 @@ pub struct ToolCallStatus {
     /// keeps these references, never the bytes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<crate::artifact::ArtifactRef>,
+    /// Who made the call, as joch authenticated it (`local` when no
+    /// authentication is configured). Set by joch at admission: like the
+    /// rest of `status`, a value in a request is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<crate::principal::PrincipalRef>,
 }
 
 /// An operator's settlement of an `Unknown` call.
@@ -230,6 +235,9 @@ pub struct Resolution {
     pub reason: String,
     /// When.
     pub resolved_at: Time,
+    /// Who resolved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_by: Option<crate::principal::PrincipalRef>,
 }
 
 /// Why a call failed, as data on the record.

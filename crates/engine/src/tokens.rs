@@ -6,27 +6,17 @@
 use std::collections::HashMap;
 
 use joch_core::token::{ApiToken, ApiTokenSpec, Role, hash};
-use joch_core::{Object, ObjectMeta};
+use joch_core::{Object, ObjectMeta, Principal, PrincipalKind, ToolSelector};
 use joch_store::ListQuery;
 
 use crate::{Engine, EngineError};
 
-/// An authenticated caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    /// The token's name (`root` for the root token): recorded as the
-    /// approver of its decisions.
-    pub name: String,
-    /// Its namespace; `None` for root, which may act in every namespace.
-    pub namespace: Option<String>,
-    /// What it may do.
-    pub role: Role,
-}
-
 /// How JWTs of an identity provider (OIDC) are verified and mapped to a
 /// principal: signature by a key of `keys` (by `kid`), `iss` and `aud` as
 /// configured, not expired; `sub` is the principal's name, the
-/// `namespace` and `role` claims its namespace and role.
+/// `namespace` and `role` claims its namespace and role, and the optional
+/// `joch_tools` claim (`{"names": ["crm.*"], "labels": "team=crm"}`) the
+/// tools that exist for it.
 #[derive(Debug, Clone)]
 pub struct JwtConfig {
     /// The expected `iss`.
@@ -42,6 +32,8 @@ struct Claims {
     sub: String,
     namespace: String,
     role: Role,
+    #[serde(default)]
+    joch_tools: Option<ToolSelector>,
 }
 
 impl JwtConfig {
@@ -61,9 +53,11 @@ impl JwtConfig {
             .claims;
         joch_core::names::validate_namespace(&claims.namespace).ok()?;
         Some(Principal {
+            kind: PrincipalKind::Jwt,
             name: claims.sub,
             namespace: Some(claims.namespace),
             role: claims.role,
+            tools: claims.joch_tools,
         })
     }
 }
@@ -91,11 +85,7 @@ impl Engine {
         }
         let hashed = hash(token);
         if self.inner.config.root_token_hash.as_deref() == Some(hashed.as_str()) {
-            return Ok(Some(Principal {
-                name: "root".to_owned(),
-                namespace: None,
-                role: Role::Admin,
-            }));
+            return Ok(Some(Principal::root()));
         }
         Ok(self.token_index().await?.get(&hashed).cloned())
     }
@@ -120,9 +110,11 @@ impl Engine {
                         .into_iter()
                         .map(|t| {
                             let principal = Principal {
+                                kind: PrincipalKind::Token,
                                 name: t.metadata.name.clone(),
                                 namespace: Some(t.metadata.namespace.clone()),
                                 role: t.spec.role,
+                                tools: t.spec.tools.clone(),
                             };
                             (t.spec.hash, principal)
                         })
@@ -139,6 +131,7 @@ impl Engine {
         namespace: &str,
         name: &str,
         role: Role,
+        tools: Option<ToolSelector>,
     ) -> Result<(ApiToken, String), EngineError> {
         let secret = format!(
             "joch_{}{}",
@@ -155,6 +148,7 @@ impl Engine {
             spec: ApiTokenSpec {
                 role,
                 hash: hash(&secret),
+                tools,
             },
         };
         let token = self.create_resource(namespace, token).await?;

@@ -6,8 +6,14 @@
 //! - `agent`: call tools (REST, MCP, hook endpoints, batches) and read
 //!   tools, calls, executions and approvals;
 //! - `approver`: an agent's rights, reading everything but tokens, and
-//!   deciding approvals of calls it did not make;
+//!   deciding approvals;
 //! - `admin`: everything in the namespace. The root token is admin everywhere.
+//!
+//! This middleware only establishes who is asking and which routes its role
+//! reaches; the rules on calls and decisions (a principal cannot decide a
+//! call it made, which tools exist for it) are the engine's (`rules.rs`),
+//! so that every surface keeps them. Without authentication the principal
+//! is the local one.
 
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
@@ -18,9 +24,6 @@ use joch_engine::Principal;
 
 use crate::mcp::NAMESPACE_HEADER;
 use crate::{ApiError, AppState};
-
-/// Annotation naming the token that made a call, so it cannot approve it.
-pub(crate) const CALLER_TOKEN_ANNOTATION: &str = "joch.dev/token";
 
 pub(crate) async fn authorize(
     State(state): State<AppState>,
@@ -36,7 +39,10 @@ pub(crate) async fn authorize(
         return next.run(request).await;
     }
     match state.engine.auth_required().await {
-        Ok(false) => return next.run(request).await,
+        Ok(false) => {
+            request.extensions_mut().insert(Principal::local());
+            return next.run(request).await;
+        }
         Ok(true) => {}
         Err(e) => return ApiError::from(e).into_response(),
     }
@@ -171,38 +177,4 @@ fn allowed(role: Role, method: &Method, target: &Target) -> bool {
         }
         Role::Admin => true,
     }
-}
-
-/// The approver an authenticated decision is recorded under, refusing a
-/// principal that made the call itself.
-pub(crate) async fn decider(
-    state: &AppState,
-    principal: Option<&Principal>,
-    namespace: &str,
-    call: &str,
-    claimed: Option<String>,
-) -> Result<String, ApiError> {
-    let Some(principal) = principal else {
-        return claimed.ok_or_else(|| {
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_resource",
-                "approvedBy: missing field",
-            )
-        });
-    };
-    let made_it = state
-        .engine
-        .get_call(namespace, call)
-        .await
-        .ok()
-        .and_then(|c| c.metadata.annotations.get(CALLER_TOKEN_ANNOTATION).cloned());
-    if made_it.as_deref() == Some(principal.name.as_str()) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "a token cannot decide on a call it made",
-        ));
-    }
-    Ok(principal.name.clone())
 }

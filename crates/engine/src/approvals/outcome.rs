@@ -61,6 +61,7 @@ impl Engine {
             edited_input: approval.status.edited_input.clone(),
             value: approval.status.value.clone(),
             always: approval.status.always,
+            for_user: approval.status.asked_user,
         };
         if let (true, Some(verb)) = (approval.status.always, approval.status.decision.as_deref()) {
             // Written just after the decision: the decider may not have got to it.
