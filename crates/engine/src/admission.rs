@@ -283,8 +283,11 @@ impl Engine {
             {
                 rejection = Some(Rejection {
                     phase: Phase::Failed,
+                    answer: Some(crate::schema::invalid_arguments_answer(
+                        &call.metadata.name,
+                        &e,
+                    )),
                     error: e,
-                    answer: None,
                 });
             }
         }

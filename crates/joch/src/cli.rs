@@ -86,6 +86,12 @@ pub enum TokenAction {
         /// agent, approver or admin.
         #[arg(long)]
         role: String,
+        /// Only these tools exist for it: a name glob (`crm.*`); repeatable.
+        #[arg(long = "tool", value_name = "GLOB")]
+        tools: Vec<String>,
+        /// Only tools with these labels exist for it (`team=crm`).
+        #[arg(long, value_name = "SELECTOR")]
+        tool_labels: Option<String>,
     },
     /// List the namespace's tokens (names and roles).
     List,

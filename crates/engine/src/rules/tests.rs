@@ -28,8 +28,8 @@ fn approval(kind: &str, ask_user: bool) -> Approval {
     serde_json::from_value(json!({
         "metadata": {"name": "c1", "namespace": "default"},
         "spec": {
-            "action": {"kind": kind, "toolCallRef": {"name": "c1"}},
-            "risk": {"level": "write", "summary": "s"},
+            "action": {"type": kind, "toolCallRef": {"name": "c1"}},
+            "risk": {"level": "financial", "summary": "s"},
             "routing": {"askUser": ask_user},
             "options": ["approve"],
             "payload": {}

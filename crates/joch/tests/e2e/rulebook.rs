@@ -145,6 +145,19 @@ async fn rest_and_batches_keep_separation_of_duties() {
     )
     .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    // The CLI decides through the same API, as its token.
+    let name = pending(&s).await;
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_joch"))
+        .args(["approve", &name, "-n", NS])
+        .env("JOCH_SERVER", &s.joch.base)
+        .env("JOCH_TOKEN", &s.alice)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&cli.stderr);
+    assert!(
+        !cli.status.success() && said.contains("forbidden"),
+        "{said}"
+    );
     only_another_approver_decides(&s).await;
 
     let batch = format!("/v1/namespaces/{NS}/executions/run-1/batches?wait=false");

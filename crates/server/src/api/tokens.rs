@@ -29,11 +29,15 @@ pub(crate) struct NewToken {
 }
 
 fn shown(token: &ApiToken) -> Value {
+    let mut spec = json!({"role": token.spec.role});
+    if let Some(tools) = &token.spec.tools {
+        spec["tools"] = json!(tools);
+    }
     json!({
         "apiVersion": token.api_version,
         "kind": token.kind,
         "metadata": token.metadata,
-        "spec": {"role": token.spec.role, "tools": token.spec.tools},
+        "spec": spec,
     })
 }
 
