@@ -63,6 +63,17 @@ impl ServerHandler for Upstream {
             )])
             .into());
         }
+        // `forecast` answers structured content, as a tool with an
+        // outputSchema does (`{"celsius": <the id's length>}`).
+        if request.name == "forecast" {
+            let id = request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get("id"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            return Ok(CallToolResult::structured(json!({"celsius": id.len()})).into());
+        }
         let args = Value::Object(request.arguments.unwrap_or_default());
         let text = format!("called {} with {args}", request.name);
         Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
@@ -238,6 +249,63 @@ async fn upstream_tools_become_tools_with_side_effects_from_annotations() {
     let (_, bad) = joch.call("crm.lookup", json!({"id": 42})).await;
     assert_eq!(bad["status"]["phase"], "Failed");
     assert_eq!(upstream.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn an_output_schema_checks_structured_content_and_refusals_name_each_argument() {
+    let mut forecast = tool("forecast", Some(json!({"readOnlyHint": true})));
+    forecast["outputSchema"] = json!({"type": "object", "properties": {"celsius": {"type": "integer"}}, "required": ["celsius"]});
+    forecast["inputSchema"] = json!({"type": "object", "properties": {"id": {"type": "string"}, "days": {"type": "integer", "maximum": 7}}});
+    let upstream = UpstreamServer::start(vec![forecast]).await;
+    let joch = Joch::start().await;
+    apply(&joch, server("wx", &upstream.url, json!({}))).await;
+
+    // The schema describes structuredContent, not the whole MCP result.
+    let (status, call) = joch.call("wx.forecast", json!({"id": "oslo"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{call}");
+    assert_eq!(call["status"]["phase"], "Succeeded", "{call}");
+    assert_eq!(
+        call["status"]["output"]["structuredContent"],
+        json!({"celsius": 4})
+    );
+
+    // Invalid arguments: the model is told which, by JSON pointer, on REST and MCP.
+    let (_, bad) = joch
+        .call("wx.forecast", json!({"id": 42, "days": 30}))
+        .await;
+    assert_eq!(bad["status"]["phase"], "Failed", "{bad}");
+    let told = &bad["status"]["output"]["violations"];
+    let paths: Vec<&str> = told
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths.len(), 2, "{bad}");
+    assert!(paths.contains(&"/id") && paths.contains(&"/days"), "{bad}");
+    let client = ()
+        .serve(StreamableHttpClientTransport::from_uri(format!(
+            "{}/v1/namespaces/{NS}/mcp",
+            joch.base
+        )))
+        .await
+        .unwrap();
+    let arguments = json!({"id": 42}).as_object().cloned().unwrap();
+    let refused = client
+        .call_tool(CallToolRequestParams::new("wx.forecast").with_arguments(arguments))
+        .await
+        .unwrap();
+    assert_eq!(refused.is_error, Some(true));
+    let text = serde_json::to_string(&refused.content).unwrap();
+    assert!(
+        text.contains("/id") && text.contains("violations"),
+        "{text}"
+    );
+    assert_eq!(
+        upstream.calls.load(Ordering::SeqCst),
+        1,
+        "refused calls never reach the upstream"
+    );
 }
 
 #[tokio::test]
