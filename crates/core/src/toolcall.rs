@@ -136,15 +136,21 @@ pub struct CallApproval {
     /// The call may not run until a person approves it.
     #[serde(default)]
     pub required: bool,
-    /// `pending`, `approved`, `denied` or `timed_out`.
+    /// `pending`, `approved`, `rejected` or `timed_out`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    /// Who decided.
+    /// Who approved it (seed 000); absent unless `approved`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
-    /// When they decided.
+    /// When they approved it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_at: Option<Time>,
+    /// Who rejected it; absent unless `rejected`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_by: Option<String>,
+    /// When they rejected it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_at: Option<Time>,
     /// Why, in the approver's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -81,12 +81,18 @@ impl Engine {
         let effects = tool.spec.side_effects.clone();
 
         let mut rejection = None;
-        let mut args = match normalize_args(std::mem::take(&mut call.spec.input)) {
-            Ok(args) => args,
-            Err(e) => {
-                rejection = Some(Rejection::failed("invalid_arguments", e.to_string()));
-                Map::new()
-            }
+        // What the caller sent, kept for the record when it is no object.
+        let mut as_sent = None;
+        let mut args = match std::mem::take(&mut call.spec.input) {
+            Value::Object(args) => args,
+            other => match normalize_args(other.clone()) {
+                Ok(args) => args,
+                Err(e) => {
+                    rejection = Some(Rejection::failed("invalid_arguments", e.to_string()));
+                    as_sent = Some(other);
+                    Map::new()
+                }
+            },
         };
         let key = idempotency::key_of(&call, &tool, &args)?;
         call.status = ToolCallStatus {
@@ -292,12 +298,16 @@ impl Engine {
             }
         }
         let observability = &tool.spec.observability;
+        let sent_no_object = as_sent.is_some();
         call.spec.input = crate::execute::recorded_value(
-            args_value.clone(),
+            as_sent.unwrap_or_else(|| args_value.clone()),
             observability.log_args,
             &observability.redact_fields,
         );
-        call.status.input_withheld = call.spec.input != args_value;
+        call.status.input_withheld = match sent_no_object {
+            true => !observability.log_args,
+            false => call.spec.input != args_value,
+        };
         let args = match args_value {
             Value::Object(args) => args,
             _ => Map::new(),

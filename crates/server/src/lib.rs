@@ -68,10 +68,13 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         engine,
         config: Arc::new(config),
     };
+    let mcp = Router::new()
+        .route_service("/mcp", mcp.clone())
+        .route_service("/v1/namespaces/{ns}/mcp", mcp)
+        .layer(axum::middleware::map_response(mcp::json_errors));
     api::routes()
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state.clone())
-        .route_service("/mcp", mcp.clone())
-        .route_service("/v1/namespaces/{ns}/mcp", mcp)
+        .merge(mcp)
         .layer(axum::middleware::from_fn_with_state(state, auth::authorize))
 }

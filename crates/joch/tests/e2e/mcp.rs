@@ -519,6 +519,35 @@ async fn bad_mcp_servers_are_refused_field_by_field() {
 }
 
 #[tokio::test]
+async fn the_mcp_endpoints_refusals_are_json_too() {
+    let joch = Joch::start().await;
+    let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    // No `Accept: application/json, text/event-stream`.
+    let response = joch.http.post(&url).json(&ping).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_ACCEPTABLE);
+    let body: Value = response.json().await.expect("a JSON error");
+    assert_eq!(body["code"], "not_acceptable", "{body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    // A session that does not exist.
+    let response = joch
+        .http
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", "no-such-session")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_client_error());
+    let body: Value = response.json().await.expect("a JSON error");
+    assert!(body["code"].is_string(), "{body}");
+}
+
+#[tokio::test]
 async fn the_mcp_endpoint_serves_the_namespace_named_by_path_or_header() {
     let joch = Joch::start().await;
     joch.create_tool(json!({
