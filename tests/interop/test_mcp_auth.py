@@ -231,8 +231,15 @@ def test_the_client_discovers_the_identity_provider_from_the_challenge(joch_with
         callback_handler=browser.callback,
     )
 
+    exchanges: list[tuple[str, int, str]] = []
+
+    async def record(response: httpx2.Response) -> None:
+        challenge = response.headers.get("www-authenticate", "")
+        exchanges.append((str(response.request.url), response.status_code, challenge))
+
     async def scenario():
-        async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        hooks = {"response": [record]}
+        async with httpx2.AsyncClient(auth=provider, timeout=30, event_hooks=hooks) as http:
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
@@ -241,7 +248,11 @@ def test_the_client_discovers_the_identity_provider_from_the_challenge(joch_with
 
     anyio.run(scenario)
 
-    # joch's metadata, found through the challenge, named the endpoint and the provider.
+    # The first request met joch's challenge; the client fetched the metadata it names.
+    metadata_url = f"{joch.base}/.well-known/oauth-protected-resource/v1/namespaces/{NAMESPACE}/mcp"
+    assert exchanges[0] == (url, 401, f'Bearer resource_metadata="{metadata_url}"'), exchanges[0]
+    assert exchanges[1][:2] == (metadata_url, 200), exchanges[1]
+    # joch's metadata named the endpoint and the provider.
     metadata = provider.context.protected_resource_metadata
     assert metadata is not None
     assert str(metadata.resource) == url
