@@ -185,3 +185,66 @@ impl Engine {
         Ok((token, secret))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine as _;
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+    use serde_json::json;
+
+    use super::*;
+
+    const SECRET: &[u8] = b"a-secret-of-the-unit-test-identity-provider";
+    const BASE: &str = "https://joch.example";
+
+    fn config(audiences: &[&str]) -> JwtConfig {
+        let k = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SECRET);
+        let keys = json!({"keys": [{"kty": "oct", "kid": "k1", "alg": "HS256", "k": k}]});
+        JwtConfig {
+            issuer: "https://idp.example".to_owned(),
+            audiences: audiences.iter().map(|a| (*a).to_owned()).collect(),
+            keys: serde_json::from_value(keys).expect("a JWKS"),
+        }
+    }
+
+    fn jwt(aud: serde_json::Value, namespace: &str) -> String {
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some("k1".to_owned());
+        let claims = json!({"sub": "carol", "iss": "https://idp.example", "aud": aud,
+            "exp": chrono::Utc::now().timestamp() + 600, "namespace": namespace, "role": "agent"});
+        jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(SECRET)).expect("signed")
+    }
+
+    #[test]
+    fn a_jwt_must_carry_an_accepted_audience() {
+        let resources = config(&[BASE, "https://joch.example/v1/namespaces/{namespace}/mcp"]);
+        let cases = [
+            (json!(BASE), "support", true),
+            (json!(["https://other.example", BASE]), "support", true),
+            (
+                json!("https://joch.example/v1/namespaces/support/mcp"),
+                "support",
+                true,
+            ),
+            (
+                json!("https://joch.example/v1/namespaces/support/mcp"),
+                "sales",
+                false,
+            ),
+            (
+                json!("https://joch.example/v1/namespaces/{namespace}/mcp"),
+                "support",
+                false,
+            ),
+            (json!("https://other.example"), "support", false),
+            (json!([]), "support", false),
+        ];
+        for (aud, namespace, accepted) in cases {
+            let principal = resources.principal(&jwt(aud.clone(), namespace));
+            assert_eq!(principal.is_some(), accepted, "aud {aud} in {namespace}");
+        }
+        let exact = config(&["joch"]);
+        assert!(exact.principal(&jwt(json!("joch"), "support")).is_some());
+        assert!(exact.principal(&jwt(json!(BASE), "support")).is_none());
+    }
+}
