@@ -122,7 +122,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// The base URL clients reach joch at, without a trailing slash: as
-/// configured, or the bound address over plain HTTP.
+/// configured (normalised, so that it compares equal to the URL a client
+/// derives from it: lowercase host, no default port), or the bound address
+/// over plain HTTP.
 fn public_url(configured: Option<&str>, addr: std::net::SocketAddr) -> anyhow::Result<String> {
     let Some(url) = configured else {
         return Ok(format!("http://{addr}"));
@@ -135,7 +137,7 @@ fn public_url(configured: Option<&str>, addr: std::net::SocketAddr) -> anyhow::R
             && parsed.fragment().is_none(),
         "--public-url {url}: expected an http(s) URL without query or fragment"
     );
-    Ok(url.trim_end_matches('/').to_owned())
+    Ok(parsed.as_str().trim_end_matches('/').to_owned())
 }
 
 /// The identity provider whose JWTs authenticate, if one is configured.
