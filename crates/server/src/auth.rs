@@ -23,7 +23,7 @@ use joch_core::token::Role;
 use joch_engine::Principal;
 
 use crate::mcp::NAMESPACE_HEADER;
-use crate::{ApiError, AppState};
+use crate::{ApiError, AppState, discovery};
 
 pub(crate) async fn authorize(
     State(state): State<AppState>,
@@ -35,6 +35,7 @@ pub(crate) async fn authorize(
         path.as_str(),
         "/healthz" | "/readyz" | "/metrics" | "/openapi.json"
     ) || path.starts_with("/demo/")
+        || path.starts_with(discovery::METADATA_PATH)
     {
         return next.run(request).await;
     }
@@ -53,6 +54,7 @@ pub(crate) async fn authorize(
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
         .map(str::to_owned);
+    let refused = presented.is_some();
     let principal = match presented {
         Some(token) => match state.engine.authenticate(&token).await {
             Ok(principal) => principal,
@@ -61,15 +63,16 @@ pub(crate) async fn authorize(
         None => None,
     };
     let Some(principal) = principal else {
-        let mut answer = ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "this joch requires a bearer token (Authorization: Bearer ...)",
-        )
-        .into_response();
+        let message = if refused {
+            "the bearer token is unknown, expired or issued for another resource"
+        } else {
+            "this joch requires a bearer token (Authorization: Bearer ...)"
+        };
+        let mut answer =
+            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
         answer.headers_mut().insert(
             header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
+            discovery::challenge(&state.config, &path, refused),
         );
         return answer;
     };
