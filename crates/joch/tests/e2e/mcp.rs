@@ -519,6 +519,66 @@ async fn bad_mcp_servers_are_refused_field_by_field() {
 }
 
 #[tokio::test]
+async fn tool_prefixes_keep_upstream_names_and_collisions_are_refused_naming_both() {
+    let first = UpstreamServer::start(vec![tool("search", None), tool("fetch", None)]).await;
+    let second = UpstreamServer::start(vec![tool("search", None)]).await;
+    let joch = Joch::start().await;
+    // An empty prefix keeps the names a client had on a direct connection.
+    apply(&joch, server("web", &first.url, json!({"toolPrefix": ""}))).await;
+    let (status, search) = get_tool(&joch, "search").await;
+    assert_eq!(status, StatusCode::OK, "{search}");
+    assert_eq!(search["spec"]["backend"]["server"], "web");
+    let (status, _) = get_tool(&joch, "web.search").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // A second server whose tool would take the same name is refused, naming both.
+    let path = format!("/v1/namespaces/{NS}/mcpservers");
+    let clash = joch
+        .send(
+            Method::POST,
+            &path,
+            Some(server("mirror", &second.url, json!({"toolPrefix": ""}))),
+        )
+        .await;
+    assert_error(&clash, StatusCode::CONFLICT, "conflict");
+    let message = clash.1["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"mirror\"")
+            && message.contains("\"web\"")
+            && message.contains("\"search\""),
+        "{message}"
+    );
+    let (status, _) = joch.get(&format!("{path}/mirror")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "nothing was stored");
+    // So is one that would take a Tool defined directly.
+    joch.create_tool(json!({"metadata": {"name": "m.search"}, "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}})).await;
+    let clash = joch
+        .send(
+            Method::POST,
+            &path,
+            Some(server("mirror", &second.url, json!({"toolPrefix": "m."}))),
+        )
+        .await;
+    assert_error(&clash, StatusCode::CONFLICT, "conflict");
+    assert!(
+        clash.1["message"]
+            .as_str()
+            .unwrap()
+            .contains("defined directly"),
+        "{}",
+        clash.1
+    );
+    // With a prefix of its own it is taken.
+    apply(
+        &joch,
+        server("mirror", &second.url, json!({"toolPrefix": "mirror-"})),
+    )
+    .await;
+    let (status, _) = get_tool(&joch, "mirror-search").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
 async fn the_mcp_endpoints_refusals_are_json_too() {
     let joch = Joch::start().await;
     let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
