@@ -49,6 +49,7 @@ pub use approvals::ApprovalDecision;
 pub use audit::{AuditLine, AuditProblem, AuditReport};
 pub use batches::{BATCH_LABEL, Batch};
 pub use calls::CallOutcome;
+pub use chunks::{ChunkFollower, FOLLOW_QUEUE};
 pub use engine::{Engine, EngineConfig, ListParams};
 pub use error::EngineError;
 pub use events::Event;

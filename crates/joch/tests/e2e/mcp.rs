@@ -11,7 +11,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -52,9 +52,23 @@ impl ServerHandler for Upstream {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        // `countdown` reports three steps of progress before it answers.
+        if let (true, Some(token)) = (
+            request.name == "countdown",
+            context.meta.get_progress_token(),
+        ) {
+            for step in 1..=3u32 {
+                let progress = ProgressNotificationParam::new(token.clone(), f64::from(step))
+                    .with_total(3.0)
+                    .with_message(format!("step {step}"));
+                let _ = context.peer.notify_progress(progress).await;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            return Ok(CallToolResult::success(vec![ContentBlock::text("lift-off")]).into());
+        }
         // `snapshot` answers an image, as screenshot tools do.
         if request.name == "snapshot" {
             return Ok(CallToolResult::success(vec![ContentBlock::image(
@@ -576,6 +590,58 @@ async fn tool_prefixes_keep_upstream_names_and_collisions_are_refused_naming_bot
     .await;
     let (status, _) = get_tool(&joch, "mirror-search").await;
     assert_eq!(status, StatusCode::OK);
+}
+
+/// An MCP client that keeps the progress messages it is sent.
+#[derive(Clone, Default)]
+struct Watcher {
+    progress: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Watcher {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::service::RoleClient>,
+    ) {
+        let message = params.message.unwrap_or_default();
+        self.progress.lock().unwrap().push(message);
+    }
+}
+
+#[tokio::test]
+async fn upstream_progress_reaches_the_clients_progress_token() {
+    let upstream =
+        UpstreamServer::start(vec![tool("countdown", Some(json!({"readOnlyHint": true})))]).await;
+    let joch = Joch::start().await;
+    apply(&joch, server("up", &upstream.url, json!({}))).await;
+    let watcher = Watcher::default();
+    let client = watcher
+        .clone()
+        .serve(StreamableHttpClientTransport::from_uri(format!(
+            "{}/v1/namespaces/{NS}/mcp",
+            joch.base
+        )))
+        .await
+        .unwrap();
+    let result = client
+        .call_tool(CallToolRequestParams::new("up.countdown"))
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    // Notifications may trail the result by a moment.
+    for _ in 0..100 {
+        if watcher.progress.lock().unwrap().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let seen = watcher.progress.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        ["1/3: step 1", "2/3: step 2", "3/3: step 3"],
+        "{seen:?}"
+    );
 }
 
 #[tokio::test]
