@@ -55,6 +55,25 @@ impl ServerHandler for Upstream {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        // `ask` asks its client's user, and says what came back.
+        if request.name == "ask" {
+            let asked = context
+                .peer
+                .create_elicitation(rmcp::model::ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: "Proceed?".to_owned(),
+                    requested_schema: serde_json::from_value(
+                        json!({"type": "object", "properties": {}}),
+                    )
+                    .unwrap(),
+                })
+                .await;
+            let said = match asked {
+                Ok(answer) => format!("answered {:?}", answer.action),
+                Err(e) => format!("refused: {e}"),
+            };
+            return Ok(CallToolResult::success(vec![ContentBlock::text(said)]).into());
+        }
         // `countdown` reports three steps of progress before it answers.
         if let (true, Some(token)) = (
             request.name == "countdown",
@@ -641,6 +660,22 @@ async fn upstream_progress_reaches_the_clients_progress_token() {
         seen,
         ["1/3: step 1", "2/3: step 2", "3/3: step 3"],
         "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_upstreams_question_is_refused_not_answered_for_a_user() {
+    let upstream =
+        UpstreamServer::start(vec![tool("ask", Some(json!({"readOnlyHint": true})))]).await;
+    let joch = Joch::start().await;
+    apply(&joch, server("up", &upstream.url, json!({}))).await;
+    let (_, call) = joch.call("up.ask", json!({})).await;
+    let text = call["status"]["output"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("refused"),
+        "no user declined anything: {call}"
     );
 }
 
