@@ -151,7 +151,7 @@ impl Engine {
         if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
             return self.call_artifact_tool(by, namespace, call).await;
         }
-        let span = tracing_spans::call_span(&call);
+        let span = tracing_spans::call_span(namespace, &call);
         self.call_traced(by, namespace, call, paused)
             .instrument(span)
             .await
@@ -231,7 +231,7 @@ impl Engine {
 
     pub(crate) fn run_in_background(&self, recorded: Recorded) {
         let engine = self.clone();
-        let span = tracing_spans::call_span(&recorded.call);
+        let span = tracing_spans::call_span(&recorded.call.metadata.namespace, &recorded.call);
         tokio::spawn(
             async move {
             let name = recorded.call.metadata.name.clone();

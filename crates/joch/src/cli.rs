@@ -435,7 +435,14 @@ pub struct CallArgs {
     /// The agent making the call.
     #[arg(long)]
     pub agent: Option<String>,
-    /// Print the record as JSON instead of YAML.
-    #[arg(short, long)]
-    pub output: Option<OutputFormat>,
+    /// How to print the settled record (default yaml).
+    #[arg(short, long, default_value = "yaml")]
+    pub output: RecordFormat,
+}
+
+/// How `joch call` prints the record it gets back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecordFormat {
+    Yaml,
+    Json,
 }
