@@ -1,0 +1,202 @@
+//! `verify_audit`: the chain against itself and its checkpoints, each entry
+//! against its record, and each settled record against its latest entry.
+
+use joch_core::audit::{ChainWalk, Finding, FindingKind, WalkedChain};
+use joch_core::{Approval, Object, Time, ToolCall};
+use joch_store::ListQuery;
+use serde::Serialize;
+
+use crate::engine::now;
+use crate::{Engine, EngineError};
+
+/// Records read per page while checking them.
+const PAGE: usize = 500;
+
+/// What verifying a namespace's audit found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditReport {
+    /// Entries checked.
+    pub entries: u64,
+    /// Settled records (ToolCalls and decided Approvals) checked.
+    pub records: u64,
+    /// True when nothing was found.
+    pub intact: bool,
+    /// The first finding, as before `findings` existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_problem: Option<AuditProblem>,
+    /// Every finding: entries in chain order, then records.
+    pub findings: Vec<Finding>,
+}
+
+/// The first finding, in the shape `firstProblem` always had.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditProblem {
+    /// The entry at fault; 0 for a record no entry names.
+    pub seq: u64,
+    /// The finding's kind (`gap`, `entry_edited`, `edited`, ...).
+    pub kind: String,
+    /// For people.
+    pub message: String,
+}
+
+impl AuditReport {
+    fn of(entries: u64, records: u64, findings: Vec<Finding>) -> Self {
+        let first_problem = findings.first().map(|f| AuditProblem {
+            seq: f.seq.unwrap_or(0),
+            kind: f.kind.as_str().to_owned(),
+            message: f.message.clone(),
+        });
+        Self {
+            entries,
+            records,
+            intact: findings.is_empty(),
+            first_problem,
+            findings,
+        }
+    }
+}
+
+impl Engine {
+    /// Walks the namespace's chain (each entry must follow the one before,
+    /// hash to its content and extend every stored checkpoint), then checks
+    /// both ways between entries and records: each settled record must
+    /// match its latest entry, and each record an entry names must exist.
+    /// Reports every finding. Reads the whole namespace, a page at a time.
+    pub async fn verify_audit(&self, namespace: &str) -> Result<AuditReport, EngineError> {
+        crate::resources::valid_namespace(namespace)?;
+        let store = &self.inner.store;
+        let mut walk = ChainWalk::new();
+        for checkpoint in store.list_checkpoints(namespace).await? {
+            walk.expect(checkpoint.seq, &checkpoint.head);
+        }
+        let mut after = 0;
+        loop {
+            let page = store.list_audit(namespace, after, 1000).await?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            for entry in &page {
+                walk.push(entry.seq, &entry.prev, &entry.hash, &entry.body);
+            }
+        }
+        let mut walked = walk.finish();
+        let calls = self
+            .check_records::<ToolCall>(namespace, &mut walked, |c| c.status.completed_at)
+            .await?;
+        let approvals = self
+            .check_records::<Approval>(namespace, &mut walked, |a| a.status.decided_at)
+            .await?;
+        // What is left names records that are gone.
+        let mut gone: Vec<_> = walked.latest.drain().collect();
+        gone.sort_by_key(|(_, latest)| latest.seq);
+        for ((kind, name), latest) in gone {
+            walked.findings.push(Finding {
+                kind: FindingKind::Deleted,
+                seq: Some(latest.seq),
+                message: format!(
+                    "{kind} {name:?}, named by entry {}, was deleted",
+                    latest.seq
+                ),
+                name: Some(name),
+            });
+        }
+        Ok(AuditReport::of(
+            walked.entries,
+            calls + approvals,
+            walked.findings,
+        ))
+    }
+
+    /// Checks every record of kind `T` against the chain, taking the entries
+    /// naming them out of `walked.latest`; returns how many were settled.
+    async fn check_records<T: Object>(
+        &self,
+        namespace: &str,
+        walked: &mut WalkedChain,
+        settled_at: fn(&T) -> Option<Time>,
+    ) -> Result<u64, EngineError> {
+        let (mut settled, mut continue_from) = (0, None);
+        loop {
+            let page = self
+                .inner
+                .store
+                .list_objects::<T>(ListQuery {
+                    namespace: namespace.to_owned(),
+                    limit: PAGE,
+                    continue_from,
+                    ..ListQuery::default()
+                })
+                .await?;
+            for record in &page.items {
+                settled += u64::from(record.audit_entry(now()).is_some());
+                if let Some(finding) = check_record(record, walked, settled_at) {
+                    walked.findings.push(finding);
+                }
+            }
+            match page.continue_token {
+                Some(token) if !page.items.is_empty() => continue_from = Some(token),
+                _ => return Ok(settled),
+            }
+        }
+    }
+}
+
+/// What is wrong between `record` and its latest entry, if anything.
+fn check_record<T: Object>(
+    record: &T,
+    walked: &mut WalkedChain,
+    settled_at: fn(&T) -> Option<Time>,
+) -> Option<Finding> {
+    let name = record.metadata().name.clone();
+    let latest = walked.latest.remove(&(T::KIND.to_owned(), name.clone()));
+    let finding = |kind, seq, message| {
+        Some(Finding {
+            kind,
+            seq,
+            name: Some(name.clone()),
+            message,
+        })
+    };
+    let kind = T::KIND;
+    match (record.audit_entry(now()), latest) {
+        (None, None) => None,
+        (None, Some(latest)) => finding(
+            FindingKind::Edited,
+            Some(latest.seq),
+            format!(
+                "{kind} {name:?} is no longer settled, but entry {} says it was",
+                latest.seq
+            ),
+        ),
+        (Some(entry), Some(latest)) if entry.digest == latest.digest => None,
+        (Some(_), Some(latest)) => finding(
+            FindingKind::Edited,
+            Some(latest.seq),
+            format!(
+                "{kind} {name:?} was edited: it no longer matches entry {}",
+                latest.seq
+            ),
+        ),
+        // Joch appends the entry in the record's own write: a record settled
+        // before the chain's newest entry would be named by it, so it was put
+        // there behind joch's back; one settled after it is what cutting the
+        // chain's newest entries leaves.
+        (Some(_), None) => match (settled_at(record), walked.newest_at) {
+            (Some(at), Some(newest)) if at < newest => finding(
+                FindingKind::ForgedRecord,
+                None,
+                format!(
+                    "{kind} {name:?} is settled but no entry names it, though later ones exist: it was not written by joch"
+                ),
+            ),
+            _ => finding(
+                FindingKind::MissingEntry,
+                None,
+                format!(
+                    "{kind} {name:?} is settled but has no entry: the chain's newest entries may have been cut"
+                ),
+            ),
+        },
+    }
+}
