@@ -1,9 +1,11 @@
 //! `verify_audit`: the chain against itself and its checkpoints, each entry
 //! against its record, and each settled record against its latest entry.
 
+use std::collections::HashSet;
+
 use joch_core::audit::{ChainWalk, Finding, FindingKind, WalkedChain};
 use joch_core::{Approval, Object, Time, ToolCall};
-use joch_store::ListQuery;
+use joch_store::{ListQuery, StoreError};
 use serde::Serialize;
 
 use crate::engine::now;
@@ -110,6 +112,8 @@ impl Engine {
 
     /// Checks every record of kind `T` against the chain, taking the entries
     /// naming them out of `walked.latest`; returns how many were settled.
+    /// Reads raw rows, so that a row stored under one name whose body names
+    /// another is seen as what it is.
     async fn check_records<T: Object>(
         &self,
         namespace: &str,
@@ -117,48 +121,71 @@ impl Engine {
         settled_at: fn(&T) -> Option<Time>,
     ) -> Result<u64, EngineError> {
         let (mut settled, mut continue_from) = (0, None);
+        let mut seen = HashSet::new();
         loop {
             let page = self
                 .inner
                 .store
-                .list_objects::<T>(ListQuery {
+                .list(ListQuery {
+                    kind: T::KIND.to_owned(),
                     namespace: namespace.to_owned(),
                     limit: PAGE,
                     continue_from,
                     ..ListQuery::default()
                 })
                 .await?;
-            for record in &page.items {
+            for row in &page.items {
+                let record: T = serde_json::from_str(&row.body).map_err(|e| {
+                    StoreError::Unavailable(format!(
+                        "stored {} {:?} cannot be read: {e}",
+                        row.kind, row.name
+                    ))
+                })?;
                 settled += u64::from(record.audit_entry(now()).is_some());
-                if let Some(finding) = check_record(record, walked, settled_at) {
+                seen.insert(row.name.clone());
+                if let Some(finding) = check_record(&row.name, &record, walked, settled_at) {
                     walked.findings.push(finding);
                 }
             }
             match page.continue_token {
                 Some(token) if !page.items.is_empty() => continue_from = Some(token),
-                _ => return Ok(settled),
+                _ => break,
             }
         }
+        walked
+            .latest
+            .retain(|(kind, name), _| kind != T::KIND || !seen.contains(name));
+        Ok(settled)
     }
 }
 
-/// What is wrong between `record` and its latest entry, if anything.
+/// What is wrong between `record`, stored as `name`, and its latest entry.
 fn check_record<T: Object>(
+    name: &str,
     record: &T,
-    walked: &mut WalkedChain,
+    walked: &WalkedChain,
     settled_at: fn(&T) -> Option<Time>,
 ) -> Option<Finding> {
-    let name = record.metadata().name.clone();
-    let latest = walked.latest.remove(&(T::KIND.to_owned(), name.clone()));
+    let kind = T::KIND;
     let finding = |kind, seq, message| {
         Some(Finding {
             kind,
             seq,
-            name: Some(name.clone()),
+            name: Some(name.to_owned()),
             message,
         })
     };
-    let kind = T::KIND;
+    if record.metadata().name != name {
+        return finding(
+            FindingKind::ForgedRecord,
+            None,
+            format!(
+                "{kind} {name:?} holds the record of {:?}: a copy joch did not write",
+                record.metadata().name
+            ),
+        );
+    }
+    let latest = walked.latest.get(&(kind.to_owned(), name.to_owned()));
     match (record.audit_entry(now()), latest) {
         (None, None) => None,
         (None, Some(latest)) => finding(

@@ -1,6 +1,7 @@
 //! The tamper-evident audit: every settled call and approval decision is in
-//! the namespace's hash chain, and `joch audit verify` names the first entry
-//! that was altered, removed or reordered, or whose record was altered.
+//! the namespace's hash chain, `joch audit verify` names what was altered,
+//! removed or reordered, and an exported bundle verifies offline against
+//! signed checkpoints. (audit_tamper.rs edits the database on both stores.)
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -60,7 +61,7 @@ async fn the_audit_chain_names_the_first_tampered_entry() {
 
     let (intact, text) = verify(&joch);
     assert!(intact, "{text}");
-    assert!(text.contains("intact (5 entries)"), "{text}");
+    assert!(text.contains("intact (5 entries, 5 settled records)"), "{text}");
     let export = joch.cli(&["audit", "export", "-n", NS]);
     let lines: Vec<Value> = String::from_utf8_lossy(&export.stdout)
         .lines()
@@ -95,10 +96,7 @@ async fn the_audit_chain_names_the_first_tampered_entry() {
     );
     let (intact, text) = verify(&joch);
     assert!(!intact);
-    assert!(
-        text.contains("broken at entry 2 (record_altered)"),
-        "{text}"
-    );
+    assert!(text.contains("broken at entry 2 (edited)"), "{text}");
     tamper(
         &db,
         r#"UPDATE objects SET body = replace(body, '"n":9', '"n":2') WHERE kind = 'ToolCall' AND name = 'call-2'"#,
@@ -112,14 +110,144 @@ async fn the_audit_chain_names_the_first_tampered_entry() {
     );
     let (intact, text) = verify(&joch);
     assert!(!intact);
-    assert!(text.contains("broken at entry 3 (altered)"), "{text}");
+    assert!(text.contains("broken at entry 3 (entry_edited)"), "{text}");
 
     // An entry removed: the one after it no longer follows.
     tamper(&db, "DELETE FROM audit WHERE namespace = 'e2e' AND seq = 2");
     let (intact, text) = verify(&joch);
     assert!(!intact);
+    assert!(text.contains("broken at entry 3 (gap)"), "{text}");
+    assert!(text.contains("entry_edited: entry 3 was edited"), "{text}");
+}
+
+fn run(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_joch"))
+        .args(args)
+        // No server: offline verification must not need one.
+        .env("JOCH_SERVER", "http://127.0.0.1:1")
+        .output()
+        .expect("run joch");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test]
+async fn an_exported_bundle_verifies_offline_and_a_tampered_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let (key, bundle, checkpoints) = (path("k"), path("bundle.jsonl"), path("cp.jsonl"));
+    let (made, text) = run(&["audit", "keygen", "--out", &key]);
+    assert!(made, "{text}");
+    let (again, _) = run(&["audit", "keygen", "--out", &key]);
+    assert!(!again, "an existing key is never overwritten");
+    let db = dir.path().join("joch.db");
+    let mut joch = Joch::start_on(&db, &["--audit-signing-key", &key]).await;
+    joch.create_tool(json!({
+        "metadata": {"name": "nothing"},
+        "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
+    }))
+    .await;
+    for n in 1..=3 {
+        let (status, _) = joch.call("nothing", json!({"n": n})).await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let export = joch.cli(&["audit", "export", "-n", NS]);
+    std::fs::write(&bundle, &export.stdout).unwrap();
+    // The default period is a minute: this head is signed on shutdown.
+    joch.stop();
+    let joch = Joch::start_on(&db, &[]).await;
+    let signed = joch.cli(&["audit", "checkpoints", "export", "-n", NS]);
+    let last: Value = String::from_utf8_lossy(&signed.stdout)
+        .lines()
+        .last()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .expect("a checkpoint");
+    assert_eq!(last["seq"], 3, "{last}");
+    assert_eq!(last["namespace"], NS);
+    std::fs::write(&checkpoints, &signed.stdout).unwrap();
+    drop(joch);
+
+    let public = format!("{key}.pub");
+    let offline = |bundle: &str| {
+        run(&[
+            "audit",
+            "verify",
+            "--bundle",
+            bundle,
+            "--checkpoints",
+            &checkpoints,
+            "--public-key",
+            &public,
+        ])
+    };
+    let (intact, text) = offline(&bundle);
+    assert!(intact, "{text}");
     assert!(
-        text.contains("broken at entry 3 (removed_or_reordered)"),
+        text.contains("audit of e2e: intact (3 entries, offline)"),
         "{text}"
     );
+
+    let lines: Vec<String> = std::fs::read_to_string(&bundle)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let tampered = path("tampered.jsonl");
+    let cases = [
+        (
+            "an entry edited",
+            lines.join("\n").replacen("\"Succeeded\"", "\"Failed\"", 1),
+            "broken at entry 1 (entry_edited)",
+        ),
+        (
+            "a middle entry cut",
+            [&lines[0], &lines[2]].map(|l| l.as_str()).join("\n"),
+            "broken at entry 3 (gap)",
+        ),
+        (
+            "the tail cut",
+            lines[..2].join("\n"),
+            "broken at entry 3 (truncated)",
+        ),
+    ];
+    for (what, content, expected) in cases {
+        std::fs::write(&tampered, content).unwrap();
+        let (intact, text) = offline(&tampered);
+        assert!(!intact, "{what}: {text}");
+        assert!(text.contains(expected), "{what}: {text}");
+    }
+
+    // Checkpoints altered, or checked with another key, are refused.
+    let forged = std::fs::read_to_string(&checkpoints)
+        .unwrap()
+        .replace("\"seq\":3", "\"seq\":2");
+    std::fs::write(path("forged.jsonl"), forged).unwrap();
+    let (ok, text) = run(&[
+        "audit",
+        "verify",
+        "--bundle",
+        &bundle,
+        "--checkpoints",
+        &path("forged.jsonl"),
+        "--public-key",
+        &public,
+    ]);
+    assert!(!ok && text.contains("bad signature"), "{text}");
+    let (made, _) = run(&["audit", "keygen", "--out", &path("other")]);
+    assert!(made);
+    let (ok, text) = run(&[
+        "audit",
+        "verify",
+        "--bundle",
+        &bundle,
+        "--checkpoints",
+        &checkpoints,
+        "--public-key",
+        &path("other.pub"),
+    ]);
+    assert!(!ok && text.contains("not this one"), "{text}");
 }
