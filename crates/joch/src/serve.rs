@@ -65,10 +65,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     engine.spawn_hook_result_sweeper(std::time::Duration::from_secs(
         args.hook_result_timeout_seconds.max(1),
     ));
-    let signer = match checkpoint_signing(&args)? {
-        Some(signing) => Some(engine.spawn_checkpoint_signer(signing)),
-        None => None,
-    };
+    let signer = checkpoint_signing(&args)?.map(|s| engine.spawn_checkpoint_signer(s));
 
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await

@@ -213,6 +213,14 @@ mod tests {
             .collect()
     }
 
+    /// Name, chain, checkpoints, findings expected.
+    type Case<'a> = (
+        &'a str,
+        &'a [(u64, String, String, String)],
+        Vec<(u64, &'a str)>,
+        Vec<FindingKind>,
+    );
+
     fn walk(
         lines: &[(u64, String, String, String)],
         checkpoints: &[(u64, &str)],
@@ -236,12 +244,7 @@ mod tests {
         let mut middle = whole.clone();
         middle.remove(1);
         let cut = whole[..2].to_vec();
-        let cases: [(
-            &str,
-            &[(u64, String, String, String)],
-            Vec<(u64, &str)>,
-            Vec<FindingKind>,
-        ); 6] = [
+        let cases: [Case; 6] = [
             ("intact", &whole, vec![(3, head3.as_str())], vec![]),
             ("edited", &edited, vec![], vec![FindingKind::EntryEdited]),
             ("middle removed", &middle, vec![], vec![FindingKind::Gap]),

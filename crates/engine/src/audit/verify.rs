@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use joch_core::audit::{ChainWalk, Finding, FindingKind, WalkedChain};
+use joch_core::audit::{AuditEntry, ChainWalk, Finding, FindingKind, WalkedChain};
 use joch_core::{Approval, Object, Time, ToolCall};
 use joch_store::{ListQuery, StoreError};
 use serde::Serialize;
@@ -141,9 +141,10 @@ impl Engine {
                         row.kind, row.name
                     ))
                 })?;
-                settled += u64::from(record.audit_entry(now()).is_some());
+                let entry = record.audit_entry(now());
+                settled += u64::from(entry.is_some());
                 seen.insert(row.name.clone());
-                if let Some(finding) = check_record(&row.name, &record, walked, settled_at) {
+                if let Some(finding) = check_record(&row.name, &record, entry, walked, settled_at) {
                     walked.findings.push(finding);
                 }
             }
@@ -163,6 +164,7 @@ impl Engine {
 fn check_record<T: Object>(
     name: &str,
     record: &T,
+    entry: Option<AuditEntry>,
     walked: &WalkedChain,
     settled_at: fn(&T) -> Option<Time>,
 ) -> Option<Finding> {
@@ -186,7 +188,7 @@ fn check_record<T: Object>(
         );
     }
     let latest = walked.latest.get(&(kind.to_owned(), name.to_owned()));
-    match (record.audit_entry(now()), latest) {
+    match (entry, latest) {
         (None, None) => None,
         (None, Some(latest)) => finding(
             FindingKind::Edited,
@@ -214,7 +216,7 @@ fn check_record<T: Object>(
                 FindingKind::ForgedRecord,
                 None,
                 format!(
-                    "{kind} {name:?} is settled but no entry names it, though later ones exist: it was not written by joch"
+                    "{kind} {name:?} is settled but no entry names it, though later ones exist: joch did not write it, or its entry was removed"
                 ),
             ),
             _ => finding(

@@ -61,7 +61,10 @@ async fn the_audit_chain_names_the_first_tampered_entry() {
 
     let (intact, text) = verify(&joch);
     assert!(intact, "{text}");
-    assert!(text.contains("intact (5 entries, 5 settled records)"), "{text}");
+    assert!(
+        text.contains("intact (5 entries, 5 settled records)"),
+        "{text}"
+    );
     let export = joch.cli(&["audit", "export", "-n", NS]);
     let lines: Vec<Value> = String::from_utf8_lossy(&export.stdout)
         .lines()
