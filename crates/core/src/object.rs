@@ -34,8 +34,7 @@ pub trait Object: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
     /// a settled ToolCall or a decided Approval, `None` for everything else.
     /// The store's typed writes append it in the same write as the record,
     /// so no path can store a settled record without its entry.
-    fn audit_entry(&self, at: crate::Time) -> Option<crate::audit::AuditEntry> {
-        let _ = at;
+    fn audit_entry(&self, _at: crate::Time) -> Option<crate::audit::AuditEntry> {
         None
     }
 }

@@ -37,7 +37,9 @@ pub struct AuditReport {
 pub struct AuditProblem {
     /// The entry at fault; 0 for a record no entry names.
     pub seq: u64,
-    /// The finding's kind (`gap`, `entry_edited`, `edited`, ...).
+    /// The kind under the name it had before `findings`: `altered` (an
+    /// edited entry), `removed_or_reordered` (a gap) or `record_altered`
+    /// (an edited or deleted record); newer kinds keep their own name.
     pub kind: String,
     /// For people.
     pub message: String,
@@ -47,7 +49,7 @@ impl AuditReport {
     fn of(entries: u64, records: u64, findings: Vec<Finding>) -> Self {
         let first_problem = findings.first().map(|f| AuditProblem {
             seq: f.seq.unwrap_or(0),
-            kind: f.kind.as_str().to_owned(),
+            kind: legacy_kind(f.kind).to_owned(),
             message: f.message.clone(),
         });
         Self {
@@ -57,6 +59,16 @@ impl AuditReport {
             first_problem,
             findings,
         }
+    }
+}
+
+/// A finding's kind as `firstProblem` always named it.
+fn legacy_kind(kind: FindingKind) -> &'static str {
+    match kind {
+        FindingKind::EntryEdited => "altered",
+        FindingKind::Gap => "removed_or_reordered",
+        FindingKind::Edited | FindingKind::Deleted => "record_altered",
+        other => other.as_str(),
     }
 }
 

@@ -9,6 +9,19 @@ use serde_json::{Value, json};
 use crate::harness::{Joch, NS};
 use crate::policies::apply_policy;
 
+/// The phases the namespace's chain records for call `name`, oldest first.
+pub(crate) async fn chained(joch: &Joch, name: &str) -> Vec<String> {
+    let (status, chain) = joch.get(&format!("/v1/namespaces/{NS}/audit")).await;
+    assert_eq!(status, StatusCode::OK, "{chain}");
+    chain
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["entry"]["kind"] == "ToolCall" && l["entry"]["name"] == name)
+        .map(|l| l["entry"]["phase"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 fn verify(joch: &Joch) -> (bool, String) {
     let out = joch.cli(&["audit", "verify", "-n", NS]);
     let text = format!(
@@ -100,6 +113,18 @@ async fn the_audit_chain_names_the_first_tampered_entry() {
     let (intact, text) = verify(&joch);
     assert!(!intact);
     assert!(text.contains("broken at entry 2 (edited)"), "{text}");
+    let (status, report) = joch.get(&format!("/v1/namespaces/{NS}/audit/verify")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(report["intact"], false);
+    assert_eq!(report["entries"], 5);
+    // `firstProblem` keeps the kinds it always had; `findings` names each.
+    assert_eq!(report["firstProblem"]["kind"], "record_altered", "{report}");
+    assert_eq!(report["firstProblem"]["seq"], 2, "{report}");
+    assert_eq!(
+        report["findings"],
+        json!([{"kind": "edited", "seq": 2, "name": "call-2",
+                "message": "ToolCall \"call-2\" was edited: it no longer matches entry 2"}])
+    );
     tamper(
         &db,
         r#"UPDATE objects SET body = replace(body, '"n":9', '"n":2') WHERE kind = 'ToolCall' AND name = 'call-2'"#,
