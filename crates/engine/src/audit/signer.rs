@@ -103,13 +103,7 @@ impl Engine {
         let store = &self.inner.store;
         let mut count = 0;
         for head in store.audit_heads().await? {
-            let due = match signed.get(&head.namespace) {
-                None => true,
-                Some((seq, _)) if *seq >= head.seq => false,
-                Some((seq, at)) => {
-                    all || at.elapsed() >= signing.every || head.seq - seq >= signing.every_entries
-                }
-            };
+            let due = is_due(signed.get(&head.namespace), head.seq, signing, all);
             if !due {
                 continue;
             }
@@ -121,5 +115,55 @@ impl Engine {
             signed.insert(head.namespace, (head.seq, Instant::now()));
         }
         Ok(count)
+    }
+}
+
+/// Whether a head at `seq` should be signed, given what was signed last:
+/// any head never signed, else one that moved, when `all`, or when the
+/// period or the entry count since has run out.
+fn is_due(last: Option<&(u64, Instant)>, seq: u64, signing: &CheckpointSigning, all: bool) -> bool {
+    match last {
+        None => true,
+        Some((signed, _)) if *signed >= seq => false,
+        Some((signed, at)) => {
+            all || at.elapsed() >= signing.every || seq - signed >= signing.every_entries
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_is_signed_when_new_moved_and_due() {
+        let signing = CheckpointSigning {
+            key: SigningKey::from_bytes(&[1; 32]),
+            every: Duration::from_secs(60),
+            every_entries: 10,
+        };
+        let now = Instant::now();
+        let long_ago = now.checked_sub(Duration::from_secs(61)).unwrap_or(now);
+        let cases = [
+            ("never signed", None, 1, false, true),
+            ("unmoved", Some((5, long_ago)), 5, true, false),
+            ("moved, not due", Some((5, now)), 9, false, false),
+            ("moved, on shutdown", Some((5, now)), 6, true, true),
+            ("moved, enough entries", Some((5, now)), 15, false, true),
+            (
+                "moved, period over",
+                Some((5, long_ago)),
+                6,
+                false,
+                long_ago != now,
+            ),
+        ];
+        for (name, last, seq, all, expected) in cases {
+            assert_eq!(
+                is_due(last.as_ref(), seq, &signing, all),
+                expected,
+                "{name}"
+            );
+        }
     }
 }

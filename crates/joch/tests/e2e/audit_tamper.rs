@@ -73,7 +73,7 @@ fn verify(joch: &Joch, extra: &[&str]) -> (bool, Vec<String>, String) {
 }
 
 /// Polls the stored checkpoints until one signs entry `seq`.
-async fn wait_signed(joch: &Joch, seq: u64) -> String {
+pub(crate) async fn wait_signed(joch: &Joch, seq: u64) -> String {
     for _ in 0..100 {
         let out = joch.cli(&["audit", "checkpoints", "export", "-n", NS]);
         let lines = String::from_utf8_lossy(&out.stdout).to_string();
