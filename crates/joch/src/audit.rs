@@ -242,8 +242,16 @@ pub async fn tokens(client_args: &ClientArgs, args: TokenArgs) -> anyhow::Result
     let client = Client::new(client_args)?;
     let base = format!("/v1/namespaces/{}/tokens", args.namespace);
     match args.action {
-        TokenAction::Create { holder, role } => {
-            let body = serde_json::json!({"name": holder, "role": role});
+        TokenAction::Create {
+            holder,
+            role,
+            tools,
+            tool_labels,
+        } => {
+            let mut body = serde_json::json!({"name": holder, "role": role});
+            if !tools.is_empty() || tool_labels.is_some() {
+                body["tools"] = serde_json::json!({"names": tools, "labels": tool_labels});
+            }
             let created = client.expect_ok(Method::POST, &base, Some(&body)).await?;
             // The secret alone on stdout, so `$(joch token create ...)` captures it.
             println!("{}", created["token"].as_str().unwrap_or_default());

@@ -86,6 +86,12 @@ pub enum TokenAction {
         /// agent, approver or admin.
         #[arg(long)]
         role: String,
+        /// Only these tools exist for it: a name glob (`crm.*`); repeatable.
+        #[arg(long = "tool", value_name = "GLOB")]
+        tools: Vec<String>,
+        /// Only tools with these labels exist for it (`team=crm`).
+        #[arg(long, value_name = "SELECTOR")]
+        tool_labels: Option<String>,
     },
     /// List the namespace's tokens (names and roles).
     List,
@@ -317,11 +323,20 @@ pub struct ServeArgs {
     /// Listen on a non-loopback address without authentication.
     #[arg(long, env = "JOCH_INSECURE")]
     pub insecure: bool,
-    /// Accept JWTs of this identity provider (`iss`); with --jwt-audience
-    /// and --jwt-jwks. Turns authentication on.
-    #[arg(long, env = "JOCH_JWT_ISSUER", requires_all = ["jwt_audience", "jwt_jwks"])]
+    /// joch's base URL as its clients reach it (scheme, host, port; behind
+    /// a proxy, the proxy's): the resource named by the OAuth
+    /// protected-resource metadata and 401 challenges, and the audience
+    /// JWTs are issued for. Default: `http://` and the listening address.
+    #[arg(long, env = "JOCH_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Accept JWTs of this identity provider (`iss`), whose signing keys
+    /// --jwt-jwks gives. Turns authentication on, and is named as the
+    /// authorization server in the protected-resource metadata.
+    #[arg(long, env = "JOCH_JWT_ISSUER", requires = "jwt_jwks")]
     pub jwt_issuer: Option<String>,
-    /// The `aud` JWTs must carry.
+    /// The one `aud` JWTs must carry. Default: a resource of this joch,
+    /// i.e. --public-url or the URL of one of its MCP endpoints (the
+    /// namespace's own, for a namespaced endpoint).
     #[arg(long, env = "JOCH_JWT_AUDIENCE", requires = "jwt_issuer")]
     pub jwt_audience: Option<String>,
     /// The provider's signing keys: a JWKS file, or an http(s) URL read at start.

@@ -31,5 +31,6 @@ mod recovery;
 mod replay;
 mod replicas;
 mod resources;
+mod rulebook;
 mod streaming;
 mod traces;
