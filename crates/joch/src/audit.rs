@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use joch_core::audit::{
-    ChainWalk, Checkpoint, Finding, SigningKey, WalkedChain, key_id, verifying_key_from_hex,
+    ChainWalk, Checkpoint, Finding, SigningKey, key_id, verifying_key_from_hex,
 };
 use reqwest::Method;
 use serde_json::Value;
@@ -21,10 +21,11 @@ pub async fn run(client_args: &ClientArgs, args: AuditArgs) -> anyhow::Result<()
         AuditAction::Verify(verify) => run_verify(client_args, &namespace, verify).await,
         AuditAction::Export => {
             let client = Client::new(client_args)?;
-            for line in chain(&client, &namespace).await? {
+            each_line(&client, &namespace, |line| {
                 println!("{line}");
-            }
-            Ok(())
+                Ok(())
+            })
+            .await
         }
         AuditAction::Checkpoints {
             action: CheckpointsAction::Export,
@@ -41,19 +42,24 @@ pub async fn run(client_args: &ClientArgs, args: AuditArgs) -> anyhow::Result<()
     }
 }
 
-/// The namespace's whole chain, as served, oldest first.
-async fn chain(client: &Client, namespace: &str) -> anyhow::Result<Vec<Value>> {
-    let (mut lines, mut after) = (Vec::new(), 0);
+/// Calls `each` on every line of the namespace's chain, as served, oldest
+/// first, a page at a time (a chain need not fit in memory).
+async fn each_line(
+    client: &Client,
+    namespace: &str,
+    mut each: impl FnMut(&Value) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut after = 0;
     loop {
         let path = format!("/v1/namespaces/{namespace}/audit?after={after}&limit=1000");
         let page = client.expect_ok(Method::GET, &path, None).await?;
         let Some(page) = page.as_array().filter(|l| !l.is_empty()) else {
-            return Ok(lines);
+            return Ok(());
         };
         for line in page {
             after = line["seq"].as_u64().unwrap_or(after);
+            each(line)?;
         }
-        lines.extend(page.iter().cloned());
     }
 }
 
@@ -63,18 +69,7 @@ async fn run_verify(
     args: VerifyArgs,
 ) -> anyhow::Result<()> {
     if let Some(bundle) = &args.bundle {
-        let lines = read_bundle(bundle)?;
-        let namespace = match lines.first() {
-            Some(first) => first["namespace"].as_str().unwrap_or(namespace).to_owned(),
-            None => namespace.to_owned(),
-        };
-        let walked = walk(&lines, &signed_checkpoints(&args, &namespace)?)?;
-        let report = Report {
-            entries: walked.entries,
-            records: None,
-            findings: walked.findings,
-        };
-        return report.print(&namespace, "offline");
+        return verify_bundle(bundle, namespace, &args);
     }
     let client = Client::new(client_args)?;
     let path = format!("/v1/namespaces/{namespace}/audit/verify");
@@ -88,7 +83,9 @@ async fn run_verify(
     let checkpoints = signed_checkpoints(&args, namespace)?;
     if !checkpoints.is_empty() {
         // Walked here, against the auditor's checkpoints, not the server's.
-        let walked = walk(&chain(&client, namespace).await?, &checkpoints)?;
+        let mut walk = walk_expecting(&checkpoints);
+        each_line(&client, namespace, |line| push_line(&mut walk, line)).await?;
+        let walked = walk.finish();
         for finding in walked.findings {
             let known = report
                 .findings
@@ -100,6 +97,40 @@ async fn run_verify(
         }
     }
     report.print(namespace, "")
+}
+
+/// Verifies an exported chain offline, a line at a time; its namespace is
+/// the one its lines name (`namespace` for an empty bundle).
+fn verify_bundle(bundle: &Path, namespace: &str, args: &VerifyArgs) -> anyhow::Result<()> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(bundle)
+        .with_context(|| format!("cannot read the bundle {}", bundle.display()))?;
+    let mut lines = std::io::BufReader::new(file)
+        .lines()
+        .filter(|l| l.as_ref().map_or(true, |l| !l.trim().is_empty()))
+        .enumerate()
+        .map(|(n, line)| {
+            let line = line.with_context(|| format!("cannot read {}", bundle.display()))?;
+            serde_json::from_str::<Value>(&line)
+                .with_context(|| format!("{} line {} is not JSON", bundle.display(), n + 1))
+        });
+    let first = lines.next().transpose()?;
+    let namespace = first
+        .as_ref()
+        .and_then(|l| l["namespace"].as_str())
+        .unwrap_or(namespace)
+        .to_owned();
+    let mut walk = walk_expecting(&signed_checkpoints(args, &namespace)?);
+    for line in first.into_iter().map(Ok).chain(lines) {
+        push_line(&mut walk, &line?)?;
+    }
+    let walked = walk.finish();
+    let report = Report {
+        entries: walked.entries,
+        records: None,
+        findings: walked.findings,
+    };
+    report.print(&namespace, "offline")
 }
 
 /// What `joch audit verify` found.
@@ -140,31 +171,34 @@ impl Report {
     }
 }
 
-/// Walks exported chain lines, requiring each checkpoint.
-fn walk(lines: &[Value], checkpoints: &[Checkpoint]) -> anyhow::Result<WalkedChain> {
+/// A walk that requires each checkpoint.
+fn walk_expecting(checkpoints: &[Checkpoint]) -> ChainWalk {
     let mut walk = ChainWalk::new();
     for checkpoint in checkpoints {
         walk.expect(checkpoint.seq, &checkpoint.head);
     }
-    for (n, line) in lines.iter().enumerate() {
-        let (Some(seq), Some(prev), Some(hash)) = (
-            line["seq"].as_u64(),
-            line["prev"].as_str(),
-            line["hash"].as_str(),
-        ) else {
-            bail!("chain line {} lacks seq, prev or hash", n + 1);
-        };
-        // The body the hash covers is the entry's RFC 8785 JSON.
-        let body = serde_jcs::to_string(&line["entry"])
-            .with_context(|| format!("entry {seq} cannot be encoded"))?;
-        walk.push(seq, prev, hash, &body);
-    }
-    Ok(walk.finish())
+    walk
 }
 
-fn read_bundle(path: &Path) -> anyhow::Result<Vec<Value>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the bundle {}", path.display()))?;
+/// Feeds one exported chain line to `walk`.
+fn push_line(walk: &mut ChainWalk, line: &Value) -> anyhow::Result<()> {
+    let (Some(seq), Some(prev), Some(hash)) = (
+        line["seq"].as_u64(),
+        line["prev"].as_str(),
+        line["hash"].as_str(),
+    ) else {
+        bail!("a chain line lacks seq, prev or hash: {line}");
+    };
+    // The body the hash covers is the entry's RFC 8785 JSON.
+    let body = serde_jcs::to_string(&line["entry"])
+        .with_context(|| format!("entry {seq} cannot be encoded"))?;
+    walk.push(seq, prev, hash, &body);
+    Ok(())
+}
+
+fn read_lines(path: &Path) -> anyhow::Result<Vec<Value>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .enumerate()
@@ -186,7 +220,7 @@ fn signed_checkpoints(args: &VerifyArgs, namespace: &str) -> anyhow::Result<Vec<
     let key = verifying_key_from_hex(&key_text)
         .with_context(|| format!("{} is not a public key", key_file.display()))?;
     let mut checkpoints = Vec::new();
-    for line in read_bundle(file)? {
+    for line in read_lines(file)? {
         let checkpoint: Checkpoint = serde_json::from_value(line).with_context(|| {
             format!("{} holds something other than checkpoints", file.display())
         })?;
