@@ -95,6 +95,8 @@ pub struct ChainWalk {
 pub struct WalkedChain {
     /// Entries walked.
     pub entries: u64,
+    /// The last entry's number (0 for an empty chain).
+    pub last_seq: u64,
     /// The newest entry's time.
     pub newest_at: Option<Time>,
     /// Per `(kind, name)`, the latest entry naming it.
@@ -179,6 +181,7 @@ impl ChainWalk {
         }
         WalkedChain {
             entries: self.entries,
+            last_seq: self.last_seq,
             newest_at: self.newest_at,
             latest: self.latest,
             findings: self.findings,

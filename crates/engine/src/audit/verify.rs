@@ -1,7 +1,7 @@
 //! `verify_audit`: the chain against itself and its checkpoints, each entry
 //! against its record, and each settled record against its latest entry.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use joch_core::audit::{AuditEntry, ChainWalk, Finding, FindingKind, WalkedChain};
 use joch_core::{Approval, Object, Time, ToolCall};
@@ -95,12 +95,28 @@ impl Engine {
             }
         }
         let mut walked = walk.finish();
+        let mut suspects = Vec::new();
         let calls = self
-            .check_records::<ToolCall>(namespace, &mut walked, |c| c.status.completed_at)
+            .check_records::<ToolCall>(namespace, &mut walked, &mut suspects, |c| {
+                c.status.completed_at
+            })
             .await?;
         let approvals = self
-            .check_records::<Approval>(namespace, &mut walked, |a| a.status.decided_at)
+            .check_records::<Approval>(namespace, &mut walked, &mut suspects, |a| {
+                a.status.decided_at
+            })
             .await?;
+        let settled_since = if suspects.is_empty() {
+            HashMap::new()
+        } else {
+            self.entries_since(namespace, walked.last_seq).await?
+        };
+        for suspect in suspects {
+            let key = (suspect.kind.to_owned(), suspect.name);
+            if settled_since.get(&key) != Some(&suspect.digest) {
+                walked.findings.push(suspect.finding);
+            }
+        }
         // What is left names records that are gone.
         let mut gone: Vec<_> = walked.latest.drain().collect();
         gone.sort_by_key(|(_, latest)| latest.seq);
@@ -122,14 +138,37 @@ impl Engine {
         ))
     }
 
+    /// Per record, the digest of the latest entry appended after `after`:
+    /// what settled while verify was reading.
+    async fn entries_since(
+        &self,
+        namespace: &str,
+        mut after: u64,
+    ) -> Result<HashMap<(String, String), String>, EngineError> {
+        let mut latest = HashMap::new();
+        loop {
+            let page = self.inner.store.list_audit(namespace, after, 1000).await?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            for entry in page {
+                if let Ok(entry) = serde_json::from_str::<AuditEntry>(&entry.body) {
+                    latest.insert((entry.kind, entry.name), entry.digest);
+                }
+            }
+        }
+        Ok(latest)
+    }
+
     /// Checks every record of kind `T` against the chain, taking the entries
     /// naming them out of `walked.latest`; returns how many were settled.
     /// Reads raw rows, so that a row stored under one name whose body names
-    /// another is seen as what it is.
+    /// another is seen as what it is. A record that does not match the
+    /// chain as walked is a suspect: it may have settled since.
     async fn check_records<T: Object>(
         &self,
         namespace: &str,
         walked: &mut WalkedChain,
+        suspects: &mut Vec<Suspect>,
         settled_at: fn(&T) -> Option<Time>,
     ) -> Result<u64, EngineError> {
         let (mut settled, mut continue_from) = (0, None);
@@ -156,8 +195,22 @@ impl Engine {
                 let entry = record.audit_entry(now());
                 settled += u64::from(entry.is_some());
                 seen.insert(row.name.clone());
-                if let Some(finding) = check_record(&row.name, &record, entry, walked, settled_at) {
-                    walked.findings.push(finding);
+                let digest = entry.as_ref().map(|e| e.digest.clone());
+                let Some(finding) = check_record(&row.name, &record, entry, walked, settled_at)
+                else {
+                    continue;
+                };
+                match digest {
+                    // A copied row is what it is, however late it settled.
+                    Some(digest) if record.metadata().name == row.name => {
+                        suspects.push(Suspect {
+                            kind: T::KIND,
+                            name: row.name.clone(),
+                            digest,
+                            finding,
+                        });
+                    }
+                    _ => walked.findings.push(finding),
                 }
             }
             match page.continue_token {
@@ -170,6 +223,15 @@ impl Engine {
             .retain(|(kind, name), _| kind != T::KIND || !seen.contains(name));
         Ok(settled)
     }
+}
+
+/// A settled record that did not match the chain as walked: a finding,
+/// unless an entry appended since names it as it is.
+struct Suspect {
+    kind: &'static str,
+    name: String,
+    digest: String,
+    finding: Finding,
 }
 
 /// What is wrong between `record`, stored as `name`, and its latest entry.
