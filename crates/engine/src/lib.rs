@@ -46,7 +46,7 @@ mod tokens;
 mod tracing_spans;
 
 pub use approvals::ApprovalDecision;
-pub use audit::{AuditLine, AuditProblem, AuditReport};
+pub use audit::{AuditLine, AuditProblem, AuditReport, CheckpointSigner, CheckpointSigning};
 pub use batches::{BATCH_LABEL, Batch};
 pub use calls::CallOutcome;
 pub use chunks::{ChunkFollower, FOLLOW_QUEUE};

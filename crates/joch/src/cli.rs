@@ -112,12 +112,46 @@ pub struct AuditArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum AuditAction {
-    /// Recompute the chain and check every record against it; exits 1 and
-    /// names the first entry at fault when something was altered, removed
-    /// or reordered.
-    Verify,
-    /// Write the chain as JSON lines, oldest first.
+    /// Check the chain and the records against each other in both
+    /// directions; print every finding and exit 1 when not intact. With
+    /// --checkpoints, also prove the chain still extends each signed
+    /// checkpoint; with --bundle, do so offline, from `joch audit export`.
+    Verify(VerifyArgs),
+    /// Write the chain as JSON lines, oldest first: the bundle that
+    /// `joch audit verify --bundle` checks offline.
     Export,
+    /// The namespace's signed checkpoints.
+    Checkpoints {
+        #[command(subcommand)]
+        action: CheckpointsAction,
+    },
+    /// Make an Ed25519 key pair for `joch serve --audit-signing-key`: the
+    /// private seed in FILE (64 hex digits), the public key in FILE.pub.
+    Keygen {
+        /// Where to write the private key; it must not exist.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CheckpointsAction {
+    /// Write them as JSON lines (namespace, seq, head, at, keyId,
+    /// signature), for an auditor to keep outside joch.
+    Export,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Checkpoints kept outside joch (`joch audit checkpoints export`).
+    #[arg(long, value_name = "FILE", requires = "public_key")]
+    pub checkpoints: Option<PathBuf>,
+    /// The public key they were signed with (FILE.pub of `joch audit keygen`).
+    #[arg(long, value_name = "FILE", requires = "checkpoints")]
+    pub public_key: Option<PathBuf>,
+    /// Verify this exported chain offline, with no server or database.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -316,6 +350,16 @@ pub struct ServeArgs {
     /// carry names, ids and outcomes only).
     #[arg(long, env = "JOCH_TRACE_CONTENT")]
     pub trace_content: bool,
+    /// Sign each namespace's audit chain head with this Ed25519 key (a file
+    /// of 64 hex digits, from `joch audit keygen`); unset, nothing is signed.
+    #[arg(long, env = "JOCH_AUDIT_SIGNING_KEY", value_name = "FILE")]
+    pub audit_signing_key: Option<PathBuf>,
+    /// Sign a moving chain head at least this often, in seconds.
+    #[arg(long, env = "JOCH_AUDIT_CHECKPOINT_SECONDS", default_value_t = 60)]
+    pub audit_checkpoint_seconds: u64,
+    /// Or sooner, once this many entries were appended since the last.
+    #[arg(long, env = "JOCH_AUDIT_CHECKPOINT_ENTRIES", default_value_t = 10_000)]
+    pub audit_checkpoint_entries: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -146,6 +146,14 @@ impl Joch {
         let _ = self.child.wait();
     }
 
+    /// SIGTERM, then waits: the shutdown handlers run.
+    pub fn stop(&mut self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid}");
+        let _ = self.child.wait();
+    }
+
     /// Sends `body` (JSON) and returns status and JSON answer.
     pub async fn send(
         &self,

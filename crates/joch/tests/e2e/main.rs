@@ -8,6 +8,7 @@ mod harness;
 mod approvals;
 mod artifacts;
 mod audit;
+mod audit_tamper;
 mod auth;
 mod calls;
 mod cli;
