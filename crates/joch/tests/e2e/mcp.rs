@@ -655,7 +655,10 @@ async fn upstream_progress_reaches_the_clients_progress_token() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let seen = watcher.progress.lock().unwrap().clone();
+    // rmcp hands notifications to handlers concurrently, on joch's upstream
+    // connection and in this client: each arrives, not necessarily in order.
+    let mut seen = watcher.progress.lock().unwrap().clone();
+    seen.sort();
     assert_eq!(
         seen,
         ["1/3: step 1", "2/3: step 2", "3/3: step 3"],
