@@ -50,6 +50,8 @@ class Joch:
     process: subprocess.Popen
     base: str
     stderr: list[str] = field(default_factory=list)
+    # A bearer token for the REST calls below, once authentication is on.
+    token: str | None = None
 
     @property
     def bin(self) -> str:
@@ -60,12 +62,10 @@ class Joch:
 
     def api(self, method: str, path: str, body: object | None = None) -> tuple[int, dict]:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.base + path,
-            data=data,
-            method=method,
-            headers={"content-type": "application/json"},
-        )
+        headers = {"content-type": "application/json"}
+        if self.token:
+            headers["authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 return response.status, json.loads(response.read() or b"{}")

@@ -153,11 +153,34 @@ pub struct ApprovalStatus {
     /// `StandingApproval` named after the tool).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub always: bool,
+    /// The principal that decided, as joch authenticated it; absent for
+    /// joch's own decisions (a deadline, a withdrawal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decider: Option<crate::principal::PrincipalRef>,
+    /// True when the call's own caller decided, asked on behalf of its user
+    /// because the deciding policy said `askUser` (or asked for a
+    /// `userInput` value): the one exception to "a principal cannot decide
+    /// a call it made".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub asked_user: bool,
 }
 
 impl Object for Approval {
     const KIND: &'static str = "Approval";
     const PLURAL: &'static str = "approvals";
+
+    fn audit_entry(&self, at: crate::Time) -> Option<crate::audit::AuditEntry> {
+        (self.status.phase != ApprovalPhase::Pending).then(|| {
+            crate::audit::AuditEntry::of(
+                Self::KIND,
+                &self.metadata.name,
+                &self.spec,
+                &self.status,
+                self.status.phase.as_str(),
+                at,
+            )
+        })
+    }
 
     fn metadata(&self) -> &ObjectMeta {
         &self.metadata

@@ -31,6 +31,7 @@ pub mod object;
 pub mod patch;
 pub mod phase;
 pub mod policy;
+pub mod principal;
 pub mod redact;
 pub mod selector;
 pub mod template;
@@ -54,6 +55,7 @@ pub use namespace::Namespace;
 pub use object::Object;
 pub use phase::{IllegalTransition, Phase};
 pub use policy::{Hook, Policy};
+pub use principal::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use selector::LabelSelector;
 pub use tool::{
     Backend, Observability, RestBackend, RestEndpoint, SideEffectLevel, SideEffects, Tool, ToolSpec,

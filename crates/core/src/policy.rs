@@ -88,12 +88,15 @@ pub struct MatchLabels {
 /// Which side of the call a rule looks at.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Hook {
-    /// `steps/toolCallRequest`: before the tool runs.
+    /// `steps/toolCallRequest`: before the tool runs. Written
+    /// `toolCallRequest` or, as records show it (seed 000),
+    /// `steps/toolCallRequest`: the same hook.
     #[default]
-    #[serde(rename = "toolCallRequest")]
+    #[serde(rename = "toolCallRequest", alias = "steps/toolCallRequest")]
     Request,
-    /// `steps/toolCallResult`: after it ran, before the caller sees the output.
-    #[serde(rename = "toolCallResult")]
+    /// `steps/toolCallResult`: after it ran, before the caller sees the
+    /// output. Also written `steps/toolCallResult`.
+    #[serde(rename = "toolCallResult", alias = "steps/toolCallResult")]
     Result,
 }
 
@@ -367,6 +370,20 @@ fn field(field: &str, message: &str) -> FieldError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hooks_read_as_records_name_them_too() {
+        for (text, hook) in [
+            ("toolCallRequest", super::Hook::Request),
+            ("steps/toolCallRequest", super::Hook::Request),
+            ("toolCallResult", super::Hook::Result),
+            ("steps/toolCallResult", super::Hook::Result),
+        ] {
+            let read: super::Hook = serde_json::from_value(serde_json::json!(text)).unwrap();
+            assert_eq!(read, hook, "{text}");
+        }
+        assert!(serde_json::from_value::<super::Hook>(serde_json::json!("steps/other")).is_err());
+    }
+
     use serde_json::json;
 
     use super::*;

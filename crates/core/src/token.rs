@@ -64,6 +64,9 @@ pub struct ApiTokenSpec {
     pub role: Role,
     /// `sha256` of the token, lowercase hex.
     pub hash: String,
+    /// The tools that exist for its holder; absent: every tool of the namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<crate::principal::ToolSelector>,
 }
 
 /// The stored form of a token: its sha256, lowercase hex.
@@ -91,6 +94,10 @@ impl Object for ApiToken {
         validate_name("metadata.name", &self.metadata.name)?;
         if self.spec.hash.len() != 64 {
             return Err(ValidationError::field("spec.hash", "must be a sha256, hex"));
+        }
+        if let Some(labels) = self.spec.tools.as_ref().and_then(|t| t.labels.as_deref()) {
+            crate::LabelSelector::parse(labels)
+                .map_err(|e| ValidationError::field("spec.tools.labels", e.to_string()))?;
         }
         Ok(())
     }

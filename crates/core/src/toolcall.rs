@@ -136,15 +136,21 @@ pub struct CallApproval {
     /// The call may not run until a person approves it.
     #[serde(default)]
     pub required: bool,
-    /// `pending`, `approved`, `denied` or `timed_out`.
+    /// `pending`, `approved`, `rejected` or `timed_out`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    /// Who decided.
+    /// Who approved it (seed 000); absent unless `approved`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
-    /// When they decided.
+    /// When they approved it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_at: Option<Time>,
+    /// Who rejected it; absent unless `rejected`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_by: Option<String>,
+    /// When they rejected it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_at: Option<Time>,
     /// Why, in the approver's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -220,6 +226,11 @@ pub struct ToolCallStatus {
     /// keeps these references, never the bytes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<crate::artifact::ArtifactRef>,
+    /// Who made the call, as joch authenticated it (`local` when no
+    /// authentication is configured). Set by joch at admission: like the
+    /// rest of `status`, a value in a request is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<crate::principal::PrincipalRef>,
 }
 
 /// An operator's settlement of an `Unknown` call.
@@ -230,6 +241,9 @@ pub struct Resolution {
     pub reason: String,
     /// When.
     pub resolved_at: Time,
+    /// Who resolved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_by: Option<crate::principal::PrincipalRef>,
 }
 
 /// Why a call failed, as data on the record.
@@ -329,6 +343,19 @@ impl ToolCall {
 impl Object for ToolCall {
     const KIND: &'static str = "ToolCall";
     const PLURAL: &'static str = "toolcalls";
+
+    fn audit_entry(&self, at: crate::Time) -> Option<crate::audit::AuditEntry> {
+        self.status.phase.is_terminal().then(|| {
+            crate::audit::AuditEntry::of(
+                Self::KIND,
+                &self.metadata.name,
+                &self.spec,
+                &self.status,
+                self.status.phase.as_str(),
+                at,
+            )
+        })
+    }
 
     fn metadata(&self) -> &ObjectMeta {
         &self.metadata

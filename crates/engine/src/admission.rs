@@ -17,8 +17,8 @@ use std::sync::Arc;
 use joch_core::normalize::normalize_args;
 use joch_core::patch::apply_patch;
 use joch_core::{
-    Backend, CallApproval, CallSideEffects, Hook, HookDecision, Object, Phase, Policy, ToolCall,
-    ToolCallStatus, checksum,
+    Backend, CallApproval, CallMode, CallSideEffects, Hook, HookDecision, Object, Phase, Policy,
+    Principal, ToolCall, ToolCallStatus, checksum,
 };
 use joch_store::{Durability, StoreError};
 use serde_json::{Map, Value, json};
@@ -30,6 +30,7 @@ use crate::idempotency;
 use crate::mcp::SCHEMA_DRIFT_POLICY;
 use crate::policy::{self, Effect, Facts};
 use crate::resources::admit;
+use crate::rules;
 use crate::telemetry;
 use crate::{Engine, EngineError};
 
@@ -60,14 +61,17 @@ impl Engine {
     /// (`Pending`, or `AwaitingApproval` with its Approval).
     pub(crate) async fn record(
         &self,
+        by: &Principal,
         namespace: &str,
         mut call: ToolCall,
         intent: Intent,
         skip: Option<&str>,
     ) -> Result<Admission, EngineError> {
+        rules::acts_in(by, namespace)?;
         let minted = call.metadata.name.is_empty();
         if minted {
             call.metadata.name = crate::engine::new_call_name();
+            crate::tracing_spans::record_call_id(&call.metadata.name);
         }
         // Set by the store when it writes the call: empty means not yet written.
         call.metadata.resource_version.clear();
@@ -78,20 +82,35 @@ impl Engine {
         let effects = tool.spec.side_effects.clone();
 
         let mut rejection = None;
-        let mut args = match normalize_args(std::mem::take(&mut call.spec.input)) {
-            Ok(args) => args,
-            Err(e) => {
-                rejection = Some(Rejection::failed("invalid_arguments", e.to_string()));
-                Map::new()
-            }
+        // What the caller sent, kept for the record when it is no object.
+        let mut as_sent = None;
+        let mut args = match std::mem::take(&mut call.spec.input) {
+            Value::Object(args) => args,
+            other => match normalize_args(other.clone()) {
+                Ok(args) => args,
+                Err(e) => {
+                    rejection = Some(Rejection::failed("invalid_arguments", e.to_string()));
+                    as_sent = Some(other);
+                    Map::new()
+                }
+            },
         };
         let key = idempotency::key_of(&call, &tool, &args)?;
         call.status = ToolCallStatus {
             checksum: checksum(call.tool_name(), &args),
             // An unregistered tool (hook mode) has no version.
             tool_version: Some(tool.metadata.resource_version.clone()).filter(|v| !v.is_empty()),
+            principal: Some(by.reference()),
             ..Default::default()
         };
+        if !rules::sees(by, &tool) {
+            if call.spec.mode != CallMode::Hook {
+                return Err(self.refuse_unseen(call, args).await);
+            }
+            // A hook's caller runs the tool itself: it is told no, as for a
+            // tool joch does not know, so that it does not run it.
+            rejection.get_or_insert(unseen(&call));
+        }
         call.spec.side_effects = Some(CallSideEffects {
             level: effects.level,
             idempotent: effects.idempotent,
@@ -269,20 +288,30 @@ impl Engine {
                 .as_ref()
                 .map_or(Ok(()), |s| s.check_input(&args_value))
             {
+                if deferral.take().is_some() {
+                    not_sent_for_approval(&mut call);
+                }
                 rejection = Some(Rejection {
                     phase: Phase::Failed,
+                    answer: Some(crate::schema::invalid_arguments_answer(
+                        &call.metadata.name,
+                        &e,
+                    )),
                     error: e,
-                    answer: None,
                 });
             }
         }
         let observability = &tool.spec.observability;
+        let sent_no_object = as_sent.is_some();
         call.spec.input = crate::execute::recorded_value(
-            args_value.clone(),
+            as_sent.unwrap_or_else(|| args_value.clone()),
             observability.log_args,
             &observability.redact_fields,
         );
-        call.status.input_withheld = call.spec.input != args_value;
+        call.status.input_withheld = match sent_no_object {
+            true => !observability.log_args,
+            false => call.spec.input != args_value,
+        };
         let args = match args_value {
             Value::Object(args) => args,
             _ => Map::new(),
@@ -393,6 +422,58 @@ impl Engine {
             Ok(_) => Ok(false),
             Err(StoreError::NotFound { .. }) => Ok(true),
             Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// A call a policy deferred, whose input then proved invalid, is not sent
+/// for approval: its `defer` decision says so, so that the record does
+/// not show a deferral without an Approval and no word why.
+fn not_sent_for_approval(call: &mut ToolCall) {
+    let request = Hook::Request.step();
+    if let Some(deferred) = call.status.hook_decisions.iter_mut().rev().find(|d| {
+        d.hook == request && matches!(d.decision.as_str(), "defer" | "request_user_input")
+    }) {
+        let why = "not sent for approval: the input does not match the tool's inputSchema";
+        deferred.reason = Some(match deferred.reason.take() {
+            Some(reason) => format!("{reason} ({why})"),
+            None => why.to_owned(),
+        });
+    }
+}
+
+/// The refusal of a tool outside the principal's tool selector: for it,
+/// the tool does not exist.
+fn unseen(call: &ToolCall) -> Rejection {
+    Rejection::refused(
+        call,
+        Phase::Denied,
+        "Unknown tool",
+        "tool_not_found",
+        format!("no tool {:?} in this namespace", call.tool_name()),
+    )
+}
+
+impl Engine {
+    /// Records a gateway call of a tool the principal may not see as
+    /// refused (so the ledger shows the attempt and who made it) and
+    /// answers as for a tool that does not exist.
+    async fn refuse_unseen(&self, mut call: ToolCall, args: Map<String, Value>) -> EngineError {
+        let not_found = EngineError::NotFound {
+            kind: "Tool".to_owned(),
+            name: call.tool_name().to_owned(),
+        };
+        call.spec.input = Value::Object(args);
+        let refusal = unseen(&call);
+        call.status.replica.clone_from(&self.inner.config.replica);
+        call.status.error = Some(refusal.error);
+        call.status.completed_at = Some(crate::engine::now());
+        if let Err(e) = call.transition(Phase::Denied) {
+            return e.into();
+        }
+        match self.store_settled(&mut call).await {
+            Ok(()) => not_found,
+            Err(e) => e,
         }
     }
 }

@@ -15,13 +15,15 @@ use joch_core::approval::{
 };
 use joch_core::policy::{ApprovalRouting, UserInput};
 use joch_core::{
-    Approval, ApprovalPhase, ObjectMeta, ObjectRef, StandingApproval, Time, Tool, ToolCall,
+    Approval, ApprovalPhase, ObjectMeta, ObjectRef, Principal, StandingApproval, Time, Tool,
+    ToolCall,
 };
 use joch_store::{Durability, ListQuery, StoreErrorKind};
 use serde_json::{Value, json};
 
 use crate::engine::now;
 use crate::policy::{Decision, Effect};
+use crate::rules::{self, Decider};
 use crate::telemetry;
 use crate::{Engine, EngineError, ListParams, ObjectList};
 
@@ -97,6 +99,10 @@ pub struct ApprovalDecision {
     pub value: Option<Value>,
     /// Let the decision stand for later calls of the same tool.
     pub always: bool,
+    /// The surface asked the call's own user (MCP elicitation, the agent's
+    /// own prompt): allowed to the call's maker only where the policy says
+    /// `askUser` (see `rules.rs`), and recorded as `status.askedUser`.
+    pub for_user: bool,
 }
 
 impl Engine {
@@ -244,13 +250,18 @@ impl Engine {
 
     /// Approves (or, with `edited_input`, edits; or, for a user-input
     /// request, provides the value). The call then runs in the background.
+    ///
+    /// `by` decides under the rules of `rules.rs`: never on a call it made
+    /// (403 `forbidden`), but where its policy asked the caller's user.
     pub async fn approve(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
-        decision: ApprovalDecision,
+        mut decision: ApprovalDecision,
     ) -> Result<Approval, EngineError> {
         let mut approval = self.pending_approval(namespace, name).await?;
+        let decider = self.decider(by, &approval, &mut decision).await?;
         let verb = match (&decision.edited_input, approval.spec.action.kind.as_str()) {
             (_, "user_input") if decision.value.is_none() => {
                 return Err(EngineError::BadRequest(
@@ -264,7 +275,8 @@ impl Engine {
         approval.status.phase = ApprovalPhase::Approved;
         approval.status.edited_input = decision.edited_input.clone();
         approval.status.value = decision.value.clone();
-        self.decide(&mut approval, verb, &decision).await?;
+        self.decide(&mut approval, verb, &decision, Some(decider))
+            .await?;
         self.resume(&approval, &decision).await?;
         Ok(approval)
     }
@@ -272,14 +284,17 @@ impl Engine {
     /// Rejects: the call ends `Denied`, and the model gets the message.
     pub async fn reject(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
-        decision: ApprovalDecision,
+        mut decision: ApprovalDecision,
     ) -> Result<Approval, EngineError> {
         let mut approval = self.pending_approval(namespace, name).await?;
+        let decider = self.decider(by, &approval, &mut decision).await?;
         approval.status.phase = ApprovalPhase::Rejected;
         approval.status.message = decision.message.clone();
-        self.decide(&mut approval, "reject", &decision).await?;
+        self.decide(&mut approval, "reject", &decision, Some(decider))
+            .await?;
         self.deny_rejected(&approval).await?;
         Ok(approval)
     }
@@ -303,10 +318,33 @@ impl Engine {
             rationale: Some(reason.to_owned()),
             ..Default::default()
         };
-        match self.decide(&mut approval, "withdrawn", &decision).await {
+        match self
+            .decide(&mut approval, "withdrawn", &decision, None)
+            .await
+        {
             Err(EngineError::Refused { .. }) => Ok(()),
             other => other,
         }
+    }
+
+    /// Who decides, by the rulebook; the decision is then recorded under
+    /// that name.
+    async fn decider(
+        &self,
+        by: &Principal,
+        approval: &Approval,
+        decision: &mut ApprovalDecision,
+    ) -> Result<Decider, EngineError> {
+        rules::acts_in(by, &approval.metadata.namespace)?;
+        let call = self
+            .get_call(
+                &approval.metadata.namespace,
+                &approval.spec.action.tool_call_ref.name,
+            )
+            .await?;
+        let decider = rules::decider(&call, approval, by, &decision.by, decision.for_user)?;
+        decision.by.clone_from(&decider.name);
+        Ok(decider)
     }
 
     async fn pending_approval(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
@@ -323,8 +361,13 @@ impl Engine {
         approval: &mut Approval,
         verb: &str,
         decision: &ApprovalDecision,
+        decider: Option<Decider>,
     ) -> Result<(), EngineError> {
         approval.status.decision = Some(verb.to_owned());
+        if let Some(decider) = decider {
+            approval.status.decider = Some(decider.principal);
+            approval.status.asked_user = decider.asked_user;
+        }
         approval
             .status
             .replica
@@ -414,7 +457,7 @@ impl Engine {
             rationale: Some("no decision before the deadline".to_owned()),
             ..Default::default()
         };
-        match self.decide(&mut approval, "timeout", &decision).await {
+        match self.decide(&mut approval, "timeout", &decision, None).await {
             Err(EngineError::Refused { .. }) => return Ok(()),
             other => other?,
         }

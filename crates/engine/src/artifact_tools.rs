@@ -10,7 +10,7 @@
 
 use joch_core::artifact_tools::{self, is_artifact_tool};
 use joch_core::normalize::normalize_args;
-use joch_core::{CallError, ObjectRef, Phase, ToolCall, checksum};
+use joch_core::{CallError, ObjectRef, Phase, Principal, ToolCall, checksum};
 use joch_store::{Durability, ListQuery};
 use serde_json::Value;
 
@@ -24,12 +24,15 @@ const MAX_VISIBLE: usize = 200;
 impl Engine {
     /// The calls of `execution` whose handles artifact tools may read,
     /// oldest first.
+    /// Only calls of tools that exist for `by` count (see `rules.rs`).
     pub async fn artifact_calls(
         &self,
+        by: &Principal,
         namespace: &str,
         execution: &str,
     ) -> Result<Vec<ToolCall>, EngineError> {
         crate::resources::valid_namespace(namespace)?;
+        crate::rules::acts_in(by, namespace)?;
         let mut visible = Vec::new();
         let mut continue_from = None;
         loop {
@@ -51,6 +54,15 @@ impl Engine {
                 None => break,
             }
         }
+        if by.tools.is_some() {
+            let mut seen = Vec::with_capacity(visible.len());
+            for call in visible {
+                if self.sees_tool(by, namespace, call.tool_name()).await? {
+                    seen.push(call);
+                }
+            }
+            visible = seen;
+        }
         let extra = visible.len().saturating_sub(MAX_VISIBLE);
         visible.drain(..extra);
         Ok(visible)
@@ -60,11 +72,12 @@ impl Engine {
     /// it has no handles to read.
     pub async fn artifact_tool_definitions(
         &self,
+        by: &Principal,
         namespace: &str,
         execution: &str,
     ) -> Result<Vec<Value>, EngineError> {
         let ids: Vec<String> = self
-            .artifact_calls(namespace, execution)
+            .artifact_calls(by, namespace, execution)
             .await?
             .into_iter()
             .map(|c| c.metadata.name)
@@ -80,9 +93,11 @@ impl Engine {
     /// a visible handle of the call's execution settles the call `Failed`.
     pub async fn call_artifact_tool(
         &self,
+        by: &Principal,
         namespace: &str,
         mut call: ToolCall,
     ) -> Result<CallOutcome, EngineError> {
+        crate::rules::acts_in(by, namespace)?;
         let tool = call.tool_name().to_owned();
         if !is_artifact_tool(&tool) {
             return Err(EngineError::NotFound {
@@ -109,6 +124,7 @@ impl Engine {
             phase: Phase::Running,
             attempts: 1,
             started_at: Some(crate::engine::now()),
+            principal: Some(by.reference()),
             ..Default::default()
         };
         self.inner
@@ -116,7 +132,7 @@ impl Engine {
             .create_object(&mut call, Durability::Deferred)
             .await?;
 
-        let result = match self.target(namespace, &execution, &args).await? {
+        let result = match self.target(by, namespace, &execution, &args).await? {
             Ok(target) => self.read_for_tool(namespace, &tool, &args, &target).await?,
             Err(refusal) => Err(refusal),
         };
@@ -136,6 +152,7 @@ impl Engine {
     /// The handle `args.callId` names, if the execution offers it.
     async fn target(
         &self,
+        by: &Principal,
         namespace: &str,
         execution: &str,
         args: &serde_json::Map<String, Value>,
@@ -144,7 +161,7 @@ impl Engine {
             Ok(id) => id.to_owned(),
             Err(e) => return Ok(Err(CallError::new(e.code, e.message))),
         };
-        let visible = self.artifact_calls(namespace, execution).await?;
+        let visible = self.artifact_calls(by, namespace, execution).await?;
         if let Some(call) = visible.iter().find(|c| c.metadata.name == id) {
             let artifact = call.handle().map(|h| h.id.clone()).unwrap_or_default();
             return Ok(Ok(ObjectRef::new(artifact)));

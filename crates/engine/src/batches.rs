@@ -10,7 +10,9 @@
 //! A call of an artifact tool (`artifact_grep`, ...) reads a handle the
 //! caller already holds; it passes no policy, so no stop skips it either.
 
-use joch_core::{DenialPolicy, Execution, ExecutionPhase, ObjectMeta, ObjectRef, Phase, ToolCall};
+use joch_core::{
+    DenialPolicy, Execution, ExecutionPhase, ObjectMeta, ObjectRef, Phase, Principal, ToolCall,
+};
 use joch_store::{Durability, StoreErrorKind};
 use serde_json::json;
 use tokio::task::JoinSet;
@@ -46,6 +48,7 @@ impl Engine {
     /// fail-safe if it does not exist). With `wait`, answers once all settled.
     pub async fn run_batch(
         &self,
+        by: &Principal,
         namespace: &str,
         execution: &str,
         calls: Vec<ToolCall>,
@@ -88,7 +91,7 @@ impl Engine {
                 continue;
             }
             match self
-                .record(namespace, call, Intent::WhenSettled, stopped.as_deref())
+                .record(by, namespace, call, Intent::WhenSettled, stopped.as_deref())
                 .await?
             {
                 Admission::KeyHeldBy(holder) => slots.push(Slot::Replayed(holder)),
@@ -162,7 +165,7 @@ impl Engine {
                 )),
                 // A read of a stored artifact, settled as it is answered.
                 Slot::ArtifactRead(call) => {
-                    calls.push((index, self.call_artifact_tool(namespace, *call).await?));
+                    calls.push((index, self.call_artifact_tool(by, namespace, *call).await?));
                 }
                 Slot::Admitted(recorded) if !wait => {
                     calls.push((index, CallOutcome::stored(recorded.call.clone(), false)));

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use joch_core::{CallError, Phase, Policy, Tool, ToolCall};
+use joch_core::{CallError, Phase, Policy, Principal, Tool, ToolCall};
 use joch_store::Durability;
 use serde_json::{Map, Value};
 use tracing::Instrument;
@@ -125,8 +125,13 @@ impl Engine {
     /// effect could happen. A call deferred for approval is answered once
     /// decided. A call whose idempotency key is held by an earlier call with
     /// the same arguments returns that call, once settled, without running.
-    pub async fn call(&self, namespace: &str, call: ToolCall) -> Result<CallOutcome, EngineError> {
-        self.call_reporting_pause(namespace, call, None).await
+    pub async fn call(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        call: ToolCall,
+    ) -> Result<CallOutcome, EngineError> {
+        self.call_reporting_pause(by, namespace, call, None).await
     }
 
     /// [`call`](Self::call), and if the call is recorded `AwaitingApproval`,
@@ -136,6 +141,7 @@ impl Engine {
     /// any approver. Nothing is sent for a call that does not wait.
     pub async fn call_reporting_pause(
         &self,
+        by: &Principal,
         namespace: &str,
         call: ToolCall,
         paused: Option<tokio::sync::oneshot::Sender<joch_core::Approval>>,
@@ -143,22 +149,23 @@ impl Engine {
         gateway_only(&call)?;
         // The artifact tools' names are reserved: they read handles, not a Tool.
         if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
-            return self.call_artifact_tool(namespace, call).await;
+            return self.call_artifact_tool(by, namespace, call).await;
         }
-        let span = tracing_spans::call_span(&call);
-        self.call_traced(namespace, call, paused)
+        let span = tracing_spans::call_span(namespace, &call);
+        self.call_traced(by, namespace, call, paused)
             .instrument(span)
             .await
     }
 
     async fn call_traced(
         &self,
+        by: &Principal,
         namespace: &str,
         call: ToolCall,
         paused: Option<tokio::sync::oneshot::Sender<joch_core::Approval>>,
     ) -> Result<CallOutcome, EngineError> {
         match self
-            .record(namespace, call, Intent::WhenSettled, None)
+            .record(by, namespace, call, Intent::WhenSettled, None)
             .await?
         {
             Admission::New(recorded) if recorded.call.status.phase == Phase::AwaitingApproval => {
@@ -193,15 +200,16 @@ impl Engine {
     /// call is returned; by an unsettled one, `IdempotencyKeyInUse`.
     pub async fn submit(
         &self,
+        by: &Principal,
         namespace: &str,
         call: ToolCall,
     ) -> Result<CallOutcome, EngineError> {
         gateway_only(&call)?;
         if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
-            return self.call_artifact_tool(namespace, call).await;
+            return self.call_artifact_tool(by, namespace, call).await;
         }
         let recorded = match self
-            .record(namespace, call, Intent::Now(Durability::Sync), None)
+            .record(by, namespace, call, Intent::Now(Durability::Sync), None)
             .await?
         {
             Admission::New(recorded) => *recorded,
@@ -223,7 +231,7 @@ impl Engine {
 
     pub(crate) fn run_in_background(&self, recorded: Recorded) {
         let engine = self.clone();
-        let span = tracing_spans::call_span(&recorded.call);
+        let span = tracing_spans::call_span(&recorded.call.metadata.namespace, &recorded.call);
         tokio::spawn(
             async move {
             let name = recorded.call.metadata.name.clone();

@@ -54,6 +54,10 @@ pub enum EngineError {
         /// For people.
         message: String,
     },
+    /// The principal may not do this, whatever surface it came through
+    /// (deciding a call it made, reporting another's result).
+    #[error("{0}")]
+    Forbidden(String),
     /// A query parameter is malformed.
     #[error("{0}")]
     BadRequest(String),

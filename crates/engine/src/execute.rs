@@ -269,7 +269,9 @@ impl Engine {
         result: Result<Value, CallError>,
     ) -> Result<CallOutcome, EngineError> {
         let (mut phase, mut output, mut error) = match result {
-            Ok(output) => match how.schemas.map_or(Ok(()), |s| s.check_output(&output)) {
+            Ok(output) => match how.schemas.map_or(Ok(()), |s| {
+                s.check_output(&output, matches!(tool.spec.backend, Backend::Mcp(_)))
+            }) {
                 Ok(()) => (Phase::Succeeded, Some(output), None),
                 Err(e) => (Phase::Failed, Some(output), Some(e)),
             },

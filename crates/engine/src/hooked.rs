@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use joch_core::{CallError, CallMode, Hook, Phase, Tool, ToolCall, ToolCallStatus};
+use joch_core::{CallError, CallMode, Hook, Phase, Principal, Tool, ToolCall, ToolCallStatus};
 use joch_store::{Durability, ListQuery};
 use serde_json::{Map, Value};
 use tracing::Instrument;
@@ -18,6 +18,7 @@ use crate::calls::CallOutcome;
 use crate::engine::now;
 use crate::execute::Concluding;
 use crate::policy::Facts;
+use crate::rules;
 use crate::{Engine, EngineError};
 
 /// What joch tells the agent: run it as asked, run it with these
@@ -64,38 +65,43 @@ impl Engine {
     /// run it.
     pub async fn hook_request(
         &self,
+        by: &Principal,
         namespace: &str,
         call: ToolCall,
     ) -> Result<HookVerdict, EngineError> {
-        self.hook_request_deferring(namespace, call, Deferred::Wait)
+        self.hook_request_deferring(by, namespace, call, Deferred::Wait)
             .await
     }
 
     /// Like [`Engine::hook_request`], but a call that needs a person can be
     /// answered `ask` at once, for an agent that asks its own user
     /// ([`Deferred::AskAgent`]): if the tool then runs, its reported result
-    /// approves the Approval in that user's name.
+    /// approves the Approval in that user's name. With authentication, an
+    /// agent's user may decide only where the policy says `askUser` (see
+    /// `rules.rs`); any other deferred call waits for an approver.
     pub async fn hook_request_deferring(
         &self,
+        by: &Principal,
         namespace: &str,
         mut call: ToolCall,
         deferred: Deferred,
     ) -> Result<HookVerdict, EngineError> {
         call.spec.mode = CallMode::Hook;
-        let span = crate::tracing_spans::call_span(&call);
-        self.hook_request_traced(namespace, call, deferred)
+        let span = crate::tracing_spans::call_span(namespace, &call);
+        self.hook_request_traced(by, namespace, call, deferred)
             .instrument(span)
             .await
     }
 
     async fn hook_request_traced(
         &self,
+        by: &Principal,
         namespace: &str,
         call: ToolCall,
         deferred: Deferred,
     ) -> Result<HookVerdict, EngineError> {
         let name = match self
-            .record(namespace, call, Intent::Now(Durability::Deferred), None)
+            .record(by, namespace, call, Intent::Now(Durability::Deferred), None)
             .await?
         {
             Admission::New(recorded) => {
@@ -127,7 +133,10 @@ impl Engine {
         };
         if deferred == Deferred::AskAgent {
             let call = self.key_holder(namespace, &name).await?;
-            if call.status.phase == Phase::AwaitingApproval {
+            if call.status.phase == Phase::AwaitingApproval
+                && (!by.is_authenticated()
+                    || rules::asks_user(&self.get_approval(namespace, &name).await?))
+            {
                 let mut verdict = request_verdict(call);
                 verdict.decision = "ask";
                 verdict.reason = Some(format!(
@@ -146,11 +155,14 @@ impl Engine {
     /// out waiting (`Unknown`) still takes its late result.
     pub async fn hook_result(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
         result: HookResult,
     ) -> Result<HookVerdict, EngineError> {
+        rules::acts_in(by, namespace)?;
         let mut call = self.get_call(namespace, name).await?;
+        rules::may_report(&call, by)?;
         if call.spec.mode == CallMode::Hook && call.status.phase == Phase::AwaitingApproval {
             // Asked in the agent's own prompt, and it ran: its user approved.
             let decision = crate::ApprovalDecision {
@@ -164,8 +176,9 @@ impl Engine {
                 edited_input: None,
                 value: None,
                 always: false,
+                for_user: true,
             };
-            match self.approve(namespace, name, decision).await {
+            match self.approve(by, namespace, name, decision).await {
                 Ok(_) | Err(EngineError::Refused { .. }) => {}
                 Err(e) => return Err(e),
             }

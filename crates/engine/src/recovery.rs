@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use joch_core::{Approval, ApprovalPhase, CallError, Phase, Resolution, Tool, ToolCall};
+use joch_core::{Approval, ApprovalPhase, CallError, Phase, Principal, Resolution, Tool, ToolCall};
 use joch_store::{ListQuery, StoreErrorKind};
 use serde_json::Value;
 
@@ -236,10 +236,12 @@ impl Engine {
     /// Settles an `Unknown` call as an operator decided, keeping their reason.
     pub async fn resolve_call(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
         resolve: Resolve,
     ) -> Result<ToolCall, EngineError> {
+        crate::rules::acts_in(by, namespace)?;
         let mut call = self.get_call(namespace, name).await?;
         if call.status.phase != Phase::Unknown {
             return Err(EngineError::Refused {
@@ -259,6 +261,7 @@ impl Engine {
         call.status.resolution = Some(Resolution {
             reason: resolve.reason.clone(),
             resolved_at: now(),
+            resolved_by: Some(by.reference()),
         });
         call.status.output = resolve.output;
         call.status.error = match resolve.phase {

@@ -2,7 +2,7 @@
 //! recorded result. Gated as seed 000 says: idempotent reads replay freely,
 //! non-idempotent writes need an explicit override.
 
-use joch_core::{ObjectMeta, ObjectRef, Tool, ToolCall, ToolCallStatus};
+use joch_core::{ObjectMeta, ObjectRef, Principal, Tool, ToolCall, ToolCallStatus};
 use joch_store::Durability;
 use serde::Deserialize;
 
@@ -39,16 +39,24 @@ impl Engine {
     /// Replays a settled call as a new ToolCall linked by `spec.replayOf`.
     pub async fn replay_call(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
         replay: Replay,
     ) -> Result<CallOutcome, EngineError> {
+        crate::rules::acts_in(by, namespace)?;
         let original = self.get_call(namespace, name).await?;
         if !original.status.phase.is_terminal() {
             return Err(refused(
                 "replay_not_possible",
                 format!("{name:?} has not settled yet"),
             ));
+        }
+        if !self.sees_tool(by, namespace, original.tool_name()).await? {
+            return Err(EngineError::NotFound {
+                kind: "Tool".to_owned(),
+                name: original.tool_name().to_owned(),
+            });
         }
         if original.status.input_withheld {
             return Err(refused(
@@ -77,7 +85,10 @@ impl Engine {
         }
 
         match replay.mode {
-            ReplayMode::Record => self.replay_from_record(namespace, call, &original).await,
+            ReplayMode::Record => {
+                self.replay_from_record(by, namespace, call, &original)
+                    .await
+            }
             ReplayMode::Execute => {
                 let tool: Tool = self
                     .inner
@@ -93,7 +104,7 @@ impl Engine {
                         ),
                     ));
                 }
-                self.call(namespace, call).await
+                self.call(by, namespace, call).await
             }
         }
     }
@@ -101,6 +112,7 @@ impl Engine {
     /// Stores the replay already settled with the original's outcome; nothing runs.
     async fn replay_from_record(
         &self,
+        by: &Principal,
         namespace: &str,
         mut call: ToolCall,
         original: &ToolCall,
@@ -118,6 +130,7 @@ impl Engine {
             artifacts: original.status.artifacts.clone(),
             started_at: Some(at),
             completed_at: Some(at),
+            principal: Some(by.reference()),
             ..ToolCallStatus::default()
         };
         call.spec.side_effects = original.spec.side_effects.clone().map(|mut s| {

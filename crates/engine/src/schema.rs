@@ -70,17 +70,67 @@ impl Compiled {
     }
 
     /// Checks a backend's output, when the tool declares an outputSchema.
-    pub(crate) fn check_output(&self, output: &Value) -> Result<(), CallError> {
-        match &self.output {
-            Some(v) => check(
+    /// An MCP tool's schema describes its result's `structuredContent`, as
+    /// the MCP specification says, not the whole result; a result without
+    /// one (text only) has nothing to check.
+    pub(crate) fn check_output(&self, output: &Value, mcp: bool) -> Result<(), CallError> {
+        let checked = match mcp {
+            true => output.get("structuredContent"),
+            false => Some(output),
+        };
+        match (&self.output, checked) {
+            (Some(v), Some(checked)) => check(
                 v,
-                output,
+                checked,
                 "output_schema_violation",
                 "output does not match the tool's outputSchema",
             ),
-            None => Ok(()),
+            _ => Ok(()),
         }
     }
+}
+
+/// At most this many violations are told to the model...
+const MAX_TOLD: usize = 10;
+/// ...each message cut to this many bytes, so that a huge payload cannot
+/// flood the model's context.
+const MAX_TOLD_BYTES: usize = 300;
+
+/// What the model reads when its arguments do not fit the tool's schema:
+/// which ones, by JSON pointer, and why, so that it can fix its call.
+pub(crate) fn invalid_arguments_answer(call_name: &str, error: &CallError) -> Value {
+    let all = error
+        .details
+        .as_ref()
+        .and_then(|d| d["violations"].as_array())
+        .map_or(&[][..], Vec::as_slice);
+    let told: Vec<Value> = all
+        .iter()
+        .take(MAX_TOLD)
+        .map(|v| {
+            let mut message = v["message"].as_str().unwrap_or_default().to_owned();
+            if message.len() > MAX_TOLD_BYTES {
+                let mut end = MAX_TOLD_BYTES;
+                while !message.is_char_boundary(end) {
+                    end -= 1;
+                }
+                message.truncate(end);
+                message.push('…');
+            }
+            json!({"path": v["path"], "message": message})
+        })
+        .collect();
+    let mut answer = json!({
+        "success": false,
+        "error": "Invalid arguments",
+        "reason": format!("{}: fix these arguments and call again", error.message),
+        "violations": told,
+        "tool_call_id": call_name,
+    });
+    if all.len() > MAX_TOLD {
+        answer["moreViolations"] = json!(all.len() - MAX_TOLD);
+    }
+    answer
 }
 
 fn check(validator: &Validator, value: &Value, code: &str, message: &str) -> Result<(), CallError> {

@@ -6,33 +6,25 @@
 use std::collections::HashMap;
 
 use joch_core::token::{ApiToken, ApiTokenSpec, Role, hash};
-use joch_core::{Object, ObjectMeta};
+use joch_core::{Object, ObjectMeta, Principal, PrincipalKind, ToolSelector};
 use joch_store::ListQuery;
 
 use crate::{Engine, EngineError};
 
-/// An authenticated caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    /// The token's name (`root` for the root token): recorded as the
-    /// approver of its decisions.
-    pub name: String,
-    /// Its namespace; `None` for root, which may act in every namespace.
-    pub namespace: Option<String>,
-    /// What it may do.
-    pub role: Role,
-}
-
 /// How JWTs of an identity provider (OIDC) are verified and mapped to a
-/// principal: signature by a key of `keys` (by `kid`), `iss` and `aud` as
-/// configured, not expired; `sub` is the principal's name, the
-/// `namespace` and `role` claims its namespace and role.
+/// principal: signature by a key of `keys` (by `kid`), `iss` as configured,
+/// an `aud` among `audiences`, not expired; `sub` is the principal's name,
+/// the `namespace` and `role` claims its namespace and role, and the
+/// optional `joch_tools` claim (`{"names": ["crm.*"], "labels":
+/// "team=crm"}`) the tools that exist for it.
 #[derive(Debug, Clone)]
 pub struct JwtConfig {
     /// The expected `iss`.
     pub issuer: String,
-    /// The expected `aud`.
-    pub audience: String,
+    /// The `aud` values accepted: a JWT must carry one of them. `{namespace}`
+    /// in one stands for the JWT's own `namespace` claim, so a token issued
+    /// for one namespace's resource is refused for any other.
+    pub audiences: Vec<String>,
     /// The provider's signing keys (its JWKS).
     pub keys: jsonwebtoken::jwk::JwkSet,
 }
@@ -42,6 +34,26 @@ struct Claims {
     sub: String,
     namespace: String,
     role: Role,
+    #[serde(default)]
+    joch_tools: Option<ToolSelector>,
+    aud: Audience,
+}
+
+/// `aud`: one string or several (RFC 7519 §4.1.3).
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Audience {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Audience {
+    fn contains(&self, wanted: &str) -> bool {
+        match self {
+            Audience::One(aud) => aud == wanted,
+            Audience::Many(auds) => auds.iter().any(|aud| aud == wanted),
+        }
+    }
 }
 
 impl JwtConfig {
@@ -54,16 +66,28 @@ impl JwtConfig {
         let key = jsonwebtoken::DecodingKey::from_jwk(jwk).ok()?;
         let mut validation = jsonwebtoken::Validation::new(header.alg);
         validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&[&self.audience]);
+        // Checked below instead: an accepted audience may name the token's
+        // own namespace, known only once the claims are read.
+        validation.validate_aud = false;
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .ok()?
             .claims;
         joch_core::names::validate_namespace(&claims.namespace).ok()?;
+        let accepted = self.audiences.iter().any(|aud| {
+            claims
+                .aud
+                .contains(&aud.replace("{namespace}", &claims.namespace))
+        });
+        if !accepted {
+            return None;
+        }
         Some(Principal {
+            kind: PrincipalKind::Jwt,
             name: claims.sub,
             namespace: Some(claims.namespace),
             role: claims.role,
+            tools: claims.joch_tools,
         })
     }
 }
@@ -91,11 +115,7 @@ impl Engine {
         }
         let hashed = hash(token);
         if self.inner.config.root_token_hash.as_deref() == Some(hashed.as_str()) {
-            return Ok(Some(Principal {
-                name: "root".to_owned(),
-                namespace: None,
-                role: Role::Admin,
-            }));
+            return Ok(Some(Principal::root()));
         }
         Ok(self.token_index().await?.get(&hashed).cloned())
     }
@@ -120,9 +140,11 @@ impl Engine {
                         .into_iter()
                         .map(|t| {
                             let principal = Principal {
+                                kind: PrincipalKind::Token,
                                 name: t.metadata.name.clone(),
                                 namespace: Some(t.metadata.namespace.clone()),
                                 role: t.spec.role,
+                                tools: t.spec.tools.clone(),
                             };
                             (t.spec.hash, principal)
                         })
@@ -139,6 +161,7 @@ impl Engine {
         namespace: &str,
         name: &str,
         role: Role,
+        tools: Option<ToolSelector>,
     ) -> Result<(ApiToken, String), EngineError> {
         let secret = format!(
             "joch_{}{}",
@@ -155,9 +178,73 @@ impl Engine {
             spec: ApiTokenSpec {
                 role,
                 hash: hash(&secret),
+                tools,
             },
         };
         let token = self.create_resource(namespace, token).await?;
         Ok((token, secret))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine as _;
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+    use serde_json::json;
+
+    use super::*;
+
+    const SECRET: &[u8] = b"a-secret-of-the-unit-test-identity-provider";
+    const BASE: &str = "https://joch.example";
+
+    fn config(audiences: &[&str]) -> JwtConfig {
+        let k = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SECRET);
+        let keys = json!({"keys": [{"kty": "oct", "kid": "k1", "alg": "HS256", "k": k}]});
+        JwtConfig {
+            issuer: "https://idp.example".to_owned(),
+            audiences: audiences.iter().map(|a| (*a).to_owned()).collect(),
+            keys: serde_json::from_value(keys).expect("a JWKS"),
+        }
+    }
+
+    fn jwt(aud: serde_json::Value, namespace: &str) -> String {
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some("k1".to_owned());
+        let claims = json!({"sub": "carol", "iss": "https://idp.example", "aud": aud,
+            "exp": chrono::Utc::now().timestamp() + 600, "namespace": namespace, "role": "agent"});
+        jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(SECRET)).expect("signed")
+    }
+
+    #[test]
+    fn a_jwt_must_carry_an_accepted_audience() {
+        let resources = config(&[BASE, "https://joch.example/v1/namespaces/{namespace}/mcp"]);
+        let cases = [
+            (json!(BASE), "support", true),
+            (json!(["https://other.example", BASE]), "support", true),
+            (
+                json!("https://joch.example/v1/namespaces/support/mcp"),
+                "support",
+                true,
+            ),
+            (
+                json!("https://joch.example/v1/namespaces/support/mcp"),
+                "sales",
+                false,
+            ),
+            (
+                json!("https://joch.example/v1/namespaces/{namespace}/mcp"),
+                "support",
+                false,
+            ),
+            (json!("https://other.example"), "support", false),
+            (json!([]), "support", false),
+        ];
+        for (aud, namespace, accepted) in cases {
+            let principal = resources.principal(&jwt(aud.clone(), namespace));
+            assert_eq!(principal.is_some(), accepted, "aud {aud} in {namespace}");
+        }
+        let exact = config(&["joch"]);
+        assert!(exact.principal(&jwt(json!("joch"), "support")).is_some());
+        assert!(exact.principal(&jwt(json!(BASE), "support")).is_none());
     }
 }

@@ -167,13 +167,24 @@ async fn apply_one(client: &Client, default_namespace: &str, doc: Value) -> anyh
     if !(exists && plural != "toolcalls") {
         bail!("{singular}/{name}: {}", describe_error(&created));
     }
-    let replaced = client
-        .send(Method::PUT, &format!("{collection}/{name}"), Some(&doc))
-        .await?;
+    let path = format!("{collection}/{name}");
+    let before = client.send(Method::GET, &path, None).await?;
+    let replaced = client.send(Method::PUT, &path, Some(&doc)).await?;
     if !replaced.status.is_success() {
         bail!("{singular}/{name}: {}", describe_error(&replaced));
     }
-    Ok(format!("{singular}/{name} configured"))
+    // Compared as the server stores them (defaults filled in), so that a
+    // manifest that only omits defaults is not reported as a change.
+    let verdict = match before.body.get("spec") == replaced.body.get("spec") {
+        true => "unchanged".to_owned(),
+        false => format!(
+            "replaced: its spec differed from the one in {namespace} (resourceVersion {})",
+            before.body["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or("?")
+        ),
+    };
+    Ok(format!("{singular}/{name} {verdict}"))
 }
 
 #[cfg(test)]

@@ -86,6 +86,12 @@ pub enum TokenAction {
         /// agent, approver or admin.
         #[arg(long)]
         role: String,
+        /// Only these tools exist for it: a name glob (`crm.*`); repeatable.
+        #[arg(long = "tool", value_name = "GLOB")]
+        tools: Vec<String>,
+        /// Only tools with these labels exist for it (`team=crm`).
+        #[arg(long, value_name = "SELECTOR")]
+        tool_labels: Option<String>,
     },
     /// List the namespace's tokens (names and roles).
     List,
@@ -106,12 +112,46 @@ pub struct AuditArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum AuditAction {
-    /// Recompute the chain and check every record against it; exits 1 and
-    /// names the first entry at fault when something was altered, removed
-    /// or reordered.
-    Verify,
-    /// Write the chain as JSON lines, oldest first.
+    /// Check the chain and the records against each other in both
+    /// directions; print every finding and exit 1 when not intact. With
+    /// --checkpoints, also prove the chain still extends each signed
+    /// checkpoint; with --bundle, do so offline, from `joch audit export`.
+    Verify(VerifyArgs),
+    /// Write the chain as JSON lines, oldest first: the bundle that
+    /// `joch audit verify --bundle` checks offline.
     Export,
+    /// The namespace's signed checkpoints.
+    Checkpoints {
+        #[command(subcommand)]
+        action: CheckpointsAction,
+    },
+    /// Make an Ed25519 key pair for `joch serve --audit-signing-key`: the
+    /// private seed in FILE (64 hex digits), the public key in FILE.pub.
+    Keygen {
+        /// Where to write the private key; it must not exist.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CheckpointsAction {
+    /// Write them as JSON lines (namespace, seq, head, at, keyId,
+    /// signature), for an auditor to keep outside joch.
+    Export,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Checkpoints kept outside joch (`joch audit checkpoints export`).
+    #[arg(long, value_name = "FILE", requires = "public_key")]
+    pub checkpoints: Option<PathBuf>,
+    /// The public key they were signed with (FILE.pub of `joch audit keygen`).
+    #[arg(long, value_name = "FILE", requires = "checkpoints")]
+    pub public_key: Option<PathBuf>,
+    /// Verify this exported chain offline, with no server or database.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -303,11 +343,20 @@ pub struct ServeArgs {
     /// Listen on a non-loopback address without authentication.
     #[arg(long, env = "JOCH_INSECURE")]
     pub insecure: bool,
-    /// Accept JWTs of this identity provider (`iss`); with --jwt-audience
-    /// and --jwt-jwks. Turns authentication on.
-    #[arg(long, env = "JOCH_JWT_ISSUER", requires_all = ["jwt_audience", "jwt_jwks"])]
+    /// joch's base URL as its clients reach it (scheme, host, port; behind
+    /// a proxy, the proxy's): the resource named by the OAuth
+    /// protected-resource metadata and 401 challenges, and the audience
+    /// JWTs are issued for. Default: `http://` and the listening address.
+    #[arg(long, env = "JOCH_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Accept JWTs of this identity provider (`iss`), whose signing keys
+    /// --jwt-jwks gives. Turns authentication on, and is named as the
+    /// authorization server in the protected-resource metadata.
+    #[arg(long, env = "JOCH_JWT_ISSUER", requires = "jwt_jwks")]
     pub jwt_issuer: Option<String>,
-    /// The `aud` JWTs must carry.
+    /// The one `aud` JWTs must carry. Default: a resource of this joch,
+    /// i.e. --public-url or the URL of one of its MCP endpoints (the
+    /// namespace's own, for a namespaced endpoint).
     #[arg(long, env = "JOCH_JWT_AUDIENCE", requires = "jwt_issuer")]
     pub jwt_audience: Option<String>,
     /// The provider's signing keys: a JWKS file, or an http(s) URL read at start.
@@ -321,6 +370,16 @@ pub struct ServeArgs {
     /// carry names, ids and outcomes only).
     #[arg(long, env = "JOCH_TRACE_CONTENT")]
     pub trace_content: bool,
+    /// Sign each namespace's audit chain head with this Ed25519 key (a file
+    /// of 64 hex digits, from `joch audit keygen`); unset, nothing is signed.
+    #[arg(long, env = "JOCH_AUDIT_SIGNING_KEY", value_name = "FILE")]
+    pub audit_signing_key: Option<PathBuf>,
+    /// Sign a moving chain head at least this often, in seconds.
+    #[arg(long, env = "JOCH_AUDIT_CHECKPOINT_SECONDS", default_value_t = 60)]
+    pub audit_checkpoint_seconds: u64,
+    /// Or sooner, once this many entries were appended since the last.
+    #[arg(long, env = "JOCH_AUDIT_CHECKPOINT_ENTRIES", default_value_t = 10_000)]
+    pub audit_checkpoint_entries: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -440,7 +499,14 @@ pub struct CallArgs {
     /// The agent making the call.
     #[arg(long)]
     pub agent: Option<String>,
-    /// Print the record as JSON instead of YAML.
-    #[arg(short, long)]
-    pub output: Option<OutputFormat>,
+    /// How to print the settled record (default yaml).
+    #[arg(short, long, default_value = "yaml")]
+    pub output: RecordFormat,
+}
+
+/// How `joch call` prints the record it gets back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecordFormat {
+    Yaml,
+    Json,
 }

@@ -22,6 +22,7 @@ use rmcp::service::{
     RoleServer,
 };
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, ServerHandler, ServiceExt};
 use serde_json::json;
 
@@ -72,7 +73,12 @@ async fn embedded(db: &std::path::Path, namespace: String) -> anyhow::Result<()>
     )
     .await?;
     engine.spawn_mcp_refresher(Duration::from_secs(1));
-    let handler = JochMcp::for_stdio(engine, namespace, Duration::from_secs(1));
+    let handler = JochMcp::for_stdio(
+        engine,
+        namespace,
+        joch_engine::Principal::local(),
+        Duration::from_secs(1),
+    );
     let running = handler
         .serve(rmcp::transport::io::stdio())
         .await
@@ -92,8 +98,14 @@ async fn proxy(client: &ClientArgs, namespace: &str) -> anyhow::Result<()> {
         downstream: downstream.clone(),
         tokens: tokens.clone(),
     };
+    // The proxy acts as the token's holder: joch's server applies that
+    // principal's rules (its tool selector, separation of duties).
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+    if let Some(token) = &client.token {
+        config = config.auth_header(token.clone());
+    }
     let upstream = forwarder
-        .serve(StreamableHttpClientTransport::from_uri(url.as_str()))
+        .serve(StreamableHttpClientTransport::from_config(config))
         .await
         .with_context(|| format!("cannot reach joch's MCP endpoint at {url}"))?;
     let proxy = Proxy {

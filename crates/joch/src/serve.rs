@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use joch::{StoreLocation, open_engine};
-use joch_engine::{Engine, EngineConfig, RecoveryReport};
+use joch_engine::{CheckpointSigning, Engine, EngineConfig, RecoveryReport};
 use joch_server::ServerConfig;
 
 use joch_core::policy::OnTimeout;
@@ -11,17 +11,9 @@ use crate::cli::{ApprovalFallback, ServeArgs};
 use crate::demo;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let jwt = match (&args.jwt_issuer, &args.jwt_audience, &args.jwt_jwks) {
-        (Some(issuer), Some(audience), Some(jwks)) => Some(joch_engine::JwtConfig {
-            issuer: issuer.clone(),
-            audience: audience.clone(),
-            keys: load_jwks(jwks).await?,
-        }),
-        _ => None,
-    };
     // joch has no authentication yet: anyone who reaches it can run tools
     // and decide approvals. Only this machine may, unless told otherwise.
-    let authenticated = args.admin_token.is_some() || jwt.is_some();
+    let authenticated = args.admin_token.is_some() || args.jwt_issuer.is_some();
     if !args.addr.ip().is_loopback() && !args.insecure && !authenticated {
         anyhow::bail!(
             "refusing to listen on {} without authentication: anyone who can reach it could run tools \
@@ -29,6 +21,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             args.addr
         );
     }
+    // Bound first: the default public URL, and so the JWT audience, is the
+    // address actually bound (port 0 picks one).
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.addr))?;
+    let addr = listener
+        .local_addr()
+        .context("cannot read the bound address")?;
+    let public_url = public_url(args.public_url.as_deref(), addr)?;
+    let jwt = jwt_config(&args, &public_url).await?;
     let config = EngineConfig {
         approval_timeout: std::time::Duration::from_secs(args.approval_timeout_seconds),
         approval_fallback: match args.approval_fallback {
@@ -37,7 +39,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         trace_content: args.trace_content,
         root_token_hash: args.admin_token.as_deref().map(joch_core::token::hash),
-        jwt,
+        jwt: jwt.clone(),
         replica: args.store.is_some().then(replica_name),
         artifacts: args.artifacts_dir.clone().map(|dir| {
             std::sync::Arc::new(joch_store::FileBlobs::new(dir))
@@ -65,13 +67,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     engine.spawn_hook_result_sweeper(std::time::Duration::from_secs(
         args.hook_result_timeout_seconds.max(1),
     ));
+    let signer = checkpoint_signing(&args)?.map(|s| engine.spawn_checkpoint_signer(s));
 
-    let listener = tokio::net::TcpListener::bind(args.addr)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.addr))?;
-    let addr = listener
-        .local_addr()
-        .context("cannot read the bound address")?;
     let metrics = install_metrics()?;
     let mut app = joch_server::router(
         engine.clone(),
@@ -85,6 +82,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             } else {
                 Vec::new()
             },
+            authorization_servers: jwt.map(|jwt| jwt.issuer).into_iter().collect(),
+            public_url,
             ..ServerConfig::default()
         },
     );
@@ -128,8 +127,70 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_signal(),
     )
     .await?;
+    if let Some(signer) = signer {
+        // The last heads, so that a tail cut after this stop is caught.
+        match signer.shutdown().await {
+            Ok(n) => tracing::info!(signed = n, "signed the audit chains' last heads"),
+            Err(e) => tracing::warn!(error = %e, "could not sign the audit chains' last heads"),
+        }
+    }
     tracing::info!("joch stopped");
     Ok(())
+}
+
+/// The checkpoint signer's settings, when a signing key is given.
+fn checkpoint_signing(args: &ServeArgs) -> anyhow::Result<Option<CheckpointSigning>> {
+    let Some(path) = &args.audit_signing_key else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the audit signing key {}", path.display()))?;
+    let key = joch_core::audit::signing_key_from_hex(&text)
+        .with_context(|| format!("{} is not an audit signing key", path.display()))?;
+    Ok(Some(CheckpointSigning {
+        key,
+        every: std::time::Duration::from_secs(args.audit_checkpoint_seconds.max(1)),
+        every_entries: args.audit_checkpoint_entries.max(1),
+    }))
+}
+
+/// The base URL clients reach joch at, without a trailing slash: as
+/// configured (normalised, so that it compares equal to the URL a client
+/// derives from it: lowercase host, no default port), or the bound address
+/// over plain HTTP.
+fn public_url(configured: Option<&str>, addr: std::net::SocketAddr) -> anyhow::Result<String> {
+    let Some(url) = configured else {
+        return Ok(format!("http://{addr}"));
+    };
+    let parsed =
+        reqwest::Url::parse(url).with_context(|| format!("--public-url {url} is not a URL"))?;
+    anyhow::ensure!(
+        matches!(parsed.scheme(), "http" | "https")
+            && parsed.query().is_none()
+            && parsed.fragment().is_none(),
+        "--public-url {url}: expected an http(s) URL without query or fragment"
+    );
+    Ok(parsed.as_str().trim_end_matches('/').to_owned())
+}
+
+/// The identity provider whose JWTs authenticate, if one is configured.
+/// Without --jwt-audience, a JWT must be issued for a resource of this
+/// joch: its public URL or one of its MCP endpoints.
+async fn jwt_config(
+    args: &ServeArgs,
+    public_url: &str,
+) -> anyhow::Result<Option<joch_engine::JwtConfig>> {
+    let (Some(issuer), Some(jwks)) = (&args.jwt_issuer, &args.jwt_jwks) else {
+        return Ok(None);
+    };
+    Ok(Some(joch_engine::JwtConfig {
+        issuer: issuer.clone(),
+        audiences: match &args.jwt_audience {
+            Some(audience) => vec![audience.clone()],
+            None => joch_server::resource_audiences(public_url),
+        },
+        keys: load_jwks(jwks).await?,
+    }))
 }
 
 /// An identity provider's JWKS, from a file or an http(s) URL.

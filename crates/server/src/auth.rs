@@ -6,8 +6,14 @@
 //! - `agent`: call tools (REST, MCP, hook endpoints, batches) and read
 //!   tools, calls, executions and approvals;
 //! - `approver`: an agent's rights, reading everything but tokens, and
-//!   deciding approvals of calls it did not make;
+//!   deciding approvals;
 //! - `admin`: everything in the namespace. The root token is admin everywhere.
+//!
+//! This middleware only establishes who is asking and which routes its role
+//! reaches; the rules on calls and decisions (a principal cannot decide a
+//! call it made, which tools exist for it) are the engine's (`rules.rs`),
+//! so that every surface keeps them. Without authentication the principal
+//! is the local one.
 
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
@@ -17,10 +23,7 @@ use joch_core::token::Role;
 use joch_engine::Principal;
 
 use crate::mcp::NAMESPACE_HEADER;
-use crate::{ApiError, AppState};
-
-/// Annotation naming the token that made a call, so it cannot approve it.
-pub(crate) const CALLER_TOKEN_ANNOTATION: &str = "joch.dev/token";
+use crate::{ApiError, AppState, discovery};
 
 pub(crate) async fn authorize(
     State(state): State<AppState>,
@@ -32,11 +35,15 @@ pub(crate) async fn authorize(
         path.as_str(),
         "/healthz" | "/readyz" | "/metrics" | "/openapi.json"
     ) || path.starts_with("/demo/")
+        || path.starts_with(discovery::METADATA_PATH)
     {
         return next.run(request).await;
     }
     match state.engine.auth_required().await {
-        Ok(false) => return next.run(request).await,
+        Ok(false) => {
+            request.extensions_mut().insert(Principal::local());
+            return next.run(request).await;
+        }
         Ok(true) => {}
         Err(e) => return ApiError::from(e).into_response(),
     }
@@ -47,6 +54,7 @@ pub(crate) async fn authorize(
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
         .map(str::to_owned);
+    let refused = presented.is_some();
     let principal = match presented {
         Some(token) => match state.engine.authenticate(&token).await {
             Ok(principal) => principal,
@@ -55,15 +63,16 @@ pub(crate) async fn authorize(
         None => None,
     };
     let Some(principal) = principal else {
-        let mut answer = ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "this joch requires a bearer token (Authorization: Bearer ...)",
-        )
-        .into_response();
+        let message = if refused {
+            "the bearer token is unknown, expired or issued for another resource"
+        } else {
+            "this joch requires a bearer token (Authorization: Bearer ...)"
+        };
+        let mut answer =
+            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
         answer.headers_mut().insert(
             header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
+            discovery::challenge(&state.config, &path, refused),
         );
         return answer;
     };
@@ -171,38 +180,4 @@ fn allowed(role: Role, method: &Method, target: &Target) -> bool {
         }
         Role::Admin => true,
     }
-}
-
-/// The approver an authenticated decision is recorded under, refusing a
-/// principal that made the call itself.
-pub(crate) async fn decider(
-    state: &AppState,
-    principal: Option<&Principal>,
-    namespace: &str,
-    call: &str,
-    claimed: Option<String>,
-) -> Result<String, ApiError> {
-    let Some(principal) = principal else {
-        return claimed.ok_or_else(|| {
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_resource",
-                "approvedBy: missing field",
-            )
-        });
-    };
-    let made_it = state
-        .engine
-        .get_call(namespace, call)
-        .await
-        .ok()
-        .and_then(|c| c.metadata.annotations.get(CALLER_TOKEN_ANNOTATION).cloned());
-    if made_it.as_deref() == Some(principal.name.as_str()) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "a token cannot decide on a call it made",
-        ));
-    }
-    Ok(principal.name.clone())
 }

@@ -72,6 +72,7 @@ impl From<EngineError> for ApiError {
                     .with_details(json!({"toolCall": call}))
             }
             EngineError::Refused { code, .. } => ApiError::new(StatusCode::CONFLICT, code, message),
+            EngineError::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", message),
             EngineError::BadRequest(_) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
             }

@@ -178,3 +178,29 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T>
             .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))
     }
 }
+
+/// Who is asking, as the authentication middleware established it: a
+/// token's, a JWT's or root's principal, or the local one when joch has no
+/// authentication. Every engine entry point that makes, decides or settles
+/// a call takes it. Missing (a route the middleware did not cover) is 401,
+/// never a silent local caller.
+pub struct Caller(pub joch_engine::Principal);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<joch_engine::Principal>()
+            .cloned()
+            .map(Caller)
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "this request carries no authenticated principal",
+                )
+            })
+    }
+}

@@ -9,6 +9,7 @@
 
 mod api;
 mod auth;
+mod discovery;
 mod error;
 mod extract;
 mod hooks;
@@ -22,6 +23,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use joch_engine::Engine;
 
+pub use discovery::resource_audiences;
 pub use error::ApiError;
 
 /// HTTP settings, each with a documented default.
@@ -35,6 +37,13 @@ pub struct ServerConfig {
     /// How often an MCP call waiting for approval sends the client a
     /// progress notification (default 1 s).
     pub mcp_progress_every: Duration,
+    /// joch's base URL as its clients reach it: the resource its
+    /// protected-resource metadata and 401 challenges name (default
+    /// `http://127.0.0.1:7070`).
+    pub public_url: String,
+    /// The authorization servers (the JWT issuer) that metadata names as
+    /// the ones to get a token from (default none).
+    pub authorization_servers: Vec<String>,
     /// Most long-lived answers (event follows, MCP requests and streams)
     /// one principal may have open at once (default 256; all
     /// unauthenticated callers count as one); beyond it, 429
@@ -48,6 +57,8 @@ impl Default for ServerConfig {
             max_body_bytes: 4 * 1024 * 1024,
             mcp_allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
             mcp_progress_every: Duration::from_secs(1),
+            public_url: "http://127.0.0.1:7070".to_owned(),
+            authorization_servers: Vec::new(),
             max_streams_per_principal: 256,
         }
     }
@@ -81,11 +92,13 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let mcp = Router::new()
         .route_service("/mcp", mcp.clone())
         .route_service("/v1/namespaces/{ns}/mcp", mcp)
+        .layer(axum::middleware::map_response(mcp::json_errors))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             streams::limit,
         ));
     api::routes()
+        .merge(discovery::routes())
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state.clone())
         .merge(mcp)

@@ -42,7 +42,10 @@ impl Streams {
     ) -> Result<Held, ApiError> {
         let key = principal.map_or_else(
             || "(unauthenticated)".to_owned(),
-            |p| format!("{}/{}", p.namespace.as_deref().unwrap_or("*"), p.name),
+            |p| {
+                let namespace = p.namespace.as_deref().unwrap_or("*");
+                format!("{}:{namespace}/{}", p.kind.as_str(), p.name)
+            },
         );
         let mut open = self.lock();
         let count = open.entry(key.clone()).or_default();
@@ -104,7 +107,7 @@ mod tests {
         let alice = Principal {
             name: "alice".to_owned(),
             namespace: Some("team".to_owned()),
-            role: joch_core::token::Role::Agent,
+            ..Principal::local()
         };
         let first = streams.open(Some(&alice), 2).expect("first");
         let _second = streams.open(Some(&alice), 2).expect("second");

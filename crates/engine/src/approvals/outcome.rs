@@ -61,6 +61,7 @@ impl Engine {
             edited_input: approval.status.edited_input.clone(),
             value: approval.status.value.clone(),
             always: approval.status.always,
+            for_user: approval.status.asked_user,
         };
         if let (true, Some(verb)) = (approval.status.always, approval.status.decision.as_deref()) {
             // Written just after the decision: the decider may not have got to it.
@@ -248,13 +249,21 @@ impl Engine {
     }
 }
 
-/// Records the approval's outcome on the call's `spec.approval`.
+/// Records the approval's outcome on the call's `spec.approval`: who
+/// approved or who rejected it, and when, in the fields that say which (a
+/// deadline that passed is neither).
 fn mark_call(call: &mut ToolCall, status: &str, approval: &Approval) {
-    call.spec.approval = Some(CallApproval {
+    let (by, at) = (&approval.status.decided_by, approval.status.decided_at);
+    let mut marked = CallApproval {
         required: true,
         status: Some(status.to_owned()),
-        approved_by: approval.status.decided_by.clone(),
-        approved_at: approval.status.decided_at,
         reason: approval.status.rationale.clone(),
-    });
+        ..CallApproval::default()
+    };
+    match status {
+        "approved" => (marked.approved_by, marked.approved_at) = (by.clone(), at),
+        "rejected" => (marked.rejected_by, marked.rejected_at) = (by.clone(), at),
+        _ => {}
+    }
+    call.spec.approval = Some(marked);
 }

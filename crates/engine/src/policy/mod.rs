@@ -7,7 +7,7 @@
 //! the call is allowed. A policy that fails to evaluate denies (fails
 //! closed), and the error is the recorded reason.
 
-mod evaluate;
+pub(crate) mod evaluate;
 mod facts;
 
 use joch_core::policy::{ApprovalRouting, Patch, UserInput};

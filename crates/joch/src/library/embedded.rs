@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use async_trait::async_trait;
-use joch_core::{Approval, ApprovalPhase, Endpoint, Policy, Tool};
+use joch_core::{Approval, ApprovalPhase, Endpoint, Policy, Principal, Tool};
 use joch_engine::{ApprovalDecision, Configurable, Engine, EngineConfig, ListParams};
 use serde_json::Value;
 
@@ -19,6 +19,7 @@ pub struct EmbeddedGateway {
     namespace: String,
     agent: Option<String>,
     execution: Option<String>,
+    principal: Principal,
 }
 
 impl EmbeddedGateway {
@@ -32,7 +33,16 @@ impl EmbeddedGateway {
             namespace: namespace.to_owned(),
             agent: None,
             execution: None,
+            principal: Principal::local(),
         })
+    }
+
+    /// Acts as `principal` (default: the local caller, which has no
+    /// identity): its calls are recorded as its own, its tool selector
+    /// applies, and it cannot decide a call it made.
+    pub fn with_principal(mut self, principal: Principal) -> Self {
+        self.principal = principal;
+        self
     }
 
     /// Records the calls as made by `agent`.
@@ -95,8 +105,9 @@ impl EmbeddedGateway {
             .collect())
     }
 
-    /// Approves a paused call as `by`; the call then runs, and its caller
-    /// gets the result.
+    /// Approves a paused call; the call then runs, and its caller gets the
+    /// result. Recorded under `by` for the local caller, else under the
+    /// gateway's principal.
     pub async fn approve(&self, approval: &str, by: &str) -> Result<Approval, Error> {
         let decision = ApprovalDecision {
             by: by.to_owned(),
@@ -104,7 +115,7 @@ impl EmbeddedGateway {
         };
         Ok(self
             .engine
-            .approve(&self.namespace, approval, decision)
+            .approve(&self.principal, &self.namespace, approval, decision)
             .await?)
     }
 
@@ -117,7 +128,7 @@ impl EmbeddedGateway {
         };
         Ok(self
             .engine
-            .reject(&self.namespace, approval, decision)
+            .reject(&self.principal, &self.namespace, approval, decision)
             .await?)
     }
 }
@@ -127,7 +138,7 @@ impl ToolExecutor for EmbeddedGateway {
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>, Error> {
         let tools = self
             .engine
-            .list_resources::<Tool>(&self.namespace, ListParams::default())
+            .list_tools(&self.principal, &self.namespace, ListParams::default())
             .await?;
         Ok(tools.items.iter().map(ToolDefinition::from).collect())
     }
@@ -136,7 +147,10 @@ impl ToolExecutor for EmbeddedGateway {
         let manifest = call.manifest(self.agent.as_deref(), self.execution.as_deref());
         let record = serde_json::from_value(manifest)
             .map_err(|e| Error::Invalid(format!("not a ToolCall: {e}")))?;
-        let outcome = self.engine.call(&self.namespace, record).await?;
+        let outcome = self
+            .engine
+            .call(&self.principal, &self.namespace, record)
+            .await?;
         let replayed = outcome.replayed;
         Ok(ToolOutput::of(call, outcome.into_response(), replayed))
     }

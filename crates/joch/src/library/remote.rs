@@ -73,6 +73,31 @@ impl RemoteGateway {
         Ok((status, body))
     }
 
+    /// Approves a paused call as the token's holder: the server refuses
+    /// (403 `forbidden`) a token that made the call itself.
+    pub async fn approve(&self, approval: &str) -> Result<joch_core::Approval, Error> {
+        self.decide(approval, "approve", serde_json::json!({}))
+            .await
+    }
+
+    /// Denies a paused call as the token's holder, telling the model `message`.
+    pub async fn deny(&self, approval: &str, message: &str) -> Result<joch_core::Approval, Error> {
+        let body = serde_json::json!({"message": message});
+        self.decide(approval, "deny", body).await
+    }
+
+    async fn decide(
+        &self,
+        approval: &str,
+        verb: &str,
+        body: Value,
+    ) -> Result<joch_core::Approval, Error> {
+        let url = self.url(&format!("approvals/{approval}/{verb}"));
+        let (_, answer) = self.send(self.http.post(url).json(&body)).await?;
+        serde_json::from_value(answer)
+            .map_err(|e| Error::Transport(format!("an unexpected Approval: {e}")))
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}/v1/namespaces/{}/{path}", self.base, self.namespace)
     }

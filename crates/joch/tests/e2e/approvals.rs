@@ -269,6 +269,13 @@ async fn a_rejected_call_is_denied_with_the_approvers_message() {
         json!({"success": false, "error": "Denied by approver", "tool_call_id": "rej-1", "reason": "use the refund tool instead"})
     );
     assert_eq!(call["spec"]["approval"]["status"], "rejected");
+    // Who rejected it, in fields that say so: nobody approved it.
+    assert_eq!(call["spec"]["approval"]["rejectedBy"], "alice", "{call}");
+    assert!(call["spec"]["approval"]["rejectedAt"].is_string());
+    assert!(
+        call["spec"]["approval"].get("approvedBy").is_none(),
+        "{call}"
+    );
     assert_eq!(webhook.hits(), 0);
 }
 

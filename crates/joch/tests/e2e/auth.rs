@@ -187,51 +187,80 @@ async fn an_approver_cannot_decide_on_its_own_call() {
     assert!(body["message"].as_str().unwrap().contains("a call it made"));
 }
 
-#[tokio::test]
-async fn jwts_of_the_identity_provider_authenticate_with_their_claims() {
-    use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
-    let secret = b"a-shared-secret-of-the-test-identity-provider";
-    let dir = tempfile::tempdir().unwrap();
-    let jwks = dir.path().join("jwks.json");
-    // base64url of the secret, as a JWK of type "oct".
-    let k = {
+/// A test identity provider: an HS256 key published as a JWKS file, and
+/// the JWTs it signs for `carol@example.com` in [`NS`].
+struct Idp {
+    dir: tempfile::TempDir,
+}
+
+impl Idp {
+    const ISSUER: &'static str = "https://idp.example";
+    const SECRET: &'static [u8] = b"a-shared-secret-of-the-test-identity-provider";
+
+    fn new() -> Idp {
+        let dir = tempfile::tempdir().unwrap();
+        // base64url of the secret, as a JWK of type "oct".
         const ALPHABET: &[u8; 64] =
             b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        let mut out = String::new();
-        for chunk in secret.chunks(3) {
+        let mut k = String::new();
+        for chunk in Idp::SECRET.chunks(3) {
             let n =
                 chunk.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
             for i in 0..=chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+                k.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
             }
         }
-        out
-    };
-    std::fs::write(
-        &jwks,
-        json!({"keys": [{"kty": "oct", "kid": "idp-1", "alg": "HS256", "k": k}]}).to_string(),
-    )
-    .unwrap();
+        let jwks = json!({"keys": [{"kty": "oct", "kid": "idp-1", "alg": "HS256", "k": k}]});
+        std::fs::write(dir.path().join("jwks.json"), jwks.to_string()).unwrap();
+        Idp { dir }
+    }
+
+    fn jwks(&self) -> String {
+        self.dir
+            .path()
+            .join("jwks.json")
+            .to_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// A JWT for `aud`, expiring `ttl` seconds from now (negative: expired).
+    fn jwt(&self, aud: &str, ttl: i64, role: &str) -> String {
+        self.jwt_with(aud, ttl, role, json!({}))
+    }
+
+    /// [`Idp::jwt`] with more claims.
+    fn jwt_with(&self, aud: &str, ttl: i64, role: &str, extra: Value) -> String {
+        use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some("idp-1".to_owned());
+        let exp = chrono::Utc::now().timestamp() + ttl;
+        let mut claims = json!({"sub": "carol@example.com", "iss": Idp::ISSUER, "aud": aud, "exp": exp, "namespace": NS, "role": role});
+        claims
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().cloned().unwrap_or_default());
+        encode(&header, &claims, &EncodingKey::from_secret(Idp::SECRET)).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn jwts_of_the_identity_provider_authenticate_with_their_claims() {
+    let idp = Idp::new();
+    let jwks = idp.jwks();
     let joch = Joch::start_with(&[
         "--jwt-issuer",
-        "https://idp.example",
+        Idp::ISSUER,
         "--jwt-audience",
         "joch",
         "--jwt-jwks",
-        jwks.to_str().unwrap(),
+        &jwks,
     ])
     .await;
-    let now = chrono::Utc::now().timestamp();
-    let jwt = |aud: &str, exp: i64, role: &str| {
-        let mut header = Header::new(Algorithm::HS256);
-        header.kid = Some("idp-1".to_owned());
-        let claims = json!({"sub": "carol@example.com", "iss": "https://idp.example", "aud": aud, "exp": exp, "namespace": NS, "role": role});
-        encode(&header, &claims, &EncodingKey::from_secret(secret)).unwrap()
-    };
     let tools = format!("/v1/namespaces/{NS}/tools");
     let (status, body) = as_token(
         &joch,
-        &jwt("joch", now + 600, "approver"),
+        &idp.jwt("joch", 600, "approver"),
         Method::GET,
         &tools,
         None,
@@ -241,7 +270,7 @@ async fn jwts_of_the_identity_provider_authenticate_with_their_claims() {
     let tool = json!({"metadata": {"name": "t"}, "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}});
     let (status, _) = as_token(
         &joch,
-        &jwt("joch", now + 600, "approver"),
+        &idp.jwt("joch", 600, "approver"),
         Method::POST,
         &tools,
         Some(tool.clone()),
@@ -250,7 +279,7 @@ async fn jwts_of_the_identity_provider_authenticate_with_their_claims() {
     assert_eq!(status, StatusCode::FORBIDDEN, "the role claim applies");
     let (status, _) = as_token(
         &joch,
-        &jwt("joch", now + 600, "admin"),
+        &idp.jwt("joch", 600, "admin"),
         Method::POST,
         &tools,
         Some(tool),
@@ -258,19 +287,148 @@ async fn jwts_of_the_identity_provider_authenticate_with_their_claims() {
     .await;
     assert_eq!(status, StatusCode::CREATED);
     for (why, token) in [
-        ("another audience", jwt("someone-else", now + 600, "admin")),
-        ("expired", jwt("joch", now - 600, "admin")),
+        ("another audience", idp.jwt("someone-else", 600, "admin")),
+        (
+            "joch's own URL, when the audience is configured",
+            idp.jwt(&joch.base, 600, "admin"),
+        ),
+        ("expired", idp.jwt("joch", -600, "admin")),
     ] {
         let (status, _) = as_token(&joch, &token, Method::GET, &tools, None).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{why}");
     }
     let (status, _) = as_token(
         &joch,
-        &jwt("joch", now + 600, "admin"),
+        &idp.jwt("joch", 600, "admin"),
         Method::GET,
         "/v1/namespaces/elsewhere/tools",
         None,
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "the namespace claim applies");
+
+    // The joch_tools claim is the JWT's tool selector.
+    let limited = idp.jwt_with(
+        "joch",
+        600,
+        "agent",
+        json!({"joch_tools": {"names": ["crm.*"]}}),
+    );
+    let (status, list) = as_token(&joch, &limited, Method::GET, &tools, None).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(list["items"], json!([]), "t is not crm.*: {list}");
+    let call = json!({"metadata": {"name": "jwt-hidden"}, "spec": {"toolRef": {"name": "t"}}});
+    let calls = format!("/v1/namespaces/{NS}/toolcalls");
+    let (status, body) = as_token(&joch, &limited, Method::POST, &calls, Some(call)).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("tool_not_found")),
+        "{body}"
+    );
+    let admin = idp.jwt("joch", 600, "admin");
+    let (_, refused) = as_token(
+        &joch,
+        &admin,
+        Method::GET,
+        &format!("{calls}/jwt-hidden"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        refused["status"]["principal"],
+        json!({"kind": "jwt", "name": "carol@example.com", "role": "agent"})
+    );
+}
+
+/// Opens an MCP session at `url` (an `initialize`), with `token` if any.
+async fn mcp_initialize(joch: &Joch, url: &str, token: Option<&str>) -> reqwest::Response {
+    let mut request = joch
+        .http
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "e2e", "version": "0"}}}),
+        );
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request.send().await.unwrap()
+}
+
+fn challenge_of(answer: &reqwest::Response) -> &str {
+    answer.headers()["www-authenticate"].to_str().unwrap()
+}
+
+#[tokio::test]
+async fn mcp_clients_discover_the_identity_provider_from_the_challenge() {
+    let idp = Idp::new();
+    let jwks = idp.jwks();
+    let joch = Joch::start_with(&["--jwt-issuer", Idp::ISSUER, "--jwt-jwks", &jwks]).await;
+    let base = &joch.base;
+    let mcp = format!("{base}/v1/namespaces/{NS}/mcp");
+    let metadata = format!("{base}/.well-known/oauth-protected-resource");
+
+    let answer = mcp_initialize(&joch, &mcp, None).await;
+    assert_eq!(answer.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        challenge_of(&answer),
+        format!(r#"Bearer resource_metadata="{metadata}/v1/namespaces/{NS}/mcp""#)
+    );
+    let body: Value = answer.json().await.unwrap();
+    assert_eq!(body["code"], "unauthorized", "errors stay JSON: {body}");
+    let answer = mcp_initialize(&joch, &format!("{base}/mcp"), Some("not-a-token")).await;
+    assert_eq!(
+        challenge_of(&answer),
+        format!(r#"Bearer resource_metadata="{metadata}/mcp", error="invalid_token""#)
+    );
+    let answer = joch
+        .http
+        .get(format!("{base}/v1/namespaces/{NS}/tools"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        challenge_of(&answer),
+        format!(r#"Bearer resource_metadata="{metadata}""#),
+        "other routes point at joch's own metadata"
+    );
+
+    for (suffix, resource) in [
+        (format!("/v1/namespaces/{NS}/mcp"), mcp.clone()),
+        ("/mcp".to_owned(), format!("{base}/mcp")),
+        (String::new(), base.clone()),
+    ] {
+        let (status, doc) = joch
+            .get(&format!("/.well-known/oauth-protected-resource{suffix}"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{suffix}: {doc}");
+        assert_eq!(doc["resource"], resource.as_str(), "{suffix}");
+        assert_eq!(doc["authorization_servers"], json!([Idp::ISSUER]));
+        assert_eq!(doc["bearer_methods_supported"], json!(["header"]));
+    }
+    let (status, doc) = joch
+        .get("/.well-known/oauth-protected-resource/v1/namespaces/Not_A_Namespace/mcp")
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{doc}");
+    assert_eq!(doc["code"], "bad_request");
+
+    for (aud, expected) in [
+        (mcp.clone(), StatusCode::OK),
+        (format!("{base}/mcp"), StatusCode::OK),
+        (format!("{base}/"), StatusCode::OK),
+        (
+            format!("{base}/v1/namespaces/elsewhere/mcp"),
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "https://another.example/mcp".to_owned(),
+            StatusCode::UNAUTHORIZED,
+        ),
+        ("joch".to_owned(), StatusCode::UNAUTHORIZED),
+    ] {
+        let answer = mcp_initialize(&joch, &mcp, Some(&idp.jwt(&aud, 600, "agent"))).await;
+        assert_eq!(answer.status(), expected, "aud {aud}");
+    }
 }

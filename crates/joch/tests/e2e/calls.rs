@@ -133,6 +133,10 @@ async fn bad_arguments_are_recorded_as_failed_calls_that_never_run() {
         assert_eq!(call["status"]["phase"], "Failed", "{input}");
         assert_eq!(call["status"]["error"]["code"], code, "{input}");
         assert_eq!(call["status"]["attempts"], 0);
+        assert_eq!(
+            call["spec"]["input"], input,
+            "the record keeps what was sent"
+        );
         let stored = joch
             .get_call(call["metadata"]["name"].as_str().unwrap())
             .await;

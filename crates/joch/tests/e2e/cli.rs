@@ -24,14 +24,25 @@ async fn apply_creates_then_configures_every_example() {
     assert_eq!(first.matches(" created").count(), example_count, "{first}");
     let second = stdout(&joch.cli(&["apply", "-f", examples.to_str().unwrap(), "-n", "e2e"]));
     assert_eq!(
-        second.matches(" configured").count(),
+        second.matches(" unchanged").count() + second.matches(" configured").count(),
         example_count,
-        "{second}"
+        "applying the same manifests again changes nothing: {second}"
     );
     let (_, tool) = joch
         .get("/v1/namespaces/e2e/tools/zendesk.create_ticket")
         .await;
     assert_eq!(tool["metadata"]["resourceVersion"], "2");
+
+    // A different definition under a taken name is said to replace it.
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("ticket.yaml");
+    let manifest = "kind: Tool\nmetadata: {name: zendesk.create_ticket}\nspec:\n  description: Another.\n  inputSchema: {type: object}\n  backend: {type: noop}\n";
+    std::fs::write(&other, manifest).unwrap();
+    let third = stdout(&joch.cli(&["apply", "-f", other.to_str().unwrap(), "-n", "e2e"]));
+    assert!(
+        third.contains("tool/zendesk.create_ticket replaced: its spec differed"),
+        "{third}"
+    );
 
     let bad = joch.cli(&["apply", "-f", "/nonexistent.yaml"]);
     assert!(!bad.status.success());

@@ -17,6 +17,16 @@ use serde_json::{Value, json};
 pub const NS: &str = "e2e";
 
 /// A running `joch serve` process, killed (SIGKILL) on drop.
+/// Where a test server's warnings go: nowhere, so that a green run prints
+/// only what the tests say (many tests provoke warnings on purpose);
+/// `JOCH_TEST_LOG=1` shows them, to debug a failing test.
+fn server_log() -> Stdio {
+    match std::env::var_os("JOCH_TEST_LOG") {
+        Some(_) => Stdio::inherit(),
+        None => Stdio::null(),
+    }
+}
+
 pub struct Joch {
     child: Child,
     pub base: String,
@@ -41,14 +51,14 @@ impl Joch {
 
     /// A server on `db`, with extra `serve` flags.
     pub async fn start_on(db: &Path, flags: &[&str]) -> Joch {
-        Joch::spawn(db, flags, &[], "warn", Stdio::inherit()).await
+        Joch::spawn(db, flags, &[], "warn", server_log()).await
     }
 
     /// A server on a fresh database, with extra environment variables.
     pub async fn start_with_env(env: &[(&str, &str)]) -> Joch {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("joch.db");
-        let mut joch = Joch::spawn(&db, &[], env, "warn", Stdio::inherit()).await;
+        let mut joch = Joch::spawn(&db, &[], env, "warn", server_log()).await;
         joch._dir = Some(dir);
         joch
     }
@@ -161,6 +171,14 @@ impl Joch {
     /// `kill -9`: no shutdown handler runs.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then waits: the shutdown handlers run.
+    pub fn stop(&mut self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid}");
         let _ = self.child.wait();
     }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -52,9 +52,42 @@ impl ServerHandler for Upstream {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        // `ask` asks its client's user, and says what came back.
+        if request.name == "ask" {
+            let asked = context
+                .peer
+                .create_elicitation(rmcp::model::ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: "Proceed?".to_owned(),
+                    requested_schema: serde_json::from_value(
+                        json!({"type": "object", "properties": {}}),
+                    )
+                    .unwrap(),
+                })
+                .await;
+            let said = match asked {
+                Ok(answer) => format!("answered {:?}", answer.action),
+                Err(e) => format!("refused: {e}"),
+            };
+            return Ok(CallToolResult::success(vec![ContentBlock::text(said)]).into());
+        }
+        // `countdown` reports three steps of progress before it answers.
+        if let (true, Some(token)) = (
+            request.name == "countdown",
+            context.meta.get_progress_token(),
+        ) {
+            for step in 1..=3u32 {
+                let progress = ProgressNotificationParam::new(token.clone(), f64::from(step))
+                    .with_total(3.0)
+                    .with_message(format!("step {step}"));
+                let _ = context.peer.notify_progress(progress).await;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            return Ok(CallToolResult::success(vec![ContentBlock::text("lift-off")]).into());
+        }
         // `snapshot` answers an image, as screenshot tools do.
         if request.name == "snapshot" {
             return Ok(CallToolResult::success(vec![ContentBlock::image(
@@ -62,6 +95,17 @@ impl ServerHandler for Upstream {
                 "image/png",
             )])
             .into());
+        }
+        // `forecast` answers structured content, as a tool with an
+        // outputSchema does (`{"celsius": <the id's length>}`).
+        if request.name == "forecast" {
+            let id = request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get("id"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            return Ok(CallToolResult::structured(json!({"celsius": id.len()})).into());
         }
         let args = Value::Object(request.arguments.unwrap_or_default());
         let text = format!("called {} with {args}", request.name);
@@ -238,6 +282,63 @@ async fn upstream_tools_become_tools_with_side_effects_from_annotations() {
     let (_, bad) = joch.call("crm.lookup", json!({"id": 42})).await;
     assert_eq!(bad["status"]["phase"], "Failed");
     assert_eq!(upstream.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn an_output_schema_checks_structured_content_and_refusals_name_each_argument() {
+    let mut forecast = tool("forecast", Some(json!({"readOnlyHint": true})));
+    forecast["outputSchema"] = json!({"type": "object", "properties": {"celsius": {"type": "integer"}}, "required": ["celsius"]});
+    forecast["inputSchema"] = json!({"type": "object", "properties": {"id": {"type": "string"}, "days": {"type": "integer", "maximum": 7}}});
+    let upstream = UpstreamServer::start(vec![forecast]).await;
+    let joch = Joch::start().await;
+    apply(&joch, server("wx", &upstream.url, json!({}))).await;
+
+    // The schema describes structuredContent, not the whole MCP result.
+    let (status, call) = joch.call("wx.forecast", json!({"id": "oslo"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{call}");
+    assert_eq!(call["status"]["phase"], "Succeeded", "{call}");
+    assert_eq!(
+        call["status"]["output"]["structuredContent"],
+        json!({"celsius": 4})
+    );
+
+    // Invalid arguments: the model is told which, by JSON pointer, on REST and MCP.
+    let (_, bad) = joch
+        .call("wx.forecast", json!({"id": 42, "days": 30}))
+        .await;
+    assert_eq!(bad["status"]["phase"], "Failed", "{bad}");
+    let told = &bad["status"]["output"]["violations"];
+    let paths: Vec<&str> = told
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths.len(), 2, "{bad}");
+    assert!(paths.contains(&"/id") && paths.contains(&"/days"), "{bad}");
+    let client = ()
+        .serve(StreamableHttpClientTransport::from_uri(format!(
+            "{}/v1/namespaces/{NS}/mcp",
+            joch.base
+        )))
+        .await
+        .unwrap();
+    let arguments = json!({"id": 42}).as_object().cloned().unwrap();
+    let refused = client
+        .call_tool(CallToolRequestParams::new("wx.forecast").with_arguments(arguments))
+        .await
+        .unwrap();
+    assert_eq!(refused.is_error, Some(true));
+    let text = serde_json::to_string(&refused.content).unwrap();
+    assert!(
+        text.contains("/id") && text.contains("violations"),
+        "{text}"
+    );
+    assert_eq!(
+        upstream.calls.load(Ordering::SeqCst),
+        1,
+        "refused calls never reach the upstream"
+    );
 }
 
 #[tokio::test]
@@ -448,6 +549,166 @@ async fn bad_mcp_servers_are_refused_field_by_field() {
         StatusCode::UNPROCESSABLE_ENTITY,
         "invalid_resource",
     );
+}
+
+#[tokio::test]
+async fn tool_prefixes_keep_upstream_names_and_collisions_are_refused_naming_both() {
+    let first = UpstreamServer::start(vec![tool("search", None), tool("fetch", None)]).await;
+    let second = UpstreamServer::start(vec![tool("search", None)]).await;
+    let joch = Joch::start().await;
+    // An empty prefix keeps the names a client had on a direct connection.
+    apply(&joch, server("web", &first.url, json!({"toolPrefix": ""}))).await;
+    let (status, search) = get_tool(&joch, "search").await;
+    assert_eq!(status, StatusCode::OK, "{search}");
+    assert_eq!(search["spec"]["backend"]["server"], "web");
+    let (status, _) = get_tool(&joch, "web.search").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // A second server whose tool would take the same name is refused, naming both.
+    let path = format!("/v1/namespaces/{NS}/mcpservers");
+    let clash = joch
+        .send(
+            Method::POST,
+            &path,
+            Some(server("mirror", &second.url, json!({"toolPrefix": ""}))),
+        )
+        .await;
+    assert_error(&clash, StatusCode::CONFLICT, "conflict");
+    let message = clash.1["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"mirror\"")
+            && message.contains("\"web\"")
+            && message.contains("\"search\""),
+        "{message}"
+    );
+    let (status, _) = joch.get(&format!("{path}/mirror")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "nothing was stored");
+    // So is one that would take a Tool defined directly.
+    joch.create_tool(json!({"metadata": {"name": "m.search"}, "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}})).await;
+    let clash = joch
+        .send(
+            Method::POST,
+            &path,
+            Some(server("mirror", &second.url, json!({"toolPrefix": "m."}))),
+        )
+        .await;
+    assert_error(&clash, StatusCode::CONFLICT, "conflict");
+    assert!(
+        clash.1["message"]
+            .as_str()
+            .unwrap()
+            .contains("defined directly"),
+        "{}",
+        clash.1
+    );
+    // With a prefix of its own it is taken.
+    apply(
+        &joch,
+        server("mirror", &second.url, json!({"toolPrefix": "mirror-"})),
+    )
+    .await;
+    let (status, _) = get_tool(&joch, "mirror-search").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// An MCP client that keeps the progress messages it is sent.
+#[derive(Clone, Default)]
+struct Watcher {
+    progress: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Watcher {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::service::RoleClient>,
+    ) {
+        let message = params.message.unwrap_or_default();
+        self.progress.lock().unwrap().push(message);
+    }
+}
+
+#[tokio::test]
+async fn upstream_progress_reaches_the_clients_progress_token() {
+    let upstream =
+        UpstreamServer::start(vec![tool("countdown", Some(json!({"readOnlyHint": true})))]).await;
+    let joch = Joch::start().await;
+    apply(&joch, server("up", &upstream.url, json!({}))).await;
+    let watcher = Watcher::default();
+    let client = watcher
+        .clone()
+        .serve(StreamableHttpClientTransport::from_uri(format!(
+            "{}/v1/namespaces/{NS}/mcp",
+            joch.base
+        )))
+        .await
+        .unwrap();
+    let result = client
+        .call_tool(CallToolRequestParams::new("up.countdown"))
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    // Notifications may trail the result by a moment.
+    for _ in 0..100 {
+        if watcher.progress.lock().unwrap().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // rmcp hands notifications to handlers concurrently, on joch's upstream
+    // connection and in this client: each arrives, not necessarily in order.
+    let mut seen = watcher.progress.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(
+        seen,
+        ["1/3: step 1", "2/3: step 2", "3/3: step 3"],
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_upstreams_question_is_refused_not_answered_for_a_user() {
+    let upstream =
+        UpstreamServer::start(vec![tool("ask", Some(json!({"readOnlyHint": true})))]).await;
+    let joch = Joch::start().await;
+    apply(&joch, server("up", &upstream.url, json!({}))).await;
+    let (_, call) = joch.call("up.ask", json!({})).await;
+    let text = call["status"]["output"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("refused"),
+        "no user declined anything: {call}"
+    );
+}
+
+#[tokio::test]
+async fn the_mcp_endpoints_refusals_are_json_too() {
+    let joch = Joch::start().await;
+    let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    // No `Accept: application/json, text/event-stream`.
+    let response = joch.http.post(&url).json(&ping).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_ACCEPTABLE);
+    let body: Value = response.json().await.expect("a JSON error");
+    assert_eq!(body["code"], "not_acceptable", "{body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    // A session that does not exist.
+    let response = joch
+        .http
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", "no-such-session")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_client_error());
+    let body: Value = response.json().await.expect("a JSON error");
+    assert!(body["code"].is_string(), "{body}");
 }
 
 #[tokio::test]

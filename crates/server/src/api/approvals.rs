@@ -1,9 +1,6 @@
 //! `/v1/namespaces/{ns}/approvals[/{name}[/approve|/deny|/edit]]`.
 
-use axum::{Extension, Json};
-use joch_engine::Principal;
-
-use crate::auth::decider;
+use axum::Json;
 use axum::extract::State;
 use joch_core::Approval;
 use joch_engine::ApprovalDecision;
@@ -11,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{List, ListQueryParams};
-use crate::extract::{Body, Path, Query};
+use crate::extract::{Body, Caller, Path, Query};
 use crate::{ApiError, AppState};
 
 pub(crate) async fn get(
@@ -56,28 +53,17 @@ pub(crate) struct DecisionBody {
 }
 
 impl DecisionBody {
-    /// The decision, under the authenticated approver's name (or, without
-    /// authentication, the one the body gives).
-    async fn decided(
-        self,
-        state: &AppState,
-        principal: Option<Extension<Principal>>,
-        namespace: &str,
-        call: &str,
-    ) -> Result<ApprovalDecision, ApiError> {
-        let claimed = self.approved_by.clone();
-        let by = decider(state, principal.as_deref(), namespace, call, claimed).await?;
-        Ok(self.into_decision(by))
-    }
-
-    fn into_decision(self, by: String) -> ApprovalDecision {
+    /// The decision; the engine records it under the authenticated
+    /// principal's name (or, without authentication, `approvedBy`).
+    fn into_decision(self) -> ApprovalDecision {
         ApprovalDecision {
-            by,
+            by: self.approved_by.unwrap_or_default(),
             rationale: self.rationale,
             message: self.message,
             edited_input: self.input,
             value: self.value,
             always: self.always,
+            for_user: false,
         }
     }
 }
@@ -85,39 +71,39 @@ impl DecisionBody {
 /// Approves; the call runs in the background and the waiting caller gets its result.
 pub(crate) async fn approve(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
-    principal: Option<Extension<Principal>>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Approval>, ApiError> {
-    let mut decision = body.decided(&state, principal, &ns, &name).await?;
+    let mut decision = body.into_decision();
     decision.edited_input = None;
-    Ok(Json(state.engine.approve(&ns, &name, decision).await?))
+    Ok(Json(state.engine.approve(&by, &ns, &name, decision).await?))
 }
 
 /// Approves with new arguments, which go through the request hook again.
 pub(crate) async fn edit(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
-    principal: Option<Extension<Principal>>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Approval>, ApiError> {
-    let decision = body.decided(&state, principal, &ns, &name).await?;
+    let decision = body.into_decision();
     if decision.edited_input.is_none() {
         return Err(joch_engine::EngineError::BadRequest(
             "edit needs input: the arguments to run".to_owned(),
         )
         .into());
     }
-    Ok(Json(state.engine.approve(&ns, &name, decision).await?))
+    Ok(Json(state.engine.approve(&by, &ns, &name, decision).await?))
 }
 
 /// Rejects; the call ends Denied and the model gets the message.
 pub(crate) async fn deny(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
-    principal: Option<Extension<Principal>>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Approval>, ApiError> {
-    let decision = body.decided(&state, principal, &ns, &name).await?;
-    Ok(Json(state.engine.reject(&ns, &name, decision).await?))
+    let decision = body.into_decision();
+    Ok(Json(state.engine.reject(&by, &ns, &name, decision).await?))
 }

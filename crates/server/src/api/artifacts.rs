@@ -11,7 +11,7 @@ use joch_core::artifact::{Artifact, parse_range};
 use joch_core::{ObjectRef, ToolCall};
 use serde_json::{Map, Value, json};
 
-use crate::extract::{Body, Path};
+use crate::extract::{Body, Caller, Path};
 use crate::{ApiError, AppState};
 
 /// An artifact's metadata.
@@ -69,11 +69,12 @@ pub(crate) async fn content(
 /// `callId` an enum of its calls with handles); empty when it has none.
 pub(crate) async fn tools(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, execution)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let tools = state
         .engine
-        .artifact_tool_definitions(&ns, &execution)
+        .artifact_tool_definitions(&by, &ns, &execution)
         .await?;
     Ok(Json(json!({"tools": tools})))
 }
@@ -82,11 +83,12 @@ pub(crate) async fn tools(
 /// recorded ToolCall (`spec.fromArtifactTool: true`) with 201.
 pub(crate) async fn call(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, execution, tool)): Path<(String, String, String)>,
     Body(args): Body<Map<String, Value>>,
 ) -> Result<Response, ApiError> {
     let mut call = ToolCall::of("", tool, Value::Object(args));
     call.spec.execution_ref = Some(ObjectRef::new(execution));
-    let outcome = state.engine.call_artifact_tool(&ns, call).await?;
+    let outcome = state.engine.call_artifact_tool(&by, &ns, call).await?;
     Ok((StatusCode::CREATED, Json(outcome.into_response())).into_response())
 }

@@ -16,7 +16,7 @@ use joch_engine::{Engine, Event, Principal};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::extract::{Body, Path, Query};
+use crate::extract::{Body, Caller, Path, Query};
 use crate::{ApiError, AppState};
 
 /// `{"calls": [ToolCall, ...]}`: one LLM turn.
@@ -42,13 +42,14 @@ fn yes() -> bool {
 /// Runs a batch: 200 with every call settled, or 202 as admitted with `wait=false`.
 pub(crate) async fn batch(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
     Query(params): Query<BatchParams>,
     Body(body): Body<BatchBody>,
 ) -> Result<Response, ApiError> {
     let batch = state
         .engine
-        .run_batch(&ns, &name, body.calls, params.wait)
+        .run_batch(&by, &ns, &name, body.calls, params.wait)
         .await?;
     let status = if params.wait {
         StatusCode::OK

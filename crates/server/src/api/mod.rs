@@ -14,6 +14,7 @@ mod openapi;
 mod resources;
 mod tokens;
 mod toolcalls;
+mod tools;
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -52,13 +53,11 @@ pub(crate) fn routes() -> Router<AppState> {
         )
         .route(
             "/v1/namespaces/{ns}/tools",
-            get(list::<Tool>).post(create::<Tool>),
+            get(tools::list).post(create::<Tool>),
         )
         .route(
             "/v1/namespaces/{ns}/tools/{name}",
-            get(read::<Tool>)
-                .put(replace::<Tool>)
-                .delete(delete::<Tool>),
+            get(tools::get).put(replace::<Tool>).delete(delete::<Tool>),
         )
         .route(
             "/v1/namespaces/{ns}/policies",
@@ -130,6 +129,10 @@ pub(crate) fn routes() -> Router<AppState> {
         )
         .route("/v1/namespaces/{ns}/audit", get(audit::list))
         .route("/v1/namespaces/{ns}/audit/verify", get(audit::verify))
+        .route(
+            "/v1/namespaces/{ns}/audit/checkpoints",
+            get(audit::checkpoints),
+        )
         .route("/v1/namespaces/{ns}/costs", get(costs::in_namespace))
         .route("/v1/costs", get(costs::everywhere))
         .route(

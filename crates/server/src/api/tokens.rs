@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use joch_core::ToolSelector;
 use joch_core::token::{ApiToken, Role};
 use joch_engine::ListParams;
 use serde::Deserialize;
@@ -20,14 +21,23 @@ pub(crate) struct NewToken {
     /// `agent`, `approver` or `admin`.
     #[schema(value_type = String, pattern = "^(agent|approver|admin)$")]
     role: Role,
+    /// The tools that exist for its holder (`{"names": ["crm.*"],
+    /// "labels": "team=crm"}`); absent: every tool of the namespace.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    tools: Option<ToolSelector>,
 }
 
 fn shown(token: &ApiToken) -> Value {
+    let mut spec = json!({"role": token.spec.role});
+    if let Some(tools) = &token.spec.tools {
+        spec["tools"] = json!(tools);
+    }
     json!({
         "apiVersion": token.api_version,
         "kind": token.kind,
         "metadata": token.metadata,
-        "spec": {"role": token.spec.role},
+        "spec": spec,
     })
 }
 
@@ -36,7 +46,10 @@ pub(crate) async fn create(
     Path(ns): Path<String>,
     Body(new): Body<NewToken>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let (token, secret) = state.engine.create_token(&ns, &new.name, new.role).await?;
+    let (token, secret) = state
+        .engine
+        .create_token(&ns, &new.name, new.role, new.tools)
+        .await?;
     let mut answer = shown(&token);
     answer["token"] = json!(secret);
     Ok((StatusCode::CREATED, Json(answer)))

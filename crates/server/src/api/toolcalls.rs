@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{List, ListQueryParams};
-use crate::extract::{Body, Manifest, Path, Query};
+use crate::extract::{Body, Caller, Manifest, Path, Query};
 use crate::{ApiError, AppState};
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -40,21 +40,15 @@ pub(crate) async fn create(
     Path(ns): Path<String>,
     Query(params): Query<CreateParams>,
     headers: HeaderMap,
-    principal: Option<axum::Extension<joch_engine::Principal>>,
+    Caller(by): Caller,
     Manifest(mut call): Manifest<ToolCall>,
 ) -> Result<Response, ApiError> {
     take_idempotency_header(&headers, &mut call)?;
-    if let Some(principal) = principal {
-        call.metadata.annotations.insert(
-            crate::auth::CALLER_TOKEN_ANNOTATION.to_owned(),
-            principal.name.clone(),
-        );
-    }
     take_traceparent_header(&headers, &mut call);
     let outcome = if params.wait {
-        state.engine.call(&ns, call).await?
+        state.engine.call(&by, &ns, call).await?
     } else {
-        state.engine.submit(&ns, call).await?
+        state.engine.submit(&by, &ns, call).await?
     };
     let limited = outcome
         .record
@@ -157,10 +151,11 @@ pub(crate) async fn relabel(
 /// Replays a settled call as a new one (201), linked by `spec.replayOf`.
 pub(crate) async fn replay(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
     Body(replay): Body<Replay>,
 ) -> Result<(StatusCode, Json<ToolCall>), ApiError> {
-    let outcome = state.engine.replay_call(&ns, &name, replay).await?;
+    let outcome = state.engine.replay_call(&by, &ns, &name, replay).await?;
     Ok((StatusCode::CREATED, Json(outcome.into_response())))
 }
 
@@ -179,6 +174,7 @@ pub(crate) struct ResolveBody {
 /// Settles an `Unknown` call as an operator decided.
 pub(crate) async fn resolve(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
     Body(body): Body<ResolveBody>,
 ) -> Result<Json<ToolCall>, ApiError> {
@@ -187,5 +183,7 @@ pub(crate) async fn resolve(
         output: body.output,
         reason: body.reason,
     };
-    Ok(Json(state.engine.resolve_call(&ns, &name, resolve).await?))
+    Ok(Json(
+        state.engine.resolve_call(&by, &ns, &name, resolve).await?,
+    ))
 }

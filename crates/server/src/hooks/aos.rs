@@ -16,12 +16,13 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use joch_core::toolcall::HookContext;
-use joch_core::{CallError, ToolCall};
+use joch_core::{CallError, Principal, ToolCall};
 use joch_engine::{HookResult, HookVerdict, named_values};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{namespace, reference};
+use crate::extract::Caller;
 use crate::{ApiError, AppState};
 
 const PARSE_ERROR: i64 = -32700;
@@ -33,22 +34,24 @@ const REFUSED: i64 = -32000;
 /// `/v1/hooks/aos`.
 pub(crate) async fn default_namespace(
     State(state): State<AppState>,
+    Caller(by): Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    serve(state, namespace(None, &headers), body).await
+    serve(state, by, namespace(None, &headers), body).await
 }
 
 /// `/v1/namespaces/{ns}/hooks/aos`.
 pub(crate) async fn in_namespace(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
     body: Bytes,
 ) -> Response {
-    serve(state, ns, body).await
+    serve(state, by, ns, body).await
 }
 
-async fn serve(state: AppState, ns: String, body: Bytes) -> Response {
+async fn serve(state: AppState, by: Principal, ns: String, body: Bytes) -> Response {
     let message: Value = match serde_json::from_slice(&body) {
         Ok(message) => message,
         Err(e) => {
@@ -66,7 +69,7 @@ async fn serve(state: AppState, ns: String, body: Bytes) -> Response {
         Value::Array(batch) if !batch.is_empty() => {
             let mut answers = Vec::new();
             for member in batch {
-                if let Some(answer) = handle(&state, &ns, member).await {
+                if let Some(answer) = handle(&state, &by, &ns, member).await {
                     answers.push(answer);
                 }
             }
@@ -75,7 +78,7 @@ async fn serve(state: AppState, ns: String, body: Bytes) -> Response {
                 false => Json(Value::Array(answers)).into_response(),
             }
         }
-        single => match handle(&state, &ns, single).await {
+        single => match handle(&state, &by, &ns, single).await {
             Some(answer) => Json(answer).into_response(),
             None => StatusCode::NO_CONTENT.into_response(),
         },
@@ -91,7 +94,7 @@ struct Request {
 }
 
 /// Answers one JSON-RPC message; `None` for a notification (no `id`).
-async fn handle(state: &AppState, ns: &str, message: Value) -> Option<Value> {
+async fn handle(state: &AppState, by: &Principal, ns: &str, message: Value) -> Option<Value> {
     let id = message.get("id").cloned();
     let answer_id = id.clone().unwrap_or(Value::Null);
     let request = match serde_json::from_value::<Request>(message) {
@@ -114,8 +117,8 @@ async fn handle(state: &AppState, ns: &str, message: Value) -> Option<Value> {
         }
     };
     let outcome = match request.method.as_str() {
-        "steps/toolCallRequest" => tool_call_request(state, ns, request.params).await,
-        "steps/toolCallResult" => tool_call_result(state, ns, request.params).await,
+        "steps/toolCallRequest" => tool_call_request(state, by, ns, request.params).await,
+        "steps/toolCallResult" => tool_call_result(state, by, ns, request.params).await,
         other => Err((METHOD_NOT_FOUND, format!("unknown method {other:?}"), None)),
     };
     let answer = match outcome {
@@ -190,7 +193,12 @@ struct Context {
     step_id: Option<String>,
 }
 
-async fn tool_call_request(state: &AppState, ns: &str, raw: Value) -> Result<Value, RpcError> {
+async fn tool_call_request(
+    state: &AppState,
+    by: &Principal,
+    ns: &str,
+    raw: Value,
+) -> Result<Value, RpcError> {
     let p: RequestParams = params(raw)?;
     let request = p.tool_call_request;
     let mut call = ToolCall::of(
@@ -228,7 +236,11 @@ async fn tool_call_request(state: &AppState, ns: &str, raw: Value) -> Result<Val
             ..Default::default()
         });
     }
-    let verdict = state.engine.hook_request(ns, call).await.map_err(refused)?;
+    let verdict = state
+        .engine
+        .hook_request(by, ns, call)
+        .await
+        .map_err(refused)?;
     let mut answer = verdict_json(&verdict);
     if let Some(args) = verdict
         .modified
@@ -269,7 +281,12 @@ struct ToolCallResult {
     error: Option<Value>,
 }
 
-async fn tool_call_result(state: &AppState, ns: &str, raw: Value) -> Result<Value, RpcError> {
+async fn tool_call_result(
+    state: &AppState,
+    by: &Principal,
+    ns: &str,
+    raw: Value,
+) -> Result<Value, RpcError> {
     let r = params::<ResultParams>(raw)?.tool_call_result;
     let output = match (r.result, r.outputs) {
         (Some(result), _) => result,
@@ -294,7 +311,7 @@ async fn tool_call_result(state: &AppState, ns: &str, raw: Value) -> Result<Valu
     };
     let verdict = state
         .engine
-        .hook_result(ns, &r.execution_id, result)
+        .hook_result(by, ns, &r.execution_id, result)
         .await
         .map_err(refused)?;
     let mut answer = verdict_json(&verdict);

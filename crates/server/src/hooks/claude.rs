@@ -6,13 +6,13 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use joch_core::{CallError, ToolCall};
+use joch_core::{CallError, Principal, ToolCall};
 use joch_engine::{Deferred, HookResult};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{namespace, reference};
-use crate::extract::{Body, Query};
+use crate::extract::{Body, Caller, Query};
 use crate::{ApiError, AppState};
 
 /// Header naming the agent; Claude's hook bodies do not.
@@ -49,27 +49,30 @@ pub(crate) struct HookParams {
 /// `/v1/hooks/claude`.
 pub(crate) async fn default_namespace(
     State(state): State<AppState>,
+    Caller(by): Caller,
     headers: HeaderMap,
     Query(params): Query<HookParams>,
     Body(body): Body<HookBody>,
 ) -> Result<Json<Value>, ApiError> {
     let ns = namespace(None, &headers);
-    serve(state, ns, &headers, params, body).await
+    serve(state, by, ns, &headers, params, body).await
 }
 
 /// `/v1/namespaces/{ns}/hooks/claude`.
 pub(crate) async fn in_namespace(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
     headers: HeaderMap,
     Query(params): Query<HookParams>,
     Body(body): Body<HookBody>,
 ) -> Result<Json<Value>, ApiError> {
-    serve(state, ns, &headers, params, body).await
+    serve(state, by, ns, &headers, params, body).await
 }
 
 async fn serve(
     state: AppState,
+    by: Principal,
     ns: String,
     headers: &HeaderMap,
     params: HookParams,
@@ -87,10 +90,17 @@ async fn serve(
         }
     };
     let answer = match body.hook_event_name.as_str() {
-        "PreToolUse" => pre_tool_use(&state, &ns, headers, body, deferred).await?,
+        "PreToolUse" => pre_tool_use(&state, &by, &ns, headers, body, deferred).await?,
         "PostToolUse" => {
             let output = body.tool_response.unwrap_or(Value::Null);
-            post_tool_use(&state, &ns, &body.tool_use_id, HookResult::Output(output)).await?
+            post_tool_use(
+                &state,
+                &by,
+                &ns,
+                &body.tool_use_id,
+                HookResult::Output(output),
+            )
+            .await?
         }
         "PostToolUseFailure" => {
             let message = match &body.error {
@@ -99,7 +109,7 @@ async fn serve(
                 None => "the tool failed".to_owned(),
             };
             let failure = HookResult::Failed(CallError::new("tool_error", message));
-            post_tool_use(&state, &ns, &body.tool_use_id, failure).await?
+            post_tool_use(&state, &by, &ns, &body.tool_use_id, failure).await?
         }
         other => {
             return Err(ApiError::new(
@@ -116,6 +126,7 @@ async fn serve(
 
 async fn pre_tool_use(
     state: &AppState,
+    by: &Principal,
     ns: &str,
     headers: &HeaderMap,
     body: HookBody,
@@ -132,7 +143,7 @@ async fn pre_tool_use(
     call.spec.execution_ref = reference("spec.executionRef.name", body.session_id.as_deref());
     let verdict = state
         .engine
-        .hook_request_deferring(ns, call, deferred)
+        .hook_request_deferring(by, ns, call, deferred)
         .await?;
     let mut output = json!({"hookEventName": "PreToolUse"});
     let permission = match verdict.decision {
@@ -157,11 +168,12 @@ async fn pre_tool_use(
 /// modified result blocks with a reason the model reads.
 async fn post_tool_use(
     state: &AppState,
+    by: &Principal,
     ns: &str,
     id: &str,
     result: HookResult,
 ) -> Result<Value, ApiError> {
-    let verdict = state.engine.hook_result(ns, id, result).await?;
+    let verdict = state.engine.hook_result(by, ns, id, result).await?;
     Ok(match (verdict.decision, verdict.modified) {
         ("deny", _) => json!({
             "decision": "block",

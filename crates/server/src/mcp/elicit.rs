@@ -18,7 +18,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use joch_core::{Approval, Tool};
-use joch_engine::{ApprovalDecision, Engine, EngineError};
+use joch_engine::{ApprovalDecision, Engine, EngineError, Principal};
 use rmcp::model::{
     BooleanSchema, CancelledNotificationParam, ClientResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, ElicitationAction, ElicitationSchema, EnumSchema, IntegerSchema, NumberSchema,
@@ -103,11 +103,14 @@ impl Asking {
 
     /// Decides by the answer, in a task of its own: once the user has
     /// answered, the decision lands even if the client leaves meanwhile.
+    /// `caller` is the session's principal, deciding for its user under
+    /// the engine's rules (recorded as `askedUser`), under the name `by`.
     pub(super) fn decide(
         self,
         engine: &Engine,
         answer: Result<ClientResult, ServiceError>,
         by: String,
+        caller: Principal,
     ) {
         let name = self.approval.metadata.name.clone();
         let result = match answer {
@@ -130,12 +133,30 @@ impl Asking {
             let decided = match verdict {
                 Verdict::Approve(d) => {
                     engine
-                        .approve(&namespace, &name, ApprovalDecision { by, ..d })
+                        .approve(
+                            &caller,
+                            &namespace,
+                            &name,
+                            ApprovalDecision {
+                                by,
+                                for_user: true,
+                                ..d
+                            },
+                        )
                         .await
                 }
                 Verdict::Reject(d) => {
                     engine
-                        .reject(&namespace, &name, ApprovalDecision { by, ..d })
+                        .reject(
+                            &caller,
+                            &namespace,
+                            &name,
+                            ApprovalDecision {
+                                by,
+                                for_user: true,
+                                ..d
+                            },
+                        )
                         .await
                 }
             };

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use joch_core::names::{validate_name, validate_namespace};
 use joch_core::{ObjectRef, Phase, Tool, ToolCall};
-use joch_engine::{Engine, EngineError, ListParams};
+use joch_engine::{Engine, EngineError, ListParams, Principal};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Extensions, Implementation,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
@@ -39,6 +39,9 @@ pub struct JochMcp {
     session: Option<String>,
     /// How often a call waiting for approval tells the client so.
     progress_every: Duration,
+    /// Set for stdio, where no request carries one; over HTTP, each
+    /// request's principal comes from the authentication middleware.
+    principal: Option<Principal>,
 }
 
 impl JochMcp {
@@ -49,17 +52,40 @@ impl JochMcp {
             namespace: None,
             session: None,
             progress_every,
+            principal: None,
         }
     }
 
-    /// A session over stdio, fixed to one namespace.
-    pub fn for_stdio(engine: Engine, namespace: String, progress_every: Duration) -> Self {
+    /// A session over stdio, fixed to one namespace, acting as `principal`
+    /// (`Principal::local()` for `joch mcp --db`, which has no authentication).
+    pub fn for_stdio(
+        engine: Engine,
+        namespace: String,
+        principal: Principal,
+        progress_every: Duration,
+    ) -> Self {
         Self {
             engine,
             namespace: Some(namespace),
             session: Some(format!("mcp-{}", uuid_like())),
             progress_every,
+            principal: Some(principal),
         }
+    }
+
+    /// Who is asking: the stdio session's principal, or the one the
+    /// authentication middleware put on the HTTP request. None is an
+    /// error, never a silent local caller.
+    fn principal(&self, extensions: &Extensions) -> Result<Principal, ErrorData> {
+        self.principal
+            .clone()
+            .or_else(|| {
+                extensions
+                    .get::<axum::http::request::Parts>()
+                    .and_then(|p| p.extensions.get::<Principal>())
+                    .cloned()
+            })
+            .ok_or_else(|| ErrorData::invalid_request("no authenticated principal", None))
     }
 
     /// `/v1/namespaces/{ns}/mcp`, else the `Joch-Namespace` header, else `default`.
@@ -112,13 +138,14 @@ impl JochMcp {
             .filter(|name| validate_name("spec.executionRef.name", name).is_ok())
     }
 
-    async fn all_tools(&self, namespace: &str) -> Result<Vec<Tool>, EngineError> {
+    async fn all_tools(&self, by: &Principal, namespace: &str) -> Result<Vec<Tool>, EngineError> {
         let mut tools = Vec::new();
         let mut continue_token = None;
         loop {
             let page = self
                 .engine
-                .list_resources::<Tool>(
+                .list_tools(
+                    by,
                     namespace,
                     ListParams {
                         limit: Some(1000),
@@ -177,6 +204,7 @@ impl JochMcp {
     /// the approval allow it (`elicit.rs`).
     async fn run_call(
         &self,
+        by_principal: &Principal,
         namespace: &str,
         call: ToolCall,
         tool: Option<&Tool>,
@@ -192,11 +220,19 @@ impl JochMcp {
         let (paused_tx, paused_rx) = tokio::sync::oneshot::channel();
         let mut paused = elicit::client_can_answer(&context.peer).then_some(paused_rx);
         let paused_tx = paused.is_some().then_some(paused_tx);
-        // The call runs to its end even if the client goes away: it is recorded.
-        let mut running =
-            tokio::spawn(async move { engine.call_reporting_pause(&ns, call, paused_tx).await });
-        let mut asking: Option<elicit::Asking> = None;
+        let caller = by_principal.clone();
         let token = context.meta.get_progress_token();
+        // What the tool reports while it runs goes to the client's token too.
+        let mut chunks = token
+            .is_some()
+            .then(|| self.engine.follow_chunks(namespace, &name));
+        // The call runs to its end even if the client goes away: it is recorded.
+        let mut running = tokio::spawn(async move {
+            engine
+                .call_reporting_pause(&caller, &ns, call, paused_tx)
+                .await
+        });
+        let mut asking: Option<elicit::Asking> = None;
         let mut ticker = tokio::time::interval(self.progress_every);
         ticker.tick().await;
         let mut reported = 0u32;
@@ -220,7 +256,18 @@ impl JochMcp {
                 }
                 answer = until_some(asking.as_mut().map(elicit::Asking::answered)), if asking.is_some() => {
                     if let Some(asking) = asking.take() {
-                        asking.decide(&self.engine, answer, by.clone());
+                        asking.decide(&self.engine, answer, by.clone(), by_principal.clone());
+                    }
+                }
+                chunk = until_some(chunks.as_mut().map(|c| c.next())), if chunks.is_some() => {
+                    match (chunk, &token) {
+                        (Some(chunk), Some(token)) => {
+                            reported += 1;
+                            let progress = ProgressNotificationParam::new(token.clone(), f64::from(reported))
+                                .with_message(progress_message(&chunk));
+                            let _ = context.peer.notify_progress(progress).await;
+                        }
+                        _ => chunks = None,
                     }
                 }
                 _ = ticker.tick(), if token.is_some() => {
@@ -256,11 +303,11 @@ impl JochMcp {
 
     /// Tells the client whenever the namespace's tool list changes, until
     /// the session ends.
-    fn watch_tools(&self, namespace: String, peer: Peer<RoleServer>) {
+    fn watch_tools(&self, by: Principal, namespace: String, peer: Peer<RoleServer>) {
         let this = self.clone();
         tokio::spawn(async move {
             let mut changes = this.engine.tool_changes();
-            let mut seen = this.fingerprint(&namespace).await;
+            let mut seen = this.fingerprint(&by, &namespace).await;
             loop {
                 tokio::select! {
                     changed = changes.changed() => if changed.is_err() { return },
@@ -269,7 +316,7 @@ impl JochMcp {
                 if peer.is_transport_closed() {
                     return;
                 }
-                let now = this.fingerprint(&namespace).await;
+                let now = this.fingerprint(&by, &namespace).await;
                 if now != seen {
                     seen = now;
                     if peer.notify_tool_list_changed().await.is_err() {
@@ -280,8 +327,8 @@ impl JochMcp {
         });
     }
 
-    async fn fingerprint(&self, namespace: &str) -> Vec<(String, String)> {
-        self.all_tools(namespace)
+    async fn fingerprint(&self, by: &Principal, namespace: &str) -> Vec<(String, String)> {
+        self.all_tools(by, namespace)
             .await
             .unwrap_or_default()
             .into_iter()
@@ -315,8 +362,9 @@ impl ServerHandler for JochMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let namespace = self.namespace(&context.extensions)?;
+        let by = self.principal(&context.extensions)?;
         let tools = self
-            .all_tools(&namespace)
+            .all_tools(&by, &namespace)
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let mut definitions: Vec<Value> = tools.iter().map(tool_definition).collect();
@@ -324,7 +372,7 @@ impl ServerHandler for JochMcp {
         if let Some(execution) = self.execution(&context.meta, &context.extensions) {
             let forged = self
                 .engine
-                .artifact_tool_definitions(&namespace, &execution)
+                .artifact_tool_definitions(&by, &namespace, &execution)
                 .await
                 .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
             definitions.extend(forged);
@@ -345,15 +393,16 @@ impl ServerHandler for JochMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let namespace = self.namespace(&context.extensions)?;
+        let by = self.principal(&context.extensions)?;
         let call = self.call_for(&request, &context);
         let tool = self
             .engine
-            .get_resource::<Tool>(&namespace, request.name.as_ref())
+            .get_tool(&by, &namespace, request.name.as_ref())
             .await
             .ok();
         let tool_is_mcp = tool.as_ref().is_some_and(is_mcp_tool);
         let result = match self
-            .run_call(&namespace, call, tool.as_ref(), &context)
+            .run_call(&by, &namespace, call, tool.as_ref(), &context)
             .await
         {
             Ok(settled) => {
@@ -374,8 +423,11 @@ impl ServerHandler for JochMcp {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        if let Ok(namespace) = self.namespace(&context.extensions) {
-            self.watch_tools(namespace, context.peer.clone());
+        if let (Ok(namespace), Ok(by)) = (
+            self.namespace(&context.extensions),
+            self.principal(&context.extensions),
+        ) {
+            self.watch_tools(by, namespace, context.peer.clone());
         }
     }
 }
@@ -387,6 +439,45 @@ async fn until_some<F: std::future::Future>(future: Option<F>) -> F::Output {
         Some(future) => future.await,
         None => std::future::pending().await,
     }
+}
+
+/// What a client is told of one chunk of a running call: an upstream's
+/// own progress (`{progress, total, message}`) as `3/10: message`, any
+/// other chunk as its text, bounded. Progress values the client sees are
+/// joch's own count, so that they only ever increase, as MCP requires,
+/// across the wait for approval and the run.
+fn progress_message(chunk: &Value) -> String {
+    let mut text = match (chunk.get("progress"), chunk.get("message")) {
+        (Some(progress), message) => {
+            // 3.0 reads as 3.
+            let number = |v: &Value| match v.as_f64() {
+                Some(n) if n.fract() == 0.0 && n.abs() < 1e15 => format!("{}", n as i64),
+                _ => v.to_string(),
+            };
+            let progress = number(progress);
+            let of = chunk
+                .get("total")
+                .map(|t| format!("/{}", number(t)))
+                .unwrap_or_default();
+            let said = message
+                .and_then(Value::as_str)
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
+            format!("{progress}{of}{said}")
+        }
+        _ => match chunk {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        },
+    };
+    if text.len() > 1024 {
+        let mut end = 1024;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 /// A name joch accepts, from free text such as an MCP client's name.

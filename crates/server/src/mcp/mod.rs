@@ -38,3 +38,42 @@ pub(crate) fn http_service(
         config,
     )
 }
+
+/// The MCP library answers transport-level refusals (a missing `Accept`,
+/// a wrong content type, an unknown session) in plain text; joch's every
+/// error is JSON `{code, message, details}`, so they are rewritten here.
+pub(crate) async fn json_errors(response: axum::response::Response) -> axum::response::Response {
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let code = match status {
+        StatusCode::NOT_ACCEPTABLE => "not_acceptable",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::NOT_FOUND => "session_not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::FORBIDDEN => "forbidden",
+        s if s.is_server_error() => "internal",
+        _ => "bad_request",
+    };
+    let (_, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let message = String::from_utf8_lossy(&text).trim().to_owned();
+    let message = if message.is_empty() {
+        status
+            .canonical_reason()
+            .unwrap_or("refused")
+            .to_lowercase()
+    } else {
+        message
+    };
+    crate::ApiError::new(status, code, message).into_response()
+}

@@ -1,0 +1,159 @@
+//! Who is acting: the `Principal` every engine entry point takes, and the
+//! part of it a record keeps (`PrincipalRef`). The rules that read them
+//! (who may decide, which tools exist for whom) live in the engine.
+
+use serde::{Deserialize, Serialize};
+
+use crate::token::Role;
+
+/// How a principal was authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrincipalKind {
+    /// No authentication is configured: the caller on this machine's
+    /// loopback, or an embedding program. It has no identity to compare,
+    /// so the rules that compare identities do not apply to it.
+    Local,
+    /// The operator's root token.
+    Root,
+    /// A joch `ApiToken`, by name.
+    Token,
+    /// A JWT of the configured identity provider, by `sub`.
+    Jwt,
+}
+
+impl PrincipalKind {
+    /// `local`, `root`, `token`, `jwt`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrincipalKind::Local => "local",
+            PrincipalKind::Root => "root",
+            PrincipalKind::Token => "token",
+            PrincipalKind::Jwt => "jwt",
+        }
+    }
+}
+
+/// Which tools exist for a principal: a tool must match one of `names`
+/// (globs, `crm.*`) when any are given, and `labels` (a label selector,
+/// `team=crm`) when it is given. Tools outside it are, for that principal,
+/// tools that do not exist.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolSelector {
+    /// Name globs; empty: any name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+    /// A label selector over the Tool's labels; absent: any labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<String>,
+}
+
+/// An authenticated caller, or the local one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// How it was authenticated.
+    pub kind: PrincipalKind,
+    /// The token's name, the JWT's `sub`, `root`, or `local`.
+    pub name: String,
+    /// Its namespace; `None` for root and local, which act in every one.
+    pub namespace: Option<String>,
+    /// What it may do.
+    pub role: Role,
+    /// The tools that exist for it; `None`: every tool of its namespace.
+    pub tools: Option<ToolSelector>,
+}
+
+impl Principal {
+    /// The caller when no authentication is configured.
+    pub fn local() -> Self {
+        Principal {
+            kind: PrincipalKind::Local,
+            name: "local".to_owned(),
+            namespace: None,
+            role: Role::Admin,
+            tools: None,
+        }
+    }
+
+    /// The operator's root token: admin in every namespace.
+    pub fn root() -> Self {
+        Principal {
+            kind: PrincipalKind::Root,
+            name: "root".to_owned(),
+            namespace: None,
+            role: Role::Admin,
+            tools: None,
+        }
+    }
+
+    /// True for a principal that carries an identity (not `local`).
+    pub fn is_authenticated(&self) -> bool {
+        self.kind != PrincipalKind::Local
+    }
+
+    /// What a record keeps of it.
+    pub fn reference(&self) -> PrincipalRef {
+        PrincipalRef {
+            kind: self.kind,
+            name: self.name.clone(),
+            role: self.role,
+        }
+    }
+
+    /// True when `made_by` names this very principal (and it has an
+    /// identity: two local callers are not known to be the same).
+    pub fn is(&self, made_by: &PrincipalRef) -> bool {
+        self.is_authenticated() && made_by.kind == self.kind && made_by.name == self.name
+    }
+}
+
+/// Who made a call or decided an approval, as joch recorded it. Set by
+/// joch only: a value a client sends is ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PrincipalRef {
+    /// How it was authenticated.
+    pub kind: PrincipalKind,
+    /// Its name (token name, JWT `sub`, `root` or `local`).
+    pub name: String,
+    /// Its role then.
+    pub role: Role,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(name: &str) -> Principal {
+        Principal {
+            kind: PrincipalKind::Token,
+            name: name.to_owned(),
+            namespace: Some("default".to_owned()),
+            role: Role::Approver,
+            tools: None,
+        }
+    }
+
+    #[test]
+    fn a_principal_is_itself_only_by_kind_and_name() {
+        let alice = token("alice");
+        assert!(alice.is(&alice.reference()));
+        assert!(!alice.is(&token("bob").reference()));
+        let jwt_alice = Principal {
+            kind: PrincipalKind::Jwt,
+            ..token("alice")
+        };
+        assert!(
+            !alice.is(&jwt_alice.reference()),
+            "a JWT sub is not a token of the same name"
+        );
+    }
+
+    #[test]
+    fn the_local_caller_has_no_identity_to_compare() {
+        let local = Principal::local();
+        assert!(!local.is(&local.reference()));
+        assert!(!local.is_authenticated());
+    }
+}

@@ -1,0 +1,157 @@
+use joch_core::token::Role;
+use joch_core::{Approval, PrincipalKind, ToolCall};
+use serde_json::json;
+
+use super::*;
+
+fn token(name: &str, role: Role) -> Principal {
+    Principal {
+        kind: PrincipalKind::Token,
+        name: name.to_owned(),
+        namespace: Some("default".to_owned()),
+        role,
+        tools: None,
+    }
+}
+
+fn call_by(maker: &Principal) -> ToolCall {
+    let mut call: ToolCall = serde_json::from_value(json!({
+        "metadata": {"name": "c1", "namespace": "default"},
+        "spec": {"toolRef": {"name": "crm.update"}}
+    }))
+    .expect("a call");
+    call.status.principal = Some(maker.reference());
+    call
+}
+
+fn approval(kind: &str, ask_user: bool) -> Approval {
+    serde_json::from_value(json!({
+        "metadata": {"name": "c1", "namespace": "default"},
+        "spec": {
+            "action": {"type": kind, "toolCallRef": {"name": "c1"}},
+            "risk": {"level": "financial", "summary": "s"},
+            "routing": {"askUser": ask_user},
+            "options": ["approve"],
+            "payload": {}
+        }
+    }))
+    .expect("an approval")
+}
+
+fn tool(name: &str, labels: &[(&str, &str)]) -> Tool {
+    let mut tool: Tool = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"backend": {"type": "noop"}}
+    }))
+    .expect("a tool");
+    for (k, v) in labels {
+        tool.metadata
+            .labels
+            .insert((*k).to_owned(), (*v).to_owned());
+    }
+    tool
+}
+
+#[test]
+fn a_principal_cannot_decide_a_call_it_made() {
+    let alice = token("alice", Role::Approver);
+    let bob = token("bob", Role::Approver);
+    let call = call_by(&alice);
+    let plain = approval("tool_call", false);
+    assert!(matches!(
+        decider(&call, &plain, &alice, "", false),
+        Err(EngineError::Forbidden(_))
+    ));
+    // Asking "for the user" does not lift it where the policy did not ask.
+    assert!(matches!(
+        decider(&call, &plain, &alice, "mcp-elicitation", true),
+        Err(EngineError::Forbidden(_))
+    ));
+    let by_bob = decider(&call, &plain, &bob, "claimed", false).expect("bob decides");
+    assert_eq!(
+        by_bob.name, "bob",
+        "an authenticated decider's own name is recorded"
+    );
+    assert!(!by_bob.asked_user);
+}
+
+#[test]
+fn ask_user_is_the_one_exception_and_is_recorded() {
+    let agent = token("agent", Role::Agent);
+    let call = call_by(&agent);
+    for asking in [approval("tool_call", true), approval("user_input", false)] {
+        let d = decider(&call, &asking, &agent, "mcp-elicitation:a", true).expect("asked user");
+        assert!(d.asked_user);
+        assert_eq!(d.name, "mcp-elicitation:a");
+    }
+}
+
+#[test]
+fn agents_do_not_decide_others_calls() {
+    let maker = token("maker", Role::Agent);
+    let other = token("other", Role::Agent);
+    let call = call_by(&maker);
+    assert!(matches!(
+        decider(&call, &approval("tool_call", true), &other, "x", true),
+        Err(EngineError::Forbidden(_))
+    ));
+}
+
+#[test]
+fn the_local_caller_decides_under_the_name_it_gives() {
+    let local = Principal::local();
+    let call = call_by(&local);
+    let plain = approval("tool_call", false);
+    assert_eq!(
+        decider(&call, &plain, &local, "alice", false)
+            .expect("decides")
+            .name,
+        "alice"
+    );
+    assert!(matches!(
+        decider(&call, &plain, &local, " ", false),
+        Err(EngineError::Invalid(_))
+    ));
+}
+
+#[test]
+fn tool_selectors_hide_tools_by_name_and_label() {
+    let mut crm = token("crm", Role::Agent);
+    crm.tools = Some(joch_core::ToolSelector {
+        names: vec!["crm.*".to_owned()],
+        labels: None,
+    });
+    assert!(sees(&crm, &tool("crm.update", &[])));
+    assert!(!sees(&crm, &tool("billing.refund", &[])));
+    let mut labelled = token("l", Role::Agent);
+    labelled.tools = Some(joch_core::ToolSelector {
+        names: vec![],
+        labels: Some("team=crm".to_owned()),
+    });
+    assert!(sees(&labelled, &tool("x", &[("team", "crm")])));
+    assert!(!sees(&labelled, &tool("x", &[("team", "ops")])));
+    assert!(sees(&token("all", Role::Agent), &tool("anything", &[])));
+}
+
+#[test]
+fn results_come_from_whoever_made_the_call() {
+    let maker = token("maker", Role::Agent);
+    let call = call_by(&maker);
+    assert!(may_report(&call, &maker).is_ok());
+    assert!(matches!(
+        may_report(&call, &token("other", Role::Approver)),
+        Err(EngineError::Forbidden(_))
+    ));
+    assert!(may_report(&call, &token("admin", Role::Admin)).is_ok());
+}
+
+#[test]
+fn a_principal_acts_in_its_own_namespace_only() {
+    let alice = token("alice", Role::Admin);
+    assert!(acts_in(&alice, "default").is_ok());
+    assert!(matches!(
+        acts_in(&alice, "other"),
+        Err(EngineError::NotFound { .. })
+    ));
+    assert!(acts_in(&Principal::root(), "other").is_ok());
+}
