@@ -196,6 +196,24 @@ impl Joch {
         answer(request).await
     }
 
+    /// [`Joch::send`] with a bearer token.
+    pub async fn send_as(
+        &self,
+        token: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        answer(request).await
+    }
+
     /// Sends a raw body with a content type.
     pub async fn send_raw(
         &self,
