@@ -312,6 +312,10 @@ pub struct ServeArgs {
     /// as one. Beyond it: 429 too_many_streams.
     #[arg(long, env = "JOCH_MAX_STREAMS_PER_PRINCIPAL", default_value_t = 256)]
     pub max_streams_per_principal: usize,
+    /// An MCP session with no request for this long is closed (its client
+    /// must initialize again).
+    #[arg(long, env = "JOCH_MCP_SESSION_IDLE_SECONDS", default_value_t = 300)]
+    pub mcp_session_idle_seconds: u64,
     /// Also serve demo webhooks under /demo and apply the example tools.
     #[arg(long)]
     pub demo: bool,

@@ -75,6 +75,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ServerConfig {
             max_body_bytes: args.max_body_bytes,
             max_streams_per_principal: args.max_streams_per_principal.max(1),
+            mcp_session_idle: std::time::Duration::from_secs(args.mcp_session_idle_seconds.max(1)),
             // On loopback, only loopback names may reach the MCP endpoint (a
             // web page cannot rebind a DNS name onto it); elsewhere any.
             mcp_allowed_hosts: if addr.ip().is_loopback() {

@@ -37,6 +37,8 @@ pub struct ServerConfig {
     /// How often an MCP call waiting for approval sends the client a
     /// progress notification (default 1 s).
     pub mcp_progress_every: Duration,
+    /// An MCP session idle this long is closed (default 300 s).
+    pub mcp_session_idle: Duration,
     /// joch's base URL as its clients reach it: the resource its
     /// protected-resource metadata and 401 challenges name (default
     /// `http://127.0.0.1:7070`).
@@ -57,6 +59,7 @@ impl Default for ServerConfig {
             max_body_bytes: 4 * 1024 * 1024,
             mcp_allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
             mcp_progress_every: Duration::from_secs(1),
+            mcp_session_idle: Duration::from_secs(300),
             public_url: "http://127.0.0.1:7070".to_owned(),
             authorization_servers: Vec::new(),
             max_streams_per_principal: 256,
@@ -82,6 +85,7 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         engine.clone(),
         &config.mcp_allowed_hosts,
         config.mcp_progress_every,
+        config.mcp_session_idle,
         limit,
     );
     let state = AppState {

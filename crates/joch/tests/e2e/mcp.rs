@@ -683,6 +683,37 @@ async fn an_upstreams_question_is_refused_not_answered_for_a_user() {
 }
 
 #[tokio::test]
+async fn an_idle_mcp_session_expires() {
+    let joch = Joch::start_with(&["--mcp-session-idle-seconds", "1"]).await;
+    let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
+    let post = |session: Option<String>, body: Value| {
+        let mut request = joch
+            .http
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(id) = session {
+            request = request.header("mcp-session-id", id);
+        }
+        request.send()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "idle", "version": "1"}}});
+    let opened = post(None, init).await.unwrap();
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    // A client that went away without DELETE: its session is closed for it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let late = post(Some(session), list).await.unwrap();
+    assert_eq!(late.status(), StatusCode::NOT_FOUND);
+    let body: Value = late.json().await.unwrap();
+    assert_eq!(body["code"], "session_not_found", "{body}");
+}
+
+#[tokio::test]
 async fn the_mcp_endpoints_refusals_are_json_too() {
     let joch = Joch::start().await;
     let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);

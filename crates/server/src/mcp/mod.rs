@@ -23,6 +23,7 @@ pub(crate) fn http_service(
     engine: Engine,
     allowed_hosts: &[String],
     progress_every: Duration,
+    idle: Duration,
     max_body_bytes: usize,
 ) -> StreamableHttpService<JochMcp, LocalSessionManager> {
     let mut config =
@@ -34,9 +35,16 @@ pub(crate) fn http_service(
     };
     StreamableHttpService::new(
         move || Ok(JochMcp::for_http(engine.clone(), progress_every)),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(sessions(idle)),
         config,
     )
+}
+
+/// Sessions that close after `idle` without a request.
+fn sessions(idle: Duration) -> LocalSessionManager {
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(idle);
+    manager
 }
 
 /// The MCP library answers transport-level refusals (a missing `Accept`,
