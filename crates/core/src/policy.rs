@@ -43,6 +43,11 @@ pub struct PolicySpec {
     pub description: String,
     /// Recorded as `policyVersion` on every decision this policy makes.
     pub version: String,
+    /// `enforce` (the default): its decisions apply. `shadow`: it is
+    /// evaluated on every call it applies to and its decisions are recorded
+    /// (marked `shadow`) and counted, but change nothing.
+    #[serde(default, skip_serializing_if = "Enforcement::is_enforce")]
+    pub enforcement: Enforcement,
     /// Which calls the policy looks at; all when empty.
     #[serde(default)]
     pub applies_to: AppliesTo,
@@ -53,6 +58,24 @@ pub struct PolicySpec {
     /// OPA-compatible engine, whose query returns a structured decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rego: Option<RegoPolicy>,
+}
+
+/// `spec.enforcement`: whether a policy's decisions apply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Enforcement {
+    /// Its decisions apply.
+    #[default]
+    Enforce,
+    /// Its decisions are recorded and counted only: a policy on trial.
+    Shadow,
+}
+
+impl Enforcement {
+    /// True for `enforce`.
+    pub fn is_enforce(&self) -> bool {
+        *self == Enforcement::Enforce
+    }
 }
 
 /// `spec.appliesTo`.

@@ -271,7 +271,7 @@ impl CallError {
 }
 
 /// One policy decision recorded on the call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HookDecision {
     /// `steps/toolCallRequest` or `steps/toolCallResult`.
@@ -287,6 +287,10 @@ pub struct HookDecision {
     /// Why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Made by a policy in `enforcement: shadow`: what it would have
+    /// decided. It changed nothing about the call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shadow: bool,
 }
 
 impl ToolCall {

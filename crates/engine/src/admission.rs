@@ -129,6 +129,7 @@ impl Engine {
                         policy_id: Some(SCHEMA_DRIFT_POLICY.to_owned()),
                         policy_version: None,
                         reason: Some(reason.clone()),
+                        shadow: false,
                     }],
                 );
                 rejection = Some(Rejection::refused(
@@ -256,6 +257,7 @@ impl Engine {
                     policy_id: policy.as_ref().map(|p| p.name.clone()),
                     policy_version: policy.map(|p| p.version),
                     reason: Some(reason.clone()),
+                    shadow: false,
                 }],
             );
             deferral = None;

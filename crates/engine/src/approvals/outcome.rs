@@ -154,6 +154,7 @@ impl Engine {
                     policy_id: Some(policy.name.clone()),
                     policy_version: Some(policy.version.clone()),
                     reason: Some(format!("approved by {}", decision.by)),
+                    shadow: false,
                 }],
             );
         }

@@ -33,3 +33,4 @@ mod resources;
 mod rulebook;
 mod streaming;
 mod traces;
+mod trust;
