@@ -19,6 +19,7 @@ pub mod backend;
 pub mod checksum;
 pub mod cost;
 pub mod endpoint;
+pub mod envelope;
 pub mod error;
 pub mod execution;
 pub mod expr;

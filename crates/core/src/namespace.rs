@@ -56,6 +56,10 @@ pub struct NamespaceSpec {
     /// `maxInlineBytes` takes precedence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_inline_bytes: Option<u64>,
+    /// How the model-facing outputs of this namespace's untrusted tools
+    /// are framed when a tool sets nothing itself (default `none`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_envelope: Option<crate::envelope::OutputEnvelope>,
 }
 
 /// One entry of `spec.rateLimits`.

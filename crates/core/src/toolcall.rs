@@ -231,6 +231,10 @@ pub struct ToolCallStatus {
     /// rest of `status`, a value in a request is ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<crate::principal::PrincipalRef>,
+    /// The nonce of the envelope the caller's output came in (seed 001),
+    /// when the tool is untrusted and `outputEnvelope: nonce`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_nonce: Option<String>,
 }
 
 /// An operator's settlement of an `Unknown` call.

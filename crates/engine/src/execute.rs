@@ -334,6 +334,11 @@ impl Engine {
             }
             answer = Some(spooled.answer);
         }
+        // What the tool said reaches the model in an envelope when the tool
+        // is untrusted; a refusal by policy is joch's own text.
+        if let Some(result) = answer.take_if(|_| phase != Phase::Denied) {
+            answer = Some(self.envelop(&mut call, tool, result).await?);
+        }
         call.status.output =
             kept.map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
         self.settle(call, phase, answer, error, how.latency_ms)

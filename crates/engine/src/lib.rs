@@ -26,6 +26,7 @@ mod chunks;
 mod context;
 mod costs;
 mod engine;
+mod envelopes;
 mod error;
 mod events;
 mod execute;
