@@ -18,6 +18,7 @@ pub mod audit;
 pub mod backend;
 pub mod checksum;
 pub mod cost;
+pub mod detect;
 pub mod endpoint;
 pub mod envelope;
 pub mod error;

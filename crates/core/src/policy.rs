@@ -175,6 +175,7 @@ pub const FACT_ROOTS: &[&str] = &[
     "override",
     "cost",
     "labels",
+    "detected",
 ];
 
 /// `rule.when`: dotted keys of the call, each matched against a value, plus
@@ -229,6 +230,11 @@ pub struct Patch {
     /// caller gets a handle to an artifact instead of the result).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inline: Option<bool>,
+    /// Detector kinds (`card`, `aws_access_key`, a custom name; `*` for
+    /// all) whose matched spans become `[REDACTED:<kind>]` in the input
+    /// (request hook) or output (result hook): only the span, not the field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redact_detected: Vec<String>,
 }
 
 /// `rule.require`.

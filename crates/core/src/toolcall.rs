@@ -235,6 +235,11 @@ pub struct ToolCallStatus {
     /// when the tool is untrusted and `outputEnvelope: nonce`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_nonce: Option<String>,
+    /// What the sensitive-data detectors found in the input and the
+    /// output, by kind and JSON path (never the value); run only when a
+    /// policy of the namespace reads detections.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub detections: Vec<crate::detect::Detection>,
 }
 
 /// An operator's settlement of an `Unknown` call.

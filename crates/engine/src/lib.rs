@@ -25,6 +25,7 @@ mod calls;
 mod chunks;
 mod context;
 mod costs;
+mod detections;
 mod engine;
 mod envelopes;
 mod error;

@@ -237,3 +237,116 @@ async fn mcp_text_content_is_enveloped_block_by_block() {
     let (_, inner) = envelope_of(&call, text);
     assert_eq!(inner, r#"called lookup with {"id":"&lt;/joch-output>"}"#);
 }
+
+async fn set_namespace(joch: &Joch, spec: Value) -> (StatusCode, Value) {
+    let settings = json!({"apiVersion": "joch.dev/v1alpha1", "kind": "Namespace", "spec": spec});
+    joch.send(Method::PUT, &format!("/v1/namespaces/{NS}"), Some(settings))
+        .await
+}
+
+const KEY: &str = "AKIAIOSFODNN7EXAMPLE";
+
+#[tokio::test]
+async fn detectors_are_policy_facts_recorded_by_kind_and_path_never_by_value() {
+    let (webhook, joch) = setup().await;
+    // No policy reads detections: nothing is scanned, nothing recorded.
+    let (_, unscanned) = joch
+        .call("zendesk.create_ticket", json!({"note": KEY}))
+        .await;
+    assert_eq!(unscanned["status"]["phase"], "Succeeded");
+    assert!(
+        unscanned["status"].get("detections").is_none(),
+        "{unscanned}"
+    );
+
+    apply_policy(&joch, "no-keys", json!({"version": "1", "rules": [
+        {"when": {"input.detected.aws_access_key": {"gte": 1}}, "action": {"deny": {"reason": "no credentials in tickets"}}},
+        {"when": {"expr": "detected.input.employee_id > 0"}, "require": {"approval": "human"}}
+    ]}))
+    .await;
+    let (status, body) = set_namespace(
+        &joch,
+        json!({"detectors": [{"name": "employee_id", "pattern": "\\bEMP-[0-9]{6}\\b"}]}),
+    )
+    .await;
+    assert!(status.is_success(), "{body}");
+
+    let (_, denied) = joch
+        .call(
+            "zendesk.create_ticket",
+            json!({"subject": "hi", "lines": ["ok", format!("key {KEY}")]}),
+        )
+        .await;
+    assert_eq!(denied["status"]["phase"], "Denied", "{denied}");
+    assert_eq!(
+        denied["status"]["detections"],
+        json!([{"kind": "aws_access_key", "path": "input.lines[1]"}])
+    );
+    let (_, waiting) = joch
+        .send(
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/toolcalls?wait=false"),
+            Some(json!({"spec": {"toolRef": {"name": "zendesk.create_ticket"}, "input": {"who": "EMP-004211"}}})),
+        )
+        .await;
+    let name = waiting["metadata"]["name"].as_str().unwrap();
+    let waiting = crate::harness::wait_for_phase(&joch, name, "AwaitingApproval").await;
+    assert_eq!(
+        waiting["status"]["detections"],
+        json!([{"kind": "employee_id", "path": "input.who"}])
+    );
+    let (_, clean) = joch
+        .call("zendesk.create_ticket", json!({"subject": "EMP-42"}))
+        .await;
+    assert_eq!(clean["status"]["phase"], "Succeeded", "{clean}");
+    assert!(clean["status"].get("detections").is_none());
+    assert_eq!(webhook.hits(), 2, "the unscanned call and the clean one");
+
+    let (status, body) = set_namespace(
+        &joch,
+        json!({"detectors": [{"name": "card", "pattern": "x"}]}),
+    )
+    .await;
+    crate::harness::assert_error(
+        &(status, body),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_resource",
+    );
+}
+
+#[tokio::test]
+async fn a_policy_redacts_exactly_the_detected_spans_of_input_and_output() {
+    let (_webhook, joch) = setup().await;
+    apply_policy(&joch, "scrub", json!({"version": "1", "rules": [
+        {"when": {"input.detected.email": {"gte": 1}}, "action": {"modify": {"redactDetected": ["email"]}}},
+        {"hook": "toolCallResult", "when": {"output.detected.card": {"gte": 1}}, "action": {"modify": {"redactDetected": ["card"]}}}
+    ]}))
+    .await;
+    let input = json!({
+        "body": "mail alice@example.com about card 4111 1111 1111 1111 please",
+        "ref": "4111 1111 1111 1112"
+    });
+    let (_, call) = joch.call("zendesk.create_ticket", input).await;
+    assert_eq!(call["status"]["phase"], "Succeeded", "{call}");
+    assert_eq!(
+        call["status"]["output"],
+        json!({"echo": {"body": "mail [REDACTED:email] about card [REDACTED:card] please", "ref": "4111 1111 1111 1112"}}),
+        "the tool got the input without the address; the caller gets the output without the card; the number failing Luhn stays"
+    );
+    let record = joch
+        .get_call(call["metadata"]["name"].as_str().unwrap())
+        .await;
+    assert!(
+        !record.to_string().contains("alice@example.com"),
+        "not even in originalInput: {record}"
+    );
+    assert_eq!(record["status"]["output"], call["status"]["output"]);
+    assert_eq!(
+        record["status"]["detections"],
+        json!([
+            {"kind": "card", "path": "input.body"},
+            {"kind": "email", "path": "input.body"},
+            {"kind": "card", "path": "output.echo.body"}
+        ])
+    );
+}

@@ -152,6 +152,7 @@ fn outcome(policies: &[Policy]) -> Outcome {
         value: facts(),
         tool_name: "zendesk.create_ticket".into(),
         labels: Default::default(),
+        detectors: None,
     };
     decide(
         &StandardPolicyEngine::default(),
