@@ -16,6 +16,7 @@ pub mod artifact;
 pub mod artifact_tools;
 pub mod audit;
 pub mod backend;
+pub mod backtest;
 pub mod checksum;
 pub mod cost;
 pub mod detect;
