@@ -19,6 +19,7 @@ mod approvals;
 mod artifact_tools;
 mod artifacts;
 mod audit;
+mod backtest;
 mod batches;
 mod cache;
 mod calls;
@@ -49,6 +50,7 @@ mod tracing_spans;
 
 pub use approvals::ApprovalDecision;
 pub use audit::{AuditLine, AuditProblem, AuditReport};
+pub use backtest::Progress;
 pub use batches::{BATCH_LABEL, Batch};
 pub use calls::CallOutcome;
 pub use engine::{Engine, EngineConfig, ListParams};
