@@ -33,6 +33,7 @@ mod at_rest;
 mod floor;
 mod open_loop;
 mod postgres;
+mod trust;
 
 const NAMESPACE: &str = "bench";
 
@@ -70,6 +71,13 @@ struct Args {
     /// How long each offered rate is held.
     #[arg(long, default_value_t = 5)]
     offered_seconds: usize,
+    /// Only measure issue 21's costs: detectors per KiB of output, and a
+    /// back-test over a ledger of `--ledger-calls` calls.
+    #[arg(long)]
+    trust: bool,
+    /// Calls in the back-test's ledger.
+    #[arg(long, default_value_t = 1_000_000)]
+    ledger_calls: usize,
 }
 
 /// Where a worker sends its calls, and how it tells success from failure.
@@ -125,6 +133,9 @@ async fn main() -> Result<()> {
         }
     });
 
+    if args.trust {
+        return run_trust(&args).await;
+    }
     let webhook = serve(axum::Router::new().route("/echo", post(echo))).await?;
     let webhook_url = format!("http://{webhook}/echo");
     let dir = tempfile::tempdir().context("creating temp dir")?;
@@ -276,6 +287,21 @@ fn toolcalls_url(joch: SocketAddr) -> String {
 
 /// A joch server exactly as the binary wires it, on `store`: webhook and
 /// no-op backends; `replica` names it among several sharing the store.
+/// `--trust`: detectors, then a back-test over a fresh SQLite ledger.
+async fn run_trust(args: &Args) -> Result<()> {
+    trust::detectors()?;
+    let dir = tempfile::tempdir().context("creating temp dir")?;
+    let store: Arc<dyn Store> =
+        Arc::new(joch_store::SqliteStore::open(dir.path().join("ledger.db"))?);
+    let engine = joch_engine::Engine::new(
+        Arc::clone(&store),
+        Vec::new(),
+        Arc::new(joch_engine::policy::StandardPolicyEngine::default()),
+        joch_engine::EngineConfig::default(),
+    );
+    trust::back_test(&engine, &store, args.ledger_calls).await
+}
+
 async fn start_joch(store: Arc<dyn Store>, replica: Option<String>) -> Result<SocketAddr> {
     let webhook: Arc<dyn ToolBackend> = Arc::new(joch_backends::WebhookBackend::new(
         joch_backends::RestConfig::default(),
