@@ -95,10 +95,18 @@ pub async fn back_test(
         replace: None,
     };
     let started = Instant::now();
+    let mut read_done = started;
     let report = engine
-        .test_policy(&Principal::local(), NAMESPACE, test, &mut |_| {})
+        .test_policy(&Principal::local(), NAMESPACE, test, &mut |_| {
+            read_done = Instant::now();
+        })
         .await?;
     let seconds = started.elapsed().as_secs_f64();
+    let reading = (read_done - started).as_secs_f64();
+    println!(
+        "back-test: reading the ledger {reading:.1} s, judging {:.1} s",
+        seconds - reading
+    );
     let rate = report.calls as f64 / seconds;
     println!(
         "back-test: {} calls judged in {seconds:.1} s ({rate:.0} calls/s); would deny {}, defer {}",

@@ -185,7 +185,9 @@ pub const FACT_ROOTS: &[&str] = &[
 /// items; `{gt|gte|lt|lte: n}` compares numbers; anything else must be equal.
 /// Keys: `tool.name`, `tool.sideEffects.level`, `tool.sideEffects.idempotent`,
 /// `agent.name`, `execution`, `caller`, `input.<field>`, `output.<field>`
-/// (result hook), `toolCallCount`, `replay`, `cost.runUsd`.
+/// (result hook), `toolCallCount`, `replay`, `cost.runUsd`,
+/// `input.detected.<kind>`, `output.detected.<kind>`, `detected.input.<kind>`
+/// (detector counts, see `detect.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct When {
