@@ -28,6 +28,16 @@ pub struct PolicyTest {
     pub replace: Option<String>,
 }
 
+/// The length of a window: `7d`, or any duration `parse_duration` reads
+/// (`12h`, `30m`).
+pub fn window(text: &str) -> Result<std::time::Duration, String> {
+    match text.trim().strip_suffix('d').map(str::parse::<u64>) {
+        Some(Ok(days)) => Ok(std::time::Duration::from_secs(days.saturating_mul(86_400))),
+        Some(Err(_)) => Err(format!("{text:?} is not a window such as 7d, 12h or 30m")),
+        None => crate::meta::parse_duration(text),
+    }
+}
+
 /// A decision as the report counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -255,6 +265,17 @@ mod tests {
             "an unchanged decision is no change"
         );
         assert_eq!(report.unjudged["input_withheld"].samples, ["hidden"]);
+    }
+
+    #[test]
+    fn windows_are_days_or_durations() {
+        assert_eq!(window("7d"), Ok(std::time::Duration::from_secs(7 * 86_400)));
+        assert_eq!(
+            window("12h"),
+            Ok(std::time::Duration::from_secs(12 * 3_600))
+        );
+        assert!(window("xd").is_err());
+        assert!(window("soon").is_err());
     }
 
     #[test]

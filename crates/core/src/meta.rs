@@ -85,7 +85,7 @@ impl<'de> Deserialize<'de> for Time {
     }
 }
 
-/// Parses `500ms`, `30s`, `5m`, `1h`, `7d` or a bare number of seconds.
+/// Parses `500ms`, `30s`, `5m`, `1h` or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let text = text.trim();
     let split = text
@@ -100,8 +100,7 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         "" | "s" => number.saturating_mul(1_000),
         "m" => number.saturating_mul(60_000),
         "h" => number.saturating_mul(3_600_000),
-        "d" => number.saturating_mul(86_400_000),
-        _ => return Err(format!("{text:?}: unit must be ms, s, m, h or d")),
+        _ => return Err(format!("{text:?}: unit must be ms, s, m or h")),
     };
     Ok(std::time::Duration::from_millis(millis))
 }

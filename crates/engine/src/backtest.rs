@@ -9,8 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use joch_core::backtest::{Judged, PolicyTest, PolicyTestReport, Unjudged, Verdict};
-use joch_core::meta::parse_duration;
+use joch_core::backtest::{Judged, PolicyTest, PolicyTestReport, Unjudged, Verdict, window};
 use joch_core::policy::Enforcement;
 use joch_core::redact::REDACTED;
 use joch_core::{Hook, Object, Policy, Principal, Tool, ToolCall, ValidationError};
@@ -39,14 +38,18 @@ impl Engine {
         progress: Progress<'_>,
     ) -> Result<PolicyTestReport, EngineError> {
         rules::acts_in(by, namespace)?;
-        let since = parse_duration(test.since.as_deref().unwrap_or("7d"))
+        let since = window(test.since.as_deref().unwrap_or("7d"))
             .map_err(|e| ValidationError::field("since", e))?;
         let start =
             chrono::Utc::now() - chrono::Duration::from_std(since).unwrap_or(chrono::Duration::MAX);
         let set = self.candidate_set(namespace, test).await?;
         let calls = self.calls_since(namespace, start, progress).await?;
         let tools = self.tools_of(namespace, &calls).await?;
-        Ok(judge_all(&*self.inner.policy, &set, &calls, &tools))
+        // CPU-bound for seconds on a large window: off the async workers.
+        let engine = Arc::clone(&self.inner.policy);
+        tokio::task::spawn_blocking(move || judge_all(&*engine, &set, &calls, &tools))
+            .await
+            .map_err(|e| EngineError::Unavailable(format!("the back-test stopped: {e}")))
     }
 
     /// The policies in force, with the candidate (as enforced) added or
@@ -154,7 +157,8 @@ impl Engine {
     }
 }
 
-/// Judges every call, in order, keeping the counters policies read.
+/// Judges every call: the counters policies read are kept in ledger
+/// order, then the calls are decided on every core, then counted in order.
 pub(crate) fn judge_all(
     engine: &dyn PolicyEngine,
     set: &[Policy],
@@ -167,17 +171,40 @@ pub(crate) fn judge_all(
         .collect();
     let reads_spend = texts.iter().any(|t| t.contains("cost."));
     let mut counters = Counters::default();
+    let at_the_time: Vec<(usize, Option<Value>)> = calls
+        .iter()
+        .map(|call| (counters.count(call), counters.spend(call, reads_spend)))
+        .collect();
+    let judge = |(call, (count, spend)): (&ToolCall, &(usize, Option<Value>))| match (
+        &call.spec.input,
+        tools.get(call.tool_name()),
+    ) {
+        (Value::Object(args), Some(tool)) => match redacted_read(&call.spec.input, &texts) {
+            true => Err(Unjudged::RedactedField),
+            false => Ok(decide(engine, set, call, tool, args, *count, spend.clone())),
+        },
+        _ => Err(Unjudged::InputWithheld),
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = calls.len().div_ceil(cores).max(1);
+    let verdicts: Vec<Result<Verdict, Unjudged>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = calls
+            .chunks(chunk)
+            .zip(at_the_time.chunks(chunk))
+            .map(|(calls, facts)| {
+                scope.spawn(move || calls.iter().zip(facts).map(judge).collect::<Vec<_>>())
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
     let mut report = PolicyTestReport::default();
-    for call in calls {
-        let count = counters.count(call);
-        let spend = counters.spend(call, reads_spend);
-        let would = match (&call.spec.input, tools.get(call.tool_name())) {
-            (Value::Object(args), Some(tool)) => match redacted_read(&call.spec.input, &texts) {
-                true => Err(Unjudged::RedactedField),
-                false => Ok(decide(engine, set, call, tool, args, count, spend)),
-            },
-            _ => Err(Unjudged::InputWithheld),
-        };
+    for (call, would) in calls.iter().zip(verdicts) {
         report.add(Judged {
             call: &call.metadata.name,
             tool: call.tool_name(),
