@@ -34,6 +34,13 @@ pub async fn at_rest(
         offered_seconds: 0,
         trust: false,
         ledger_calls: 0,
+        soak_seconds: 0,
+        soak_baseline_seconds: 0,
+        soak_joch: None,
+        soak_open_files: 0,
+        soak_slow: 0,
+        soak_concurrency: 0,
+        soak_mcp_every_ms: 0,
     };
     let direct = measure(
         client,

@@ -33,6 +33,7 @@ mod at_rest;
 mod floor;
 mod open_loop;
 mod postgres;
+mod soak;
 mod trust;
 
 const NAMESPACE: &str = "bench";
@@ -78,6 +79,29 @@ struct Args {
     /// Calls in the back-test's ledger.
     #[arg(long, default_value_t = 1_000_000)]
     ledger_calls: usize,
+    /// Instead of the scenarios above, soak a `joch serve` process for this
+    /// many seconds with fresh client-chosen names, slow clients and
+    /// abandoned MCP sessions (see `soak.rs`); 0: off.
+    #[arg(long, default_value_t = 0)]
+    soak_seconds: u64,
+    /// The soak's run without hostile clients, whose p99 is the reference.
+    #[arg(long, default_value_t = 120)]
+    soak_baseline_seconds: u64,
+    /// The `joch` binary the soak runs (default: beside this one).
+    #[arg(long)]
+    soak_joch: Option<std::path::PathBuf>,
+    /// The open-files limit the soaked joch runs under.
+    #[arg(long, default_value_t = 1024)]
+    soak_open_files: u64,
+    /// Half-open connections the soak keeps open at all times.
+    #[arg(long, default_value_t = 300)]
+    soak_slow: usize,
+    /// Normal callers in flight at once during the soak.
+    #[arg(long, default_value_t = 8)]
+    soak_concurrency: usize,
+    /// How often the soak opens and abandons an MCP session, in ms (0: never).
+    #[arg(long, default_value_t = 2000)]
+    soak_mcp_every_ms: u64,
 }
 
 /// Where a worker sends its calls, and how it tells success from failure.
@@ -138,6 +162,9 @@ async fn main() -> Result<()> {
     }
     let webhook = serve(axum::Router::new().route("/echo", post(echo))).await?;
     let webhook_url = format!("http://{webhook}/echo");
+    if args.soak_seconds > 0 {
+        return soak::soak(&soak_settings(&args)?, &webhook_url).await;
+    }
     let dir = tempfile::tempdir().context("creating temp dir")?;
     // One client for the whole bench: keep-alive pool, no proxy (only 127.0.0.1 is contacted).
     let client = Client::builder().no_proxy().build()?;
@@ -247,6 +274,23 @@ async fn main() -> Result<()> {
         bail!("{failures} calls failed");
     }
     Ok(())
+}
+
+fn soak_settings(args: &Args) -> Result<soak::Soak> {
+    let joch = match &args.soak_joch {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("joch"),
+    };
+    Ok(soak::Soak {
+        seconds: args.soak_seconds,
+        baseline_seconds: args.soak_baseline_seconds,
+        joch,
+        open_files: args.soak_open_files,
+        slow: args.soak_slow,
+        concurrency: args.soak_concurrency.max(1),
+        session_every: (args.soak_mcp_every_ms > 0)
+            .then(|| std::time::Duration::from_millis(args.soak_mcp_every_ms)),
+    })
 }
 
 /// The webhook: answers with the JSON it was sent.

@@ -169,6 +169,19 @@ impl Object for Approval {
     const KIND: &'static str = "Approval";
     const PLURAL: &'static str = "approvals";
 
+    fn audit_entry(&self, at: crate::Time) -> Option<crate::audit::AuditEntry> {
+        (self.status.phase != ApprovalPhase::Pending).then(|| {
+            crate::audit::AuditEntry::of(
+                Self::KIND,
+                &self.metadata.name,
+                &self.spec,
+                &self.status,
+                self.status.phase.as_str(),
+                at,
+            )
+        })
+    }
+
     fn metadata(&self) -> &ObjectMeta {
         &self.metadata
     }

@@ -4,10 +4,19 @@
 //! own body, so an entry altered, removed or reordered breaks every hash
 //! after it, and a record altered after its entry no longer matches its digest.
 
+mod chain;
+mod checkpoint;
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::Time;
+
+pub use chain::{ChainWalk, Finding, FindingKind, LatestEntry, WalkedChain};
+pub use checkpoint::{
+    Checkpoint, CheckpointError, key_id, signing_key_from_hex, verifying_key_from_hex,
+};
+pub use ed25519_dalek::{SigningKey, VerifyingKey};
 
 /// The `prev` of a namespace's first entry.
 pub const GENESIS: &str = "";
@@ -29,6 +38,24 @@ pub struct AuditEntry {
 }
 
 impl AuditEntry {
+    /// The entry for record `kind`/`name` with this content, in `phase`.
+    pub fn of<S: Serialize, T: Serialize>(
+        kind: &str,
+        name: &str,
+        spec: &S,
+        status: &T,
+        phase: &str,
+        at: Time,
+    ) -> Self {
+        Self {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            digest: record_digest(kind, name, spec, status),
+            phase: phase.to_owned(),
+            at,
+        }
+    }
+
     /// The entry's body: its RFC 8785 canonical JSON, what the chain hashes.
     pub fn body(&self) -> String {
         serde_jcs::to_string(self).unwrap_or_default()

@@ -74,6 +74,11 @@ pub struct McpServerSpec {
     /// tool's override takes precedence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_envelope: Option<OutputEnvelope>,
+    /// What the names of its Tools start with (default `<server name>.`;
+    /// empty keeps the upstream names, so that a client moved from a
+    /// direct connection to joch sees the names it had).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_prefix: Option<String>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -326,9 +331,13 @@ pub fn side_effects_from_annotations(annotations: Option<&Value>) -> SideEffects
 }
 
 impl McpServer {
-    /// The name of the Tool made from upstream tool `tool`.
+    /// The name of the Tool made from upstream tool `tool`: the
+    /// `toolPrefix`, `<server>.` by default, and the upstream name.
     pub fn tool_name(&self, tool: &str) -> String {
-        format!("{}.{tool}", self.metadata.name)
+        match &self.spec.tool_prefix {
+            Some(prefix) => format!("{prefix}{tool}"),
+            None => format!("{}.{tool}", self.metadata.name),
+        }
     }
 
     /// The Tool joch keeps for an upstream definition (as the server listed it).
@@ -458,6 +467,11 @@ impl Object for McpServer {
                 ),
                 Ok(_) => {}
                 Err(e) => problem("spec.discovery.refreshInterval", e),
+            }
+        }
+        if let Some(prefix) = self.spec.tool_prefix.as_deref().filter(|p| !p.is_empty()) {
+            if let Err(e) = validate_name("spec.toolPrefix", &format!("{prefix}x")) {
+                problem("spec.toolPrefix", e.to_string());
             }
         }
         if self.spec.timeout_ms == 0 {

@@ -29,6 +29,14 @@ pub trait Object: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
     fn index(&self) -> IndexFields {
         IndexFields::default()
     }
+
+    /// The audit entry a write of this object must append, stamped `at`: for
+    /// a settled ToolCall or a decided Approval, `None` for everything else.
+    /// The store's typed writes append it in the same write as the record,
+    /// so no path can store a settled record without its entry.
+    fn audit_entry(&self, _at: crate::Time) -> Option<crate::audit::AuditEntry> {
+        None
+    }
 }
 
 /// Columns a store indexes besides kind, namespace and name.

@@ -357,6 +357,19 @@ impl Object for ToolCall {
     const KIND: &'static str = "ToolCall";
     const PLURAL: &'static str = "toolcalls";
 
+    fn audit_entry(&self, at: crate::Time) -> Option<crate::audit::AuditEntry> {
+        self.status.phase.is_terminal().then(|| {
+            crate::audit::AuditEntry::of(
+                Self::KIND,
+                &self.metadata.name,
+                &self.spec,
+                &self.status,
+                self.status.phase.as_str(),
+                at,
+            )
+        })
+    }
+
     fn metadata(&self) -> &ObjectMeta {
         &self.metadata
     }

@@ -71,6 +71,7 @@ impl Engine {
         let minted = call.metadata.name.is_empty();
         if minted {
             call.metadata.name = crate::engine::new_call_name();
+            crate::tracing_spans::record_call_id(&call.metadata.name);
         }
         // Set by the store when it writes the call: empty means not yet written.
         call.metadata.resource_version.clear();
@@ -295,6 +296,9 @@ impl Engine {
                 .as_ref()
                 .map_or(Ok(()), |s| s.check_input(&args_value))
             {
+                if deferral.take().is_some() {
+                    not_sent_for_approval(&mut call);
+                }
                 rejection = Some(Rejection {
                     phase: Phase::Failed,
                     answer: Some(crate::schema::invalid_arguments_answer(
@@ -427,6 +431,22 @@ impl Engine {
             Err(StoreError::NotFound { .. }) => Ok(true),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// A call a policy deferred, whose input then proved invalid, is not sent
+/// for approval: its `defer` decision says so, so that the record does
+/// not show a deferral without an Approval and no word why.
+fn not_sent_for_approval(call: &mut ToolCall) {
+    let request = Hook::Request.step();
+    if let Some(deferred) = call.status.hook_decisions.iter_mut().rev().find(|d| {
+        d.hook == request && matches!(d.decision.as_str(), "defer" | "request_user_input")
+    }) {
+        let why = "not sent for approval: the input does not match the tool's inputSchema";
+        deferred.reason = Some(match deferred.reason.take() {
+            Some(reason) => format!("{reason} ({why})"),
+            None => why.to_owned(),
+        });
     }
 }
 

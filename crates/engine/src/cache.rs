@@ -6,10 +6,17 @@
 //! A reader that loaded a snapshot while a write landed must not store it:
 //! each cache has a generation, bumped by every invalidation, and a
 //! snapshot is kept only if the generation did not move while it loaded.
+//!
+//! Keys are namespaces (or namespace and tool), which a client may name
+//! freely: past [`MAX_ENTRIES`] the snapshots are emptied and reloaded as
+//! needed, so memory stays bounded whatever names arrive.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+
+/// Most snapshots one cache keeps.
+pub(crate) const MAX_ENTRIES: usize = 4096;
 
 /// Snapshots of `T` by key.
 pub(crate) struct Snapshots<T> {
@@ -40,6 +47,9 @@ impl<T> Snapshots<T> {
         let loaded = Arc::new(load.await?);
         let mut entries = self.write();
         if self.generation.load(Ordering::Acquire) == generation {
+            if entries.len() >= MAX_ENTRIES {
+                entries.clear();
+            }
             entries.insert(key.to_owned(), loaded.clone());
         }
         Ok(loaded)
@@ -89,6 +99,17 @@ mod tests {
         assert_eq!(stale.map(|v| *v), Ok(1), "the loader still gets its answer");
         let fresh = cache.get_or_load("ns", async { Ok::<_, ()>(2) }).await;
         assert_eq!(fresh.map(|v| *v), Ok(2), "but it was not kept");
+    }
+
+    #[tokio::test]
+    async fn fresh_keys_do_not_grow_it_past_its_bound() {
+        let cache = Snapshots::<u32>::default();
+        for n in 0..(3 * MAX_ENTRIES) {
+            let key = format!("ns-{n}");
+            let _ = cache.get_or_load(&key, async { Ok::<_, ()>(1) }).await;
+            assert!(cache.read().len() <= MAX_ENTRIES);
+        }
+        assert!(!cache.read().is_empty(), "it still caches");
     }
 
     #[tokio::test]

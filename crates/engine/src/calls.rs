@@ -160,7 +160,7 @@ impl Engine {
         if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
             return self.call_artifact_tool(by, namespace, call).await;
         }
-        let span = tracing_spans::call_span(&call);
+        let span = tracing_spans::call_span(namespace, &call);
         self.call_traced(by, namespace, call, paused)
             .instrument(span)
             .await
@@ -197,7 +197,7 @@ impl Engine {
             Admission::New(recorded) => self.run(*recorded).await,
             Admission::KeyHeldBy(holder) => {
                 let original = self.wait_settled(namespace, &holder).await?;
-                telemetry::idempotent_replay(namespace, original.tool_name());
+                telemetry::idempotent_replay(self.call_labels(&original).await);
                 Ok(CallOutcome::stored(original, true))
             }
         }
@@ -227,7 +227,7 @@ impl Engine {
                 if !existing.status.phase.is_terminal() {
                     return Err(EngineError::IdempotencyKeyInUse { call: holder });
                 }
-                telemetry::idempotent_replay(namespace, existing.tool_name());
+                telemetry::idempotent_replay(self.call_labels(&existing).await);
                 return Ok(CallOutcome::stored(existing, true));
             }
         };
@@ -240,7 +240,7 @@ impl Engine {
 
     pub(crate) fn run_in_background(&self, recorded: Recorded) {
         let engine = self.clone();
-        let span = tracing_spans::call_span(&recorded.call);
+        let span = tracing_spans::call_span(&recorded.call.metadata.namespace, &recorded.call);
         tokio::spawn(
             async move {
             let name = recorded.call.metadata.name.clone();

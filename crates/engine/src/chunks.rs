@@ -8,8 +8,15 @@
 //! event, so a fast stream costs few store writes; each event and each
 //! call's total are bounded, and what is left out is counted, not lost:
 //! the final result holds everything.
+//!
+//! A surface that can show progress live (the MCP front, to the client's
+//! `progressToken`) follows a call's chunks while it waits for the call:
+//! [`Engine::follow_chunks`]. Followers live as long as the request that
+//! waits, and each holds at most [`FOLLOW_QUEUE`] chunks not yet taken (the
+//! rest are dropped for it: the timeline and the result keep them).
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 use joch_core::{OutputChunks, ToolCall};
 use serde_json::{Value, json};
@@ -22,6 +29,40 @@ use crate::Engine;
 const EVENT_BYTES: usize = 64 * 1024;
 /// Most `output_chunk` events one call appends.
 const EVENTS_PER_CALL: usize = 1000;
+
+/// Chunks a follower may have waiting before further ones skip it.
+pub const FOLLOW_QUEUE: usize = 64;
+
+/// Followers of running calls, by `namespace/call`.
+pub(crate) type Followers = Mutex<HashMap<String, mpsc::Sender<Value>>>;
+
+/// One call's chunks as they arrive, for as long as this lives.
+pub struct ChunkFollower {
+    engine: Engine,
+    key: String,
+    chunks: mpsc::Receiver<Value>,
+}
+
+impl ChunkFollower {
+    /// The next chunk; `None` once the follower is no longer fed.
+    pub async fn next(&mut self) -> Option<Value> {
+        self.chunks.recv().await
+    }
+}
+
+impl Drop for ChunkFollower {
+    fn drop(&mut self) {
+        followers(&self.engine).remove(&self.key);
+    }
+}
+
+fn followers(engine: &Engine) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<Value>>> {
+    engine
+        .inner
+        .chunk_followers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
 
 /// Where a call's chunks go: its execution's timeline.
 #[derive(Clone)]
@@ -37,6 +78,8 @@ struct Timeline {
 pub(crate) struct ChunkRelay {
     timeline: Timeline,
     started: Mutex<Option<(mpsc::UnboundedSender<Value>, JoinHandle<()>)>>,
+    /// The call's follower, looked up at the first chunk.
+    follower: OnceLock<Option<mpsc::Sender<Value>>>,
 }
 
 impl std::fmt::Debug for ChunkRelay {
@@ -49,6 +92,14 @@ impl std::fmt::Debug for ChunkRelay {
 
 impl OutputChunks for ChunkRelay {
     fn chunk(&self, data: Value) {
+        let follower = self.follower.get_or_init(|| {
+            let key = format!("{}/{}", self.timeline.namespace, self.timeline.call);
+            followers(&self.timeline.engine).get(&key).cloned()
+        });
+        if let Some(follower) = follower {
+            // A follower that does not keep up misses chunks, never the call.
+            let _ = follower.try_send(data.clone());
+        }
         let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
         let (queue, _) = started.get_or_insert_with(|| append(self.timeline.clone()));
         let _ = queue.send(data);
@@ -80,7 +131,21 @@ impl Engine {
                 call: call.metadata.name.clone(),
             },
             started: Mutex::new(None),
+            follower: OnceLock::new(),
         })
+    }
+
+    /// Follows the chunks of the call `name` that is about to run in this
+    /// process, until the follower is dropped.
+    pub fn follow_chunks(&self, namespace: &str, name: &str) -> ChunkFollower {
+        let key = format!("{namespace}/{name}");
+        let (feed, chunks) = mpsc::channel(FOLLOW_QUEUE);
+        followers(self).insert(key.clone(), feed);
+        ChunkFollower {
+            engine: self.clone(),
+            key,
+            chunks,
+        }
     }
 }
 

@@ -113,6 +113,8 @@ pub(crate) struct Inner {
     pub(crate) namespaces: Snapshots<joch_core::Namespace>,
     /// Each namespace's rate limits, parsed.
     pub(crate) limiters: Snapshots<crate::ratelimit::Limiters>,
+    /// Surfaces following running calls' output chunks (see `chunks.rs`).
+    pub(crate) chunk_followers: crate::chunks::Followers,
     /// Every token by hash, under the key `all`.
     pub(crate) tokens: Snapshots<crate::tokens::TokenIndex>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
@@ -139,6 +141,7 @@ impl Engine {
                 tools_changed: watch::channel(0).0,
                 mcp_syncs: Default::default(),
                 armed_deadlines: Default::default(),
+                chunk_followers: Default::default(),
                 tools: Snapshots::default(),
                 policies: Snapshots::default(),
                 budgets: Snapshots::default(),

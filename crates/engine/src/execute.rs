@@ -430,7 +430,7 @@ impl Engine {
         call.status.error = error;
         self.store_settled(&mut call).await?;
         self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
-        telemetry::call_settled(&call, phase, latency_ms);
+        telemetry::call_settled(&call, self.call_labels(&call).await, phase, latency_ms);
         tracing::info!(
             namespace = %call.metadata.namespace,
             tool = %call.tool_name(),

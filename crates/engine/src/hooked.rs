@@ -87,7 +87,7 @@ impl Engine {
         deferred: Deferred,
     ) -> Result<HookVerdict, EngineError> {
         call.spec.mode = CallMode::Hook;
-        let span = crate::tracing_spans::call_span(&call);
+        let span = crate::tracing_spans::call_span(namespace, &call);
         self.hook_request_traced(by, namespace, call, deferred)
             .instrument(span)
             .await

@@ -49,10 +49,11 @@ mod tokens;
 mod tracing_spans;
 
 pub use approvals::ApprovalDecision;
-pub use audit::{AuditLine, AuditProblem, AuditReport};
+pub use audit::{AuditLine, AuditProblem, AuditReport, CheckpointSigner, CheckpointSigning};
 pub use backtest::Progress;
 pub use batches::{BATCH_LABEL, Batch};
 pub use calls::CallOutcome;
+pub use chunks::{ChunkFollower, FOLLOW_QUEUE};
 pub use engine::{Engine, EngineConfig, ListParams};
 pub use error::EngineError;
 pub use events::Event;

@@ -100,6 +100,67 @@ impl Engine {
         }
     }
 
+    /// Creates (`replacing: None`) or replaces the McpServer named
+    /// `replacing`, and lists its tools at once. A server whose tools would take the name of a Tool
+    /// that is not its own (another server's, or one defined directly) is
+    /// refused before anything is stored, naming both; a server that cannot
+    /// be reached yet is stored, and any such clash shows in its status
+    /// once it is.
+    pub async fn apply_mcp_server(
+        &self,
+        namespace: &str,
+        replacing: Option<&str>,
+        server: McpServer,
+    ) -> Result<McpServer, EngineError> {
+        let mut candidate = server.clone();
+        // Checked before anything is started or asked upstream.
+        crate::resources::admit(namespace, &mut candidate, replacing)?;
+        candidate.check()?;
+        if let Some(Ok(definitions)) = match self.discovery() {
+            Some(discovery) => Some(discovery.list_tools(&candidate).await),
+            None => None,
+        } {
+            self.refuse_collisions(&candidate, &definitions).await?;
+        }
+        let stored = match replacing {
+            None => self.create_resource(namespace, server).await?,
+            Some(name) => self.replace_resource(namespace, name, server).await?,
+        };
+        self.sync_mcp_server(namespace, &stored.metadata.name).await
+    }
+
+    async fn refuse_collisions(
+        &self,
+        server: &McpServer,
+        definitions: &[Value],
+    ) -> Result<(), EngineError> {
+        let namespace = &server.metadata.namespace;
+        let mut seen = std::collections::HashSet::new();
+        for upstream in definitions.iter().filter_map(|d| d["name"].as_str()) {
+            let name = server.tool_name(upstream);
+            if !seen.insert(name.clone()) {
+                return Err(collision(
+                    server,
+                    upstream,
+                    &name,
+                    "another tool of the same server",
+                ));
+            }
+            match self.inner.store.get_object::<Tool>(namespace, &name).await {
+                Ok(tool) if !made_from(&tool, server) => {
+                    let owner = match tool.metadata.labels.get(SERVER_LABEL) {
+                        Some(other) => format!("a tool of McpServer {other:?}"),
+                        None => "a Tool defined directly".to_owned(),
+                    };
+                    return Err(collision(server, upstream, &name, &owner));
+                }
+                Ok(_) | Err(joch_store::StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
     /// Folds a listing into `server.status.tools` and the Tools; returns
     /// what could not be adopted, for `status.message`.
     async fn adopt_listing(
@@ -403,6 +464,16 @@ impl Engine {
 fn made_from(tool: &Tool, server: &McpServer) -> bool {
     tool.metadata.labels.get(SERVER_LABEL) == Some(&server.metadata.name)
         && matches!(&tool.spec.backend, Backend::Mcp(b) if b.server == server.metadata.name)
+}
+
+/// The refusal of a server whose tool `upstream` would be named `name`,
+/// which `owner` already is.
+fn collision(server: &McpServer, upstream: &str, name: &str, owner: &str) -> EngineError {
+    EngineError::Conflict(format!(
+        "McpServer {:?}'s tool {upstream:?} would be named {name:?}, which is {owner}; \
+         set spec.toolPrefix to tell them apart",
+        server.metadata.name
+    ))
 }
 
 /// 250 ms after the first failure, doubling up to 30 s.

@@ -11,26 +11,34 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, Tra
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-/// The span of one call, child of the caller's trace when it sent one.
-pub(crate) fn call_span(call: &ToolCall) -> Span {
+/// The span of one call in `namespace`, child of the caller's trace when
+/// it sent one. A call joch names gets its id once admission minted it
+/// ([`record_call_id`]).
+pub(crate) fn call_span(namespace: &str, call: &ToolCall) -> Span {
     let tool = call.tool_name();
+    let id = Some(call.metadata.name.as_str()).filter(|n| !n.is_empty());
     let span = tracing::info_span!(
         "execute_tool",
         otel.name = %format!("execute_tool {tool}"),
         gen_ai.operation.name = "execute_tool",
         gen_ai.tool.name = %tool,
-        gen_ai.tool.call.id = %call.metadata.name,
+        gen_ai.tool.call.id = id,
         gen_ai.tool.type = tracing::field::Empty,
         gen_ai.tool.call.arguments = tracing::field::Empty,
         gen_ai.tool.call.result = tracing::field::Empty,
         error.type = tracing::field::Empty,
-        joch.namespace = %call.metadata.namespace,
+        joch.namespace = %namespace,
         traceparent = call.spec.traceparent.as_deref(),
     );
     if let Some(parent) = call.spec.traceparent.as_deref().and_then(remote_parent) {
         let _ = span.set_parent(parent);
     }
     span
+}
+
+/// Puts a minted call id on the current call span.
+pub(crate) fn record_call_id(name: &str) {
+    Span::current().record("gen_ai.tool.call.id", name);
 }
 
 /// What kind of tool it is, in GenAI terms: `extension` for tools that live

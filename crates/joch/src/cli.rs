@@ -139,12 +139,46 @@ pub struct AuditArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum AuditAction {
-    /// Recompute the chain and check every record against it; exits 1 and
-    /// names the first entry at fault when something was altered, removed
-    /// or reordered.
-    Verify,
-    /// Write the chain as JSON lines, oldest first.
+    /// Check the chain and the records against each other in both
+    /// directions; print every finding and exit 1 when not intact. With
+    /// --checkpoints, also prove the chain still extends each signed
+    /// checkpoint; with --bundle, do so offline, from `joch audit export`.
+    Verify(VerifyArgs),
+    /// Write the chain as JSON lines, oldest first: the bundle that
+    /// `joch audit verify --bundle` checks offline.
     Export,
+    /// The namespace's signed checkpoints.
+    Checkpoints {
+        #[command(subcommand)]
+        action: CheckpointsAction,
+    },
+    /// Make an Ed25519 key pair for `joch serve --audit-signing-key`: the
+    /// private seed in FILE (64 hex digits), the public key in FILE.pub.
+    Keygen {
+        /// Where to write the private key; it must not exist.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CheckpointsAction {
+    /// Write them as JSON lines (namespace, seq, head, at, keyId,
+    /// signature), for an auditor to keep outside joch.
+    Export,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Checkpoints kept outside joch (`joch audit checkpoints export`).
+    #[arg(long, value_name = "FILE", requires = "public_key")]
+    pub checkpoints: Option<PathBuf>,
+    /// The public key they were signed with (FILE.pub of `joch audit keygen`).
+    #[arg(long, value_name = "FILE", requires = "checkpoints")]
+    pub public_key: Option<PathBuf>,
+    /// Verify this exported chain offline, with no server or database.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -285,6 +319,26 @@ pub struct ServeArgs {
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "JOCH_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// How long a client has to send a request's headers, from its first
+    /// byte (or from connecting, for a connection's first request); a
+    /// slower one is disconnected.
+    #[arg(long, env = "JOCH_HEADER_READ_TIMEOUT_MS", default_value_t = 5000)]
+    pub header_read_timeout_ms: u64,
+    /// How long a keep-alive connection may sit between requests before it
+    /// is closed. A request in progress (an event follow, an MCP stream, a
+    /// wait for approval) is never idle.
+    #[arg(long, env = "JOCH_IDLE_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub idle_timeout_seconds: u64,
+    /// Most client connections open at once; beyond it a new connection is
+    /// answered 503 at once. Never more than three quarters of the
+    /// open-files limit, which leaves room for the store and backends.
+    #[arg(long, env = "JOCH_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Most long-lived answers (event follows, MCP requests and streams)
+    /// one caller may have open at once; all unauthenticated callers count
+    /// as one. Beyond it: 429 too_many_streams.
+    #[arg(long, env = "JOCH_MAX_STREAMS_PER_PRINCIPAL", default_value_t = 256)]
+    pub max_streams_per_principal: usize,
     /// Also serve demo webhooks under /demo and apply the example tools.
     #[arg(long)]
     pub demo: bool,
@@ -343,6 +397,16 @@ pub struct ServeArgs {
     /// carry names, ids and outcomes only).
     #[arg(long, env = "JOCH_TRACE_CONTENT")]
     pub trace_content: bool,
+    /// Sign each namespace's audit chain head with this Ed25519 key (a file
+    /// of 64 hex digits, from `joch audit keygen`); unset, nothing is signed.
+    #[arg(long, env = "JOCH_AUDIT_SIGNING_KEY", value_name = "FILE")]
+    pub audit_signing_key: Option<PathBuf>,
+    /// Sign a moving chain head at least this often, in seconds.
+    #[arg(long, env = "JOCH_AUDIT_CHECKPOINT_SECONDS", default_value_t = 60)]
+    pub audit_checkpoint_seconds: u64,
+    /// Or sooner, once this many entries were appended since the last.
+    #[arg(long, env = "JOCH_AUDIT_CHECKPOINT_ENTRIES", default_value_t = 10_000)]
+    pub audit_checkpoint_entries: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -462,7 +526,14 @@ pub struct CallArgs {
     /// The agent making the call.
     #[arg(long)]
     pub agent: Option<String>,
-    /// Print the record as JSON instead of YAML.
-    #[arg(short, long)]
-    pub output: Option<OutputFormat>,
+    /// How to print the settled record (default yaml).
+    #[arg(short, long, default_value = "yaml")]
+    pub output: RecordFormat,
+}
+
+/// How `joch call` prints the record it gets back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecordFormat {
+    Yaml,
+    Json,
 }

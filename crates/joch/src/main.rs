@@ -5,12 +5,14 @@ mod audit;
 mod cli;
 mod client;
 mod demo;
+mod listen;
 mod logs;
 mod mcp;
 mod otel;
 mod output;
 mod policytest;
 mod serve;
+mod watchdog;
 
 use clap::Parser;
 

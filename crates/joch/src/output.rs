@@ -6,8 +6,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::cli::{
-    CallArgs, ClientArgs, CostsArgs, DecideArgs, DescribeArgs, GetArgs, OutputFormat, ReplayArgs,
-    ResolveArgs, ResourceKind,
+    CallArgs, ClientArgs, CostsArgs, DecideArgs, DescribeArgs, GetArgs, OutputFormat, RecordFormat,
+    ReplayArgs, ResolveArgs, ResourceKind,
 };
 use crate::client::Client;
 
@@ -92,8 +92,8 @@ pub async fn call(client_args: &ClientArgs, args: CallArgs) -> anyhow::Result<()
     let path = format!("/v1/namespaces/{}/toolcalls", args.namespace);
     let record = client.expect_ok(Method::POST, &path, Some(&call)).await?;
     match args.output {
-        Some(OutputFormat::Json) => println!("{}", serde_json::to_string_pretty(&record)?),
-        _ => print!("{}", serde_yaml_ng::to_string(&record)?),
+        RecordFormat::Json => println!("{}", serde_json::to_string_pretty(&record)?),
+        RecordFormat::Yaml => print!("{}", serde_yaml_ng::to_string(&record)?),
     }
     let phase = record
         .pointer("/status/phase")

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use joch::{StoreLocation, open_engine};
-use joch_engine::{Engine, EngineConfig, RecoveryReport};
+use joch_engine::{CheckpointSigning, Engine, EngineConfig, RecoveryReport};
 use joch_server::ServerConfig;
 
 use joch_core::policy::OnTimeout;
@@ -67,12 +67,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     engine.spawn_hook_result_sweeper(std::time::Duration::from_secs(
         args.hook_result_timeout_seconds.max(1),
     ));
+    let signer = checkpoint_signing(&args)?.map(|s| engine.spawn_checkpoint_signer(s));
 
     let metrics = install_metrics()?;
     let mut app = joch_server::router(
         engine.clone(),
         ServerConfig {
             max_body_bytes: args.max_body_bytes,
+            max_streams_per_principal: args.max_streams_per_principal.max(1),
             // On loopback, only loopback names may reach the MCP endpoint (a
             // web page cannot rebind a DNS name onto it); elsewhere any.
             mcp_allowed_hosts: if addr.ip().is_loopback() {
@@ -113,12 +115,43 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
 
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("server failed")?;
+    let timeouts = crate::watchdog::Timeouts {
+        header_read: std::time::Duration::from_millis(args.header_read_timeout_ms.max(1)),
+        idle: std::time::Duration::from_secs(args.idle_timeout_seconds.max(1)),
+    };
+    crate::listen::run(
+        listener,
+        app,
+        timeouts,
+        args.max_connections,
+        shutdown_signal(),
+    )
+    .await?;
+    if let Some(signer) = signer {
+        // The last heads, so that a tail cut after this stop is caught.
+        match signer.shutdown().await {
+            Ok(n) => tracing::info!(signed = n, "signed the audit chains' last heads"),
+            Err(e) => tracing::warn!(error = %e, "could not sign the audit chains' last heads"),
+        }
+    }
     tracing::info!("joch stopped");
     Ok(())
+}
+
+/// The checkpoint signer's settings, when a signing key is given.
+fn checkpoint_signing(args: &ServeArgs) -> anyhow::Result<Option<CheckpointSigning>> {
+    let Some(path) = &args.audit_signing_key else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the audit signing key {}", path.display()))?;
+    let key = joch_core::audit::signing_key_from_hex(&text)
+        .with_context(|| format!("{} is not an audit signing key", path.display()))?;
+    Ok(Some(CheckpointSigning {
+        key,
+        every: std::time::Duration::from_secs(args.audit_checkpoint_seconds.max(1)),
+        every_entries: args.audit_checkpoint_entries.max(1),
+    }))
 }
 
 /// The base URL clients reach joch at, without a trailing slash: as

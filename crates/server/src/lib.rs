@@ -14,6 +14,7 @@ mod error;
 mod extract;
 mod hooks;
 pub mod mcp;
+mod streams;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +44,11 @@ pub struct ServerConfig {
     /// The authorization servers (the JWT issuer) that metadata names as
     /// the ones to get a token from (default none).
     pub authorization_servers: Vec<String>,
+    /// Most long-lived answers (event follows, MCP requests and streams)
+    /// one principal may have open at once (default 256; all
+    /// unauthenticated callers count as one); beyond it, 429
+    /// `too_many_streams`.
+    pub max_streams_per_principal: usize,
 }
 
 impl Default for ServerConfig {
@@ -53,6 +59,7 @@ impl Default for ServerConfig {
             mcp_progress_every: Duration::from_secs(1),
             public_url: "http://127.0.0.1:7070".to_owned(),
             authorization_servers: Vec::new(),
+            max_streams_per_principal: 256,
         }
     }
 }
@@ -64,6 +71,8 @@ pub struct AppState {
     pub engine: Engine,
     /// HTTP settings.
     pub config: Arc<ServerConfig>,
+    /// Long-lived answers open, by principal.
+    pub(crate) streams: Arc<streams::Streams>,
 }
 
 /// The whole API as a router, ready to serve or to mount in a test.
@@ -78,11 +87,16 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let state = AppState {
         engine,
         config: Arc::new(config),
+        streams: Arc::default(),
     };
     let mcp = Router::new()
         .route_service("/mcp", mcp.clone())
         .route_service("/v1/namespaces/{ns}/mcp", mcp)
-        .layer(axum::middleware::map_response(mcp::json_errors));
+        .layer(axum::middleware::map_response(mcp::json_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            streams::limit,
+        ));
     api::routes()
         .merge(discovery::routes())
         .layer(DefaultBodyLimit::max(limit))

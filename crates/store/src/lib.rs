@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod blobs;
+mod checkpoints;
 mod error;
 pub mod postgres;
 mod record;
@@ -26,6 +27,7 @@ mod typed;
 pub mod testsuite;
 
 pub use blobs::{Blob, Blobs, FileBlobs};
+pub use checkpoints::CHECKPOINT_KIND;
 pub use error::{StoreError, StoreErrorKind};
 pub use postgres::{PostgresBlobs, PostgresOptions, PostgresStore};
 pub use record::{

@@ -306,6 +306,9 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<AuditRecord>, StoreError>;
 
+    /// Each namespace's newest audit entry, for signing checkpoints.
+    async fn audit_heads(&self) -> Result<Vec<AuditRecord>, StoreError>;
+
     /// The execution's events numbered above `after`, oldest first.
     async fn list_events(
         &self,

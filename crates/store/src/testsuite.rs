@@ -10,8 +10,10 @@ use joch_core::object::IndexFields;
 
 use crate::{Durability, ListQuery, Record, Store, StoreError, StoreErrorKind};
 
+mod audit;
 mod keys;
 mod rates;
+pub use audit::*;
 pub use keys::*;
 pub use rates::*;
 
@@ -41,6 +43,8 @@ where
     costs_sum_by_group_window_and_currency(&*new_store().await).await;
     audit_entries_chain_per_namespace(&*new_store().await).await;
     an_audited_create_lands_with_its_entry_or_not_at_all(&*new_store().await).await;
+    a_settled_call_is_written_with_its_entry(&*new_store().await).await;
+    heads_and_checkpoints_are_per_namespace(&*new_store().await).await;
     a_rate_cell_allows_its_burst_then_one_per_interval(&*new_store().await).await;
     concurrent_takers_share_one_allowance(new_store().await).await;
 }

@@ -3,8 +3,14 @@
 //! `resourceVersion` is a per-object counter: creation writes `1`, every
 //! update writes the next number, conditional on the stored one being the
 //! previous. Clients treat it as opaque and only compare it for equality.
+//!
+//! A write of an object the audit covers (a settled ToolCall, a decided
+//! Approval: [`Object::audit_entry`]) appends its entry to the namespace's
+//! chain in the same write, whichever path writes it: the chain cannot miss
+//! a settled record because some caller forgot it. The engine writes
+//! objects only through these functions, never through raw [`Store`] writes.
 
-use joch_core::Object;
+use joch_core::{Object, Time};
 
 use crate::{Durability, IdempotencyClaim, ListQuery, Record, Store, StoreError};
 
@@ -18,14 +24,27 @@ pub struct ObjectList<T> {
 }
 
 impl dyn Store {
-    /// Stores a new object as version 1 and sets its `resourceVersion`.
+    /// Stores a new object as version 1 and sets its `resourceVersion`; an
+    /// audited one (see the module) with its audit entry, in one write. On
+    /// error `object` is left as it was.
     pub async fn create_object<T: Object>(
         &self,
         object: &mut T,
         durability: Durability,
     ) -> Result<(), StoreError> {
         object.metadata_mut().resource_version = "1".to_owned();
-        self.create(record_of(object)?, durability).await
+        let result = match (record_of(object), object.audit_entry(now())) {
+            (Ok(record), None) => self.create(record, durability).await,
+            (Ok(record), Some(entry)) => self
+                .create_audited(record, entry.body(), durability)
+                .await
+                .map(drop),
+            (Err(e), _) => Err(e),
+        };
+        if result.is_err() {
+            object.metadata_mut().resource_version.clear();
+        }
+        result
     }
 
     /// Stores a new object as version 1 together with its idempotency claim.
@@ -35,31 +54,22 @@ impl dyn Store {
         claim: IdempotencyClaim,
         durability: Durability,
     ) -> Result<(), StoreError> {
+        if object.audit_entry(now()).is_some() {
+            // Claims are made when a call is admitted, long before it settles.
+            return Err(StoreError::Unavailable(format!(
+                "{} {:?} is settled: it cannot be created with an idempotency claim",
+                T::KIND,
+                object.metadata().name
+            )));
+        }
         object.metadata_mut().resource_version = "1".to_owned();
         self.create_claimed(record_of(object)?, claim, durability)
             .await
     }
 
-    /// Stores a new object as version 1 together with its audit entry.
-    pub async fn create_object_audited<T: Object>(
-        &self,
-        object: &mut T,
-        audit: String,
-        durability: Durability,
-    ) -> Result<u64, StoreError> {
-        object.metadata_mut().resource_version = "1".to_owned();
-        let result = match record_of(object) {
-            Ok(record) => self.create_audited(record, audit, durability).await,
-            Err(e) => Err(e),
-        };
-        if result.is_err() {
-            object.metadata_mut().resource_version.clear();
-        }
-        result
-    }
-
     /// Replaces the stored object if its `resourceVersion` is still the one
-    /// `object` carries, then advances `object`'s version. On error `object`
+    /// `object` carries, then advances `object`'s version; an audited one
+    /// (see the module) with its audit entry, in one write. On error `object`
     /// is left as it was.
     pub async fn update_object<T: Object>(
         &self,
@@ -69,33 +79,13 @@ impl dyn Store {
         let previous = object.metadata().resource_version.clone();
         let expected = previous.parse::<u64>().map_err(|_| conflict(object, 0))?;
         object.metadata_mut().resource_version = (expected + 1).to_string();
-        let result = match record_of(object) {
-            Ok(record) => self.update(record, expected, durability).await,
-            Err(e) => Err(e),
-        };
-        if result.is_err() {
-            object.metadata_mut().resource_version = previous;
-        }
-        result
-    }
-
-    /// [`Self::update_object`], appending `audit` to the namespace's audit
-    /// chain in the same write.
-    pub async fn update_object_audited<T: Object>(
-        &self,
-        object: &mut T,
-        audit: String,
-        durability: Durability,
-    ) -> Result<u64, StoreError> {
-        let previous = object.metadata().resource_version.clone();
-        let expected = previous.parse::<u64>().map_err(|_| conflict(object, 0))?;
-        object.metadata_mut().resource_version = (expected + 1).to_string();
-        let result = match record_of(object) {
-            Ok(record) => {
-                self.update_audited(record, expected, audit, durability)
-                    .await
-            }
-            Err(e) => Err(e),
+        let result = match (record_of(object), object.audit_entry(now())) {
+            (Ok(record), None) => self.update(record, expected, durability).await,
+            (Ok(record), Some(entry)) => self
+                .update_audited(record, expected, entry.body(), durability)
+                .await
+                .map(drop),
+            (Err(e), _) => Err(e),
         };
         if result.is_err() {
             object.metadata_mut().resource_version = previous;
@@ -143,6 +133,11 @@ impl dyn Store {
             continue_token: page.continue_token,
         })
     }
+}
+
+/// When an audit entry is appended: the store's clock, read as it writes.
+fn now() -> Time {
+    Time(chrono::Utc::now())
 }
 
 fn record_of<T: Object>(object: &T) -> Result<Record, StoreError> {

@@ -51,6 +51,20 @@ impl ProgressRoutes {
 }
 
 impl ClientHandler for ProgressRoutes {
+    /// joch declares no elicitation capability upstream (it cannot yet pass
+    /// a question to the user behind the call), so a server that asks
+    /// anyway gets an error: never a `decline` that nobody gave, which the
+    /// upstream tool would act on as a user's refusal.
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        Err(rmcp::ErrorData::method_not_found::<
+            rmcp::model::ElicitationCreateRequestMethod,
+        >())
+    }
+
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,

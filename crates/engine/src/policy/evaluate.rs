@@ -10,6 +10,9 @@ use serde_json::Value;
 
 use super::{Effect, PolicyEngine, Verdict};
 
+/// Most prepared Rego engines kept.
+const MAX_REGO_ENGINES: usize = 1024;
+
 /// Rules (with CEL) and Rego. Prepared Rego engines are cached per policy
 /// version.
 #[derive(Default)]
@@ -168,6 +171,11 @@ impl StandardPolicyEngine {
                 Some(engine) => engine.clone(),
                 None => {
                     let engine = compile_rego(&policy.metadata.name, &rego.module)?;
+                    // One entry per policy version ever evaluated: emptied
+                    // past a bound, as the schema cache is.
+                    if cache.len() >= MAX_REGO_ENGINES {
+                        cache.clear();
+                    }
                     cache.insert(key, engine.clone());
                     engine
                 }

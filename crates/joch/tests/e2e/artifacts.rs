@@ -162,6 +162,8 @@ async fn a_large_result_is_a_handle_that_artifact_tools_read_and_that_survives_k
     .await;
     assert_eq!(grep["status"]["phase"], "Succeeded", "{grep}");
     assert_eq!(grep["spec"]["fromArtifactTool"], true);
+    let name = grep["metadata"]["name"].as_str().unwrap();
+    assert_eq!(crate::audit::chained(&joch, name).await, ["Succeeded"]);
     let found = &grep["status"]["output"];
     assert_eq!(found["matches"], 2);
     let text = found["text"].as_str().unwrap();

@@ -16,16 +16,7 @@ async fn as_token(
     path: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let mut request = joch
-        .http
-        .request(method, format!("{}{path}", joch.base))
-        .bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+    joch.send_as(token, method, path, body).await
 }
 
 async fn token(joch: &Joch, namespace: &str, name: &str, role: &str) -> String {
@@ -226,11 +217,20 @@ impl Idp {
 
     /// A JWT for `aud`, expiring `ttl` seconds from now (negative: expired).
     fn jwt(&self, aud: &str, ttl: i64, role: &str) -> String {
+        self.jwt_with(aud, ttl, role, json!({}))
+    }
+
+    /// [`Idp::jwt`] with more claims.
+    fn jwt_with(&self, aud: &str, ttl: i64, role: &str, extra: Value) -> String {
         use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
         let mut header = Header::new(Algorithm::HS256);
         header.kid = Some("idp-1".to_owned());
         let exp = chrono::Utc::now().timestamp() + ttl;
-        let claims = json!({"sub": "carol@example.com", "iss": Idp::ISSUER, "aud": aud, "exp": exp, "namespace": NS, "role": role});
+        let mut claims = json!({"sub": "carol@example.com", "iss": Idp::ISSUER, "aud": aud, "exp": exp, "namespace": NS, "role": role});
+        claims
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().cloned().unwrap_or_default());
         encode(&header, &claims, &EncodingKey::from_secret(Idp::SECRET)).unwrap()
     }
 }
@@ -297,6 +297,38 @@ async fn jwts_of_the_identity_provider_authenticate_with_their_claims() {
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "the namespace claim applies");
+
+    // The joch_tools claim is the JWT's tool selector.
+    let limited = idp.jwt_with(
+        "joch",
+        600,
+        "agent",
+        json!({"joch_tools": {"names": ["crm.*"]}}),
+    );
+    let (status, list) = as_token(&joch, &limited, Method::GET, &tools, None).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(list["items"], json!([]), "t is not crm.*: {list}");
+    let call = json!({"metadata": {"name": "jwt-hidden"}, "spec": {"toolRef": {"name": "t"}}});
+    let calls = format!("/v1/namespaces/{NS}/toolcalls");
+    let (status, body) = as_token(&joch, &limited, Method::POST, &calls, Some(call)).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("tool_not_found")),
+        "{body}"
+    );
+    let admin = idp.jwt("joch", 600, "admin");
+    let (_, refused) = as_token(
+        &joch,
+        &admin,
+        Method::GET,
+        &format!("{calls}/jwt-hidden"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        refused["status"]["principal"],
+        json!({"kind": "jwt", "name": "carol@example.com", "role": "agent"})
+    );
 }
 
 /// Opens an MCP session at `url` (an `initialize`), with `token` if any.

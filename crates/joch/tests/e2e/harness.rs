@@ -17,6 +17,16 @@ use serde_json::{Value, json};
 pub const NS: &str = "e2e";
 
 /// A running `joch serve` process, killed (SIGKILL) on drop.
+/// Where a test server's warnings go: nowhere, so that a green run prints
+/// only what the tests say (many tests provoke warnings on purpose);
+/// `JOCH_TEST_LOG=1` shows them, to debug a failing test.
+fn server_log() -> Stdio {
+    match std::env::var_os("JOCH_TEST_LOG") {
+        Some(_) => Stdio::inherit(),
+        None => Stdio::null(),
+    }
+}
+
 pub struct Joch {
     child: Child,
     pub base: String,
@@ -41,14 +51,14 @@ impl Joch {
 
     /// A server on `db`, with extra `serve` flags.
     pub async fn start_on(db: &Path, flags: &[&str]) -> Joch {
-        Joch::spawn(db, flags, &[], "warn", Stdio::inherit()).await
+        Joch::spawn(db, flags, &[], "warn", server_log()).await
     }
 
     /// A server on a fresh database, with extra environment variables.
     pub async fn start_with_env(env: &[(&str, &str)]) -> Joch {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("joch.db");
-        let mut joch = Joch::spawn(&db, &[], env, "warn", Stdio::inherit()).await;
+        let mut joch = Joch::spawn(&db, &[], env, "warn", server_log()).await;
         joch._dir = Some(dir);
         joch
     }
@@ -76,7 +86,35 @@ impl Joch {
         level: &str,
         stderr: Stdio,
     ) -> Joch {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_joch"))
+        let command = Command::new(env!("CARGO_BIN_EXE_joch"));
+        Joch::launch(command, db, flags, env, level, stderr).await
+    }
+
+    /// A server on a fresh database whose process may have at most
+    /// `open_files` files open (soft and hard limit), logging to `log`.
+    pub async fn start_limited(open_files: u64, flags: &[&str], log: &Path) -> Joch {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = std::fs::File::create(log).expect("log file");
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_joch"));
+        let db = dir.path().join("joch.db");
+        let mut joch = Joch::launch(command, &db, flags, &[], "info", Stdio::from(file)).await;
+        joch._dir = Some(dir);
+        joch
+    }
+
+    async fn launch(
+        mut command: Command,
+        db: &Path,
+        flags: &[&str],
+        env: &[(&str, &str)],
+        level: &str,
+        stderr: Stdio,
+    ) -> Joch {
+        let mut child = command
             .args(flags.iter().filter(|f| f.starts_with("--log-format")))
             .args(["serve", "--addr", "127.0.0.1:0", "--db"])
             .arg(db)
@@ -136,6 +174,14 @@ impl Joch {
         let _ = self.child.wait();
     }
 
+    /// SIGTERM, then waits: the shutdown handlers run.
+    pub fn stop(&mut self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid}");
+        let _ = self.child.wait();
+    }
+
     /// Sends `body` (JSON) and returns status and JSON answer.
     pub async fn send(
         &self,
@@ -144,6 +190,24 @@ impl Joch {
         body: Option<Value>,
     ) -> (StatusCode, Value) {
         let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        answer(request).await
+    }
+
+    /// [`Joch::send`] with a bearer token.
+    pub async fn send_as(
+        &self,
+        token: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(token);
         if let Some(body) = body {
             request = request.json(&body);
         }

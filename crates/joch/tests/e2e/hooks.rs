@@ -98,6 +98,7 @@ async fn an_aos_request_and_result_make_one_record_in_hook_mode() {
     assert_eq!(call["status"]["output"], json!({"ticketId": 77123}));
     assert_eq!(call["status"]["attempts"], 1);
     assert!(call["status"]["latencyMs"].is_u64());
+    assert_eq!(crate::audit::chained(&joch, "exec-1").await, ["Succeeded"]);
 
     // Its execution's timeline shows it like any other call.
     let (_, events) = joch

@@ -11,7 +11,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -52,9 +52,42 @@ impl ServerHandler for Upstream {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        // `ask` asks its client's user, and says what came back.
+        if request.name == "ask" {
+            let asked = context
+                .peer
+                .create_elicitation(rmcp::model::ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: "Proceed?".to_owned(),
+                    requested_schema: serde_json::from_value(
+                        json!({"type": "object", "properties": {}}),
+                    )
+                    .unwrap(),
+                })
+                .await;
+            let said = match asked {
+                Ok(answer) => format!("answered {:?}", answer.action),
+                Err(e) => format!("refused: {e}"),
+            };
+            return Ok(CallToolResult::success(vec![ContentBlock::text(said)]).into());
+        }
+        // `countdown` reports three steps of progress before it answers.
+        if let (true, Some(token)) = (
+            request.name == "countdown",
+            context.meta.get_progress_token(),
+        ) {
+            for step in 1..=3u32 {
+                let progress = ProgressNotificationParam::new(token.clone(), f64::from(step))
+                    .with_total(3.0)
+                    .with_message(format!("step {step}"));
+                let _ = context.peer.notify_progress(progress).await;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            return Ok(CallToolResult::success(vec![ContentBlock::text("lift-off")]).into());
+        }
         // `snapshot` answers an image, as screenshot tools do.
         if request.name == "snapshot" {
             return Ok(CallToolResult::success(vec![ContentBlock::image(
@@ -515,6 +548,137 @@ async fn bad_mcp_servers_are_refused_field_by_field() {
         &answer,
         StatusCode::UNPROCESSABLE_ENTITY,
         "invalid_resource",
+    );
+}
+
+#[tokio::test]
+async fn tool_prefixes_keep_upstream_names_and_collisions_are_refused_naming_both() {
+    let first = UpstreamServer::start(vec![tool("search", None), tool("fetch", None)]).await;
+    let second = UpstreamServer::start(vec![tool("search", None)]).await;
+    let joch = Joch::start().await;
+    // An empty prefix keeps the names a client had on a direct connection.
+    apply(&joch, server("web", &first.url, json!({"toolPrefix": ""}))).await;
+    let (status, search) = get_tool(&joch, "search").await;
+    assert_eq!(status, StatusCode::OK, "{search}");
+    assert_eq!(search["spec"]["backend"]["server"], "web");
+    let (status, _) = get_tool(&joch, "web.search").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // A second server whose tool would take the same name is refused, naming both.
+    let path = format!("/v1/namespaces/{NS}/mcpservers");
+    let clash = joch
+        .send(
+            Method::POST,
+            &path,
+            Some(server("mirror", &second.url, json!({"toolPrefix": ""}))),
+        )
+        .await;
+    assert_error(&clash, StatusCode::CONFLICT, "conflict");
+    let message = clash.1["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"mirror\"")
+            && message.contains("\"web\"")
+            && message.contains("\"search\""),
+        "{message}"
+    );
+    let (status, _) = joch.get(&format!("{path}/mirror")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "nothing was stored");
+    // So is one that would take a Tool defined directly.
+    joch.create_tool(json!({"metadata": {"name": "m.search"}, "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}})).await;
+    let clash = joch
+        .send(
+            Method::POST,
+            &path,
+            Some(server("mirror", &second.url, json!({"toolPrefix": "m."}))),
+        )
+        .await;
+    assert_error(&clash, StatusCode::CONFLICT, "conflict");
+    assert!(
+        clash.1["message"]
+            .as_str()
+            .unwrap()
+            .contains("defined directly"),
+        "{}",
+        clash.1
+    );
+    // With a prefix of its own it is taken.
+    apply(
+        &joch,
+        server("mirror", &second.url, json!({"toolPrefix": "mirror-"})),
+    )
+    .await;
+    let (status, _) = get_tool(&joch, "mirror-search").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// An MCP client that keeps the progress messages it is sent.
+#[derive(Clone, Default)]
+struct Watcher {
+    progress: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Watcher {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::service::RoleClient>,
+    ) {
+        let message = params.message.unwrap_or_default();
+        self.progress.lock().unwrap().push(message);
+    }
+}
+
+#[tokio::test]
+async fn upstream_progress_reaches_the_clients_progress_token() {
+    let upstream =
+        UpstreamServer::start(vec![tool("countdown", Some(json!({"readOnlyHint": true})))]).await;
+    let joch = Joch::start().await;
+    apply(&joch, server("up", &upstream.url, json!({}))).await;
+    let watcher = Watcher::default();
+    let client = watcher
+        .clone()
+        .serve(StreamableHttpClientTransport::from_uri(format!(
+            "{}/v1/namespaces/{NS}/mcp",
+            joch.base
+        )))
+        .await
+        .unwrap();
+    let result = client
+        .call_tool(CallToolRequestParams::new("up.countdown"))
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    // Notifications may trail the result by a moment.
+    for _ in 0..100 {
+        if watcher.progress.lock().unwrap().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // rmcp hands notifications to handlers concurrently, on joch's upstream
+    // connection and in this client: each arrives, not necessarily in order.
+    let mut seen = watcher.progress.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(
+        seen,
+        ["1/3: step 1", "2/3: step 2", "3/3: step 3"],
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_upstreams_question_is_refused_not_answered_for_a_user() {
+    let upstream =
+        UpstreamServer::start(vec![tool("ask", Some(json!({"readOnlyHint": true})))]).await;
+    let joch = Joch::start().await;
+    apply(&joch, server("up", &upstream.url, json!({}))).await;
+    let (_, call) = joch.call("up.ask", json!({})).await;
+    let text = call["status"]["output"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("refused"),
+        "no user declined anything: {call}"
     );
 }
 

@@ -57,6 +57,43 @@ async fn a_denied_call_never_runs_and_tells_the_model_why() {
 }
 
 #[tokio::test]
+async fn a_deferred_call_with_invalid_input_says_it_was_not_sent_for_approval() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    let mut tool = rest_tool(
+        "t.strict",
+        &format!("{}/echo", webhook.base),
+        json!({"level": "external_write"}),
+    );
+    tool["spec"]["inputSchema"] =
+        json!({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}});
+    joch.create_tool(tool).await;
+    // Written with the hook name records use: the same hook as toolCallRequest.
+    apply_policy(&joch, "ask", json!({"version": "1", "rules": [
+        {"hook": "steps/toolCallRequest", "when": {"tool.name": "t.*"}, "require": {"approval": "human"}, "reason": "a person checks"}
+    ]}))
+    .await;
+    let (status, call) = joch.call("t.strict", json!({"n": "seven"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{call}");
+    assert_eq!(call["status"]["phase"], "Failed", "{call}");
+    let decision = &call["status"]["hookDecisions"][0];
+    assert_eq!(decision["decision"], "defer", "{call}");
+    assert!(
+        decision["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not sent for approval"),
+        "{call}"
+    );
+    let name = call["metadata"]["name"].as_str().unwrap();
+    let (status, _) = joch
+        .get(&format!("/v1/namespaces/{NS}/approvals/{name}"))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "no Approval was opened");
+    assert_eq!(webhook.hits(), 0);
+}
+
+#[tokio::test]
 async fn modify_changes_what_runs_and_keeps_the_original() {
     let (_webhook, joch) = setup("external_write").await;
     apply_policy(&joch, "calm", json!({"version": "1", "rules": [

@@ -19,7 +19,7 @@ use crate::policies::apply_policy;
 
 /// A fresh database on the test server, or `None` (the test is skipped,
 /// and says so) when no server is configured.
-async fn fresh_database(test: &str) -> Option<String> {
+pub(crate) async fn fresh_database(test: &str) -> Option<String> {
     let Ok(server) = std::env::var("JOCH_TEST_POSTGRES") else {
         eprintln!("skipped {test}: JOCH_TEST_POSTGRES is not set (scripts/test sets it)");
         return None;

@@ -35,16 +35,7 @@ async fn as_token(
     path: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let mut request = joch
-        .http
-        .request(method, format!("{}{path}", joch.base))
-        .bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+    joch.send_as(token, method, path, body).await
 }
 
 async fn token(joch: &Joch, name: &str, role: &str, tools: Option<Value>) -> String {

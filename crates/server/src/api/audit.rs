@@ -3,6 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use joch_core::audit::Checkpoint;
 use joch_engine::{AuditLine, AuditReport};
 use serde::Deserialize;
 
@@ -35,4 +36,11 @@ pub(crate) async fn verify(
     Path(ns): Path<String>,
 ) -> Result<Json<AuditReport>, ApiError> {
     Ok(Json(state.engine.verify_audit(&ns).await?))
+}
+
+pub(crate) async fn checkpoints(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+) -> Result<Json<Vec<Checkpoint>>, ApiError> {
+    Ok(Json(state.engine.audit_checkpoints(&ns).await?))
 }

@@ -4,14 +4,15 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use futures_util::StreamExt;
 use futures_util::stream::{self, Stream};
 use joch_core::{API_VERSION, Execution, ToolCall};
-use joch_engine::{Engine, Event};
+use joch_engine::{Engine, Event, Principal};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -90,9 +91,15 @@ pub(crate) async fn events(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
     Query(params): Query<EventParams>,
+    principal: Option<Extension<Principal>>,
 ) -> Result<Response, ApiError> {
     if params.follow {
-        let stream = follow(state.engine.clone(), ns, name, params.after);
+        let cap = state.config.max_streams_per_principal;
+        let held = state.streams.open(principal.as_deref(), cap)?;
+        let stream = follow(state.engine.clone(), ns, name, params.after).map(move |event| {
+            let _counted = &held;
+            event
+        });
         return Ok(Sse::new(stream)
             .keep_alive(KeepAlive::default())
             .into_response());

@@ -17,12 +17,8 @@ pub(crate) async fn create(
     Path(ns): Path<String>,
     Manifest(server): Manifest<McpServer>,
 ) -> Result<(StatusCode, Json<McpServer>), ApiError> {
-    let created = state.engine.create_resource(&ns, server).await?;
-    let synced = state
-        .engine
-        .sync_mcp_server(&ns, &created.metadata.name)
-        .await?;
-    Ok((StatusCode::CREATED, Json(synced)))
+    let created = state.engine.apply_mcp_server(&ns, None, server).await?;
+    Ok((StatusCode::CREATED, Json(created)))
 }
 
 pub(crate) async fn replace(
@@ -30,8 +26,12 @@ pub(crate) async fn replace(
     Path((ns, name)): Path<(String, String)>,
     Manifest(server): Manifest<McpServer>,
 ) -> Result<Json<McpServer>, ApiError> {
-    state.engine.replace_resource(&ns, &name, server).await?;
-    Ok(Json(state.engine.sync_mcp_server(&ns, &name).await?))
+    Ok(Json(
+        state
+            .engine
+            .apply_mcp_server(&ns, Some(&name), server)
+            .await?,
+    ))
 }
 
 pub(crate) async fn delete(

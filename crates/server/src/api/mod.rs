@@ -132,6 +132,10 @@ pub(crate) fn routes() -> Router<AppState> {
         )
         .route("/v1/namespaces/{ns}/audit", get(audit::list))
         .route("/v1/namespaces/{ns}/audit/verify", get(audit::verify))
+        .route(
+            "/v1/namespaces/{ns}/audit/checkpoints",
+            get(audit::checkpoints),
+        )
         .route("/v1/namespaces/{ns}/costs", get(costs::in_namespace))
         .route("/v1/costs", get(costs::everywhere))
         .route(

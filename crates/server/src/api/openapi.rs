@@ -344,6 +344,17 @@ pub(crate) fn document() -> OpenApi {
             ),
         )
         .path(
+            "/v1/namespaces/{ns}/audit/checkpoints",
+            PathItem::new(
+                HttpMethod::Get,
+                with_path(
+                    operation("The namespace's signed audit checkpoints", "audit"),
+                    &["ns"],
+                )
+                .response("200", ok(array_of(any_object()))),
+            ),
+        )
+        .path(
             "/v1/namespaces/{ns}/costs",
             PathItem::new(
                 HttpMethod::Get,

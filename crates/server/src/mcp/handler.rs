@@ -221,6 +221,11 @@ impl JochMcp {
         let mut paused = elicit::client_can_answer(&context.peer).then_some(paused_rx);
         let paused_tx = paused.is_some().then_some(paused_tx);
         let caller = by_principal.clone();
+        let token = context.meta.get_progress_token();
+        // What the tool reports while it runs goes to the client's token too.
+        let mut chunks = token
+            .is_some()
+            .then(|| self.engine.follow_chunks(namespace, &name));
         // The call runs to its end even if the client goes away: it is recorded.
         let mut running = tokio::spawn(async move {
             engine
@@ -228,7 +233,6 @@ impl JochMcp {
                 .await
         });
         let mut asking: Option<elicit::Asking> = None;
-        let token = context.meta.get_progress_token();
         let mut ticker = tokio::time::interval(self.progress_every);
         ticker.tick().await;
         let mut reported = 0u32;
@@ -253,6 +257,17 @@ impl JochMcp {
                 answer = until_some(asking.as_mut().map(elicit::Asking::answered)), if asking.is_some() => {
                     if let Some(asking) = asking.take() {
                         asking.decide(&self.engine, answer, by.clone(), by_principal.clone());
+                    }
+                }
+                chunk = until_some(chunks.as_mut().map(|c| c.next())), if chunks.is_some() => {
+                    match (chunk, &token) {
+                        (Some(chunk), Some(token)) => {
+                            reported += 1;
+                            let progress = ProgressNotificationParam::new(token.clone(), f64::from(reported))
+                                .with_message(progress_message(&chunk));
+                            let _ = context.peer.notify_progress(progress).await;
+                        }
+                        _ => chunks = None,
                     }
                 }
                 _ = ticker.tick(), if token.is_some() => {
@@ -424,6 +439,45 @@ async fn until_some<F: std::future::Future>(future: Option<F>) -> F::Output {
         Some(future) => future.await,
         None => std::future::pending().await,
     }
+}
+
+/// What a client is told of one chunk of a running call: an upstream's
+/// own progress (`{progress, total, message}`) as `3/10: message`, any
+/// other chunk as its text, bounded. Progress values the client sees are
+/// joch's own count, so that they only ever increase, as MCP requires,
+/// across the wait for approval and the run.
+fn progress_message(chunk: &Value) -> String {
+    let mut text = match (chunk.get("progress"), chunk.get("message")) {
+        (Some(progress), message) => {
+            // 3.0 reads as 3.
+            let number = |v: &Value| match v.as_f64() {
+                Some(n) if n.fract() == 0.0 && n.abs() < 1e15 => format!("{}", n as i64),
+                _ => v.to_string(),
+            };
+            let progress = number(progress);
+            let of = chunk
+                .get("total")
+                .map(|t| format!("/{}", number(t)))
+                .unwrap_or_default();
+            let said = message
+                .and_then(Value::as_str)
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
+            format!("{progress}{of}{said}")
+        }
+        _ => match chunk {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        },
+    };
+    if text.len() > 1024 {
+        let mut end = 1024;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 /// A name joch accepts, from free text such as an MCP client's name.

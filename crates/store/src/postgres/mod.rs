@@ -264,6 +264,10 @@ impl Store for PostgresStore {
         reads::list_audit(&self.pool, namespace, after, limit).await
     }
 
+    async fn audit_heads(&self) -> Result<Vec<AuditRecord>, StoreError> {
+        reads::audit_heads(&self.pool).await
+    }
+
     async fn list_events(
         &self,
         namespace: &str,

@@ -244,6 +244,30 @@ pub(super) async fn list_audit(
         .map_err(unavailable)
 }
 
+pub(super) async fn audit_heads(pool: &PgPool) -> Result<Vec<AuditRecord>, StoreError> {
+    // From the entries themselves, not `audit_heads`, which only orders
+    // appends: a verifier's view of the chain is its entries.
+    let rows = query(
+        "SELECT DISTINCT ON (namespace) namespace, seq, prev, hash, body FROM audit
+         ORDER BY namespace, seq DESC",
+    )
+    .fetch_all(pool)
+    .await
+    .map_err(unavailable)?;
+    rows.iter()
+        .map(|r| {
+            Ok(AuditRecord {
+                namespace: r.try_get(0)?,
+                seq: u64::try_from(r.try_get::<i64, _>(1)?).unwrap_or_default(),
+                prev: r.try_get(2)?,
+                hash: r.try_get(3)?,
+                body: r.try_get(4)?,
+            })
+        })
+        .collect::<Result<_, sqlx_core::Error>>()
+        .map_err(unavailable)
+}
+
 pub(super) async fn list_events(
     pool: &PgPool,
     namespace: &str,

@@ -254,6 +254,10 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn audit_heads(&self) -> Result<Vec<AuditRecord>, StoreError> {
+        self.readers.run(rows::audit_heads).await
+    }
+
     async fn list_events(
         &self,
         namespace: &str,

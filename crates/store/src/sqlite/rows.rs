@@ -415,6 +415,27 @@ pub(super) fn list_audit(
     rows.collect::<Result<_, _>>().map_err(unavailable)
 }
 
+pub(super) fn audit_heads(conn: &Connection) -> Result<Vec<AuditRecord>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT namespace, seq, prev, hash, body FROM audit AS a
+             WHERE seq = (SELECT MAX(seq) FROM audit WHERE namespace = a.namespace)",
+        )
+        .map_err(unavailable)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(AuditRecord {
+                namespace: r.get(0)?,
+                seq: u64::try_from(r.get::<_, i64>(1)?).unwrap_or_default(),
+                prev: r.get(2)?,
+                hash: r.get(3)?,
+                body: r.get(4)?,
+            })
+        })
+        .map_err(unavailable)?;
+    rows.collect::<Result<_, _>>().map_err(unavailable)
+}
+
 pub(super) fn list_events(
     conn: &Connection,
     namespace: &str,

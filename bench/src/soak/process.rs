@@ -1,0 +1,80 @@
+//! The `joch serve` process the soak runs against: a child under an
+//! open-files limit, killed when dropped, read through `/proc`.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+/// A running `joch serve`.
+pub(crate) struct Joch {
+    child: Child,
+    pub(crate) addr: SocketAddr,
+}
+
+impl Joch {
+    /// Starts `bin` on a fresh database in `dir`, under `ulimit -n
+    /// open_files`, and waits for the line naming its address.
+    pub(crate) fn start(bin: &Path, dir: &Path, open_files: u64) -> Result<Joch> {
+        if !bin.is_file() {
+            bail!(
+                "no joch binary at {} (build it: cargo build --release -p joch, or pass --soak-joch)",
+                bin.display()
+            );
+        }
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\""))
+            .arg(bin)
+            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+            .arg(dir.join("joch.db"))
+            .env("JOCH_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting joch")?;
+        let stdout = child.stdout.take().context("joch's stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let line = lines
+            .next()
+            .context("joch printed nothing")?
+            .context("reading joch's stdout")?;
+        // Keep draining so joch never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let addr = line
+            .split_whitespace()
+            .find_map(|word| word.strip_prefix("http://"))
+            .with_context(|| format!("no address in {line:?}"))?
+            .parse()
+            .with_context(|| format!("no address in {line:?}"))?;
+        Ok(Joch { child, addr })
+    }
+
+    /// Resident memory, in KiB.
+    pub(crate) fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// File descriptors open.
+    pub(crate) fn open_files(&self) -> Option<u64> {
+        let fds = std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).ok()?;
+        Some(fds.count() as u64)
+    }
+}
+
+impl Drop for Joch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
