@@ -523,3 +523,42 @@ async fn a_back_test_streams_progress_and_runs_from_the_cli() {
     let report: Value = serde_yaml_ng::from_slice(&out.stdout).unwrap();
     assert_eq!(report, lines[1]["report"]);
 }
+
+#[tokio::test]
+async fn the_manifests_of_docs_trust_md_apply() {
+    let joch = Joch::start().await;
+    let text =
+        std::fs::read_to_string(crate::harness::workspace_root().join("docs/trust.md")).unwrap();
+    let manifests: Vec<Value> = text
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|block| block.split("```").next())
+        .filter(|block| block.contains("apiVersion") || block.starts_with("rules:"))
+        .map(|block| {
+            let mut manifest: Value = serde_yaml_ng::from_str(block).unwrap();
+            if manifest.get("rules").is_some() {
+                // A policy's rules, shown alone: applied as a policy's.
+                manifest = json!({"kind": "Policy", "metadata": {"name": "rules"},
+                                  "spec": {"version": "1", "rules": manifest["rules"]}});
+            }
+            manifest
+        })
+        .collect();
+    assert_eq!(
+        manifests.len(),
+        3,
+        "the shadow Policy, the Namespace's detectors, the detector rules"
+    );
+    for mut manifest in manifests {
+        let (method, path) = match manifest["kind"].as_str() {
+            Some("Policy") => (Method::POST, format!("/v1/namespaces/{NS}/policies")),
+            Some("Namespace") => {
+                manifest["metadata"]["name"] = json!(NS);
+                (Method::PUT, format!("/v1/namespaces/{NS}"))
+            }
+            other => panic!("no test applies a {other:?}"),
+        };
+        let (status, body) = joch.send(method, &path, Some(manifest)).await;
+        assert!(status.is_success(), "{body}");
+    }
+}
