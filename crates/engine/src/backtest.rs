@@ -340,3 +340,92 @@ impl Counters {
         Some(facts)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use joch_core::{CallCost, HookDecision, ObjectRef, Time};
+
+    use super::*;
+
+    fn call(execution: Option<&str>, checksum: &str, usd: f64) -> ToolCall {
+        let mut call = ToolCall::of("c", "t", json!({}));
+        call.spec.execution_ref = execution.map(ObjectRef::new);
+        call.status.checksum = checksum.to_owned();
+        call.metadata.creation_timestamp = Some(Time(chrono::Utc::now()));
+        call.status.cost = Some(CallCost {
+            amount: usd,
+            currency: joch_core::cost::DEFAULT_CURRENCY.to_owned(),
+            units: None,
+            unit: None,
+        });
+        call
+    }
+
+    #[test]
+    fn counters_are_those_of_the_time() {
+        let mut counters = Counters::default();
+        let calls = [
+            call(Some("r1"), "a", 1.0),
+            call(Some("r1"), "a", 2.0),
+            call(Some("r2"), "a", 4.0),
+            call(None, "a", 8.0),
+            call(Some("r1"), "a", 0.5),
+        ];
+        let seen: Vec<(usize, f64, f64)> = calls
+            .iter()
+            .map(|c| {
+                let count = counters.count(c);
+                let spend = counters.spend(c, true).unwrap_or_default();
+                (
+                    count,
+                    spend["runUsd"].as_f64().unwrap_or(-1.0),
+                    spend["dailyUsd"].as_f64().unwrap_or(-1.0),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (1, 0.0, 0.0),
+                (2, 1.0, 1.0),
+                (1, 0.0, 3.0),
+                (1, 0.0, 7.0),
+                (3, 3.0, 15.0)
+            ]
+        );
+        assert_eq!(
+            counters.spend(&calls[0], false),
+            None,
+            "not summed unless read"
+        );
+    }
+
+    #[test]
+    fn what_happened_is_the_strongest_enforced_policy_decision() {
+        let decision = |decision: &str, policy: &str, shadow: bool| HookDecision {
+            hook: Hook::Request.step().to_owned(),
+            decision: decision.to_owned(),
+            policy_id: Some(policy.to_owned()),
+            shadow,
+            ..HookDecision::default()
+        };
+        let mut c = call(None, "a", 0.0);
+        assert_eq!(happened(&c), Verdict::Allow, "no decision is an allow");
+        c.status.hook_decisions = vec![
+            decision("modify", "calm", false),
+            decision("deny", "trial", true),
+            decision("deny", "ratelimit/burst", false),
+            decision("request_user_input", "ask", false),
+        ];
+        assert_eq!(happened(&c), Verdict::Defer);
+    }
+
+    #[test]
+    fn a_policy_reading_a_redacted_field_cannot_judge() {
+        let input = json!({"card": REDACTED, "items": [{"secret": REDACTED}], "n": 1});
+        let reads = |text: &str| redacted_read(&input, &[text.to_owned()]);
+        assert!(reads(r#"{"when":{"input.card":"4*"}}"#));
+        assert!(reads(r#"{"expr":"input.items.secret == 'x'"}"#));
+        assert!(!reads(r#"{"when":{"input.n":{"gt":0}}}"#));
+    }
+}
