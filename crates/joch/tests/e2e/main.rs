@@ -10,6 +10,7 @@ mod artifacts;
 mod audit;
 mod audit_tamper;
 mod auth;
+mod backtest;
 mod calls;
 mod cli;
 mod costs;
