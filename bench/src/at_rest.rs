@@ -32,6 +32,8 @@ pub async fn at_rest(
         only: Vec::new(),
         offered_rate: Vec::new(),
         offered_seconds: 0,
+        trust: false,
+        ledger_calls: 0,
         soak_seconds: 0,
         soak_baseline_seconds: 0,
         soak_joch: None,

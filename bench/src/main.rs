@@ -34,6 +34,7 @@ mod floor;
 mod open_loop;
 mod postgres;
 mod soak;
+mod trust;
 
 const NAMESPACE: &str = "bench";
 
@@ -71,6 +72,13 @@ struct Args {
     /// How long each offered rate is held.
     #[arg(long, default_value_t = 5)]
     offered_seconds: usize,
+    /// Only measure issue 21's costs: detectors per KiB of output, and a
+    /// back-test over a ledger of `--ledger-calls` calls.
+    #[arg(long)]
+    trust: bool,
+    /// Calls in the back-test's ledger.
+    #[arg(long, default_value_t = 1_000_000)]
+    ledger_calls: usize,
     /// Instead of the scenarios above, soak a `joch serve` process for this
     /// many seconds with fresh client-chosen names, slow clients and
     /// abandoned MCP sessions (see `soak.rs`); 0: off.
@@ -149,6 +157,9 @@ async fn main() -> Result<()> {
         }
     });
 
+    if args.trust {
+        return run_trust(&args).await;
+    }
     let webhook = serve(axum::Router::new().route("/echo", post(echo))).await?;
     let webhook_url = format!("http://{webhook}/echo");
     if args.soak_seconds > 0 {
@@ -320,6 +331,21 @@ fn toolcalls_url(joch: SocketAddr) -> String {
 
 /// A joch server exactly as the binary wires it, on `store`: webhook and
 /// no-op backends; `replica` names it among several sharing the store.
+/// `--trust`: detectors, then a back-test over a fresh SQLite ledger.
+async fn run_trust(args: &Args) -> Result<()> {
+    trust::detectors()?;
+    let dir = tempfile::tempdir().context("creating temp dir")?;
+    let store: Arc<dyn Store> =
+        Arc::new(joch_store::SqliteStore::open(dir.path().join("ledger.db"))?);
+    let engine = joch_engine::Engine::new(
+        Arc::clone(&store),
+        Vec::new(),
+        Arc::new(joch_engine::policy::StandardPolicyEngine::default()),
+        joch_engine::EngineConfig::default(),
+    );
+    trust::back_test(&engine, &store, args.ledger_calls).await
+}
+
 async fn start_joch(store: Arc<dyn Store>, replica: Option<String>) -> Result<SocketAddr> {
     let webhook: Arc<dyn ToolBackend> = Arc::new(joch_backends::WebhookBackend::new(
         joch_backends::RestConfig::default(),

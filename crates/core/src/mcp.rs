@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::endpoint::SecretSource;
+use crate::envelope::{OutputEnvelope, Trust};
 use crate::meta::parse_duration;
 use crate::names::validate_name;
 use crate::object::{Object, check_type};
@@ -65,6 +66,14 @@ pub struct McpServerSpec {
     /// Give up on one call after this long (default 30 000 ms).
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// Whether its tools' outputs may reach the model as they are (default
+    /// untrusted); a tool's override takes precedence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<Trust>,
+    /// How its tools' outputs are framed (default: the namespace's); a
+    /// tool's override takes precedence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_envelope: Option<OutputEnvelope>,
     /// What the names of its Tools start with (default `<server name>.`;
     /// empty keeps the upstream names, so that a client moved from a
     /// direct connection to joch sees the names it had).
@@ -124,6 +133,12 @@ pub struct ToolOverride {
     /// Its results larger than this go back as handles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_inline_bytes: Option<u64>,
+    /// See `Tool.spec.trust`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<Trust>,
+    /// See `Tool.spec.outputEnvelope`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_envelope: Option<OutputEnvelope>,
 }
 
 /// `spec.discovery`.
@@ -369,6 +384,10 @@ impl McpServer {
                 cost: overrides.and_then(|o| o.cost.clone()),
                 inline: overrides.and_then(|o| o.inline),
                 max_inline_bytes: overrides.and_then(|o| o.max_inline_bytes),
+                trust: overrides.and_then(|o| o.trust).or(self.spec.trust),
+                output_envelope: overrides
+                    .and_then(|o| o.output_envelope)
+                    .or(self.spec.output_envelope),
             },
         })
     }

@@ -56,6 +56,14 @@ pub struct NamespaceSpec {
     /// `maxInlineBytes` takes precedence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_inline_bytes: Option<u64>,
+    /// How the model-facing outputs of this namespace's untrusted tools
+    /// are framed when a tool sets nothing itself (default `none`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_envelope: Option<crate::envelope::OutputEnvelope>,
+    /// Custom sensitive-data detectors, beside the built-in ones, for
+    /// policies that read `input.detected.<name>` or `output.detected.<name>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub detectors: Vec<crate::detect::CustomDetector>,
 }
 
 /// One entry of `spec.rateLimits`.
@@ -162,6 +170,9 @@ impl Object for Namespace {
     fn validate(&self) -> Result<(), ValidationError> {
         check_type::<Namespace>(&self.api_version, &self.kind)?;
         validate_namespace(&self.metadata.name)?;
+        if let Err(e) = crate::detect::Detectors::new(&self.spec.detectors) {
+            return Err(ValidationError::field("spec.detectors", e.to_string()));
+        }
         for (i, limit) in self.spec.rate_limits.iter().enumerate() {
             let one_rate = matches!(
                 (limit.calls_per_minute, limit.calls_per_day),

@@ -43,6 +43,11 @@ pub struct PolicySpec {
     pub description: String,
     /// Recorded as `policyVersion` on every decision this policy makes.
     pub version: String,
+    /// `enforce` (the default): its decisions apply. `shadow`: it is
+    /// evaluated on every call it applies to and its decisions are recorded
+    /// (marked `shadow`) and counted, but change nothing.
+    #[serde(default, skip_serializing_if = "Enforcement::is_enforce")]
+    pub enforcement: Enforcement,
     /// Which calls the policy looks at; all when empty.
     #[serde(default)]
     pub applies_to: AppliesTo,
@@ -53,6 +58,24 @@ pub struct PolicySpec {
     /// OPA-compatible engine, whose query returns a structured decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rego: Option<RegoPolicy>,
+}
+
+/// `spec.enforcement`: whether a policy's decisions apply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Enforcement {
+    /// Its decisions apply.
+    #[default]
+    Enforce,
+    /// Its decisions are recorded and counted only: a policy on trial.
+    Shadow,
+}
+
+impl Enforcement {
+    /// True for `enforce`.
+    pub fn is_enforce(&self) -> bool {
+        *self == Enforcement::Enforce
+    }
 }
 
 /// `spec.appliesTo`.
@@ -152,6 +175,7 @@ pub const FACT_ROOTS: &[&str] = &[
     "override",
     "cost",
     "labels",
+    "detected",
 ];
 
 /// `rule.when`: dotted keys of the call, each matched against a value, plus
@@ -161,7 +185,9 @@ pub const FACT_ROOTS: &[&str] = &[
 /// items; `{gt|gte|lt|lte: n}` compares numbers; anything else must be equal.
 /// Keys: `tool.name`, `tool.sideEffects.level`, `tool.sideEffects.idempotent`,
 /// `agent.name`, `execution`, `caller`, `input.<field>`, `output.<field>`
-/// (result hook), `toolCallCount`, `replay`, `cost.runUsd`.
+/// (result hook), `toolCallCount`, `replay`, `cost.runUsd`,
+/// `input.detected.<kind>`, `output.detected.<kind>`, `detected.input.<kind>`
+/// (detector counts, see `detect.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct When {
@@ -206,6 +232,11 @@ pub struct Patch {
     /// caller gets a handle to an artifact instead of the result).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inline: Option<bool>,
+    /// Detector kinds (`card`, `aws_access_key`, a custom name; `*` for
+    /// all) whose matched spans become `[REDACTED:<kind>]` in the input
+    /// (request hook) or output (result hook): only the span, not the field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redact_detected: Vec<String>,
 }
 
 /// `rule.require`.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use crate::envelope::{OutputEnvelope, Trust};
 use crate::names::validate_name;
 use crate::object::{Object, check_type};
 use crate::{FieldError, ObjectMeta, ValidationError};
@@ -61,6 +62,15 @@ pub struct ToolSpec {
     /// the namespace's `maxInlineBytes`, else no limit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_inline_bytes: Option<u64>,
+    /// Whether its output may reach the model as it is (default: untrusted
+    /// for webhooks, declarative tools and MCP upstreams; trusted for
+    /// `noop` and `agent`). See [`Tool::trust`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trust: Option<Trust>,
+    /// How the model-facing output of an untrusted call is framed
+    /// (default: the namespace's `outputEnvelope`, else `none`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_envelope: Option<OutputEnvelope>,
 }
 
 /// How a Tool's side effects are classified. Anything not `read_only` is a
@@ -345,8 +355,20 @@ impl Tool {
                 cost: None,
                 inline: None,
                 max_inline_bytes: None,
+                trust: None,
+                output_envelope: None,
             },
         }
+    }
+
+    /// `spec.trust`, or the backend's default: what joch did not write
+    /// (a webhook, a declarative tool's webhooks, an MCP upstream) is
+    /// untrusted.
+    pub fn trust(&self) -> Trust {
+        self.spec.trust.unwrap_or(match self.spec.backend {
+            Backend::Rest(_) | Backend::Actions(_) | Backend::Mcp(_) => Trust::Untrusted,
+            Backend::Agent {} | Backend::Noop {} => Trust::Trusted,
+        })
     }
 }
 
@@ -385,6 +407,10 @@ struct ToolSpecManifest {
     inline: Option<bool>,
     #[serde(default)]
     max_inline_bytes: Option<u64>,
+    #[serde(default)]
+    trust: Option<Trust>,
+    #[serde(default)]
+    output_envelope: Option<OutputEnvelope>,
 }
 
 /// One entry of seed 002's `parameters` list.
@@ -425,6 +451,8 @@ impl TryFrom<ToolSpecManifest> for ToolSpec {
             cost: m.cost,
             inline: m.inline,
             max_inline_bytes: m.max_inline_bytes,
+            trust: m.trust,
+            output_envelope: m.output_envelope,
         })
     }
 }

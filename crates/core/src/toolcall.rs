@@ -231,6 +231,15 @@ pub struct ToolCallStatus {
     /// rest of `status`, a value in a request is ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<crate::principal::PrincipalRef>,
+    /// The nonce of the envelope the caller's output came in (seed 001),
+    /// when the tool is untrusted and `outputEnvelope: nonce`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_nonce: Option<String>,
+    /// What the sensitive-data detectors found in the input and the
+    /// output, by kind and JSON path (never the value); run only when a
+    /// policy of the namespace reads detections.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub detections: Vec<crate::detect::Detection>,
 }
 
 /// An operator's settlement of an `Unknown` call.
@@ -271,7 +280,7 @@ impl CallError {
 }
 
 /// One policy decision recorded on the call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HookDecision {
     /// `steps/toolCallRequest` or `steps/toolCallResult`.
@@ -287,6 +296,10 @@ pub struct HookDecision {
     /// Why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Made by a policy in `enforcement: shadow`: what it would have
+    /// decided. It changed nothing about the call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shadow: bool,
 }
 
 impl ToolCall {

@@ -15,7 +15,6 @@
 use std::sync::Arc;
 
 use joch_core::normalize::normalize_args;
-use joch_core::patch::apply_patch;
 use joch_core::{
     Backend, CallApproval, CallMode, CallSideEffects, Hook, HookDecision, Object, Phase, Policy,
     Principal, ToolCall, ToolCallStatus, checksum,
@@ -25,6 +24,7 @@ use serde_json::{Map, Value, json};
 
 use crate::approvals::Deferral;
 use crate::calls::{Recorded, Rejection};
+use crate::detections;
 use crate::hooks::REPLAY_OVERRIDE_ANNOTATION;
 use crate::idempotency;
 use crate::mcp::SCHEMA_DRIFT_POLICY;
@@ -130,6 +130,7 @@ impl Engine {
                         policy_id: Some(SCHEMA_DRIFT_POLICY.to_owned()),
                         policy_version: None,
                         reason: Some(reason.clone()),
+                        shadow: false,
                     }],
                 );
                 rejection = Some(Rejection::refused(
@@ -200,6 +201,9 @@ impl Engine {
             if *reads_spend {
                 request.value["cost"] = self.spend_facts(&call, &tool).await?;
             }
+            let detectors = self.detectors(namespace, &policies).await?;
+            let found = request.detect_input(detectors);
+            call.status.detections.extend(found);
             let outcome = tracing::info_span!("evaluate_policies", hook = "toolCallRequest")
                 .in_scope(|| {
                     policy::decide(&*self.inner.policy, &policies, Hook::Request, &request)
@@ -220,11 +224,14 @@ impl Engine {
                         call.spec.inline = Some(inline);
                     }
                     if !patches.is_empty() {
-                        call.status.original_input = Some(Value::Object(args.clone()));
+                        let detectors = request.detectors.as_deref();
+                        let mut original = Value::Object(args.clone());
+                        // The input as sent is kept, but not the spans a
+                        // policy redacted: the record must not hold them.
+                        detections::redact_detected(&mut original, &patches, detectors);
+                        call.status.original_input = Some(original);
                         let mut patched = Value::Object(std::mem::take(&mut args));
-                        patches
-                            .into_iter()
-                            .for_each(|p| apply_patch(&mut patched, p));
+                        detections::apply_patches(&mut patched, &patches, detectors);
                         args = match patched {
                             Value::Object(map) => map,
                             _ => Map::new(),
@@ -257,6 +264,7 @@ impl Engine {
                     policy_id: policy.as_ref().map(|p| p.name.clone()),
                     policy_version: policy.map(|p| p.version),
                     reason: Some(reason.clone()),
+                    shadow: false,
                 }],
             );
             deferral = None;

@@ -34,10 +34,19 @@ pub struct CallOutcome {
 
 impl CallOutcome {
     /// The record with the full output: what the calling agent receives.
+    /// An output that came in an envelope (seed 001) comes in it again when
+    /// read back from the record (an idempotent replay), keyed by the
+    /// recorded nonce.
     pub fn into_response(self) -> ToolCall {
         let mut record = self.record;
         if self.output.is_some() {
             record.status.output = self.output;
+        } else if let Some(nonce) = record.status.output_nonce.clone() {
+            record.status.output = record
+                .status
+                .output
+                .take()
+                .map(|output| crate::envelopes::rewrap(&record, &nonce, output));
         }
         record
     }

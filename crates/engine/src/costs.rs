@@ -94,6 +94,7 @@ impl Engine {
                                 policy_id: Some(format!("budget/{}", budget.metadata.name)),
                                 policy_version: Some(budget.metadata.resource_version.clone()),
                                 reason: Some(message.clone()),
+                                shadow: false,
                             };
                             check.denial = Some((decision, message));
                         }

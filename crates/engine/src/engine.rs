@@ -104,6 +104,9 @@ pub(crate) struct Inner {
     pub(crate) policies: Snapshots<Vec<joch_core::Policy>>,
     /// Whether any of each namespace's policies reads `cost.*`.
     pub(crate) spend_readers: Snapshots<bool>,
+    /// Each namespace's detectors, when any of its policies reads
+    /// detections (`None`: detectors cost its calls nothing).
+    pub(crate) detectors: Snapshots<Option<Arc<joch_core::detect::Detectors>>>,
     /// Each namespace's budgets.
     pub(crate) budgets: Snapshots<Vec<joch_core::Budget>>,
     /// Each namespace's settings.
@@ -143,6 +146,7 @@ impl Engine {
                 policies: Snapshots::default(),
                 budgets: Snapshots::default(),
                 spend_readers: Snapshots::default(),
+                detectors: Snapshots::default(),
                 namespaces: Snapshots::default(),
                 tokens: Snapshots::default(),
                 limiters: Snapshots::default(),

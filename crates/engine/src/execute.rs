@@ -3,7 +3,6 @@
 use std::time::Instant;
 
 use joch_core::artifact::is_media_type;
-use joch_core::patch::apply_patch;
 use joch_core::redact::{REDACTED, redact_fields};
 use joch_core::{
     Backend, CallError, CallMode, Hook, Invocation, McpServer, Phase, Policy, Tool, ToolCall,
@@ -290,23 +289,23 @@ impl Engine {
         let mut answer = output.clone();
 
         if let (Phase::Succeeded, Some(result), Some(facts)) = (phase, &mut output, how.facts) {
+            let (result_facts, found) = facts.for_result(result);
+            call.status.detections.extend(found);
             let outcome = tracing::info_span!("evaluate_policies", hook = "toolCallResult")
                 .in_scope(|| {
                     policy::decide(
                         &*self.inner.policy,
                         how.policies,
                         Hook::Result,
-                        &facts.for_result(result),
+                        &result_facts,
                     )
                 });
             telemetry::record_decisions(&mut call, outcome.records(Hook::Result));
             match outcome.winner().map(|w| (w, &w.verdict.effect)) {
                 Some((_, Effect::Allow)) | None => {}
                 Some((_, Effect::Modify(_))) => {
-                    outcome
-                        .patches()
-                        .into_iter()
-                        .for_each(|p| apply_patch(result, p));
+                    let detectors = facts.detectors.as_deref();
+                    crate::detections::apply_patches(result, &outcome.patches(), detectors);
                     answer = Some(result.clone());
                 }
                 // Deny, or anything that would need a person after the fact:
@@ -333,6 +332,11 @@ impl Engine {
                 kept = Some(recorded);
             }
             answer = Some(spooled.answer);
+        }
+        // What the tool said reaches the model in an envelope when the tool
+        // is untrusted; a refusal by policy is joch's own text.
+        if let Some(result) = answer.take_if(|_| phase != Phase::Denied) {
+            answer = Some(self.envelop(&mut call, tool, result).await?);
         }
         call.status.output =
             kept.map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));

@@ -207,7 +207,9 @@ impl Engine {
             true => None,
             false => {
                 let count = self.tool_call_count(&call).await?;
-                Some(Facts::request(&call, &tool, &args, count, false).with_input(&args))
+                let mut facts = Facts::request(&call, &tool, &args, count, false);
+                facts.detect_input(self.detectors(namespace, &policies).await?);
+                Some(facts)
             }
         };
         let schemas = self.inner.schemas.get(&tool).ok();

@@ -104,6 +104,7 @@ impl Engine {
                     "rate limit {} (per {:?}) reached; retry in {retry_after_seconds} s",
                     limit.spec.name, limit.spec.per
                 )),
+                shadow: false,
             };
             return Ok(Some(Limited {
                 decision,

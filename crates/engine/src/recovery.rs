@@ -147,13 +147,12 @@ impl Engine {
         let policies = self.policies(&ns).await?;
         let facts = match policies.is_empty() {
             true => None,
-            false => Some(Facts::request(
-                &call,
-                &tool,
-                &args,
-                self.tool_call_count(&call).await?,
-                false,
-            )),
+            false => {
+                let count = self.tool_call_count(&call).await?;
+                let mut facts = Facts::request(&call, &tool, &args, count, false);
+                facts.detect_input(self.detectors(&ns, &policies).await?);
+                Some(facts)
+            }
         };
         let recorded = Recorded {
             call,

@@ -41,11 +41,13 @@ impl Inner {
             Policy::KIND => {
                 self.policies.invalidate();
                 self.spend_readers.invalidate();
+                self.detectors.invalidate();
             }
             Budget::KIND => self.budgets.invalidate(),
             Namespace::KIND => {
                 self.namespaces.invalidate();
                 self.limiters.invalidate();
+                self.detectors.invalidate();
             }
             ApiToken::KIND => self.tokens.invalidate(),
             ToolCall::KIND => self.settled.send_modify(|n| *n = n.wrapping_add(1)),

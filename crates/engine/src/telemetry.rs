@@ -113,7 +113,8 @@ pub(crate) fn record_decisions(call: &mut ToolCall, records: Vec<HookDecision>) 
 pub(crate) fn decisions(records: &[HookDecision]) {
     for d in records {
         let policy = d.policy_id.clone().unwrap_or_else(|| "(none)".to_owned());
-        counter!("joch_policy_decisions_total", "policy" => policy, "decision" => d.decision.clone()).increment(1);
+        let shadow = if d.shadow { "true" } else { "false" };
+        counter!("joch_policy_decisions_total", "policy" => policy, "decision" => d.decision.clone(), "shadow" => shadow).increment(1);
     }
 }
 

@@ -66,6 +66,33 @@ pub enum Command {
     /// Serve a namespace's tools over MCP on stdin/stdout; `mcp accept`
     /// adopts changed upstream tool definitions.
     Mcp(McpArgs),
+    /// Back-test a candidate policy on the ledger: `policy test -f FILE`.
+    Policy(PolicyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    pub action: PolicyAction,
+    #[arg(short, long, global = true, default_value = "default")]
+    pub namespace: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyAction {
+    /// What the candidate, with the policies in force, would have decided
+    /// on the recorded calls of a window (reads only; changes nothing).
+    Test {
+        /// The candidate Policy (YAML or JSON).
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: PathBuf,
+        /// The window: calls made this long ago or later (`7d`, `12h`).
+        #[arg(long, default_value = "7d")]
+        since: String,
+        /// The policy in force the candidate replaces (default: its namesake).
+        #[arg(long, value_name = "NAME")]
+        replace: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -10,6 +10,7 @@ mod logs;
 mod mcp;
 mod otel;
 mod output;
+mod policytest;
 mod serve;
 mod watchdog;
 
@@ -101,5 +102,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Audit(args) => audit::run(&cli.client, args).await,
         Command::Token(args) => audit::tokens(&cli.client, args).await,
         Command::Mcp(args) => mcp::run(&cli.client, args).await,
+        Command::Policy(args) => policytest::run(&cli.client, args).await,
     }
 }

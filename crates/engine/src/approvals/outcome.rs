@@ -154,6 +154,7 @@ impl Engine {
                     policy_id: Some(policy.name.clone()),
                     policy_version: Some(policy.version.clone()),
                     reason: Some(format!("approved by {}", decision.by)),
+                    shadow: false,
                 }],
             );
         }
@@ -198,7 +199,9 @@ impl Engine {
             args = patched.as_object().cloned().unwrap_or_default();
         }
         let count = self.tool_call_count(&call).await?;
-        let facts = Facts::request(&call, &tool, &args, count, false);
+        let mut facts = Facts::request(&call, &tool, &args, count, false);
+        // Recorded at admission already; scanned again for the result hook.
+        facts.detect_input(self.detectors(&namespace, &policies).await?);
         if decision.edited_input.is_some() && rejection.is_none() {
             // Edited arguments are new arguments: policies see them too. A
             // defer is satisfied by this very approval.

@@ -6,11 +6,15 @@
 //! several policies all apply, in policy-name order. With no matching rule,
 //! the call is allowed. A policy that fails to evaluate denies (fails
 //! closed), and the error is the recorded reason.
+//!
+//! A policy in `enforcement: shadow` is evaluated like any other, but its
+//! decisions are kept apart ([`Outcome::shadow`]): recorded and counted,
+//! marked `shadow`, never combined into what happens.
 
 pub(crate) mod evaluate;
 mod facts;
 
-use joch_core::policy::{ApprovalRouting, Patch, UserInput};
+use joch_core::policy::{ApprovalRouting, Enforcement, Patch, UserInput};
 use joch_core::{HookDecision, LabelSelector, Policy};
 use serde_json::Value;
 
@@ -104,6 +108,7 @@ impl Decision {
             policy_id: Some(self.policy_id.clone()),
             policy_version: Some(self.policy_version.clone()),
             reason: self.verdict.reason.clone(),
+            shadow: false,
         }
     }
 }
@@ -113,8 +118,12 @@ impl Decision {
 pub(crate) struct Outcome {
     /// What each policy decided, in policy-name order.
     pub decisions: Vec<Decision>,
-    /// Whether any policy applied at all.
+    /// Whether any enforced policy applied at all.
     pub applied: bool,
+    /// What each shadow policy that applied would have decided (`allow`
+    /// when none of its rules matched), in policy-name order. Never part
+    /// of the winner or the patches.
+    pub shadow: Vec<Decision>,
 }
 
 impl Outcome {
@@ -143,18 +152,26 @@ impl Outcome {
     }
 
     /// The entries for `status.hookDecisions`: each decision, or a default
-    /// allow when policies applied but none matched.
+    /// allow when policies applied but none matched; then each shadow
+    /// decision, marked `shadow`.
     pub fn records(&self, hook: Hook) -> Vec<HookDecision> {
-        if self.decisions.is_empty() && self.applied {
-            return vec![HookDecision {
+        let mut records: Vec<HookDecision> = if self.decisions.is_empty() && self.applied {
+            vec![HookDecision {
                 hook: hook.step().to_owned(),
                 decision: "allow".to_owned(),
                 policy_id: None,
                 policy_version: None,
-                reason: Some("no policy rule matched".to_owned()),
-            }];
-        }
-        self.decisions.iter().map(|d| d.record(hook)).collect()
+                reason: Some(NO_RULE_MATCHED.to_owned()),
+                shadow: false,
+            }]
+        } else {
+            self.decisions.iter().map(|d| d.record(hook)).collect()
+        };
+        records.extend(self.shadow.iter().map(|d| HookDecision {
+            shadow: true,
+            ..d.record(hook)
+        }));
+        records
     }
 }
 
@@ -167,9 +184,18 @@ pub(crate) fn decide(
 ) -> Outcome {
     let mut outcome = Outcome::default();
     for policy in policies.iter().filter(|p| applies(p, facts)) {
-        outcome.applied = true;
+        let shadow = policy.spec.enforcement == Enforcement::Shadow;
+        outcome.applied |= !shadow;
         let verdict = match engine.evaluate(policy, hook, &facts.value) {
             Ok(Some(verdict)) => verdict,
+            // A shadow policy's silence is a decision too: what it would
+            // have let through is what a back-test or a dashboard compares.
+            Ok(None) if shadow => Verdict {
+                effect: Effect::Allow,
+                rule: None,
+                reason: Some(NO_RULE_MATCHED.to_owned()),
+                approver_reason: None,
+            },
             Ok(None) => continue,
             Err(error) => Verdict {
                 effect: Effect::Deny,
@@ -181,14 +207,21 @@ pub(crate) fn decide(
                 approver_reason: None,
             },
         };
-        outcome.decisions.push(Decision {
+        let decision = Decision {
             policy_id: policy.metadata.name.clone(),
             policy_version: policy.spec.version.clone(),
             verdict,
-        });
+        };
+        match shadow {
+            true => outcome.shadow.push(decision),
+            false => outcome.decisions.push(decision),
+        }
     }
     outcome
 }
+
+/// The reason recorded for an allow no rule made.
+const NO_RULE_MATCHED: &str = "no policy rule matched";
 
 fn applies(policy: &Policy, facts: &Facts) -> bool {
     let scope = &policy.spec.applies_to;

@@ -110,7 +110,7 @@ async fn metrics_count_calls_replays_batches_decisions_and_approvals() {
             1.0,
         ),
         (
-            r#"joch_policy_decisions_total{policy="wires-wait",decision="defer"}"#,
+            r#"joch_policy_decisions_total{policy="wires-wait",decision="defer",shadow="false"}"#,
             1.0,
         ),
         ("joch_approvals_pending", 1.0),

@@ -11,6 +11,7 @@ mod health;
 mod mcpservers;
 mod namespaces;
 mod openapi;
+mod policytests;
 mod resources;
 mod tokens;
 mod toolcalls;
@@ -67,7 +68,9 @@ pub(crate) fn routes() -> Router<AppState> {
             "/v1/namespaces/{ns}/policies/{name}",
             get(read::<Policy>)
                 .put(replace::<Policy>)
-                .delete(delete::<Policy>),
+                .delete(delete::<Policy>)
+                // `POST …/policies/test`: a policy named `test` stays readable.
+                .post(policytests::test),
         )
         .route(
             "/v1/namespaces/{ns}/executions",

@@ -163,6 +163,22 @@ pub(crate) fn document() -> OpenApi {
             ),
         )
         .path(
+            "/v1/namespaces/{ns}/policies/test",
+            PathItem::new(
+                HttpMethod::Post,
+                with_path(
+                    operation(
+                        "Back-test a candidate policy on the recorded calls \
+                         (application/x-ndjson: progress lines, then the report)",
+                        "policies",
+                    ),
+                    &["ns"],
+                )
+                .request_body(Some(body(any_object())))
+                .response("200", ok(any_object())),
+            ),
+        )
+        .path(
             "/v1/namespaces/{ns}/toolcalls/{name}/resolve",
             post_item(
                 "Settle an Unknown call by hand",

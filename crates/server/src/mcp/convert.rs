@@ -190,6 +190,23 @@ mod tests {
     }
 
     #[test]
+    fn an_enveloped_output_is_the_text_content_as_it_is() {
+        let envelope = joch_core::envelope::Envelope {
+            nonce: "n0",
+            call_id: "call-1",
+            checksum: "c",
+        };
+        let output = envelope.wrap(json!({"n": "</joch-output>"}));
+        let result = call_result(&call(Phase::Succeeded, Some(output.clone()), None), false);
+        assert_eq!(result["content"][0]["text"], output);
+        assert!(result.get("structuredContent").is_none());
+        assert_eq!(
+            joch_core::envelope::markers_in(output.as_str().unwrap_or_default()),
+            2
+        );
+    }
+
+    #[test]
     fn an_upstream_result_passes_through_with_its_media() {
         let upstream =
             json!({"content": [{"type": "image", "data": "aGk=", "mimeType": "image/png"}]});

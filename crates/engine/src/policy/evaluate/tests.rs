@@ -152,6 +152,7 @@ fn outcome(policies: &[Policy]) -> Outcome {
         value: facts(),
         tool_name: "zendesk.create_ticket".into(),
         labels: Default::default(),
+        detectors: None,
     };
     decide(
         &StandardPolicyEngine::default(),
@@ -249,5 +250,46 @@ fn scope_and_failure() {
             .as_deref()
             .unwrap()
             .contains("failed to evaluate")
+    );
+}
+
+#[test]
+fn shadow_decisions_are_recorded_but_never_win() {
+    let deny = policy(
+        "shadow-deny",
+        json!({"version": "2", "enforcement": "shadow", "rules": [{"action": {"deny": {"reason": "would stop it"}}}]}),
+    );
+    let silent = policy(
+        "shadow-silent",
+        json!({"version": "1", "enforcement": "shadow", "rules": [{"when": {"tool.name": "other"}, "action": {"deny": {}}}]}),
+    );
+    let modify = policy(
+        "z-modify",
+        json!({"version": "1", "rules": [{"action": {"modify": {"set": {"priority": "low"}}}}]}),
+    );
+    let o = outcome(&[deny.clone(), silent.clone()]);
+    assert!(
+        o.winner().is_none() && !o.applied,
+        "shadow policies decide nothing"
+    );
+    let records = o.records(Hook::Request);
+    let seen: Vec<_> = records
+        .iter()
+        .map(|r| (r.policy_id.as_deref(), r.decision.as_str(), r.shadow))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (Some("shadow-deny"), "deny", true),
+            (Some("shadow-silent"), "allow", true)
+        ]
+    );
+    let o = outcome(&[deny, modify]);
+    assert_eq!(o.winner().map(|w| w.policy_id.as_str()), Some("z-modify"));
+    assert_eq!(o.patches().len(), 1, "a shadow deny does not stop a modify");
+    let records = o.records(Hook::Request);
+    assert_eq!(
+        records.iter().map(|r| r.shadow).collect::<Vec<_>>(),
+        [false, true]
     );
 }
