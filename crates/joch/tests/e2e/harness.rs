@@ -20,7 +20,7 @@ pub const NS: &str = "e2e";
 /// Where a test server's warnings go: nowhere, so that a green run prints
 /// only what the tests say (many tests provoke warnings on purpose);
 /// `JOCH_TEST_LOG=1` shows them, to debug a failing test.
-fn server_log() -> Stdio {
+pub fn server_log() -> Stdio {
     match std::env::var_os("JOCH_TEST_LOG") {
         Some(_) => Stdio::inherit(),
         None => Stdio::null(),

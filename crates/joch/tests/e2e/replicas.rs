@@ -5,7 +5,6 @@
 //! call and repeats no side effect.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,7 +48,7 @@ async fn replica(store: &str) -> Joch {
         &flags,
         &[],
         "warn",
-        Stdio::inherit(),
+        crate::harness::server_log(),
     )
     .await
 }
