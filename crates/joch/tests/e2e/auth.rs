@@ -9,25 +9,15 @@ use crate::harness::{Joch, NS};
 
 const ROOT: &str = "root-secret-for-tests";
 
-async fn as_token(
-    joch: &Joch,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    joch.send_as(token, method, path, body).await
-}
-
 async fn token(joch: &Joch, namespace: &str, name: &str, role: &str) -> String {
-    let (status, created) = as_token(
-        joch,
-        ROOT,
-        Method::POST,
-        &format!("/v1/namespaces/{namespace}/tokens"),
-        Some(json!({"name": name, "role": role})),
-    )
-    .await;
+    let (status, created) = joch
+        .send_as(
+            ROOT,
+            Method::POST,
+            &format!("/v1/namespaces/{namespace}/tokens"),
+            Some(json!({"name": name, "role": role})),
+        )
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     assert!(
         created["spec"].get("hash").is_none(),
@@ -45,7 +35,7 @@ async fn tokens_bind_a_namespace_and_a_role() {
     let (status, body) = joch.get(&tools).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
     assert_eq!(body["code"], "unauthorized");
-    let (status, _) = as_token(&joch, "wrong", Method::GET, &tools, None).await;
+    let (status, _) = joch.send_as("wrong", Method::GET, &tools, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 
     let agent = token(&joch, NS, "support-bot", "agent").await;
@@ -54,15 +44,17 @@ async fn tokens_bind_a_namespace_and_a_role() {
     let stranger = token(&joch, "elsewhere", "other-bot", "admin").await;
 
     let tool = json!({"metadata": {"name": "refund"}, "spec": {"description": "", "inputSchema": {"type": "object"}, "sideEffects": {"requiresApproval": true}, "backend": {"type": "noop"}}});
-    let (status, _) = as_token(&joch, &agent, Method::POST, &tools, Some(tool.clone())).await;
+    let (status, _) = joch
+        .send_as(&agent, Method::POST, &tools, Some(tool.clone()))
+        .await;
     assert_eq!(
         status,
         StatusCode::FORBIDDEN,
         "an agent cannot define tools"
     );
-    let (status, _) = as_token(&joch, &admin, Method::POST, &tools, Some(tool)).await;
+    let (status, _) = joch.send_as(&admin, Method::POST, &tools, Some(tool)).await;
     assert_eq!(status, StatusCode::CREATED);
-    let (status, _) = as_token(&joch, &stranger, Method::GET, &tools, None).await;
+    let (status, _) = joch.send_as(&stranger, Method::GET, &tools, None).await;
     assert_eq!(
         status,
         StatusCode::NOT_FOUND,
@@ -70,37 +62,41 @@ async fn tokens_bind_a_namespace_and_a_role() {
     );
 
     let call = json!({"metadata": {"name": "call-1"}, "spec": {"toolRef": {"name": "refund"}}});
-    let (status, accepted) = as_token(
-        &joch,
-        &agent,
-        Method::POST,
-        &format!("{calls}?wait=false"),
-        Some(call),
-    )
-    .await;
+    let (status, accepted) = joch
+        .send_as(
+            &agent,
+            Method::POST,
+            &format!("{calls}?wait=false"),
+            Some(call),
+        )
+        .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
 
     let approve = format!("/v1/namespaces/{NS}/approvals/call-1/approve");
     let claim = json!({"approvedBy": "the-ceo"});
-    let (status, _) = as_token(&joch, &agent, Method::POST, &approve, Some(claim.clone())).await;
+    let (status, _) = joch
+        .send_as(&agent, Method::POST, &approve, Some(claim.clone()))
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "an agent cannot approve");
-    let (status, approval) = as_token(&joch, &approver, Method::POST, &approve, Some(claim)).await;
+    let (status, approval) = joch
+        .send_as(&approver, Method::POST, &approve, Some(claim))
+        .await;
     assert_eq!(status, StatusCode::OK, "{approval}");
     assert_eq!(
         approval["status"]["decidedBy"], "alice",
         "the token, not the claim"
     );
 
-    let (status, _) = as_token(
-        &joch,
-        &admin,
-        Method::DELETE,
-        &format!("/v1/namespaces/{NS}/tokens/support-bot"),
-        None,
-    )
-    .await;
+    let (status, _) = joch
+        .send_as(
+            &admin,
+            Method::DELETE,
+            &format!("/v1/namespaces/{NS}/tokens/support-bot"),
+            None,
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
-    let (status, _) = as_token(&joch, &agent, Method::GET, &tools, None).await;
+    let (status, _) = joch.send_as(&agent, Method::GET, &tools, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "revoked");
 
     // The MCP endpoint is behind the same door, namespaces included.
@@ -148,8 +144,7 @@ async fn an_approver_cannot_decide_on_its_own_call() {
     let joch = Joch::start_with_env(&[("JOCH_ADMIN_TOKEN", ROOT)]).await;
     let approver = token(&joch, NS, "alice", "approver").await;
     let tool = json!({"metadata": {"name": "refund"}, "spec": {"description": "", "inputSchema": {"type": "object"}, "sideEffects": {"requiresApproval": true}, "backend": {"type": "noop"}}});
-    as_token(
-        &joch,
+    joch.send_as(
         ROOT,
         Method::POST,
         &format!("/v1/namespaces/{NS}/tools"),
@@ -157,23 +152,23 @@ async fn an_approver_cannot_decide_on_its_own_call() {
     )
     .await;
     let call = json!({"metadata": {"name": "mine"}, "spec": {"toolRef": {"name": "refund"}}});
-    let (status, _) = as_token(
-        &joch,
-        &approver,
-        Method::POST,
-        &format!("/v1/namespaces/{NS}/toolcalls?wait=false"),
-        Some(call),
-    )
-    .await;
+    let (status, _) = joch
+        .send_as(
+            &approver,
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/toolcalls?wait=false"),
+            Some(call),
+        )
+        .await;
     assert_eq!(status, StatusCode::ACCEPTED);
-    let (status, body) = as_token(
-        &joch,
-        &approver,
-        Method::POST,
-        &format!("/v1/namespaces/{NS}/approvals/mine/approve"),
-        Some(json!({})),
-    )
-    .await;
+    let (status, body) = joch
+        .send_as(
+            &approver,
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/approvals/mine/approve"),
+            Some(json!({})),
+        )
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert!(body["message"].as_str().unwrap().contains("a call it made"));
 }
@@ -249,33 +244,28 @@ async fn jwts_of_the_identity_provider_authenticate_with_their_claims() {
     ])
     .await;
     let tools = format!("/v1/namespaces/{NS}/tools");
-    let (status, body) = as_token(
-        &joch,
-        &idp.jwt("joch", 600, "approver"),
-        Method::GET,
-        &tools,
-        None,
-    )
-    .await;
+    let (status, body) = joch
+        .send_as(&idp.jwt("joch", 600, "approver"), Method::GET, &tools, None)
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let tool = json!({"metadata": {"name": "t"}, "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}});
-    let (status, _) = as_token(
-        &joch,
-        &idp.jwt("joch", 600, "approver"),
-        Method::POST,
-        &tools,
-        Some(tool.clone()),
-    )
-    .await;
+    let (status, _) = joch
+        .send_as(
+            &idp.jwt("joch", 600, "approver"),
+            Method::POST,
+            &tools,
+            Some(tool.clone()),
+        )
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "the role claim applies");
-    let (status, _) = as_token(
-        &joch,
-        &idp.jwt("joch", 600, "admin"),
-        Method::POST,
-        &tools,
-        Some(tool),
-    )
-    .await;
+    let (status, _) = joch
+        .send_as(
+            &idp.jwt("joch", 600, "admin"),
+            Method::POST,
+            &tools,
+            Some(tool),
+        )
+        .await;
     assert_eq!(status, StatusCode::CREATED);
     for (why, token) in [
         ("another audience", idp.jwt("someone-else", 600, "admin")),
@@ -285,17 +275,17 @@ async fn jwts_of_the_identity_provider_authenticate_with_their_claims() {
         ),
         ("expired", idp.jwt("joch", -600, "admin")),
     ] {
-        let (status, _) = as_token(&joch, &token, Method::GET, &tools, None).await;
+        let (status, _) = joch.send_as(&token, Method::GET, &tools, None).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{why}");
     }
-    let (status, _) = as_token(
-        &joch,
-        &idp.jwt("joch", 600, "admin"),
-        Method::GET,
-        "/v1/namespaces/elsewhere/tools",
-        None,
-    )
-    .await;
+    let (status, _) = joch
+        .send_as(
+            &idp.jwt("joch", 600, "admin"),
+            Method::GET,
+            "/v1/namespaces/elsewhere/tools",
+            None,
+        )
+        .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "the namespace claim applies");
 
     // The joch_tools claim is the JWT's tool selector.
@@ -305,26 +295,23 @@ async fn jwts_of_the_identity_provider_authenticate_with_their_claims() {
         "agent",
         json!({"joch_tools": {"names": ["crm.*"]}}),
     );
-    let (status, list) = as_token(&joch, &limited, Method::GET, &tools, None).await;
+    let (status, list) = joch.send_as(&limited, Method::GET, &tools, None).await;
     assert_eq!(status, StatusCode::OK, "{list}");
     assert_eq!(list["items"], json!([]), "t is not crm.*: {list}");
     let call = json!({"metadata": {"name": "jwt-hidden"}, "spec": {"toolRef": {"name": "t"}}});
     let calls = format!("/v1/namespaces/{NS}/toolcalls");
-    let (status, body) = as_token(&joch, &limited, Method::POST, &calls, Some(call)).await;
+    let (status, body) = joch
+        .send_as(&limited, Method::POST, &calls, Some(call))
+        .await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::NOT_FOUND, Some("tool_not_found")),
         "{body}"
     );
     let admin = idp.jwt("joch", 600, "admin");
-    let (_, refused) = as_token(
-        &joch,
-        &admin,
-        Method::GET,
-        &format!("{calls}/jwt-hidden"),
-        None,
-    )
-    .await;
+    let (_, refused) = joch
+        .send_as(&admin, Method::GET, &format!("{calls}/jwt-hidden"), None)
+        .await;
     assert_eq!(
         refused["status"]["principal"],
         json!({"kind": "jwt", "name": "carol@example.com", "role": "agent"})

@@ -28,25 +28,15 @@ struct Setup {
     crm: String,
 }
 
-async fn as_token(
-    joch: &Joch,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    joch.send_as(token, method, path, body).await
-}
-
 async fn token(joch: &Joch, name: &str, role: &str, tools: Option<Value>) -> String {
-    let (status, created) = as_token(
-        joch,
-        ROOT,
-        Method::POST,
-        &format!("/v1/namespaces/{NS}/tokens"),
-        Some(json!({"name": name, "role": role, "tools": tools})),
-    )
-    .await;
+    let (status, created) = joch
+        .send_as(
+            ROOT,
+            Method::POST,
+            &format!("/v1/namespaces/{NS}/tokens"),
+            Some(json!({"name": name, "role": role, "tools": tools})),
+        )
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     created["token"].as_str().unwrap().to_owned()
 }
@@ -56,7 +46,7 @@ async fn setup() -> Setup {
     let tools = format!("/v1/namespaces/{NS}/tools");
     for (name, approval) in [("refund", true), ("crm.lookup", false)] {
         let tool = json!({"metadata": {"name": name}, "spec": {"description": name, "inputSchema": {"type": "object"}, "sideEffects": {"requiresApproval": approval}, "backend": {"type": "noop"}}});
-        let (status, body) = as_token(&joch, ROOT, Method::POST, &tools, Some(tool)).await;
+        let (status, body) = joch.send_as(ROOT, Method::POST, &tools, Some(tool)).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
     }
     Setup {
@@ -69,7 +59,7 @@ async fn setup() -> Setup {
 
 async fn call_of(s: &Setup, name: &str) -> Value {
     let path = format!("/v1/namespaces/{NS}/toolcalls/{name}");
-    let (status, call) = as_token(&s.joch, ROOT, Method::GET, &path, None).await;
+    let (status, call) = s.joch.send_as(ROOT, Method::GET, &path, None).await;
     assert_eq!(status, StatusCode::OK, "{call}");
     call
 }
@@ -78,7 +68,7 @@ async fn call_of(s: &Setup, name: &str) -> Value {
 async fn pending(s: &Setup) -> String {
     for _ in 0..500 {
         let path = format!("/v1/namespaces/{NS}/approvals?phase=Pending");
-        let (_, list) = as_token(&s.joch, ROOT, Method::GET, &path, None).await;
+        let (_, list) = s.joch.send_as(ROOT, Method::GET, &path, None).await;
         if let Some(name) = list["items"][0]["metadata"]["name"].as_str() {
             return name.to_owned();
         }
@@ -92,8 +82,10 @@ async fn pending(s: &Setup) -> String {
 async fn only_another_approver_decides(s: &Setup) -> Value {
     let name = pending(s).await;
     let approve = format!("/v1/namespaces/{NS}/approvals/{name}/approve");
-    let (status, refused) =
-        as_token(&s.joch, &s.alice, Method::POST, &approve, Some(json!({}))).await;
+    let (status, refused) = s
+        .joch
+        .send_as(&s.alice, Method::POST, &approve, Some(json!({})))
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
     assert_eq!(refused["code"], "forbidden");
     let waiting = call_of(s, &name).await;
@@ -101,8 +93,10 @@ async fn only_another_approver_decides(s: &Setup) -> Value {
     assert_eq!(waiting["status"]["principal"]["name"], "alice", "{waiting}");
     assert_eq!(waiting["status"]["principal"]["kind"], "token");
 
-    let (status, approval) =
-        as_token(&s.joch, &s.bob, Method::POST, &approve, Some(json!({}))).await;
+    let (status, approval) = s
+        .joch
+        .send_as(&s.bob, Method::POST, &approve, Some(json!({})))
+        .await;
     assert_eq!(status, StatusCode::OK, "{approval}");
     assert_eq!(approval["status"]["decidedBy"], "bob");
     assert_eq!(approval["status"]["decider"]["name"], "bob");
@@ -127,14 +121,10 @@ fn refund_call(name: &str) -> Value {
 async fn rest_and_batches_keep_separation_of_duties() {
     let s = setup().await;
     let calls = format!("/v1/namespaces/{NS}/toolcalls?wait=false");
-    let (status, body) = as_token(
-        &s.joch,
-        &s.alice,
-        Method::POST,
-        &calls,
-        Some(refund_call("rest-1")),
-    )
-    .await;
+    let (status, body) = s
+        .joch
+        .send_as(&s.alice, Method::POST, &calls, Some(refund_call("rest-1")))
+        .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     // The CLI decides through the same API, as its token.
     let name = pending(&s).await;
@@ -153,7 +143,10 @@ async fn rest_and_batches_keep_separation_of_duties() {
 
     let batch = format!("/v1/namespaces/{NS}/executions/run-1/batches?wait=false");
     let body = json!({"calls": [refund_call("batch-1")]});
-    let (status, answer) = as_token(&s.joch, &s.alice, Method::POST, &batch, Some(body)).await;
+    let (status, answer) = s
+        .joch
+        .send_as(&s.alice, Method::POST, &batch, Some(body))
+        .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
     only_another_approver_decides(&s).await;
 }
@@ -164,7 +157,10 @@ async fn a_client_supplied_principal_is_ignored() {
     let mut call = json!({"metadata": {"name": "forged"}, "spec": {"toolRef": {"name": "crm.lookup"}, "input": {}}});
     call["status"] = json!({"principal": {"kind": "token", "name": "bob", "role": "admin"}});
     let calls = format!("/v1/namespaces/{NS}/toolcalls");
-    let (status, record) = as_token(&s.joch, &s.crm, Method::POST, &calls, Some(call)).await;
+    let (status, record) = s
+        .joch
+        .send_as(&s.crm, Method::POST, &calls, Some(call))
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{record}");
     assert_eq!(record["status"]["principal"]["name"], "crm-bot");
     assert_eq!(record["status"]["principal"]["role"], "agent");
@@ -192,7 +188,10 @@ async fn aos_hooks_keep_separation_of_duties() {
     let result = json!({"jsonrpc": "2.0", "id": 2, "method": "steps/toolCallResult", "params": {
         "toolCallResult": {"executionId": name, "toolId": "refund", "result": "done"}}});
     let path = format!("/v1/namespaces/{NS}/hooks/aos");
-    let (_, reported) = as_token(&s.joch, &s.alice, Method::POST, &path, Some(result)).await;
+    let (_, reported) = s
+        .joch
+        .send_as(&s.alice, Method::POST, &path, Some(result))
+        .await;
     assert!(reported["error"].is_object(), "{reported}");
     only_another_approver_decides_hook(&s, &name).await;
     let verdict = asked.await.unwrap();
@@ -203,15 +202,19 @@ async fn aos_hooks_keep_separation_of_duties() {
 /// approved it is the agent's to run (`Running`), not settled.
 async fn only_another_approver_decides_hook(s: &Setup, name: &str) {
     let approve = format!("/v1/namespaces/{NS}/approvals/{name}/approve");
-    let (status, refused) =
-        as_token(&s.joch, &s.alice, Method::POST, &approve, Some(json!({}))).await;
+    let (status, refused) = s
+        .joch
+        .send_as(&s.alice, Method::POST, &approve, Some(json!({})))
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
     assert_eq!(
         call_of(s, name).await["status"]["phase"],
         "AwaitingApproval"
     );
-    let (status, approval) =
-        as_token(&s.joch, &s.bob, Method::POST, &approve, Some(json!({}))).await;
+    let (status, approval) = s
+        .joch
+        .send_as(&s.bob, Method::POST, &approve, Some(json!({})))
+        .await;
     assert_eq!(status, StatusCode::OK, "{approval}");
     assert_eq!(approval["status"]["decidedBy"], "bob");
 }
@@ -243,7 +246,10 @@ async fn claude_hooks_cannot_ask_their_own_user_without_a_policy_saying_so() {
     );
     let post = json!({"session_id": "s1", "hook_event_name": "PostToolUse", "tool_name": "refund", "tool_use_id": name, "tool_response": "done"});
     let path = format!("/v1/namespaces/{NS}/hooks/claude");
-    let (status, body) = as_token(&s.joch, &s.alice, Method::POST, &path, Some(post)).await;
+    let (status, body) = s
+        .joch
+        .send_as(&s.alice, Method::POST, &path, Some(post))
+        .await;
     assert_eq!(
         status,
         StatusCode::FORBIDDEN,
@@ -330,14 +336,15 @@ async fn the_remote_gateway_keeps_separation_of_duties() {
 async fn a_tool_selector_hides_tools_on_every_surface() {
     let s = setup().await;
     // REST: the list, the tool itself, and a call answer as if it did not exist.
-    let (_, list) = as_token(
-        &s.joch,
-        &s.crm,
-        Method::GET,
-        &format!("/v1/namespaces/{NS}/tools"),
-        None,
-    )
-    .await;
+    let (_, list) = s
+        .joch
+        .send_as(
+            &s.crm,
+            Method::GET,
+            &format!("/v1/namespaces/{NS}/tools"),
+            None,
+        )
+        .await;
     let names: Vec<&str> = list["items"]
         .as_array()
         .unwrap()
@@ -345,40 +352,38 @@ async fn a_tool_selector_hides_tools_on_every_surface() {
         .map(|t| t["metadata"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["crm.lookup"]);
-    let (status, body) = as_token(
-        &s.joch,
-        &s.crm,
-        Method::GET,
-        &format!("/v1/namespaces/{NS}/tools/refund"),
-        None,
-    )
-    .await;
+    let (status, body) = s
+        .joch
+        .send_as(
+            &s.crm,
+            Method::GET,
+            &format!("/v1/namespaces/{NS}/tools/refund"),
+            None,
+        )
+        .await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::NOT_FOUND, Some("tool_not_found"))
     );
     let calls = format!("/v1/namespaces/{NS}/toolcalls");
-    let (status, body) = as_token(
-        &s.joch,
-        &s.crm,
-        Method::POST,
-        &calls,
-        Some(refund_call("hidden-1")),
-    )
-    .await;
+    let (status, body) = s
+        .joch
+        .send_as(&s.crm, Method::POST, &calls, Some(refund_call("hidden-1")))
+        .await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::NOT_FOUND, Some("tool_not_found")),
         "{body}"
     );
-    let (status, body) = as_token(
-        &s.joch,
-        &s.crm,
-        Method::POST,
-        &calls,
-        Some(json!({"spec": {"toolRef": {"name": "nope"}}})),
-    )
-    .await;
+    let (status, body) = s
+        .joch
+        .send_as(
+            &s.crm,
+            Method::POST,
+            &calls,
+            Some(json!({"spec": {"toolRef": {"name": "nope"}}})),
+        )
+        .await;
     assert_eq!(
         (status, body["code"].as_str()),
         (StatusCode::NOT_FOUND, Some("tool_not_found")),
@@ -389,14 +394,15 @@ async fn a_tool_selector_hides_tools_on_every_surface() {
     assert_eq!(refused["status"]["phase"], "Denied", "{refused}");
     assert_eq!(refused["status"]["error"]["code"], "tool_not_found");
     assert_eq!(refused["status"]["principal"]["name"], "crm-bot");
-    let (status, _) = as_token(
-        &s.joch,
-        &s.crm,
-        Method::POST,
-        &calls,
-        Some(json!({"spec": {"toolRef": {"name": "crm.lookup"}}})),
-    )
-    .await;
+    let (status, _) = s
+        .joch
+        .send_as(
+            &s.crm,
+            Method::POST,
+            &calls,
+            Some(json!({"spec": {"toolRef": {"name": "crm.lookup"}}})),
+        )
+        .await;
     assert_eq!(status, StatusCode::CREATED);
 
     // MCP: listed and called the same way.
@@ -425,7 +431,10 @@ async fn a_tool_selector_hides_tools_on_every_surface() {
     // Hooks: the agent is told no, and does not run it.
     let body = json!({"session_id": "s1", "hook_event_name": "PreToolUse", "tool_name": "refund", "tool_use_id": "toolu_9", "tool_input": {}});
     let path = format!("/v1/namespaces/{NS}/hooks/claude");
-    let (status, verdict) = as_token(&s.joch, &s.crm, Method::POST, &path, Some(body)).await;
+    let (status, verdict) = s
+        .joch
+        .send_as(&s.crm, Method::POST, &path, Some(body))
+        .await;
     assert_eq!(status, StatusCode::OK, "{verdict}");
     assert_eq!(
         verdict["hookSpecificOutput"]["permissionDecision"], "deny",
