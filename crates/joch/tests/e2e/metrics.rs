@@ -7,7 +7,7 @@ use crate::harness::{Joch, NS, Webhook, rest_tool};
 use crate::policies::apply_policy;
 
 /// The value of the sample whose name and labels are exactly `series`.
-fn sample(text: &str, series: &str) -> Option<f64> {
+pub(crate) fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|line| {
         line.strip_prefix(series)?
             .strip_prefix(' ')?

@@ -19,7 +19,7 @@ pub async fn apply_policy(joch: &Joch, name: &str, spec: Value) -> Value {
     body
 }
 
-async fn setup(level: &str) -> (Webhook, Joch) {
+pub(crate) async fn setup(level: &str) -> (Webhook, Joch) {
     let webhook = Webhook::start().await;
     let joch = Joch::start().await;
     joch.create_tool(rest_tool(

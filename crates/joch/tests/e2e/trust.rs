@@ -7,16 +7,9 @@ use serde_json::{Value, json};
 use crate::harness::{Joch, NS, Webhook, rest_tool};
 use crate::policies::apply_policy;
 
+/// A namespace with `zendesk.create_ticket`, an external write to an echo webhook.
 pub(crate) async fn setup() -> (Webhook, Joch) {
-    let webhook = Webhook::start().await;
-    let joch = Joch::start().await;
-    joch.create_tool(rest_tool(
-        "zendesk.create_ticket",
-        &format!("{}/echo", webhook.base),
-        json!({"level": "external_write"}),
-    ))
-    .await;
-    (webhook, joch)
+    crate::policies::setup("external_write").await
 }
 
 async fn metric(joch: &Joch, series: &str) -> Option<f64> {
@@ -26,13 +19,7 @@ async fn metric(joch: &Joch, series: &str) -> Option<f64> {
         .text()
         .await
         .unwrap();
-    text.lines().find_map(|line| {
-        line.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
+    crate::metrics::sample(&text, series)
 }
 
 #[tokio::test]
