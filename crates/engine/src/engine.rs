@@ -52,6 +52,8 @@ pub struct EngineConfig {
     /// sooner is written once, settled. Zero writes every call as it
     /// starts. See `admission::Intent`.
     pub intent_grace: Duration,
+    /// Bounds on MCP sessions (see `mcp_sessions.rs`).
+    pub mcp_sessions: crate::McpSessionLimits,
 }
 
 impl Default for EngineConfig {
@@ -68,6 +70,7 @@ impl Default for EngineConfig {
             replica: None,
             artifacts: None,
             intent_grace: Duration::from_millis(100),
+            mcp_sessions: crate::McpSessionLimits::default(),
         }
     }
 }

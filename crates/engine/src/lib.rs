@@ -36,6 +36,7 @@ mod hooked;
 mod hooks;
 mod idempotency;
 mod mcp;
+mod mcp_sessions;
 pub mod policy;
 mod ratelimit;
 mod recovery;
@@ -62,6 +63,9 @@ pub use idempotency::{MAX_KEY_LEN, validate_key};
 pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};
 pub use mcp::drift_timeline;
+pub use mcp_sessions::{
+    MAX_CLIENT_BYTES, MCP_SESSION_KIND, McpSession, McpSessionLimits, TOO_MANY_SESSIONS, principal_key,
+};
 pub use recovery::{RecoveryReport, Resolve};
 pub use replay::{Replay, ReplayMode};
 pub use resources::Configurable;

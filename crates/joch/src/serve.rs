@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use joch::{StoreLocation, open_engine};
-use joch_engine::{CheckpointSigning, Engine, EngineConfig, RecoveryReport};
+use joch_engine::{CheckpointSigning, Engine, EngineConfig, McpSessionLimits, RecoveryReport};
 use joch_server::ServerConfig;
 
 use joch_core::policy::OnTimeout;
@@ -46,6 +46,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 as std::sync::Arc<dyn joch_store::Blobs>
         }),
         intent_grace: std::time::Duration::from_millis(args.intent_grace_ms),
+        mcp_sessions: McpSessionLimits {
+            idle: std::time::Duration::from_secs(args.mcp_session_idle_seconds.max(1)),
+            per_namespace: args.max_mcp_sessions_per_namespace,
+            per_principal: args.max_mcp_sessions_per_principal,
+        },
         ..EngineConfig::default()
     };
     let location = match &args.store {
@@ -63,6 +68,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         std::time::Duration::from_secs(args.artifact_grace_seconds.max(1)),
     );
     engine.spawn_key_purger(std::time::Duration::from_secs(60));
+    engine.spawn_mcp_session_expiry();
     engine.spawn_mcp_refresher(std::time::Duration::from_secs(1));
     engine.spawn_hook_result_sweeper(std::time::Duration::from_secs(
         args.hook_result_timeout_seconds.max(1),
@@ -75,7 +81,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ServerConfig {
             max_body_bytes: args.max_body_bytes,
             max_streams_per_principal: args.max_streams_per_principal.max(1),
-            mcp_session_idle: std::time::Duration::from_secs(args.mcp_session_idle_seconds.max(1)),
             // On loopback, only loopback names may reach the MCP endpoint (a
             // web page cannot rebind a DNS name onto it); elsewhere any.
             mcp_allowed_hosts: if addr.ip().is_loopback() {

@@ -37,8 +37,6 @@ pub struct ServerConfig {
     /// How often an MCP call waiting for approval sends the client a
     /// progress notification (default 1 s).
     pub mcp_progress_every: Duration,
-    /// An MCP session idle this long is closed (default 300 s).
-    pub mcp_session_idle: Duration,
     /// joch's base URL as its clients reach it: the resource its
     /// protected-resource metadata and 401 challenges name (default
     /// `http://127.0.0.1:7070`).
@@ -59,7 +57,6 @@ impl Default for ServerConfig {
             max_body_bytes: 4 * 1024 * 1024,
             mcp_allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
             mcp_progress_every: Duration::from_secs(1),
-            mcp_session_idle: Duration::from_secs(300),
             public_url: "http://127.0.0.1:7070".to_owned(),
             authorization_servers: Vec::new(),
             max_streams_per_principal: 256,
@@ -81,21 +78,21 @@ pub struct AppState {
 /// The whole API as a router, ready to serve or to mount in a test.
 pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
-    let mcp = mcp::http_service(
+    let mcp = Arc::new(mcp::front(
         engine.clone(),
         &config.mcp_allowed_hosts,
         config.mcp_progress_every,
-        config.mcp_session_idle,
         limit,
-    );
+    ));
     let state = AppState {
         engine,
         config: Arc::new(config),
         streams: Arc::default(),
     };
     let mcp = Router::new()
-        .route_service("/mcp", mcp.clone())
-        .route_service("/v1/namespaces/{ns}/mcp", mcp)
+        .route("/mcp", axum::routing::any(mcp::serve))
+        .route("/v1/namespaces/{ns}/mcp", axum::routing::any(mcp::serve))
+        .with_state(mcp)
         .layer(axum::middleware::map_response(mcp::json_errors))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

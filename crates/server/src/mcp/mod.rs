@@ -6,26 +6,31 @@
 
 mod convert;
 mod elicit;
+mod front;
 mod handler;
+mod sessions;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use joch_engine::Engine;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
+pub(crate) use front::{Front, serve};
 pub use handler::{JochMcp, NAMESPACE_HEADER, server_config};
 
-/// The streamable HTTP service, to mount at the MCP paths. `allowed_hosts`
-/// guards against DNS rebinding (empty: any `Host`).
-pub(crate) fn http_service(
+/// The MCP endpoint's parts, to mount at the MCP paths with [`serve`].
+/// `allowed_hosts` guards against DNS rebinding (empty: any `Host`).
+pub(crate) fn front(
     engine: Engine,
     allowed_hosts: &[String],
     progress_every: Duration,
-    idle: Duration,
     max_body_bytes: usize,
-) -> StreamableHttpService<JochMcp, LocalSessionManager> {
+) -> Front {
+    let idle = engine.mcp_session_limits().idle;
+    let running = Arc::new(sessions::Running::default());
+    let manager = Arc::new(sessions::Sessions::new(idle, running.clone()));
     let mut config =
         StreamableHttpServerConfig::default().with_max_request_body_bytes(max_body_bytes);
     config = if allowed_hosts.is_empty() {
@@ -33,18 +38,26 @@ pub(crate) fn http_service(
     } else {
         config.with_allowed_hosts(allowed_hosts.iter().cloned())
     };
-    StreamableHttpService::new(
-        move || Ok(JochMcp::for_http(engine.clone(), progress_every)),
-        Arc::new(sessions(idle)),
-        config,
-    )
-}
-
-/// Sessions that close after `idle` without a request.
-fn sessions(idle: Duration) -> LocalSessionManager {
-    let mut manager = LocalSessionManager::default();
-    manager.session_config.keep_alive = Some(idle);
-    manager
+    let direct_config = config.clone().with_legacy_session_mode(false).with_json_response(true);
+    config.session_store = Some(Arc::new(sessions::Records {
+        engine: engine.clone(),
+        running,
+    }));
+    let factory = {
+        let engine = engine.clone();
+        move || Ok(JochMcp::for_http(engine.clone(), progress_every))
+    };
+    Front {
+        sessions: StreamableHttpService::new(factory.clone(), manager.clone(), config),
+        direct: StreamableHttpService::new(
+            factory,
+            Arc::new(NeverSessionManager::default()),
+            direct_config,
+        ),
+        manager,
+        engine,
+        max_body_bytes,
+    }
 }
 
 /// The MCP library answers transport-level refusals (a missing `Accept`,

@@ -1,0 +1,252 @@
+//! The MCP endpoint: what joch decides about sessions before rmcp serves
+//! the request.
+//!
+//! - `initialize` (a protocol version before 2026-07-28) is answered
+//!   statelessly, then the engine opens the session (capped per namespace
+//!   and per principal) and its id goes back in `Mcp-Session-Id`: opening
+//!   a session starts nothing in memory.
+//! - A request naming a session is admitted if the session is open and
+//!   the caller's (else 404 `session_not_found`, the same for another's
+//!   session as for none); its worker is re-created here if need be.
+//! - The client's `notifications/initialized` is acknowledged at once: a
+//!   re-created worker is sent its own.
+//! - `DELETE` closes the session in the store, for every replica.
+//! - Requests of 2026-07-28 and later have no session: rmcp serves them.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, request::Parts};
+use axum::response::{IntoResponse, Response};
+use joch_core::names::validate_namespace;
+use joch_engine::{Engine, EngineError, McpSession, Principal, principal_key};
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::handler::{JochMcp, NAMESPACE_HEADER};
+use super::sessions::{Known, Sessions};
+use crate::ApiError;
+
+/// The first protocol version without sessions.
+const STATELESS_VERSION: &str = "2026-07-28";
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// The MCP endpoint's parts.
+pub(crate) struct Front {
+    pub(crate) engine: Engine,
+    /// rmcp with joch's session manager: requests of open sessions.
+    pub(crate) sessions: StreamableHttpService<JochMcp, Sessions>,
+    /// rmcp without sessions, answering `initialize` in JSON.
+    pub(crate) direct: StreamableHttpService<JochMcp, NeverSessionManager>,
+    pub(crate) manager: Arc<Sessions>,
+    pub(crate) max_body_bytes: usize,
+}
+
+/// What joch reads of a JSON-RPC message before passing it on.
+#[derive(Deserialize)]
+struct Peek {
+    method: Option<String>,
+    #[serde(default)]
+    params: Value,
+}
+
+/// The MCP endpoint (`/mcp`, `/v1/namespaces/{ns}/mcp`).
+pub(crate) async fn serve(State(front): State<Arc<Front>>, request: Request) -> Response {
+    match front.route(request).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+impl Front {
+    async fn route(&self, request: Request) -> Result<Response, ApiError> {
+        let stateless = request
+            .headers()
+            .get(VERSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v >= STATELESS_VERSION);
+        if stateless {
+            return Ok(self.pass(request).await);
+        }
+        let by = request
+            .extensions()
+            .get::<Principal>()
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", "no principal")
+            })?;
+        let namespace = namespace_of(&request)?;
+        let id = request
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        match id {
+            Some(id) => self.in_session(request, &id, &by, &namespace).await,
+            None if request.method() == Method::POST => {
+                self.without_session(request, &by, &namespace).await
+            }
+            None => Ok(self.pass(request).await),
+        }
+    }
+
+    async fn pass(&self, request: Request) -> Response {
+        self.sessions.handle(request).await.map(Body::new)
+    }
+
+    /// A POST without a session: `initialize` opens one.
+    async fn without_session(
+        &self,
+        request: Request,
+        by: &Principal,
+        namespace: &str,
+    ) -> Result<Response, ApiError> {
+        let (parts, bytes) = self.buffer(request).await?;
+        let peek = serde_json::from_slice::<Peek>(&bytes).ok();
+        let initialize = peek.filter(|p| {
+            let version = p.params.get("protocolVersion").and_then(Value::as_str);
+            p.method.as_deref() == Some("initialize")
+                && version.is_some_and(|v| v < STATELESS_VERSION)
+        });
+        let Some(initialize) = initialize else {
+            return Ok(self.pass(Request::from_parts(parts, Body::from(bytes))).await);
+        };
+        let answer = self
+            .direct
+            .handle(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+        if answer.status() != StatusCode::OK {
+            return Ok(answer.map(Body::new));
+        }
+        let (mut answer, body) = answer.into_parts();
+        let body = axum::body::to_bytes(Body::new(body), usize::MAX)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, "internal", e.to_string()))?;
+        let accepted = serde_json::from_slice::<Value>(&body)
+            .is_ok_and(|v| v.get("result").is_some());
+        if accepted {
+            let id = self
+                .engine
+                .open_mcp_session(by, namespace, initialize.params)
+                .await
+                .map_err(session_error)?;
+            let id = HeaderValue::from_str(&id).expect("a session id is hex");
+            answer.headers.insert(SESSION_HEADER, id);
+        }
+        Ok(Response::from_parts(answer, Body::from(body)))
+    }
+
+    /// A request naming a session.
+    async fn in_session(
+        &self,
+        request: Request,
+        id: &str,
+        by: &Principal,
+        namespace: &str,
+    ) -> Result<Response, ApiError> {
+        let (known, touch) = self.manager.known(id, &principal_key(by), namespace);
+        if let Some(session) = touch {
+            self.touch(session);
+        }
+        if request.method() == Method::DELETE {
+            self.engine
+                .close_mcp_session(by, namespace, id)
+                .await
+                .map_err(session_error)?;
+            return Ok(self.pass(request).await);
+        }
+        if matches!(known, Known::Hot) {
+            return Ok(self.pass(request).await);
+        }
+        let session = self
+            .engine
+            .mcp_session(by, namespace, id)
+            .await
+            .map_err(session_error)?;
+        if session.last_seen_ms < chrono::Utc::now().timestamp_millis() - self.touch_every_ms() {
+            self.touch(session);
+        }
+        if request.method() != Method::POST {
+            return Ok(self.pass(request).await);
+        }
+        let (parts, bytes) = self.buffer(request).await?;
+        let initialized = serde_json::from_slice::<Peek>(&bytes)
+            .is_ok_and(|p| p.method.as_deref() == Some("notifications/initialized"));
+        if initialized {
+            return Ok(StatusCode::ACCEPTED.into_response());
+        }
+        Ok(self.pass(Request::from_parts(parts, Body::from(bytes))).await)
+    }
+
+    fn touch_every_ms(&self) -> i64 {
+        (self.manager.idle().as_millis() / 4) as i64
+    }
+
+    /// Tells the store the session is in use, in the background; a session
+    /// closed meanwhile loses its worker here.
+    fn touch(&self, session: McpSession) {
+        let engine = self.engine.clone();
+        let manager = self.manager.clone();
+        tokio::spawn(async move {
+            let id = session.id.clone();
+            match engine.touch_mcp_session(session).await {
+                Err(EngineError::NotFound { .. }) => manager.drop_worker(&id).await,
+                Err(e) => tracing::warn!(error = %e, "cannot record an MCP session's use"),
+                Ok(()) => {}
+            }
+        });
+    }
+
+    async fn buffer(&self, request: Request) -> Result<(Parts, Bytes), ApiError> {
+        let (parts, body) = request.into_parts();
+        let bytes = axum::body::to_bytes(body, self.max_body_bytes)
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    format!("the body is larger than {} bytes", self.max_body_bytes),
+                )
+            })?;
+        Ok((parts, bytes))
+    }
+}
+
+/// `/v1/namespaces/{ns}/mcp`, else the `Joch-Namespace` header, else `default`.
+fn namespace_of(request: &Request) -> Result<String, ApiError> {
+    let from_path = request
+        .uri()
+        .path()
+        .strip_prefix("/v1/namespaces/")
+        .and_then(|rest| rest.split('/').next());
+    let from_header = || {
+        request
+            .headers()
+            .get(NAMESPACE_HEADER)
+            .and_then(|v| v.to_str().ok())
+    };
+    let namespace = from_path.or_else(from_header).unwrap_or("default");
+    validate_namespace(namespace).map_err(|e| {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_namespace", e.to_string())
+    })?;
+    Ok(namespace.to_owned())
+}
+
+/// The engine's answers about sessions, as the MCP transport words them.
+fn session_error(e: EngineError) -> ApiError {
+    match e {
+        EngineError::NotFound { .. } => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "session_not_found",
+            "no open MCP session with this id: initialize a new one",
+        ),
+        EngineError::Refused { code, message } if code == joch_engine::TOO_MANY_SESSIONS => {
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
+        }
+        e => ApiError::from(e),
+    }
+}

@@ -1,0 +1,243 @@
+//! MCP sessions that any replica serves and that cost nothing while idle.
+//!
+//! A session of the protocol versions before 2026-07-28 is a record in the
+//! store (`joch_engine::McpSession`: who, which namespace, the client's
+//! `initialize` parameters). A replica that gets a request for it runs an
+//! in-memory session worker (rmcp's local one, ~130 KiB) while the session
+//! is in use, re-created from the record by replaying `initialize` (rmcp's
+//! session restore), and drops it after [`HOT_IDLE`] without a request. So
+//! an idle session holds no memory in any replica, and a request may reach
+//! any replica, including after the one that served it before has died.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use futures_util::{Stream, StreamExt};
+use joch_engine::{Engine, McpSession};
+use rmcp::model::{
+    ClientJsonRpcMessage, ServerJsonRpcMessage, ServerNotification, ToolListChangedNotification,
+};
+use rmcp::transport::WorkerTransport;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
+};
+use rmcp::transport::streamable_http_server::session::{
+    RestoreOutcome, ServerSseMessage, SessionId, SessionManager, SessionState, SessionStore,
+    SessionStoreError,
+};
+
+/// How long a session's in-memory worker outlives its last request. An
+/// open notification stream without events ends then too; the client
+/// reconnects and the session is re-created.
+pub(crate) const HOT_IDLE: Duration = Duration::from_secs(30);
+
+/// A session this replica runs a worker for.
+struct Hot {
+    session: McpSession,
+    /// When the store last heard the session was used.
+    touched: Instant,
+}
+
+/// The sessions with a worker here: filled when rmcp restores one from
+/// its record, emptied when the worker ends.
+#[derive(Default)]
+pub(crate) struct Running(Mutex<HashMap<SessionId, Hot>>);
+
+impl Running {
+    fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, Hot>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// rmcp's local session manager, for sessions in use, over the store's
+/// records, for all of them.
+pub(crate) struct Sessions {
+    local: LocalSessionManager,
+    running: Arc<Running>,
+    /// The store's idle limit: a session in use is touched every quarter of it.
+    idle: Duration,
+}
+
+/// What the front knows of a session a request names.
+pub(crate) enum Known {
+    /// Running here, and the caller's.
+    Hot,
+    /// Not running here, or someone else's: ask the engine.
+    Cold,
+}
+
+impl Sessions {
+    pub(crate) fn new(idle: Duration, running: Arc<Running>) -> Self {
+        let mut local = LocalSessionManager::default();
+        local.session_config.keep_alive = Some(HOT_IDLE.min(idle));
+        Self {
+            local,
+            running,
+            idle,
+        }
+    }
+
+    fn hot(&self) -> MutexGuard<'_, HashMap<SessionId, Hot>> {
+        self.running.lock()
+    }
+
+    /// Whether `id` runs here for `principal` in `namespace`; if so, and
+    /// the store was last told long enough ago, the session to touch.
+    pub(crate) fn known(
+        &self,
+        id: &str,
+        principal: &str,
+        namespace: &str,
+    ) -> (Known, Option<McpSession>) {
+        let mut hot = self.hot();
+        match hot.get_mut(id) {
+            Some(h) if h.session.principal == principal && h.session.namespace == namespace => {
+                let stale = h.touched.elapsed() > self.idle / 4;
+                if stale {
+                    h.touched = Instant::now();
+                }
+                (Known::Hot, stale.then(|| h.session.clone()))
+            }
+            _ => (Known::Cold, None),
+        }
+    }
+
+    pub(crate) fn idle(&self) -> Duration {
+        self.idle
+    }
+
+    /// Ends the worker of a session whose record is gone (closed on
+    /// another replica).
+    pub(crate) async fn drop_worker(&self, id: &str) {
+        let id: SessionId = id.into();
+        let _ = self.close_session(&id).await;
+    }
+
+    /// Sessions with a worker here, for tests and metrics.
+    #[allow(dead_code)]
+    pub(crate) fn running(&self) -> usize {
+        self.hot().len()
+    }
+}
+
+impl SessionManager for Sessions {
+    type Error = LocalSessionManagerError;
+    type Transport = WorkerTransport<LocalSessionWorker>;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        self.local.create_session().await
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.local.initialize_session(id, message).await
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.local.has_session(id).await
+    }
+
+    /// Ends the worker (idle, or a `DELETE`); the record stays until the
+    /// engine closes or expires it.
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.hot().remove(id);
+        self.local.close_session(id).await
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        through(&self.local).create_stream(id, message).await
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.local.accept_message(id, message).await
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        through(&self.local).create_standalone_stream(id).await
+    }
+
+    /// A notification stream resumes on whichever replica the client
+    /// reaches: a worker re-created here has none of the events the dead
+    /// one cached, so the stream starts with `tools/list_changed`, which
+    /// makes the client list again whatever it may have missed. A
+    /// request's own stream cannot be resumed elsewhere (its call is
+    /// recorded; a retry with its idempotency key gets the outcome).
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let standalone = !last_event_id.contains('/');
+        let stream = through(&self.local).resume(id, last_event_id).await?;
+        let changed = ServerJsonRpcMessage::notification(
+            ServerNotification::ToolListChangedNotification(ToolListChangedNotification::default()),
+        );
+        let first = standalone.then(|| ServerSseMessage::from_message(changed));
+        Ok(futures_util::stream::iter(first).chain(stream))
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        self.local.restore_session(id).await
+    }
+}
+
+/// Calls through the trait, so that the streams carry its bounds.
+fn through<M: SessionManager>(manager: &M) -> &M {
+    manager
+}
+
+/// The store's session records, as rmcp's restore reads them. The front
+/// has checked the caller before; records are written and removed by the
+/// engine, never here.
+pub(crate) struct Records {
+    pub(crate) engine: Engine,
+    pub(crate) running: Arc<Running>,
+}
+
+#[async_trait::async_trait]
+impl SessionStore for Records {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        match self.engine.open_session_by_id(session_id).await {
+            Ok(session) => {
+                let Ok(params) = serde_json::from_value(session.client.clone()) else {
+                    return Ok(None);
+                };
+                // Its worker starts now: its next requests skip the store.
+                let hot = Hot {
+                    session,
+                    touched: Instant::now(),
+                };
+                self.running.lock().insert(session_id.into(), hot);
+                Ok(Some(SessionState::new(params)))
+            }
+            Err(joch_engine::EngineError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Box::new(e)),
+        }
+    }
+
+    async fn store(&self, _id: &str, _state: &SessionState) -> Result<(), SessionStoreError> {
+        Ok(())
+    }
+
+    async fn delete(&self, _id: &str) -> Result<(), SessionStoreError> {
+        Ok(())
+    }
+}
