@@ -92,8 +92,8 @@ impl Engine {
     /// `initialize` parameters; returns its id (128 random bits). Refused
     /// with [`TOO_MANY_SESSIONS`] beyond a cap, `BadRequest` when the
     /// parameters are larger than [`MAX_CLIENT_BYTES`]. The record is
-    /// written without waiting for a sync: a session lost in a crash only
-    /// makes its client initialize again.
+    /// synced: the client's next request may reach another replica (or
+    /// another connection of this one) at once.
     pub async fn open_mcp_session(
         &self,
         by: &Principal,
@@ -120,7 +120,7 @@ impl Engine {
         }
         self.inner
             .store
-            .create(record, Durability::Deferred)
+            .create(record, Durability::Sync)
             .await?;
         Ok(id)
     }

@@ -168,6 +168,11 @@ impl Joch {
         panic!("joch at {} never became ready", self.base);
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `kill -9`: no shutdown handler runs.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

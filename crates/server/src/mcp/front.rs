@@ -1,10 +1,10 @@
 //! The MCP endpoint: what joch decides about sessions before rmcp serves
 //! the request.
 //!
-//! - `initialize` (a protocol version before 2026-07-28) is answered
-//!   statelessly, then the engine opens the session (capped per namespace
-//!   and per principal) and its id goes back in `Mcp-Session-Id`: opening
-//!   a session starts nothing in memory.
+//! - `initialize` is answered statelessly; when the version agreed on is
+//!   before 2026-07-28, the engine then opens a session (capped per
+//!   namespace and per principal) whose id goes back in `Mcp-Session-Id`:
+//!   opening a session starts nothing in memory.
 //! - A request naming a session is admitted if the session is open and
 //!   the caller's (else 404 `session_not_found`, the same for another's
 //!   session as for none); its worker is re-created here if need be.
@@ -107,12 +107,7 @@ impl Front {
     ) -> Result<Response, ApiError> {
         let (parts, bytes) = self.buffer(request).await?;
         let peek = serde_json::from_slice::<Peek>(&bytes).ok();
-        let initialize = peek.filter(|p| {
-            let version = p.params.get("protocolVersion").and_then(Value::as_str);
-            p.method.as_deref() == Some("initialize")
-                && version.is_some_and(|v| v < STATELESS_VERSION)
-        });
-        let Some(initialize) = initialize else {
+        let Some(initialize) = peek.filter(|p| p.method.as_deref() == Some("initialize")) else {
             return Ok(self.pass(Request::from_parts(parts, Body::from(bytes))).await);
         };
         let answer = self
@@ -126,9 +121,14 @@ impl Front {
         let body = axum::body::to_bytes(Body::new(body), usize::MAX)
             .await
             .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, "internal", e.to_string()))?;
-        let accepted = serde_json::from_slice::<Value>(&body)
-            .is_ok_and(|v| v.get("result").is_some());
-        if accepted {
+        // The version agreed on, not the one asked for, says whether the
+        // client will use a session.
+        let agreed = serde_json::from_slice::<Value>(&body).ok().and_then(|v| {
+            v.pointer("/result/protocolVersion")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        if agreed.is_some_and(|v| v.as_str() < STATELESS_VERSION) {
             let id = self
                 .engine
                 .open_mcp_session(by, namespace, initialize.params)
