@@ -41,6 +41,8 @@ pub async fn at_rest(
         soak_slow: 0,
         soak_concurrency: 0,
         soak_mcp_every_ms: 0,
+        mcp: false,
+        mcp_concurrency: 0,
     };
     let direct = measure(
         client,

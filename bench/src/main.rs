@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 
 mod at_rest;
 mod floor;
+mod mcp;
 mod open_loop;
 mod postgres;
 mod soak;
@@ -102,6 +103,13 @@ struct Args {
     /// How often the soak opens and abandons an MCP session, in ms (0: never).
     #[arg(long, default_value_t = 2000)]
     soak_mcp_every_ms: u64,
+    /// Instead of the scenarios above, compare MCP with REST on a `joch
+    /// serve` process (the binary of `--soak-joch`; see `mcp.rs`).
+    #[arg(long)]
+    mcp: bool,
+    /// Callers at once in the MCP comparison's throughput runs.
+    #[arg(long, default_value_t = 32)]
+    mcp_concurrency: usize,
 }
 
 /// Where a worker sends its calls, and how it tells success from failure.
@@ -164,6 +172,15 @@ async fn main() -> Result<()> {
     let webhook_url = format!("http://{webhook}/echo");
     if args.soak_seconds > 0 {
         return soak::soak(&soak_settings(&args)?, &webhook_url).await;
+    }
+    if args.mcp {
+        let settings = mcp::Settings {
+            joch: soak_settings(&args)?.joch,
+            single_calls: args.single_calls,
+            calls: args.calls,
+            concurrency: args.mcp_concurrency.max(1),
+        };
+        return mcp::compare(&settings, &webhook_url).await;
     }
     let dir = tempfile::tempdir().context("creating temp dir")?;
     // One client for the whole bench: keep-alive pool, no proxy (only 127.0.0.1 is contacted).

@@ -7,7 +7,7 @@
 //! the hostile clients.
 
 mod hostile;
-mod process;
+pub(crate) mod process;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -65,6 +65,17 @@ impl Joch {
             .ok()
     }
 
+    /// CPU time spent so far (user and system), in ms: `/proc/<pid>/stat`
+    /// counts it in clock ticks, which are 10 ms on Linux (`CLK_TCK` 100).
+    pub(crate) fn cpu_ms(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the command, which may hold spaces, in parentheses.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+        // utime and stime are the 14th and 15th fields; the state is the 3rd.
+        Some((ticks(11)? + ticks(12)?) as f64 * 10.0)
+    }
+
     /// File descriptors open.
     pub(crate) fn open_files(&self) -> Option<u64> {
         let fds = std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).ok()?;

@@ -1,0 +1,226 @@
+//! MCP against REST (issue 19, item 7): the same tools called through
+//! joch's REST API and through its MCP front (an rmcp client over
+//! streamable HTTP, one session per caller), on a real `joch serve`
+//! process, so that the CPU joch spends per call can be read from
+//! `/proc/<pid>/stat` apart from the client's and the webhook's.
+//!
+//! Per tool (the built-in no-op, and a read-only webhook), it prints each
+//! surface's p50 at one caller, its calls/s at `--mcp-concurrency`, joch's
+//! CPU per call, and MCP's ratio to REST: CPU per call (target ≤ 1.3×)
+//! and added p50 at one caller (target ≤ 0.2 ms).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result, ensure};
+use reqwest::Client;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+
+use crate::soak::process::Joch;
+use crate::{NAMESPACE, latencies, percentile_ms};
+
+/// What the MCP comparison is told.
+pub(crate) struct Settings {
+    pub joch: std::path::PathBuf,
+    /// Measured calls per surface at one caller.
+    pub single_calls: usize,
+    /// Measured calls per surface at `concurrency`.
+    pub calls: usize,
+    pub concurrency: usize,
+}
+
+/// One surface's figures for one tool.
+struct Figures {
+    p50_ms: f64,
+    p99_ms: f64,
+    /// joch's CPU per call at one caller, in ms.
+    cpu_ms: f64,
+    calls_per_s: f64,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Surface {
+    Rest,
+    Mcp,
+}
+
+type McpClient = RunningService<RoleClient, ()>;
+
+/// Runs the comparison and prints its table and `RESULT` lines.
+pub(crate) async fn compare(settings: &Settings, webhook: &str) -> Result<()> {
+    let dir = tempfile::tempdir().context("creating temp dir")?;
+    let joch = Joch::start(&settings.joch, dir.path(), 65_536)?;
+    let client = Client::builder().no_proxy().build()?;
+    crate::create_tool(&client, joch.addr, "mcp-noop", "read_only", "noop", webhook).await?;
+    crate::create_tool(&client, joch.addr, "mcp-echo", "read_only", "rest", webhook).await?;
+    println!(
+        "\nMCP against REST on one `joch serve` process: {} calls at one caller, {} at {}",
+        settings.single_calls, settings.calls, settings.concurrency
+    );
+    println!("tool       surface  p50 ms   p99 ms  cpu ms/call  calls/s");
+    let mut lines = Vec::new();
+    for tool in ["mcp-noop", "mcp-echo"] {
+        let rest = measure(settings, &joch, &client, tool, Surface::Rest).await?;
+        let mcp = measure(settings, &joch, &client, tool, Surface::Mcp).await?;
+        for (name, f) in [("rest", &rest), ("mcp", &mcp)] {
+            println!(
+                "{tool:<10} {name:<7} {:>7.3} {:>8.3} {:>12.3} {:>8.0}",
+                f.p50_ms, f.p99_ms, f.cpu_ms, f.calls_per_s
+            );
+        }
+        lines.push(format!(
+            "RESULT scenario=mcp_vs_rest tool={tool} rest_p50_ms={:.3} mcp_p50_ms={:.3} added_p50_ms={:.3} \
+             rest_cpu_ms={:.3} mcp_cpu_ms={:.3} cpu_ratio={:.2} rest_calls_per_s={:.0} mcp_calls_per_s={:.0} \
+             throughput_ratio={:.2}",
+            rest.p50_ms,
+            mcp.p50_ms,
+            mcp.p50_ms - rest.p50_ms,
+            rest.cpu_ms,
+            mcp.cpu_ms,
+            mcp.cpu_ms / rest.cpu_ms,
+            rest.calls_per_s,
+            mcp.calls_per_s,
+            mcp.calls_per_s / rest.calls_per_s,
+        ));
+    }
+    println!("\n{}", lines.join("\n"));
+    Ok(())
+}
+
+async fn measure(
+    settings: &Settings,
+    joch: &Joch,
+    client: &Client,
+    tool: &str,
+    surface: Surface,
+) -> Result<Figures> {
+    let caller = Caller::open(client, joch, tool, surface).await?;
+    // Warm up: connections, caches, the session's worker.
+    for i in 0..200 {
+        caller.call(i).await?;
+    }
+    let cpu_before = joch.cpu_ms().context("joch's CPU time")?;
+    let mut single = latencies()?;
+    for i in 0..settings.single_calls {
+        let started = Instant::now();
+        caller.call(i).await?;
+        single.saturating_record(started.elapsed().as_nanos() as u64);
+    }
+    let cpu = joch.cpu_ms().context("joch's CPU time")? - cpu_before;
+    caller.close().await;
+    let calls_per_s = concurrent(settings, joch, client, tool, surface).await?;
+    Ok(Figures {
+        p50_ms: percentile_ms(&single, 0.5),
+        p99_ms: percentile_ms(&single, 0.99),
+        cpu_ms: cpu / settings.single_calls as f64,
+        calls_per_s,
+    })
+}
+
+/// Calls/s with `concurrency` callers, each with its own MCP session.
+async fn concurrent(
+    settings: &Settings,
+    joch: &Joch,
+    client: &Client,
+    tool: &str,
+    surface: Surface,
+) -> Result<f64> {
+    let mut callers = Vec::new();
+    for _ in 0..settings.concurrency {
+        callers.push(Arc::new(Caller::open(client, joch, tool, surface).await?));
+    }
+    let next = Arc::new(AtomicUsize::new(0));
+    let calls = settings.calls;
+    let started = Instant::now();
+    let workers: Vec<_> = callers
+        .iter()
+        .map(|caller| {
+            let (caller, next) = (caller.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= calls {
+                        return anyhow::Ok(());
+                    }
+                    caller.call(i).await?;
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.context("caller panicked")??;
+    }
+    let rate = calls as f64 / started.elapsed().as_secs_f64();
+    for caller in callers {
+        if let Ok(caller) = Arc::try_unwrap(caller) {
+            caller.close().await;
+        }
+    }
+    Ok(rate)
+}
+
+/// One caller of one tool, over REST or an MCP session.
+enum Caller {
+    Rest { client: Client, url: String, tool: String },
+    Mcp { session: McpClient, tool: String },
+}
+
+impl Caller {
+    async fn open(client: &Client, joch: &Joch, tool: &str, surface: Surface) -> Result<Caller> {
+        Ok(match surface {
+            Surface::Rest => Caller::Rest {
+                client: client.clone(),
+                url: format!("http://{}/v1/namespaces/{NAMESPACE}/toolcalls", joch.addr),
+                tool: tool.to_owned(),
+            },
+            Surface::Mcp => {
+                let url = format!("http://{}/v1/namespaces/{NAMESPACE}/mcp", joch.addr);
+                let transport = StreamableHttpClientTransport::from_uri(url);
+                let session = ().serve(transport).await.context("MCP initialize")?;
+                Caller::Mcp {
+                    session,
+                    tool: tool.to_owned(),
+                }
+            }
+        })
+    }
+
+    async fn call(&self, i: usize) -> Result<()> {
+        let input = json!({"n": i, "text": "hello"});
+        match self {
+            Caller::Rest { client, url, tool } => {
+                let call = json!({"spec": {"toolRef": {"name": tool}, "input": input}});
+                let response = client.post(url).json(&call).send().await?;
+                let status = response.status();
+                let body: Value = response.json().await?;
+                let phase = body.pointer("/status/phase").and_then(Value::as_str);
+                ensure!(
+                    status.as_u16() == 201 && phase == Some("Succeeded"),
+                    "HTTP {status}, phase {phase:?}: {body}"
+                );
+            }
+            Caller::Mcp { session, tool } => {
+                let Value::Object(arguments) = input else {
+                    unreachable!("an object")
+                };
+                let result = session
+                    .call_tool(CallToolRequestParams::new(tool.clone()).with_arguments(arguments))
+                    .await?;
+                ensure!(result.is_error != Some(true), "tool error: {result:?}");
+            }
+        }
+        Ok(())
+    }
+
+    async fn close(self) {
+        if let Caller::Mcp { session, .. } = self {
+            let _ = session.cancel().await;
+        }
+    }
+}
+
