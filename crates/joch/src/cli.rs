@@ -329,6 +329,11 @@ pub struct ServeArgs {
     /// wait for approval) is never idle.
     #[arg(long, env = "JOCH_IDLE_TIMEOUT_SECONDS", default_value_t = 60)]
     pub idle_timeout_seconds: u64,
+    /// The slowest a request body may arrive, on average after a grace of
+    /// the header-read timeout, in bytes per second; a slower one is
+    /// refused and its connection closed.
+    #[arg(long, env = "JOCH_BODY_MIN_BYTES_PER_SECOND", default_value_t = 1024)]
+    pub body_min_bytes_per_second: u64,
     /// Most client connections open at once; beyond it a new connection is
     /// answered 503 at once. Never more than three quarters of the
     /// open-files limit, which leaves room for the store and backends.

@@ -7,6 +7,9 @@
 //! - A keep-alive connection with no request in progress is closed after
 //!   the idle timeout. A request in progress (an event follow, an MCP
 //!   stream, a wait for approval) keeps it open: it is not idle.
+//! - A request body must arrive at a minimum average rate after a grace of
+//!   the header-read timeout; one that trickles is refused and its
+//!   connection closed once the refusal is sent (`watchdog::Paced`).
 //! - At most `max_connections` are open at once, fewer than the open-files
 //!   limit; one more is answered 503 with `Retry-After` at once and closed.
 //!
@@ -26,7 +29,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
-use crate::watchdog::{Activity, InFlight, Timeouts, Tracked, Watched};
+use crate::watchdog::{Activity, InFlight, Paced, Timeouts, Tracked, Watched};
 
 /// How the listener treats its connections.
 #[derive(Debug, Clone, Copy)]
@@ -169,6 +172,7 @@ async fn connection(
     let tracked = activity.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let guard = InFlight::begin(&tracked);
+        let request = request.map(|body| Paced::new(body, tracked.clone(), timeouts));
         let answer = hyper::service::Service::call(&app, request);
         async move {
             let response = answer.await?;
@@ -224,6 +228,7 @@ pub async fn run(
         max_connections = limits.max_connections,
         header_read_timeout_ms = timeouts.header_read.as_millis() as u64,
         idle_timeout_seconds = timeouts.idle.as_secs(),
+        body_min_bytes_per_second = timeouts.body_min_rate,
         "serving connections"
     );
     serve(listener, app, limits, shutdown)

@@ -124,6 +124,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let timeouts = crate::watchdog::Timeouts {
         header_read: std::time::Duration::from_millis(args.header_read_timeout_ms.max(1)),
         idle: std::time::Duration::from_secs(args.idle_timeout_seconds.max(1)),
+        body_min_rate: args.body_min_bytes_per_second.max(1),
     };
     crate::listen::run(
         listener,

@@ -3,6 +3,8 @@
 //! head has been arriving. The socket ([`Watched`]) notes bytes read, the
 //! service notes requests ([`InFlight`]), held until the response body is
 //! sent or dropped ([`Tracked`]), so a streamed answer counts as in progress.
+//! A request's body must keep pace ([`Paced`]): one that trickles in is
+//! refused and its connection cut, however long it would take to finish.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -17,14 +19,17 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// A connection's two deadlines.
+/// A connection's deadlines.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
     /// From a request's first byte (from connecting, for the first request)
-    /// to its last header.
+    /// to its last header; also the grace a body gets before its pace counts.
     pub header_read: Duration,
     /// Between requests on a keep-alive connection.
     pub idle: Duration,
+    /// The slowest a request body may arrive on average, in bytes per
+    /// second, after the grace: a body due by `grace + received / rate`.
+    pub body_min_rate: u64,
 }
 
 const NONE: u64 = u64::MAX;
@@ -38,6 +43,8 @@ pub struct Activity {
     /// When the first byte after going idle came: a head is arriving.
     head_since: AtomicU64,
     served: AtomicBool,
+    /// A request's body came too slowly: cut once its answer is sent.
+    too_slow: AtomicBool,
     /// Told when a deadline moves earlier: a request ended, a head began.
     changed: Notify,
 }
@@ -50,6 +57,7 @@ impl Activity {
             idle_since: AtomicU64::new(0),
             head_since: AtomicU64::new(NONE),
             served: AtomicBool::new(false),
+            too_slow: AtomicBool::new(false),
             changed: Notify::new(),
         }
     }
@@ -75,6 +83,9 @@ impl Activity {
     fn deadline(&self, timeouts: Timeouts) -> Option<(u64, &'static str)> {
         if self.in_flight.load(Ordering::Acquire) > 0 {
             return None;
+        }
+        if self.too_slow.load(Ordering::Acquire) {
+            return Some((0, "body_too_slow"));
         }
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(NONE / 2);
         let head = self.head_since.load(Ordering::Acquire);
@@ -166,6 +177,93 @@ impl hyper::body::Body for Tracked {
     }
 }
 
+/// A request body that must arrive at [`Timeouts::body_min_rate`] on
+/// average after a grace; one that falls behind ends in an error (the
+/// handler answers it) and marks its connection to be cut.
+pub struct Paced<B> {
+    body: B,
+    activity: Arc<Activity>,
+    started: Instant,
+    grace: Duration,
+    rate: u64,
+    received: u64,
+    /// Set when the body first makes its reader wait: a body that is
+    /// already there (most are) costs no timer.
+    due: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<B> Paced<B> {
+    pub fn new(body: B, activity: Arc<Activity>, timeouts: Timeouts) -> Self {
+        let started = Instant::now();
+        let grace = timeouts.header_read;
+        Self {
+            body,
+            activity,
+            started,
+            grace,
+            rate: timeouts.body_min_rate.max(1),
+            received: 0,
+            due: None,
+        }
+    }
+
+    fn deadline(&self) -> Instant {
+        let earned = Duration::from_secs_f64(self.received as f64 / self.rate as f64);
+        self.started + self.grace + earned
+    }
+}
+
+impl<B> hyper::body::Body for Paced<B>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match Pin::new(&mut self.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    self.received += data.len() as u64;
+                    let due = self.deadline();
+                    if let Some(timer) = self.due.as_mut() {
+                        timer.as_mut().reset(due);
+                    }
+                }
+                return Poll::Ready(Some(Ok(frame)));
+            }
+            Poll::Ready(other) => return Poll::Ready(other.map(|r| r.map_err(Into::into))),
+            Poll::Pending => {}
+        }
+        let due = self.deadline();
+        let timer = self
+            .due
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.activity.too_slow.store(true, Ordering::Release);
+        self.activity.changed.notify_one();
+        let message = format!(
+            "the request body arrived slower than {} bytes/s; the connection is closed",
+            self.rate
+        );
+        Poll::Ready(Some(Err(message.into())))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// A client's socket that tells its [`Activity`] when bytes arrive.
 pub struct Watched {
     stream: TcpStream,
@@ -230,6 +328,7 @@ mod tests {
     const T: Timeouts = Timeouts {
         header_read: Duration::from_secs(5),
         idle: Duration::from_secs(60),
+        body_min_rate: 1024,
     };
 
     #[test]
@@ -255,6 +354,7 @@ mod tests {
         let short = Timeouts {
             header_read: Duration::from_millis(20),
             idle: Duration::from_millis(60),
+            body_min_rate: 1024,
         };
         let activity = Arc::new(Activity::new());
         drop(InFlight::begin(&activity));

@@ -142,6 +142,37 @@ async fn a_connection_beyond_the_cap_is_answered_503_at_once() {
 }
 
 #[tokio::test]
+async fn a_body_that_trickles_is_refused_and_its_connection_cut() {
+    let joch = Joch::start_with(&["--header-read-timeout-ms", "1000"]).await;
+    let mut slow = TcpStream::connect(addr(&joch)).await.unwrap();
+    let head = format!(
+        "POST /v1/namespaces/{NS}/toolcalls HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         Content-Type: application/json\r\nContent-Length: 200\r\n\r\n"
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    // One byte a second: headers were on time, the body never will be.
+    let trickle = async {
+        for byte in b"{\"spec\": {\"toolRef\"".iter().cycle().take(200) {
+            if slow.write_all(&[*byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(4), trickle).await;
+    let (status, elapsed) = health(&joch).await;
+    assert_eq!(status, Ok(StatusCode::OK), "others are served meanwhile");
+    assert!(elapsed < Duration::from_secs(1));
+    let answered = read_until_closed(&mut slow, started + Duration::from_secs(5))
+        .await
+        .expect("the trickling connection is closed");
+    let text = String::from_utf8_lossy(&answered);
+    assert!(text.starts_with("HTTP/1.1 4"), "refused with a 4xx: {text}");
+    assert!(text.contains("\"code\""), "a JSON error: {text}");
+}
+
+#[tokio::test]
 async fn an_idle_connection_is_closed_but_a_follow_stays_open() {
     let joch = Joch::start_with(&["--idle-timeout-seconds", "1"]).await;
     let mut idle = TcpStream::connect(addr(&joch)).await.unwrap();
