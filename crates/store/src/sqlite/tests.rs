@@ -81,3 +81,44 @@ fn only_batches_with_a_synced_write_commit_with_an_fsync() {
         "FULL: fsync at commit"
     );
 }
+
+/// The writer's transactions take the write lock at BEGIN, where the busy
+/// timeout waits: one that read before writing (appending an event reads
+/// the last number first) failed with `database is locked` at once when
+/// another connection had committed in between, with no wait at all.
+/// Here another connection (as a sqlite3 shell or a backup would) commits
+/// beside the writer all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_waits_for_the_write_lock_instead_of_failing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("joch.db");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("open"));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = {
+        let (path, stop) = (path.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let conn = rusqlite::Connection::open(path).expect("open");
+            conn.execute_batch("PRAGMA busy_timeout = 5000; CREATE TABLE beside (n INTEGER)")
+                .expect("scratch table");
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                conn.execute("INSERT INTO beside (n) VALUES (1)", [])
+                    .expect("insert beside");
+            }
+        })
+    };
+    let mut failures = Vec::new();
+    for i in 0..150 {
+        let event = EventRecord {
+            namespace: "ns".to_owned(),
+            execution: format!("run-{}", i % 4),
+            sequence: 0,
+            body: "{}".to_owned(),
+        };
+        if let Err(e) = store.append_event(event, Durability::Deferred).await {
+            failures.push(e.to_string());
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    other.join().expect("the other connection");
+    assert!(failures.is_empty(), "{} failed: {:?}", failures.len(), failures.first());
+}

@@ -100,7 +100,15 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>, syncing: &
     let started = std::time::Instant::now();
     metrics::histogram!("joch_store_batch_size").record(batch.len() as f64);
     let sync = batch.iter().any(|r| r.durability == Durability::Sync);
-    let began = set_syncing(conn, syncing, sync).and_then(|()| conn.transaction());
+    // IMMEDIATE: the write lock is taken at BEGIN, where the busy timeout
+    // waits it out. A DEFERRED transaction reads first and upgrades at its
+    // first write, and an upgrade that finds the WAL header changed since
+    // its read began fails at once with SQLITE_BUSY (SQLite cannot wait:
+    // the transaction already read), which the bench's soak saw as a whole
+    // batch answered `database is locked`.
+    let began = set_syncing(conn, syncing, sync).and_then(|()| {
+        conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+    });
     let tx = match began {
         Ok(tx) => tx,
         Err(e) => {
