@@ -103,6 +103,9 @@ async fn the_writer_waits_for_the_write_lock_instead_of_failing() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 conn.execute("INSERT INTO beside (n) VALUES (1)", [])
                     .expect("insert beside");
+                // Not a tight loop: a lock retaken at once could starve
+                // the writer past its busy timeout, which is not the point.
+                std::thread::sleep(std::time::Duration::from_micros(200));
             }
         })
     };
