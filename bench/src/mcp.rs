@@ -54,7 +54,7 @@ type McpClient = RunningService<RoleClient, ()>;
 /// Runs the comparison and prints its table and `RESULT` lines.
 pub(crate) async fn compare(settings: &Settings, webhook: &str) -> Result<()> {
     let dir = tempfile::tempdir().context("creating temp dir")?;
-    let joch = Joch::start(&settings.joch, dir.path(), 65_536)?;
+    let joch = Joch::start(&settings.joch, dir.path(), 4096)?;
     let client = Client::builder().no_proxy().build()?;
     crate::create_tool(&client, joch.addr, "mcp-noop", "read_only", "noop", webhook).await?;
     crate::create_tool(&client, joch.addr, "mcp-echo", "read_only", "rest", webhook).await?;

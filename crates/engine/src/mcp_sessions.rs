@@ -144,7 +144,7 @@ impl Engine {
             kind: MCP_SESSION_KIND.to_owned(),
             namespace: SESSIONS_NAMESPACE.to_owned(),
             index: IndexFields {
-                agent: Some(key.to_owned()),
+                execution: Some(key.to_owned()),
                 ..IndexFields::default()
             },
             ..ListQuery::default()
@@ -323,9 +323,10 @@ fn session_record(session: &McpSession) -> Result<Record, EngineError> {
         name: session.id.clone(),
         resource_version: session.version,
         labels: BTreeMap::new(),
-        // Counted per principal and per namespace through these columns.
+        // Counted per principal and per namespace through these columns,
+        // which the store indexes (by kind, namespace, column).
         index: IndexFields {
-            agent: Some(session.principal.clone()),
+            execution: Some(session.principal.clone()),
             tool: Some(session.namespace.clone()),
             ..IndexFields::default()
         },

@@ -254,7 +254,7 @@ async fn sessions_that_initialize_and_leave_cost_no_memory_and_expire() {
             .collect::<Vec<String>>()
     };
     // Warm up the allocator's arenas and the store's caches first.
-    open(1_000).await;
+    open(2_000).await;
     let before = rss_kib(joch.pid());
     let opened = open(CLIENTS).await;
     let after = rss_kib(joch.pid());
