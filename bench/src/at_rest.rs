@@ -43,6 +43,8 @@ pub async fn at_rest(
         soak_mcp_every_ms: 0,
         mcp: false,
         mcp_concurrency: 0,
+        mcp_abandoned: 0,
+        mcp_abandoned_idle_seconds: 0,
     };
     let direct = measure(
         client,

@@ -29,6 +29,7 @@ use joch_store::Store;
 use reqwest::Client;
 use serde_json::{Value, json};
 
+mod abandoned;
 mod at_rest;
 mod floor;
 mod mcp;
@@ -110,6 +111,13 @@ struct Args {
     /// Callers at once in the MCP comparison's throughput runs.
     #[arg(long, default_value_t = 32)]
     mcp_concurrency: usize,
+    /// Instead of the scenarios above, open this many MCP sessions and
+    /// abandon them, and report joch's RSS (see `abandoned.rs`); 0: off.
+    #[arg(long, default_value_t = 0)]
+    mcp_abandoned: usize,
+    /// The session idle time the abandoned sessions' joch runs with.
+    #[arg(long, default_value_t = 10)]
+    mcp_abandoned_idle_seconds: u64,
 }
 
 /// Where a worker sends its calls, and how it tells success from failure.
@@ -172,6 +180,11 @@ async fn main() -> Result<()> {
     let webhook_url = format!("http://{webhook}/echo");
     if args.soak_seconds > 0 {
         return soak::soak(&soak_settings(&args)?, &webhook_url).await;
+    }
+    if args.mcp_abandoned > 0 {
+        let joch = soak_settings(&args)?.joch;
+        return abandoned::abandon(&joch, args.mcp_abandoned, args.mcp_abandoned_idle_seconds)
+            .await;
     }
     if args.mcp {
         let settings = mcp::Settings {

@@ -18,6 +18,16 @@ impl Joch {
     /// Starts `bin` on a fresh database in `dir`, under `ulimit -n
     /// open_files`, and waits for the line naming its address.
     pub(crate) fn start(bin: &Path, dir: &Path, open_files: u64) -> Result<Joch> {
+        Self::start_with(bin, dir, open_files, &[])
+    }
+
+    /// [`Joch::start`], with more flags for `joch serve`.
+    pub(crate) fn start_with(
+        bin: &Path,
+        dir: &Path,
+        open_files: u64,
+        flags: &[&str],
+    ) -> Result<Joch> {
         if !bin.is_file() {
             bail!(
                 "no joch binary at {} (build it: cargo build --release -p joch, or pass --soak-joch)",
@@ -30,6 +40,7 @@ impl Joch {
             .arg(bin)
             .args(["serve", "--addr", "127.0.0.1:0", "--db"])
             .arg(dir.join("joch.db"))
+            .args(flags)
             .env("JOCH_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

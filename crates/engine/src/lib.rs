@@ -64,7 +64,8 @@ pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};
 pub use mcp::drift_timeline;
 pub use mcp_sessions::{
-    MAX_CLIENT_BYTES, MCP_SESSION_KIND, McpSession, McpSessionLimits, TOO_MANY_SESSIONS, principal_key,
+    MAX_CLIENT_BYTES, MCP_SESSION_KIND, McpSession, McpSessionLimits, TOO_MANY_SESSIONS,
+    principal_key,
 };
 pub use recovery::{RecoveryReport, Resolve};
 pub use replay::{Replay, ReplayMode};

@@ -118,10 +118,7 @@ impl Engine {
                 "the initialize parameters are larger than {MAX_CLIENT_BYTES} bytes"
             )));
         }
-        self.inner
-            .store
-            .create(record, Durability::Sync)
-            .await?;
+        self.inner.store.create(record, Durability::Sync).await?;
         Ok(id)
     }
 

@@ -350,11 +350,19 @@ pub struct ServeArgs {
     pub mcp_session_idle_seconds: u64,
     /// Most MCP sessions open in one namespace, over all replicas. Beyond
     /// it, initialize answers 429 too_many_mcp_sessions.
-    #[arg(long, env = "JOCH_MAX_MCP_SESSIONS_PER_NAMESPACE", default_value_t = 100_000)]
+    #[arg(
+        long,
+        env = "JOCH_MAX_MCP_SESSIONS_PER_NAMESPACE",
+        default_value_t = 100_000
+    )]
     pub max_mcp_sessions_per_namespace: u64,
     /// Most MCP sessions one caller may have open, over all namespaces and
     /// replicas; all unauthenticated callers count as one.
-    #[arg(long, env = "JOCH_MAX_MCP_SESSIONS_PER_PRINCIPAL", default_value_t = 10_000)]
+    #[arg(
+        long,
+        env = "JOCH_MAX_MCP_SESSIONS_PER_PRINCIPAL",
+        default_value_t = 10_000
+    )]
     pub max_mcp_sessions_per_principal: u64,
     /// Also serve demo webhooks under /demo and apply the example tools.
     #[arg(long)]

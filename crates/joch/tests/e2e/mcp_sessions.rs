@@ -149,7 +149,12 @@ async fn a_session_opened_on_one_replica_is_served_by_another_and_outlives_it() 
     let listed = session.request(&b, 1, "tools/list", json!({})).await;
     assert_eq!(tool_names(&listed), ["first"]);
     let called = session
-        .request(&b, 2, "tools/call", json!({"name": "first", "arguments": {}}))
+        .request(
+            &b,
+            2,
+            "tools/call",
+            json!({"name": "first", "arguments": {}}),
+        )
         .await;
     assert_eq!(called["result"]["isError"], false, "{called}");
 
@@ -176,7 +181,12 @@ async fn a_session_opened_on_one_replica_is_served_by_another_and_outlives_it() 
     let listed = session.request(&b, 3, "tools/list", json!({})).await;
     assert_eq!(tool_names(&listed), ["first", "second"]);
     let called = session
-        .request(&b, 4, "tools/call", json!({"name": "second", "arguments": {}}))
+        .request(
+            &b,
+            4,
+            "tools/call",
+            json!({"name": "second", "arguments": {}}),
+        )
         .await;
     assert_eq!(called["result"]["isError"], false, "{called}");
     // B hears of a tool added while it serves the resumed stream.
@@ -282,4 +292,3 @@ async fn sessions_that_initialize_and_leave_cost_no_memory_and_expire() {
         "{after} KiB before expiry, {expired} KiB after"
     );
 }
-

@@ -108,7 +108,9 @@ impl Front {
         let (parts, bytes) = self.buffer(request).await?;
         let peek = serde_json::from_slice::<Peek>(&bytes).ok();
         let Some(initialize) = peek.filter(|p| p.method.as_deref() == Some("initialize")) else {
-            return Ok(self.pass(Request::from_parts(parts, Body::from(bytes))).await);
+            return Ok(self
+                .pass(Request::from_parts(parts, Body::from(bytes)))
+                .await);
         };
         let answer = self
             .direct
@@ -179,7 +181,9 @@ impl Front {
         if initialized {
             return Ok(StatusCode::ACCEPTED.into_response());
         }
-        Ok(self.pass(Request::from_parts(parts, Body::from(bytes))).await)
+        Ok(self
+            .pass(Request::from_parts(parts, Body::from(bytes)))
+            .await)
     }
 
     fn touch_every_ms(&self) -> i64 {
@@ -230,9 +234,8 @@ fn namespace_of(request: &Request) -> Result<String, ApiError> {
             .and_then(|v| v.to_str().ok())
     };
     let namespace = from_path.or_else(from_header).unwrap_or("default");
-    validate_namespace(namespace).map_err(|e| {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_namespace", e.to_string())
-    })?;
+    validate_namespace(namespace)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_namespace", e.to_string()))?;
     Ok(namespace.to_owned())
 }
 

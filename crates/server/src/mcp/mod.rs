@@ -38,7 +38,10 @@ pub(crate) fn front(
     } else {
         config.with_allowed_hosts(allowed_hosts.iter().cloned())
     };
-    let direct_config = config.clone().with_legacy_session_mode(false).with_json_response(true);
+    let direct_config = config
+        .clone()
+        .with_legacy_session_mode(false)
+        .with_json_response(true);
     config.session_store = Some(Arc::new(sessions::Records {
         engine: engine.clone(),
         running,

@@ -123,5 +123,10 @@ async fn the_writer_waits_for_the_write_lock_instead_of_failing() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     other.join().expect("the other connection");
-    assert!(failures.is_empty(), "{} failed: {:?}", failures.len(), failures.first());
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:?}",
+        failures.len(),
+        failures.first()
+    );
 }

@@ -106,9 +106,8 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>, syncing: &
     // its read began fails at once with SQLITE_BUSY (SQLite cannot wait:
     // the transaction already read), which the bench's soak saw as a whole
     // batch answered `database is locked`.
-    let began = set_syncing(conn, syncing, sync).and_then(|()| {
-        conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-    });
+    let began = set_syncing(conn, syncing, sync)
+        .and_then(|()| conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate));
     let tx = match began {
         Ok(tx) => tx,
         Err(e) => {
