@@ -252,10 +252,15 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("VmRSS")
 }
 
+/// An idle session holds nothing in memory: what opening sessions costs
+/// is the store's (a row each) and the allocator's. Measured after a
+/// warm-up, and with the default idle time, so that no expiry sweep runs
+/// meanwhile (expiry: `mcp::an_idle_mcp_session_expires`; 10,000 sessions
+/// and their expiry: `joch-bench --mcp-abandoned`, bench/RESULTS.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sessions_that_initialize_and_leave_cost_no_memory_and_expire() {
+async fn sessions_that_initialize_and_leave_hold_no_memory() {
     const CLIENTS: usize = 2_000;
-    let joch = Joch::start_with(&["--mcp-session-idle-seconds", "3"]).await;
+    let joch = Joch::start().await;
     let open = |n: usize| {
         let joch = &joch;
         futures_util::stream::iter(0..n)
@@ -263,32 +268,13 @@ async fn sessions_that_initialize_and_leave_cost_no_memory_and_expire() {
             .buffer_unordered(16)
             .collect::<Vec<String>>()
     };
-    // Warm up the allocator's arenas and the store's caches first.
-    open(2_000).await;
+    open(1_000).await;
     let before = rss_kib(joch.pid());
-    let opened = open(CLIENTS).await;
+    open(CLIENTS).await;
     let after = rss_kib(joch.pid());
     let per_session = (after.saturating_sub(before) * 1024) / CLIENTS as u64;
-    eprintln!("rss {before} -> {after} KiB, {per_session} B/session");
     assert!(
         per_session <= 16 * 1024,
         "{CLIENTS} sessions raised RSS from {before} KiB to {after} KiB: {per_session} bytes each"
-    );
-    // After the idle time, every one of them is gone.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let sample = &opened[0];
-    let late = post(
-        &joch,
-        Some(sample),
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
-    )
-    .await;
-    assert_eq!(late.status(), StatusCode::NOT_FOUND);
-    // No replica holds anything for a session: expiry has nothing to
-    // give back, and must not take more either.
-    let expired = rss_kib(joch.pid());
-    assert!(
-        expired <= after + after / 5,
-        "{after} KiB before expiry, {expired} KiB after"
     );
 }

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use futures_util::{Stream, StreamExt};
 use joch_engine::{Engine, McpSession};
 use rmcp::model::{
-    ClientJsonRpcMessage, ServerJsonRpcMessage, ServerNotification, ToolListChangedNotification,
+    ClientJsonRpcMessage, ClientNotification, ServerJsonRpcMessage, ServerNotification,
+    ToolListChangedNotification,
 };
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::streamable_http_server::session::local::{
@@ -55,6 +56,9 @@ impl Running {
 pub(crate) struct Sessions {
     local: LocalSessionManager,
     running: Arc<Running>,
+    /// Sessions whose worker is being re-created and has not yet been
+    /// sent `initialize` and `initialized` again: see `has_session`.
+    restoring: Mutex<std::collections::HashSet<SessionId>>,
     /// The store's idle limit: a session in use is touched every quarter of it.
     idle: Duration,
 }
@@ -74,12 +78,17 @@ impl Sessions {
         Self {
             local,
             running,
+            restoring: Mutex::default(),
             idle,
         }
     }
 
     fn hot(&self) -> MutexGuard<'_, HashMap<SessionId, Hot>> {
         self.running.lock()
+    }
+
+    fn restoring(&self) -> MutexGuard<'_, std::collections::HashSet<SessionId>> {
+        self.restoring.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether `id` runs here for `principal` in `namespace`; if so, and
@@ -137,7 +146,15 @@ impl SessionManager for Sessions {
         self.local.initialize_session(id, message).await
     }
 
+    /// A session being re-created is not there yet: a request that came
+    /// with the one re-creating it (a client's GET beside its first POST)
+    /// must wait for the re-creation (rmcp's restore serializes those that
+    /// ask for one), not reach the new worker before its `initialize`,
+    /// which ends the worker.
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        if self.restoring().contains(id) {
+            return Ok(false);
+        }
         self.local.has_session(id).await
     }
 
@@ -145,6 +162,7 @@ impl SessionManager for Sessions {
     /// engine closes or expires it.
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         self.hot().remove(id);
+        self.restoring().remove(id);
         self.local.close_session(id).await
     }
 
@@ -161,7 +179,16 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
-        self.local.accept_message(id, message).await
+        let initialized = matches!(
+            &message,
+            ClientJsonRpcMessage::Notification(n)
+                if matches!(n.notification, ClientNotification::InitializedNotification(_))
+        );
+        self.local.accept_message(id, message).await?;
+        if initialized {
+            self.restoring().remove(id);
+        }
+        Ok(())
     }
 
     async fn create_standalone_stream(
@@ -195,6 +222,7 @@ impl SessionManager for Sessions {
         &self,
         id: SessionId,
     ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        self.restoring().insert(id.clone());
         self.local.restore_session(id).await
     }
 }
