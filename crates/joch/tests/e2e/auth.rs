@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 
 use crate::harness::{Joch, NS};
 
-const ROOT: &str = "root-secret-for-tests";
+pub(crate) const ROOT: &str = "root-secret-for-tests";
 
-async fn token(joch: &Joch, namespace: &str, name: &str, role: &str) -> String {
+pub(crate) async fn token(joch: &Joch, namespace: &str, name: &str, role: &str) -> String {
     let (status, created) = joch
         .send_as(
             ROOT,

@@ -278,3 +278,37 @@ async fn sessions_that_initialize_and_leave_hold_no_memory() {
         "{CLIENTS} sessions raised RSS from {before} KiB to {after} KiB: {per_session} bytes each"
     );
 }
+
+#[tokio::test]
+async fn a_session_serves_only_the_principal_that_opened_it() {
+    use crate::auth::{ROOT, token};
+    let joch = Joch::start_with_env(&[("JOCH_ADMIN_TOKEN", ROOT)]).await;
+    let alice = token(&joch, NS, "alice-bot", "agent").await;
+    let bob = token(&joch, NS, "bob-bot", "agent").await;
+    let as_ = |bearer: &str, session: Option<&str>, body: Value| {
+        let mut request = joch
+            .http
+            .post(endpoint(&joch))
+            .header("accept", ACCEPT)
+            .bearer_auth(bearer)
+            .json(&body);
+        if let Some(id) = session {
+            request = request.header("mcp-session-id", id);
+        }
+        request.send()
+    };
+    let opened = as_(&alice, None, initialize("alice")).await.unwrap();
+    assert_eq!(opened.status(), StatusCode::OK);
+    let id = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    // Bob holds Alice's session id: it is not his, and not named as hers.
+    let stolen = as_(&bob, Some(&id), list.clone()).await.unwrap();
+    assert_eq!(stolen.status(), StatusCode::NOT_FOUND);
+    let body: Value = stolen.json().await.unwrap();
+    assert_eq!(body["code"], "session_not_found", "{body}");
+    let own = as_(&alice, Some(&id), list).await.unwrap();
+    assert_eq!(own.status(), StatusCode::OK);
+}
