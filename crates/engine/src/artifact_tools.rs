@@ -10,7 +10,7 @@
 
 use joch_core::artifact_tools::{self, is_artifact_tool};
 use joch_core::normalize::normalize_args;
-use joch_core::{CallError, ObjectRef, Phase, Principal, ToolCall, checksum};
+use joch_core::{CallError, ErrorCode, ObjectRef, Phase, Principal, ToolCall, checksum};
 use joch_store::{Durability, ListQuery};
 use serde_json::Value;
 
@@ -106,7 +106,7 @@ impl Engine {
             });
         }
         let Some(execution) = call.spec.execution_ref.as_ref().map(|r| r.name.clone()) else {
-            return Err(EngineError::BadRequest(format!(
+            return Err(EngineError::Misdirected(format!(
                 "{tool} reads the handles of one execution: give spec.executionRef"
             )));
         };
@@ -115,7 +115,7 @@ impl Engine {
         }
         admit(namespace, &mut call, None)?;
         let args = normalize_args(std::mem::take(&mut call.spec.input))
-            .map_err(|e| EngineError::BadRequest(e.to_string()))?;
+            .map_err(|e| EngineError::Misdirected(e.to_string()))?;
         call.spec.input = Value::Object(args.clone());
         call.spec.from_artifact_tool = true;
         call.spec.inline = None;
@@ -159,7 +159,7 @@ impl Engine {
     ) -> Result<Result<ObjectRef, CallError>, EngineError> {
         let id = match artifact_tools::call_id(args) {
             Ok(id) => id.to_owned(),
-            Err(e) => return Ok(Err(CallError::new(e.code, e.message))),
+            Err(e) => return Ok(Err(CallError::custom(e.code, e.message))),
         };
         let visible = self.artifact_calls(by, namespace, execution).await?;
         if let Some(call) = visible.iter().find(|c| c.metadata.name == id) {
@@ -179,7 +179,7 @@ impl Engine {
             }
             Err(_) => format!("callId {id:?} names no call of execution {execution:?}"),
         };
-        let mut error = CallError::new("artifact_call_not_visible", why);
+        let mut error = CallError::new(ErrorCode::ArtifactCallNotVisible, why);
         error.details = Some(serde_json::json!({
             "callId": id,
             "visible": visible.iter().map(|c| c.metadata.name.clone()).collect::<Vec<_>>(),
@@ -201,7 +201,7 @@ impl Engine {
         let answer =
             tokio::task::spawn_blocking(move || artifact_tools::run(&tool, &args, &content))
                 .await
-                .map_err(|e| EngineError::Unavailable(format!("artifact tool failed: {e}")))?;
-        Ok(answer.map_err(|e| CallError::new(e.code, e.message)))
+                .map_err(EngineError::task("the artifact tool"))?;
+        Ok(answer.map_err(|e| CallError::custom(e.code, e.message)))
     }
 }

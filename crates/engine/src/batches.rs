@@ -11,7 +11,8 @@
 //! caller already holds; it passes no policy, so no stop skips it either.
 
 use joch_core::{
-    DenialPolicy, Execution, ExecutionPhase, ObjectMeta, ObjectRef, Phase, Principal, ToolCall,
+    DenialPolicy, EventKind, Execution, ExecutionPhase, ObjectMeta, ObjectRef, Phase, Principal,
+    ToolCall,
 };
 use joch_store::{Durability, StoreErrorKind};
 use serde_json::json;
@@ -60,7 +61,7 @@ impl Engine {
         self.emit(
             namespace,
             execution,
-            "tool_batch_started",
+            EventKind::ToolBatchStarted,
             json!({"tool_call_count": calls.len(), "batch": number}),
         )
         .await?;
@@ -75,7 +76,7 @@ impl Engine {
                 .as_ref()
                 .is_some_and(|r| r.name != execution)
             {
-                return Err(EngineError::BadRequest(format!(
+                return Err(EngineError::Misdirected(format!(
                     "a call of this batch names another execution than {execution:?}"
                 )));
             }
@@ -110,7 +111,7 @@ impl Engine {
                                 self.emit(
                                     namespace,
                                     execution,
-                                    "warning",
+                                    EventKind::Warning,
                                     json!({"message": message}),
                                 )
                                 .await?;
@@ -196,8 +197,7 @@ impl Engine {
             }
         }
         while let Some(joined) = tasks.join_next().await {
-            let (index, outcome) =
-                joined.map_err(|e| EngineError::Unavailable(format!("batch task failed: {e}")))?;
+            let (index, outcome) = joined.map_err(EngineError::task("a batch's call"))?;
             calls.push((index, outcome?));
         }
         calls.sort_by_key(|(index, _)| *index);

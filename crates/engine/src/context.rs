@@ -7,7 +7,7 @@
 //! conflict the changes are applied again to the newer copy.
 
 use joch_core::actions::{ActionsBackend, CallContext, ContextChange};
-use joch_core::{ActionInputs, CallError, Endpoint, Execution, ObjectMeta, ToolCall};
+use joch_core::{ActionInputs, CallError, Endpoint, ErrorCode, Execution, ObjectMeta, ToolCall};
 use joch_store::{Durability, StoreErrorKind};
 use serde_json::{Map, Value, json};
 
@@ -157,7 +157,7 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(EngineError::Unavailable(format!(
+        Err(EngineError::Contended(format!(
             "the context of execution {execution:?} is too contended to update"
         )))
     }
@@ -182,7 +182,7 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(EngineError::Unavailable(format!(
+        Err(EngineError::Contended(format!(
             "execution {execution:?} is too contended to record a handoff"
         )))
     }
@@ -201,7 +201,7 @@ pub(crate) fn missing_endpoints(
         .collect();
     (!missing.is_empty()).then(|| {
         CallError::new(
-            "endpoint_not_found",
+            ErrorCode::EndpointNotFound,
             format!("no Endpoint {} in the namespace", missing.join(", ")),
         )
     })

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use joch_core::{Time, ToolCall};
+use joch_core::{EventKind, Time, ToolCall};
 use joch_store::{Durability, EventRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -23,9 +23,9 @@ pub struct Event {
     /// 1, 2, 3... within the execution.
     #[serde(default)]
     pub sequence: u64,
-    /// `tool_batch_started`, `policy_decision`, ...
+    /// What happened.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: EventKind,
     /// When it happened.
     pub time: Time,
     /// The seed's data fields for this type.
@@ -38,17 +38,16 @@ impl Engine {
         &self,
         namespace: &str,
         execution: &str,
-        kind: &str,
+        kind: EventKind,
         data: Value,
     ) -> Result<(), EngineError> {
         let event = Event {
             sequence: 0,
-            kind: kind.to_owned(),
+            kind,
             time: now(),
             data,
         };
-        let body =
-            serde_json::to_string(&event).map_err(|e| EngineError::Unavailable(e.to_string()))?;
+        let body = serde_json::to_string(&event).expect("an event serialises");
         let record = EventRecord {
             namespace: namespace.to_owned(),
             execution: execution.to_owned(),
@@ -67,7 +66,7 @@ impl Engine {
     pub(crate) async fn emit_for(
         &self,
         call: &ToolCall,
-        kind: &str,
+        kind: EventKind,
         mut data: Value,
     ) -> Result<(), EngineError> {
         let Some(execution) = &call.spec.execution_ref else {
@@ -97,7 +96,9 @@ impl Engine {
             .into_iter()
             .map(|r| {
                 let mut event: Event = serde_json::from_str(&r.body).map_err(|e| {
-                    EngineError::Unavailable(format!("stored event cannot be read: {e}"))
+                    EngineError::Store(joch_store::StoreError::Unavailable(format!(
+                        "stored event cannot be read: {e}"
+                    )))
                 })?;
                 event.sequence = r.sequence;
                 Ok(event)
