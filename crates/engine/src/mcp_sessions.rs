@@ -90,7 +90,7 @@ impl Engine {
 
     /// Opens a session for `by` in `namespace`, keeping the client's
     /// `initialize` parameters; returns its id (128 random bits). Refused
-    /// with [`TOO_MANY_SESSIONS`] beyond a cap, `BadRequest` when the
+    /// with [`TOO_MANY_SESSIONS`] beyond a cap, `Invalid` when the
     /// parameters are larger than [`MAX_CLIENT_BYTES`]. The record is
     /// synced: the client's next request may reach another replica (or
     /// another connection of this one) at once.
@@ -114,8 +114,9 @@ impl Engine {
         };
         let record = session_record(&session)?;
         if record.body.len() > MAX_CLIENT_BYTES + 512 {
-            return Err(EngineError::BadRequest(format!(
-                "the initialize parameters are larger than {MAX_CLIENT_BYTES} bytes"
+            return Err(EngineError::Invalid(joch_core::ValidationError::field(
+                "params",
+                format!("the initialize parameters are larger than {MAX_CLIENT_BYTES} bytes"),
             )));
         }
         self.inner.store.create(record, Durability::Sync).await?;
@@ -300,7 +301,7 @@ impl Engine {
                 });
             }
             while let Some(done) = deletes.join_next().await {
-                match done.map_err(|e| EngineError::Unavailable(e.to_string()))? {
+                match done.map_err(EngineError::task("expiring MCP sessions"))? {
                     Ok(_) => removed += 1,
                     Err(e) if e.kind() == StoreErrorKind::NotFound => {}
                     Err(e) => return Err(e.into()),
@@ -313,7 +314,7 @@ impl Engine {
 
 fn session_record(session: &McpSession) -> Result<Record, EngineError> {
     let body = serde_json::to_string(session)
-        .map_err(|e| EngineError::Unavailable(format!("session cannot be encoded: {e}")))?;
+        .map_err(|e| unavailable(format!("session cannot be encoded: {e}")))?;
     Ok(Record {
         kind: MCP_SESSION_KIND.to_owned(),
         namespace: SESSIONS_NAMESPACE.to_owned(),
@@ -333,7 +334,7 @@ fn session_record(session: &McpSession) -> Result<Record, EngineError> {
 
 fn parse_session(record: Record) -> Result<McpSession, EngineError> {
     let mut session: McpSession = serde_json::from_str(&record.body)
-        .map_err(|e| EngineError::Unavailable(format!("stored MCP session cannot be read: {e}")))?;
+        .map_err(|e| unavailable(format!("stored MCP session cannot be read: {e}")))?;
     session.id = record.name;
     session.version = record.resource_version;
     Ok(session)
@@ -344,4 +345,8 @@ fn session_not_found(id: &str) -> EngineError {
         kind: MCP_SESSION_KIND.to_owned(),
         name: id.to_owned(),
     }
+}
+
+fn unavailable(message: String) -> EngineError {
+    EngineError::Store(joch_store::StoreError::Unavailable(message))
 }
