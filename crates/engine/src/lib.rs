@@ -44,6 +44,7 @@ mod replay;
 mod replicas;
 mod resources;
 mod rules;
+mod running;
 mod schema;
 mod telemetry;
 mod tokens;
@@ -70,4 +71,5 @@ pub use mcp_sessions::{
 pub use recovery::{RecoveryReport, Resolve};
 pub use replay::{Replay, ReplayMode};
 pub use resources::Configurable;
+pub use running::{Running, Workers};
 pub use tokens::JwtConfig;

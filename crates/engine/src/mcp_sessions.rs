@@ -7,7 +7,7 @@
 //! the MCP front re-creates a session's in-memory worker from the record
 //! when a request for it arrives (see `joch-server`'s `mcp/sessions.rs`).
 //! Open sessions are capped per namespace and per principal; a session
-//! unused for `idle` is removed by [`Engine::spawn_mcp_session_expiry`].
+//! unused for `idle` is removed by the expiry worker `Running` owns.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -242,7 +242,7 @@ impl Engine {
 
     /// Removes sessions idle longer than the limit, every quarter of it
     /// (at most every 30 s). Every replica may run it: removal is idempotent.
-    pub fn spawn_mcp_session_expiry(&self) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn spawn_mcp_session_expiry(&self) -> tokio::task::JoinHandle<()> {
         let engine = self.clone();
         let idle = engine.inner.config.mcp_sessions.idle;
         let every = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(30));
