@@ -292,8 +292,8 @@ impl Engine {
         let mut removed = 0;
         for batch in expired.chunks(64) {
             let mut deletes = tokio::task::JoinSet::new();
-            for id in batch.iter().cloned() {
-                let store = store.clone();
+            for id in batch {
+                let (store, id) = (store.clone(), id.clone());
                 deletes.spawn(async move {
                     store
                         .delete(MCP_SESSION_KIND, SESSIONS_NAMESPACE, &id, None)
