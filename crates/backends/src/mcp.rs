@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use joch_core::mcp::McpServerSpec;
+use joch_core::mcp_surface::{CallClient, ClientCapabilities, McpOperation};
 use joch_core::{
     Backend, CallError, Invocation, McpServer, ToolBackend, ToolDiscovery, ToolFailure,
 };
 use reqwest::header::{HeaderName, HeaderValue};
-use joch_core::mcp_surface::{CallClient, ClientCapabilities, McpOperation};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
@@ -105,7 +105,10 @@ impl McpClients {
             calls: Arc::default(),
             capabilities: caps,
             notices: self.notices.clone(),
-            server: (server.metadata.namespace.clone(), server.metadata.name.clone()),
+            server: (
+                server.metadata.namespace.clone(),
+                server.metadata.name.clone(),
+            ),
         };
         let client = Arc::new(connect(server, handler).await?);
         *slot = Some(Connection {
@@ -259,7 +262,13 @@ impl ToolBackend for McpClients {
         }
         let request = CallToolRequestParams::new(backend.tool.clone())
             .with_arguments(invocation.args.clone());
-        let running = call_tool(&client, &self.progress, request, invocation.chunks, invocation.client);
+        let running = call_tool(
+            &client,
+            &self.progress,
+            request,
+            invocation.chunks,
+            invocation.client,
+        );
         let answer = match tokio::time::timeout(timeout, running).await {
             Ok(Ok(result)) => result,
             Ok(Err(Ended::Cancelled)) => {

@@ -133,7 +133,6 @@ impl McpServer {
     }
 }
 
-
 /// What a client of joch's MCP front declared it can answer, so that an
 /// upstream's request during a call can be passed on to it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -220,7 +219,10 @@ mod tests {
     fn surface_names_round_trip() {
         let name = surface_tool_name("docs", McpOperation::ReadResource).unwrap();
         assert_eq!(name, "docs:resource");
-        assert_eq!(surface_server(&name, McpOperation::ReadResource), Some("docs"));
+        assert_eq!(
+            surface_server(&name, McpOperation::ReadResource),
+            Some("docs")
+        );
         assert_eq!(surface_server(&name, McpOperation::GetPrompt), None);
         assert_eq!(surface_server(":prompt", McpOperation::GetPrompt), None);
         assert_eq!(surface_tool_name("docs", McpOperation::CallTool), None);

@@ -147,7 +147,8 @@ impl Engine {
 
         let started = Instant::now();
         let relay = self.relay_chunks(&call);
-        let client = matches!(tool.spec.backend, Backend::Mcp(_)).then(|| self.call_client(&call, &tool));
+        let client =
+            matches!(tool.spec.backend, Backend::Mcp(_)).then(|| self.call_client(&call, &tool));
         let invocation = Invocation {
             namespace: &call.metadata.namespace,
             call_id: &call.metadata.name,

@@ -150,7 +150,12 @@ impl Engine {
             limit: 10_000,
             ..ListQuery::default()
         };
-        let mut servers = self.inner.store.list_objects::<McpServer>(query).await?.items;
+        let mut servers = self
+            .inner
+            .store
+            .list_objects::<McpServer>(query)
+            .await?
+            .items;
         servers.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         Ok(servers)
     }
@@ -172,6 +177,12 @@ impl Engine {
             .surface()
             .map_err(|e| CallError::new("backend_unavailable", e.to_string()))?;
         surface.request(server, method, params).await
+    }
+
+    /// The McpServer `name` of `namespace`, if there is one (for
+    /// notifications already bound to a session of that namespace).
+    pub async fn get_mcp_server(&self, namespace: &str, name: &str) -> Option<McpServer> {
+        self.inner.store.get_object(namespace, name).await.ok()
     }
 
     /// What `server` declared it can do (its `initialize` capabilities).

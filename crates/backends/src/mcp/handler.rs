@@ -135,7 +135,10 @@ impl Upstream {
         };
         let answer = answer.map_err(|e| refusal(&e))?;
         serde_json::from_value(answer).map_err(|e| {
-            rmcp::ErrorData::internal_error(format!("the client's answer cannot be read: {e}"), None)
+            rmcp::ErrorData::internal_error(
+                format!("the client's answer cannot be read: {e}"),
+                None,
+            )
         })
     }
 }
@@ -162,7 +165,10 @@ impl ClientHandler for Upstream {
             elicitation.url = c.elicitation_url.then(UrlElicitationCapability::default);
             capabilities.elicitation = Some(elicitation);
         }
-        ClientConfig::new(capabilities, Implementation::new("joch", env!("CARGO_PKG_VERSION")))
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("joch", env!("CARGO_PKG_VERSION")),
+        )
     }
 
     async fn create_message(
@@ -201,7 +207,9 @@ impl ClientHandler for Upstream {
         let params = serde_json::to_value(&params).unwrap_or_default();
         let only = {
             let calls = lock(&self.calls);
-            (calls.len() == 1).then(|| calls.values().next().cloned()).flatten()
+            (calls.len() == 1)
+                .then(|| calls.values().next().cloned())
+                .flatten()
         };
         match only {
             Some(client) => client.notify("notifications/message", params),

@@ -101,7 +101,10 @@ impl McpSurface for McpClients {
 
     async fn capabilities(&self, server: &McpServer) -> Result<Value, CallError> {
         let client = self.client(server, ClientCapabilities::default()).await?;
-        let capabilities = client.peer().peer_info().map(|info| info.capabilities.clone());
+        let capabilities = client
+            .peer()
+            .peer_info()
+            .map(|info| info.capabilities.clone());
         Ok(serde_json::to_value(capabilities).unwrap_or_default())
     }
 
