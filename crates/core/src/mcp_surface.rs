@@ -92,6 +92,8 @@ impl McpServer {
         let mut metadata = ObjectMeta {
             name,
             namespace: self.metadata.namespace.clone(),
+            // Caches (compiled schemas) key tools by uid and version.
+            uid: format!("{}{}", self.metadata.uid, operation.suffix().unwrap_or_default()),
             resource_version: self.metadata.resource_version.clone(),
             ..ObjectMeta::default()
         };

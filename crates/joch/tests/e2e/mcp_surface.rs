@@ -1,0 +1,264 @@
+//! An upstream's resources and prompts through joch's MCP front, governed
+//! and recorded as calls; and an upstream's question during a call, relayed
+//! to a client that can answer it and refused for one that cannot. The
+//! upstream and the clients are the official Rust SDK, on loopback.
+
+use std::sync::{Arc, Mutex};
+
+use reqwest::StatusCode;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, PromptMessage, PromptMessageRole, RawResource,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleClient, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{
+    StreamableHttpClientTransport, StreamableHttpServerConfig, StreamableHttpService,
+};
+use rmcp::{ClientHandler, ErrorData, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::harness::{Joch, NS};
+use crate::mcp::{apply, server};
+use crate::policies::apply_policy;
+
+/// Two resources, a prompt, and `ask`, which asks its client's user.
+#[derive(Clone)]
+struct Docs;
+
+impl ServerHandler for Docs {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities: ServerCapabilities =
+            serde_json::from_value(json!({"tools": {}, "resources": {}, "prompts": {}})).unwrap();
+        ServerConfig::new(capabilities)
+    }
+
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = ["note://a", "secret://b"]
+            .map(|uri| rmcp::model::Annotated::new(RawResource::new(uri, uri), None))
+            .to_vec();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let text = format!("contents of {}", request.uri);
+        let result = ReadResourceResult::new(vec![ResourceContents::text(text, request.uri)]);
+        Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompt = serde_json::from_value(json!({"name": "greet"})).unwrap();
+        Ok(ListPromptsResult::with_all_items(vec![prompt]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let message = PromptMessage::new_text(PromptMessageRole::User, format!("hello from {}", request.name));
+        Ok(GetPromptResult::new(vec![message]).into())
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let ask = json!({"name": "ask", "inputSchema": {"type": "object"},
+                         "annotations": {"readOnlyHint": true}});
+        Ok(ListToolsResult::with_all_items(vec![serde_json::from_value(ask).unwrap()]))
+    }
+
+    async fn call_tool(
+        &self,
+        _: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let asked = context
+            .peer
+            .create_elicitation(ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: "Proceed?".to_owned(),
+                requested_schema: serde_json::from_value(json!({"type": "object", "properties": {}}))
+                    .unwrap(),
+            })
+            .await;
+        let said = match asked {
+            Ok(answer) => format!("answered {:?}", answer.action),
+            Err(e) => format!("refused: {e}"),
+        };
+        Ok(CallToolResult::success(vec![ContentBlock::text(said)]).into())
+    }
+}
+
+async fn start_docs() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let service = StreamableHttpService::new(
+        || Ok(Docs),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let app = axum::Router::new().route_service("/mcp", service);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+/// A client that accepts every question when it declared elicitation.
+#[derive(Clone, Default)]
+struct User {
+    elicits: bool,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for User {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities: ClientCapabilities = match self.elicits {
+            true => serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap(),
+            false => ClientCapabilities::default(),
+        };
+        ClientConfig::new(capabilities, Implementation::new("user", "1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.asked.lock().unwrap().push(message);
+        }
+        Ok(ElicitResult::new(ElicitationAction::Accept))
+    }
+}
+
+async fn connect(joch: &Joch, user: User) -> rmcp::service::RunningService<RoleClient, User> {
+    let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
+    user.serve(StreamableHttpClientTransport::from_uri(url))
+        .await
+        .unwrap()
+}
+
+async fn calls(joch: &Joch) -> Vec<Value> {
+    let (status, list) = joch.get(&format!("/v1/namespaces/{NS}/toolcalls")).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn resource_reads_and_prompt_gets_are_governed_and_recorded_as_calls() {
+    let url = start_docs().await;
+    let joch = Joch::start().await;
+    apply(&joch, server("docs", &url, json!({}))).await;
+    apply_policy(&joch, "no-secrets", json!({"version": "1",
+        "appliesTo": {"tools": ["docs:resource"]},
+        "rules": [{"when": {"input.uri": "secret://*"}, "action": {"deny": {"reason": "secrets stay put"}}}]}))
+    .await;
+    let client = connect(&joch, User::default()).await;
+
+    let listed = client.list_all_resources().await.unwrap();
+    let uris: Vec<_> = listed.iter().map(|r| r.uri.clone()).collect();
+    assert_eq!(uris, ["docs.note://a", "docs.secret://b"]);
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("docs.note://a"))
+        .await
+        .unwrap();
+    let read = serde_json::to_value(read).unwrap();
+    assert_eq!(read["contents"][0]["text"], "contents of note://a", "{read}");
+    assert_eq!(read["contents"][0]["uri"], "docs.note://a", "{read}");
+    let denied = client
+        .read_resource(ReadResourceRequestParams::new("docs.secret://b"))
+        .await
+        .unwrap_err();
+    assert!(denied.to_string().contains("secrets stay put"), "{denied}");
+
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert_eq!(prompts[0].name, "docs.greet");
+    let got = client
+        .get_prompt(GetPromptRequestParams::new("docs.greet"))
+        .await
+        .unwrap();
+    let got = serde_json::to_value(got).unwrap();
+    assert_eq!(got["messages"][0]["content"]["text"], "hello from greet", "{got}");
+
+    let recorded = calls(&joch).await;
+    let find = |operation: &str, phase: &str| {
+        recorded.iter().any(|c| {
+            c["spec"]["operation"] == operation && c["status"]["phase"] == phase
+        })
+    };
+    assert!(find("resources/read", "Succeeded"), "{recorded:?}");
+    assert!(find("resources/read", "Denied"), "{recorded:?}");
+    assert!(find("prompts/get", "Succeeded"), "{recorded:?}");
+    let denied = recorded
+        .iter()
+        .find(|c| c["status"]["phase"] == "Denied")
+        .unwrap();
+    assert_eq!(denied["spec"]["toolRef"]["name"], "docs:resource");
+    assert_eq!(denied["spec"]["input"]["uri"], "secret://b");
+}
+
+#[tokio::test]
+async fn an_upstreams_question_reaches_a_capable_client_and_is_refused_for_another() {
+    let url = start_docs().await;
+    let joch = Joch::start().await;
+    apply(&joch, server("docs", &url, json!({}))).await;
+
+    let user = User {
+        elicits: true,
+        ..User::default()
+    };
+    let capable = connect(&joch, user.clone()).await;
+    let result = capable
+        .call_tool(CallToolRequestParams::new("docs.ask"))
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&result).unwrap()["content"][0]["text"].clone();
+    assert_eq!(text, "answered Accept", "{result:?}");
+    assert_eq!(*user.asked.lock().unwrap(), ["Proceed?"]);
+
+    let incapable = connect(&joch, User::default()).await;
+    let result = incapable
+        .call_tool(CallToolRequestParams::new("docs.ask"))
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&result).unwrap()["content"][0]["text"].clone();
+    assert!(text.as_str().unwrap_or_default().starts_with("refused"), "{result:?}");
+
+    // Each exchange is recorded on its call's timeline, refused or relayed.
+    let mut exchanges = Vec::new();
+    for call in calls(&joch).await {
+        let execution = call["spec"]["executionRef"]["name"].as_str().unwrap().to_owned();
+        let (_, events) = joch
+            .get(&format!("/v1/namespaces/{NS}/executions/{execution}/events"))
+            .await;
+        for event in events["items"].as_array().cloned().unwrap_or_default() {
+            if event["type"] == "mcp_exchange" {
+                exchanges.push(event["data"].clone());
+            }
+        }
+    }
+    let relayed: Vec<_> = exchanges.iter().map(|e| e["relayed"].clone()).collect();
+    assert_eq!(exchanges.len(), 2, "{exchanges:?}");
+    assert!(relayed.contains(&json!(true)) && relayed.contains(&json!(false)), "{exchanges:?}");
+    let refused = exchanges.iter().find(|e| e["relayed"] == false).unwrap();
+    assert_eq!(refused["error"]["code"], "client_incapable", "{refused}");
+    assert_eq!(refused["method"], "elicitation/create");
+}
