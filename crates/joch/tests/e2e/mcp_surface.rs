@@ -10,9 +10,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, GetPromptRequestParams,
     GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, PromptMessage, PromptMessageRole, RawResource,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
-    ServerCapabilities, ServerConfig,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleClient, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -42,10 +41,8 @@ impl ServerHandler for Docs {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let resources = ["note://a", "secret://b"]
-            .map(|uri| rmcp::model::Annotated::new(RawResource::new(uri, uri), None))
-            .to_vec();
-        Ok(ListResourcesResult::with_all_items(resources))
+        let resources = json!([{"uri": "note://a", "name": "a"}, {"uri": "secret://b", "name": "b"}]);
+        Ok(ListResourcesResult::with_all_items(serde_json::from_value(resources).unwrap()))
     }
 
     async fn read_resource(
@@ -54,7 +51,8 @@ impl ServerHandler for Docs {
         _: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let text = format!("contents of {}", request.uri);
-        let result = ReadResourceResult::new(vec![ResourceContents::text(text, request.uri)]);
+        let result: ReadResourceResult =
+            serde_json::from_value(json!({"contents": [{"uri": request.uri, "text": text}]})).unwrap();
         Ok(result.into())
     }
 
@@ -72,8 +70,11 @@ impl ServerHandler for Docs {
         request: GetPromptRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let message = PromptMessage::new_text(PromptMessageRole::User, format!("hello from {}", request.name));
-        Ok(GetPromptResult::new(vec![message]).into())
+        let text = format!("hello from {}", request.name);
+        let result: GetPromptResult = serde_json::from_value(json!({"messages": [
+            {"role": "user", "content": {"type": "text", "text": text}}]}))
+        .unwrap();
+        Ok(result.into())
     }
 
     async fn list_tools(
