@@ -93,7 +93,11 @@ impl McpServer {
             name,
             namespace: self.metadata.namespace.clone(),
             // Caches (compiled schemas) key tools by uid and version.
-            uid: format!("{}{}", self.metadata.uid, operation.suffix().unwrap_or_default()),
+            uid: format!(
+                "{}{}",
+                self.metadata.uid,
+                operation.suffix().unwrap_or_default()
+            ),
             resource_version: self.metadata.resource_version.clone(),
             ..ObjectMeta::default()
         };

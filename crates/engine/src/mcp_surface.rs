@@ -127,15 +127,37 @@ impl Engine {
     }
 
     /// Upstream notifications from now on (every server, every namespace).
+    /// The first call also starts re-listing a server's tools whenever it
+    /// says they changed (the front's sessions hear of it from the Tools).
     pub fn upstream_notices(&self) -> broadcast::Receiver<UpstreamNotice> {
         let sender = self.inner.mcp_relays.notices.get_or_init(|| {
             let (sender, _) = broadcast::channel(NOTICE_QUEUE);
             if let Ok(surface) = self.surface() {
                 surface.set_notices(Arc::new(Broadcast(sender.clone())));
             }
+            self.resync_on_tool_changes(sender.subscribe());
             sender
         });
         sender.subscribe()
+    }
+
+    fn resync_on_tool_changes(&self, mut notices: broadcast::Receiver<UpstreamNotice>) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let notice = match notices.recv().await {
+                    Ok(notice) => notice,
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                if notice.method == "notifications/tools/list_changed" {
+                    let (ns, server) = (&notice.namespace, &notice.server);
+                    if let Err(e) = engine.sync_mcp_server(ns, server).await {
+                        tracing::warn!(namespace = %ns, server = %server, error = %e, "MCP server refresh failed");
+                    }
+                }
+            }
+        });
     }
 
     /// The namespace's upstream servers, in name order.

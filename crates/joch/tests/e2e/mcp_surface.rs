@@ -25,9 +25,12 @@ use crate::harness::{Joch, NS};
 use crate::mcp::{apply, server};
 use crate::policies::apply_policy;
 
-/// Two resources, a prompt, and `ask`, which asks its client's user.
-#[derive(Clone)]
-struct Docs;
+/// Two resources, a prompt, `ask`, which asks its client's user, and
+/// `wait`, which waits to be cancelled (and notes that it was).
+#[derive(Clone, Default)]
+struct Docs {
+    cancelled: Arc<std::sync::atomic::AtomicBool>,
+}
 
 impl ServerHandler for Docs {
     fn get_info(&self) -> ServerConfig {
@@ -41,8 +44,11 @@ impl ServerHandler for Docs {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let resources = json!([{"uri": "note://a", "name": "a"}, {"uri": "secret://b", "name": "b"}]);
-        Ok(ListResourcesResult::with_all_items(serde_json::from_value(resources).unwrap()))
+        let resources =
+            json!([{"uri": "note://a", "name": "a"}, {"uri": "secret://b", "name": "b"}]);
+        Ok(ListResourcesResult::with_all_items(
+            serde_json::from_value(resources).unwrap(),
+        ))
     }
 
     async fn read_resource(
@@ -52,7 +58,8 @@ impl ServerHandler for Docs {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let text = format!("contents of {}", request.uri);
         let result: ReadResourceResult =
-            serde_json::from_value(json!({"contents": [{"uri": request.uri, "text": text}]})).unwrap();
+            serde_json::from_value(json!({"contents": [{"uri": request.uri, "text": text}]}))
+                .unwrap();
         Ok(result.into())
     }
 
@@ -82,23 +89,35 @@ impl ServerHandler for Docs {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let ask = json!({"name": "ask", "inputSchema": {"type": "object"},
-                         "annotations": {"readOnlyHint": true}});
-        Ok(ListToolsResult::with_all_items(vec![serde_json::from_value(ask).unwrap()]))
+        let tools = ["ask", "wait"].map(|name| {
+            serde_json::from_value(json!({"name": name, "inputSchema": {"type": "object"},
+                                         "annotations": {"readOnlyHint": true}}))
+            .unwrap()
+        });
+        Ok(ListToolsResult::with_all_items(tools.to_vec()))
     }
 
     async fn call_tool(
         &self,
-        _: CallToolRequestParams,
+        request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if request.name == "wait" {
+            tokio::select! {
+                () = context.ct.cancelled() => self.cancelled.store(true, std::sync::atomic::Ordering::SeqCst),
+                () = tokio::time::sleep(std::time::Duration::from_secs(10)) => {}
+            }
+            return Ok(CallToolResult::success(vec![ContentBlock::text("waited")]).into());
+        }
         let asked = context
             .peer
             .create_elicitation(ElicitRequestParams::FormElicitationParams {
                 meta: None,
                 message: "Proceed?".to_owned(),
-                requested_schema: serde_json::from_value(json!({"type": "object", "properties": {}}))
-                    .unwrap(),
+                requested_schema: serde_json::from_value(
+                    json!({"type": "object", "properties": {}}),
+                )
+                .unwrap(),
             })
             .await;
         let said = match asked {
@@ -110,10 +129,14 @@ impl ServerHandler for Docs {
 }
 
 async fn start_docs() -> String {
+    start_docs_with(Docs::default()).await
+}
+
+async fn start_docs_with(docs: Docs) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let service = StreamableHttpService::new(
-        || Ok(Docs),
+        move || Ok(docs.clone()),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
@@ -182,7 +205,10 @@ async fn resource_reads_and_prompt_gets_are_governed_and_recorded_as_calls() {
         .await
         .unwrap();
     let read = serde_json::to_value(read).unwrap();
-    assert_eq!(read["contents"][0]["text"], "contents of note://a", "{read}");
+    assert_eq!(
+        read["contents"][0]["text"], "contents of note://a",
+        "{read}"
+    );
     assert_eq!(read["contents"][0]["uri"], "docs.note://a", "{read}");
     let denied = client
         .read_resource(ReadResourceRequestParams::new("docs.secret://b"))
@@ -197,13 +223,16 @@ async fn resource_reads_and_prompt_gets_are_governed_and_recorded_as_calls() {
         .await
         .unwrap();
     let got = serde_json::to_value(got).unwrap();
-    assert_eq!(got["messages"][0]["content"]["text"], "hello from greet", "{got}");
+    assert_eq!(
+        got["messages"][0]["content"]["text"], "hello from greet",
+        "{got}"
+    );
 
     let recorded = calls(&joch).await;
     let find = |operation: &str, phase: &str| {
-        recorded.iter().any(|c| {
-            c["spec"]["operation"] == operation && c["status"]["phase"] == phase
-        })
+        recorded
+            .iter()
+            .any(|c| c["spec"]["operation"] == operation && c["status"]["phase"] == phase)
     };
     assert!(find("resources/read", "Succeeded"), "{recorded:?}");
     assert!(find("resources/read", "Denied"), "{recorded:?}");
@@ -241,14 +270,22 @@ async fn an_upstreams_question_reaches_a_capable_client_and_is_refused_for_anoth
         .await
         .unwrap();
     let text = serde_json::to_value(&result).unwrap()["content"][0]["text"].clone();
-    assert!(text.as_str().unwrap_or_default().starts_with("refused"), "{result:?}");
+    assert!(
+        text.as_str().unwrap_or_default().starts_with("refused"),
+        "{result:?}"
+    );
 
     // Each exchange is recorded on its call's timeline, refused or relayed.
     let mut exchanges = Vec::new();
     for call in calls(&joch).await {
-        let execution = call["spec"]["executionRef"]["name"].as_str().unwrap().to_owned();
+        let execution = call["spec"]["executionRef"]["name"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         let (_, events) = joch
-            .get(&format!("/v1/namespaces/{NS}/executions/{execution}/events"))
+            .get(&format!(
+                "/v1/namespaces/{NS}/executions/{execution}/events"
+            ))
             .await;
         for event in events["items"].as_array().cloned().unwrap_or_default() {
             if event["type"] == "mcp_exchange" {
@@ -258,8 +295,68 @@ async fn an_upstreams_question_reaches_a_capable_client_and_is_refused_for_anoth
     }
     let relayed: Vec<_> = exchanges.iter().map(|e| e["relayed"].clone()).collect();
     assert_eq!(exchanges.len(), 2, "{exchanges:?}");
-    assert!(relayed.contains(&json!(true)) && relayed.contains(&json!(false)), "{exchanges:?}");
+    assert!(
+        relayed.contains(&json!(true)) && relayed.contains(&json!(false)),
+        "{exchanges:?}"
+    );
     let refused = exchanges.iter().find(|e| e["relayed"] == false).unwrap();
     assert_eq!(refused["error"]["code"], "client_incapable", "{refused}");
     assert_eq!(refused["method"], "elicitation/create");
+}
+
+#[tokio::test]
+async fn a_client_cancelling_a_call_cancels_it_upstream_and_the_record_says_so() {
+    let docs = Docs::default();
+    let url = start_docs_with(docs.clone()).await;
+    let joch = Joch::start().await;
+    apply(&joch, server("docs", &url, json!({}))).await;
+    let client = connect(&joch, User::default()).await;
+    let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+        CallToolRequestParams::new("docs.wait"),
+    ));
+    let handle = client
+        .peer()
+        .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    // Once the call runs upstream, the client withdraws it.
+    let mut running = false;
+    for _ in 0..100 {
+        running = calls(&joch)
+            .await
+            .iter()
+            .any(|c| c["status"]["phase"] == "Running");
+        if running {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(running, "the call never ran");
+    let cancel =
+        serde_json::from_value(json!({"requestId": handle.id, "reason": "changed my mind"}));
+    client
+        .peer()
+        .notify_cancelled(cancel.unwrap())
+        .await
+        .unwrap();
+    let mut settled = Value::Null;
+    for _ in 0..150 {
+        settled = calls(&joch).await.pop().unwrap_or_default();
+        if settled["status"]["phase"] != "Running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(settled["status"]["phase"], "Failed", "{settled}");
+    assert_eq!(settled["status"]["error"]["code"], "cancelled", "{settled}");
+    for _ in 0..50 {
+        if docs.cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        docs.cancelled.load(std::sync::atomic::Ordering::SeqCst),
+        "the upstream was not told"
+    );
 }

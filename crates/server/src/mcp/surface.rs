@@ -326,6 +326,8 @@ impl JochMcp {
                     .unwrap_or_else(|e| e.into_inner())
                     .contains(&uri)
             }
+            // The engine re-lists the tools; `watch_tools` tells the client.
+            "notifications/tools/list_changed" => false,
             "notifications/message" => {
                 let level = self
                     .surface
