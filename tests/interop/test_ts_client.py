@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from conftest import stdio_everything
+from conftest import NAMESPACE, stdio_everything
 from test_conformance import node_modules
 
 HERE = Path(__file__).parent
@@ -20,7 +20,8 @@ HERE = Path(__file__).parent
 
 def ts_client(tmp_path: Path, url: str, *steps: str) -> dict:
     """Runs the steps with the TypeScript client; what each answered."""
-    (tmp_path / "node_modules").symlink_to(node_modules())
+    if not (tmp_path / "node_modules").exists():
+        (tmp_path / "node_modules").symlink_to(node_modules())
     script = tmp_path / "ts_client.mjs"
     shutil.copy(HERE / "ts_client.mjs", script)
     done = subprocess.run(
@@ -72,3 +73,14 @@ def test_the_typescript_client_sees_structured_content_resources_prompts_and_vio
     operations = {c["spec"].get("operation"): c["status"]["phase"] for c in joch.calls()}
     assert operations.get("resources/read") == "Succeeded", operations
     assert operations.get("prompts/get") == "Succeeded", operations
+
+
+def test_the_stdio_proxy_relays_resources_and_prompts_too(joch, tmp_path):
+    joch.apply(stdio_everything())
+    doc = "everything.demo://resource/static/document/features.md"
+    proxy = f"stdio:{joch.bin} mcp --server {joch.base} --namespace {NAMESPACE}"
+    report = ts_client(tmp_path, proxy, "resources", f"read:{doc}", "prompts", "prompt:everything.simple-prompt:{}")
+    assert doc in [r["uri"] for r in report["resources"]["resources"]], report["resources"]
+    assert report[f"read:{doc}"]["contents"][0]["uri"] == doc, report[f"read:{doc}"]
+    assert "everything.simple-prompt" in [p["name"] for p in report["prompts"]["prompts"]], report["prompts"]
+    assert report["prompt:everything.simple-prompt:{}"]["messages"], report

@@ -5,12 +5,18 @@
 //
 //   node ts_client.mjs <url> <step>...   steps: tools, call:<name>:<json args>,
 //   resources, read:<uri>, templates, prompts, prompt:<name>:<json args>
+// A <url> `stdio:<command> <args...>` starts that command and speaks over
+// its stdin/stdout instead (`joch mcp`).
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
 const [url, ...steps] = process.argv.slice(2);
 const client = new Client({ name: 'joch-interop-ts', version: '1.0.0' });
-await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+const transport = url.startsWith('stdio:')
+  ? (([command, ...args]) => new StdioClientTransport({ command, args }))(url.slice(6).split(' '))
+  : new StreamableHTTPClientTransport(new URL(url));
+await client.connect(transport);
 
 // `kind:name:json`, where name may itself hold colons (a URI).
 function parse(step) {

@@ -6,6 +6,10 @@
 //! runs the engine in-process on that SQLite file instead (no server needed;
 //! don't point a running server at the same file).
 
+// Logging is deprecated by SEP-2577 (protocol 2026-07-28) but is part of
+// 2025-11-25, which joch serves.
+#![allow(deprecated)]
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -14,8 +18,12 @@ use anyhow::Context;
 use joch_server::mcp::JochMcp;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig,
-    ClientRequest, ElicitRequestParams, ElicitResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerConfig, ServerResult,
+    ClientRequest, CompleteRequestParams, CompleteResult, ElicitRequestParams, ElicitResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerConfig, ServerResult, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{
     ElicitationMode, NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient,
@@ -24,10 +32,12 @@ use rmcp::service::{
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, ServerHandler, ServiceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::cli::{ClientArgs, McpAction, McpArgs};
 use crate::client::Client;
+
+mod surface;
 
 pub async fn run(client: &ClientArgs, args: McpArgs) -> anyhow::Result<()> {
     match args.action {
@@ -186,6 +196,86 @@ impl ServerHandler for Proxy {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let _ = self.downstream.set(context.peer.clone());
     }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.forward("resources/list", request).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.forward("resources/templates/list", request).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let result: ReadResourceResult = self.forward("resources/read", Some(request)).await?;
+        Ok(result.into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.forward::<_, Value>("resources/subscribe", Some(request))
+            .await
+            .map(drop)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.forward::<_, Value>("resources/unsubscribe", Some(request))
+            .await
+            .map(drop)
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.forward("prompts/list", request).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let result: GetPromptResult = self.forward("prompts/get", Some(request)).await?;
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.forward("completion/complete", Some(request)).await
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.forward::<_, Value>("logging/setLevel", Some(request))
+            .await
+            .map(drop)
+    }
 }
 
 /// The HTTP side: passes the server's notifications on to the stdio client.
@@ -247,6 +337,39 @@ impl ClientHandler for Forwarder {
         if let Some(peer) = self.downstream.get() {
             let _ = peer.notify_tool_list_changed().await;
         }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let params = serde_json::to_value(params).unwrap_or_default();
+        surface::pass_on(
+            self.downstream.get(),
+            "notifications/resources/updated",
+            params,
+        )
+        .await;
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let method = "notifications/resources/list_changed";
+        surface::pass_on(self.downstream.get(), method, Value::Null).await;
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let method = "notifications/prompts/list_changed";
+        surface::pass_on(self.downstream.get(), method, Value::Null).await;
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let params = serde_json::to_value(params).unwrap_or_default();
+        surface::pass_on(self.downstream.get(), "notifications/message", params).await;
     }
 }
 
