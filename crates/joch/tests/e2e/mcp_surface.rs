@@ -21,12 +21,15 @@ use rmcp::transport::{
 use rmcp::{ClientHandler, ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
+use crate::audit::chained;
 use crate::harness::{Joch, NS};
 use crate::mcp::{apply, server};
+use crate::metrics::sample;
 use crate::policies::apply_policy;
 
-/// Two resources, a prompt, `ask`, which asks its client's user, and
-/// `wait`, which waits to be cancelled (and notes that it was).
+/// Two resources, a prompt, and tools: `ask` asks its client's user (a
+/// form), `ask_url` sends them to a page, `withdraw` asks and withdraws
+/// the question, `wait` waits to be cancelled (and notes that it was).
 #[derive(Clone, Default)]
 struct Docs {
     cancelled: Arc<std::sync::atomic::AtomicBool>,
@@ -89,7 +92,7 @@ impl ServerHandler for Docs {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = ["ask", "wait"].map(|name| {
+        let tools = ["ask", "ask_url", "withdraw", "wait"].map(|name| {
             serde_json::from_value(json!({"name": name, "inputSchema": {"type": "object"},
                                          "annotations": {"readOnlyHint": true}}))
             .unwrap()
@@ -109,17 +112,45 @@ impl ServerHandler for Docs {
             }
             return Ok(CallToolResult::success(vec![ContentBlock::text("waited")]).into());
         }
-        let asked = context
-            .peer
-            .create_elicitation(ElicitRequestParams::FormElicitationParams {
+        if request.name == "withdraw" {
+            let question = serde_json::from_value(json!({"method": "elicitation/create",
+                "params": {"mode": "form", "message": "Wait?",
+                           "requestedSchema": {"type": "object", "properties": {}}}}));
+            let handle = context
+                .peer
+                .send_request_with_option(
+                    question.unwrap(),
+                    rmcp::service::PeerRequestOptions::no_options(),
+                )
+                .await
+                .unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let cancel =
+                serde_json::from_value(json!({"requestId": handle.id, "reason": "never mind"}));
+            context
+                .peer
+                .notify_cancelled(cancel.unwrap())
+                .await
+                .unwrap();
+            return Ok(CallToolResult::success(vec![ContentBlock::text("withdrawn")]).into());
+        }
+        let question = match request.name.as_ref() {
+            "ask_url" => ElicitRequestParams::UrlElicitationParams {
+                meta: None,
+                message: "Open the page".to_owned(),
+                url: "https://example.com/consent".to_owned(),
+                elicitation_id: "e-1".to_owned(),
+            },
+            _ => ElicitRequestParams::FormElicitationParams {
                 meta: None,
                 message: "Proceed?".to_owned(),
                 requested_schema: serde_json::from_value(
                     json!({"type": "object", "properties": {}}),
                 )
                 .unwrap(),
-            })
-            .await;
+            },
+        };
+        let asked = context.peer.create_elicitation(question).await;
         let said = match asked {
             Ok(answer) => format!("answered {:?}", answer.action),
             Err(e) => format!("refused: {e}"),
@@ -145,18 +176,39 @@ async fn start_docs_with(docs: Docs) -> String {
     url
 }
 
-/// A client that accepts every question when it declared elicitation.
+/// A client that accepts every question (of the modes it declared in
+/// `elicitation`, none by default), except `Wait?`, which it holds until
+/// it is withdrawn.
 #[derive(Clone, Default)]
 struct User {
-    elicits: bool,
+    elicitation: Option<Value>,
     asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl User {
+    fn declaring(elicitation: Value) -> Self {
+        User {
+            elicitation: Some(elicitation),
+            ..User::default()
+        }
+    }
+
+    async fn heard(&self, what: &str) -> bool {
+        for _ in 0..100 {
+            if self.asked.lock().unwrap().iter().any(|a| a == what) {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        false
+    }
 }
 
 impl ClientHandler for User {
     fn get_info(&self) -> ClientConfig {
-        let capabilities: ClientCapabilities = match self.elicits {
-            true => serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap(),
-            false => ClientCapabilities::default(),
+        let capabilities: ClientCapabilities = match &self.elicitation {
+            Some(modes) => serde_json::from_value(json!({"elicitation": modes})).unwrap(),
+            None => ClientCapabilities::default(),
         };
         ClientConfig::new(capabilities, Implementation::new("user", "1"))
     }
@@ -164,13 +216,39 @@ impl ClientHandler for User {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
-            self.asked.lock().unwrap().push(message);
+        let message = match request {
+            ElicitRequestParams::FormElicitationParams { message, .. } => message,
+            ElicitRequestParams::UrlElicitationParams { message, .. } => message,
+            _ => String::new(),
+        };
+        self.asked.lock().unwrap().push(message.clone());
+        if message == "Wait?" {
+            tokio::select! {
+                () = context.ct.cancelled() => self.asked.lock().unwrap().push("withdrawn".to_owned()),
+                () = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+            }
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
         }
         Ok(ElicitResult::new(ElicitationAction::Accept))
     }
+}
+
+/// The text of `tool`'s result, called by `client`.
+async fn answer<H: ClientHandler>(
+    client: &rmcp::service::RunningService<RoleClient, H>,
+    tool: &str,
+) -> String {
+    let result = client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()))
+        .await
+        .unwrap();
+    let result = serde_json::to_value(&result).unwrap();
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 async fn connect(joch: &Joch, user: User) -> rmcp::service::RunningService<RoleClient, User> {
@@ -243,6 +321,19 @@ async fn resource_reads_and_prompt_gets_are_governed_and_recorded_as_calls() {
         .unwrap();
     assert_eq!(denied["spec"]["toolRef"]["name"], "docs:resource");
     assert_eq!(denied["spec"]["input"]["uri"], "secret://b");
+
+    // In the audit chain and the metrics like any call.
+    let name = denied["metadata"]["name"].as_str().unwrap();
+    assert_eq!(chained(&joch, name).await, ["Denied"]);
+    let text = reqwest::get(format!("{}/metrics", joch.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series =
+        format!(r#"joch_tool_calls_total{{namespace="{NS}",tool="docs:resource",phase="Denied"}}"#);
+    assert_eq!(sample(&text, &series), Some(1.0), "{series} in\n{text}");
 }
 
 #[tokio::test]
@@ -251,10 +342,7 @@ async fn an_upstreams_question_reaches_a_capable_client_and_is_refused_for_anoth
     let joch = Joch::start().await;
     apply(&joch, server("docs", &url, json!({}))).await;
 
-    let user = User {
-        elicits: true,
-        ..User::default()
-    };
+    let user = User::declaring(json!({"form": {}}));
     let capable = connect(&joch, user.clone()).await;
     let result = capable
         .call_tool(CallToolRequestParams::new("docs.ask"))
@@ -358,5 +446,36 @@ async fn a_client_cancelling_a_call_cancels_it_upstream_and_the_record_says_so()
     assert!(
         docs.cancelled.load(std::sync::atomic::Ordering::SeqCst),
         "the upstream was not told"
+    );
+}
+
+#[tokio::test]
+async fn url_questions_reach_only_clients_that_take_them_and_withdrawn_ones_are_withdrawn() {
+    let url = start_docs().await;
+    let joch = Joch::start().await;
+    apply(&joch, server("docs", &url, json!({}))).await;
+
+    let form_only = connect(&joch, User::declaring(json!({"form": {}}))).await;
+    assert!(
+        answer(&form_only, "docs.ask_url")
+            .await
+            .starts_with("refused")
+    );
+    let pages = User::declaring(json!({"url": {}}));
+    let takes_pages = connect(&joch, pages.clone()).await;
+    assert_eq!(
+        answer(&takes_pages, "docs.ask_url").await,
+        "answered Accept"
+    );
+    assert_eq!(*pages.asked.lock().unwrap(), ["Open the page"]);
+
+    // The upstream withdraws its question: the client is told.
+    let user = User::declaring(json!({"form": {}}));
+    let client = connect(&joch, user.clone()).await;
+    assert_eq!(answer(&client, "docs.withdraw").await, "withdrawn");
+    assert!(
+        user.heard("withdrawn").await,
+        "{:?}",
+        user.asked.lock().unwrap()
     );
 }
