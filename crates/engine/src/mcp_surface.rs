@@ -195,6 +195,16 @@ impl Engine {
     ) -> Result<Value, CallError> {
         rules::acts_in(by, &server.metadata.namespace)
             .map_err(|e| CallError::new("forbidden", e.to_string()))?;
+        // A caller limited to some tools sees a server's resources and
+        // prompts only if it may read or get them.
+        let surface_tool =
+            surface_operation(method, &params).and_then(|op| server.surface_tool(op));
+        if let Some(tool) = surface_tool.filter(|tool| !rules::sees(by, tool)) {
+            return Err(CallError::new(
+                "forbidden",
+                format!("this token may not use {}", tool.metadata.name),
+            ));
+        }
         let surface = self
             .surface()
             .map_err(|e| CallError::new("backend_unavailable", e.to_string()))?;
@@ -237,6 +247,18 @@ impl Engine {
             Err(e) => return Err(e.into()),
         };
         Ok(server.surface_tool(operation).map(Arc::new))
+    }
+}
+
+/// The operation whose surface tool a caller must see to send `method`.
+fn surface_operation(method: &str, params: &Value) -> Option<McpOperation> {
+    let by_ref = params.pointer("/ref/type").and_then(Value::as_str);
+    match method {
+        "completion/complete" if by_ref == Some("ref/resource") => Some(McpOperation::ReadResource),
+        "completion/complete" => Some(McpOperation::GetPrompt),
+        m if m.starts_with("resources/") => Some(McpOperation::ReadResource),
+        m if m.starts_with("prompts/") => Some(McpOperation::GetPrompt),
+        _ => None,
     }
 }
 

@@ -479,3 +479,60 @@ async fn url_questions_reach_only_clients_that_take_them_and_withdrawn_ones_are_
         user.asked.lock().unwrap()
     );
 }
+
+#[tokio::test]
+async fn a_token_limited_to_some_tools_sees_a_servers_resources_only_if_it_may_read_them() {
+    const ROOT: &str = "root-secret-for-surface-tests";
+    let url = start_docs().await;
+    let joch = Joch::start_with_env(&[("JOCH_ADMIN_TOKEN", ROOT)]).await;
+    let (status, body) = joch
+        .send_as(
+            ROOT,
+            reqwest::Method::POST,
+            &format!("/v1/namespaces/{NS}/mcpservers"),
+            Some(server("docs", &url, json!({}))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let connect_as = |name: &'static str, names: Value| {
+        let joch = &joch;
+        async move {
+            let (status, created) = joch
+                .send_as(
+                    ROOT,
+                    reqwest::Method::POST,
+                    &format!("/v1/namespaces/{NS}/tokens"),
+                    Some(json!({"name": name, "role": "agent", "tools": {"names": names}})),
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{created}");
+            let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                format!("{}/v1/namespaces/{NS}/mcp", joch.base),
+            )
+            .auth_header(created["token"].as_str().unwrap().to_owned());
+            User::default()
+                .serve(StreamableHttpClientTransport::from_config(config))
+                .await
+                .unwrap()
+        }
+    };
+    let tools_only = connect_as("tools-only", json!(["docs.*"])).await;
+    assert!(tools_only.list_all_resources().await.unwrap().is_empty());
+    let refused = tools_only
+        .read_resource(ReadResourceRequestParams::new("docs.note://a"))
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+
+    let reader = connect_as("reader", json!(["docs:resource"])).await;
+    assert_eq!(reader.list_all_resources().await.unwrap().len(), 2);
+    assert!(
+        reader
+            .read_resource(ReadResourceRequestParams::new("docs.note://a"))
+            .await
+            .is_ok()
+    );
+    assert!(
+        reader.list_all_prompts().await.unwrap().is_empty(),
+        "prompts are docs:prompt's"
+    );
+}

@@ -123,7 +123,11 @@ impl JochMcp {
     ) -> Result<Vec<T>, ErrorData> {
         let (by, servers) = self.servers(extensions).await?;
         let mut all = Vec::new();
-        for server in &servers {
+        // A server that is down would hold the listing for its connect timeout.
+        let up = servers
+            .iter()
+            .filter(|s| s.status.phase.as_deref() != Some("Unavailable"));
+        for server in up {
             let mut cursor: Option<Value> = None;
             for _ in 0..100 {
                 let params = cursor.take().map_or(json!({}), |c| json!({"cursor": c}));
@@ -289,14 +293,21 @@ impl JochMcp {
         let this = self.clone();
         tokio::spawn(async move {
             loop {
-                let notice = match notices.recv().await {
-                    Ok(notice) => notice,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(_) => return,
+                // Woken now and then to see whether the session is gone.
+                let received = tokio::select! {
+                    received = notices.recv() => Some(received),
+                    () = tokio::time::sleep(std::time::Duration::from_secs(30)) => None,
                 };
                 if peer.is_transport_closed() {
                     return;
                 }
+                let notice = match received {
+                    Some(Ok(notice)) => notice,
+                    None | Some(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
+                        continue;
+                    }
+                    Some(Err(_)) => return,
+                };
                 if notice.namespace == namespace {
                     this.notice(notice, &peer).await;
                 }
