@@ -119,9 +119,11 @@ impl Engine {
         let key = format!("{}/{}", call.metadata.namespace, call.metadata.name);
         let inner = self.relays().get(&key).cloned();
         Arc::new(RecordedClient {
-            engine: self.clone(),
-            call: call.clone(),
-            observability: tool.spec.observability.clone(),
+            recorder: Arc::new(Recorder {
+                engine: self.clone(),
+                call: call.clone(),
+                observability: tool.spec.observability.clone(),
+            }),
             inner,
         })
     }
@@ -266,22 +268,49 @@ fn surface_operation(method: &str, params: &Value) -> Option<McpOperation> {
 /// recorded on the call's timeline, and one the client cannot answer (or
 /// with no client at all) is refused, never answered in its name.
 pub(crate) struct RecordedClient {
+    recorder: Arc<Recorder>,
+    inner: Option<Arc<dyn CallClient>>,
+}
+
+/// Writes a call's exchanges to its timeline.
+struct Recorder {
     engine: Engine,
     call: ToolCall,
     observability: Observability,
-    inner: Option<Arc<dyn CallClient>>,
+}
+
+/// Records a request the upstream withdrew before the client answered
+/// (the request's future is dropped), unless disarmed.
+struct Withdrawal {
+    recorder: Arc<Recorder>,
+    method: String,
+    params: Option<Value>,
+}
+
+impl Drop for Withdrawal {
+    fn drop(&mut self) {
+        let Some(params) = self.params.take() else {
+            return;
+        };
+        let (recorder, method) = (self.recorder.clone(), std::mem::take(&mut self.method));
+        let withdrawn = Err(CallError::new(
+            "withdrawn",
+            "the server withdrew its request before the client answered",
+        ));
+        tokio::spawn(async move { recorder.record(&method, &params, &withdrawn).await });
+    }
 }
 
 impl std::fmt::Debug for RecordedClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RecordedClient")
-            .field("call", &self.call.metadata.name)
+            .field("call", &self.recorder.call.metadata.name)
             .field("inner", &self.inner)
             .finish_non_exhaustive()
     }
 }
 
-impl RecordedClient {
+impl Recorder {
     async fn record(&self, method: &str, params: &Value, outcome: &Result<Value, CallError>) {
         let o = &self.observability;
         let mut data = json!({
@@ -316,6 +345,11 @@ impl CallClient for RecordedClient {
     }
 
     async fn request(&self, method: &str, params: Value) -> Result<Value, CallError> {
+        let mut withdrawal = Withdrawal {
+            recorder: self.recorder.clone(),
+            method: method.to_owned(),
+            params: Some(params.clone()),
+        };
         let outcome = match &self.inner {
             Some(client) if client.capabilities().allows(method, &params) => {
                 client.request(method, params.clone()).await
@@ -329,7 +363,8 @@ impl CallClient for RecordedClient {
                 format!("the call has no MCP client that could answer {method}"),
             )),
         };
-        self.record(method, &params, &outcome).await;
+        withdrawal.params = None;
+        self.recorder.record(method, &params, &outcome).await;
         outcome
     }
 

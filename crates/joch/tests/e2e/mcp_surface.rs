@@ -258,6 +258,28 @@ async fn connect(joch: &Joch, user: User) -> rmcp::service::RunningService<RoleC
         .unwrap()
 }
 
+/// Every `mcp_exchange` event of the namespace's calls.
+async fn exchanges(joch: &Joch) -> Vec<Value> {
+    let mut exchanges = Vec::new();
+    for call in calls(joch).await {
+        let execution = call["spec"]["executionRef"]["name"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (_, events) = joch
+            .get(&format!(
+                "/v1/namespaces/{NS}/executions/{execution}/events"
+            ))
+            .await;
+        for event in events["items"].as_array().cloned().unwrap_or_default() {
+            if event["type"] == "mcp_exchange" && !exchanges.contains(&event["data"]) {
+                exchanges.push(event["data"].clone());
+            }
+        }
+    }
+    exchanges
+}
+
 async fn calls(joch: &Joch) -> Vec<Value> {
     let (status, list) = joch.get(&format!("/v1/namespaces/{NS}/toolcalls")).await;
     assert_eq!(status, StatusCode::OK, "{list}");
@@ -364,23 +386,7 @@ async fn an_upstreams_question_reaches_a_capable_client_and_is_refused_for_anoth
     );
 
     // Each exchange is recorded on its call's timeline, refused or relayed.
-    let mut exchanges = Vec::new();
-    for call in calls(&joch).await {
-        let execution = call["spec"]["executionRef"]["name"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let (_, events) = joch
-            .get(&format!(
-                "/v1/namespaces/{NS}/executions/{execution}/events"
-            ))
-            .await;
-        for event in events["items"].as_array().cloned().unwrap_or_default() {
-            if event["type"] == "mcp_exchange" {
-                exchanges.push(event["data"].clone());
-            }
-        }
-    }
+    let exchanges = exchanges(&joch).await;
     let relayed: Vec<_> = exchanges.iter().map(|e| e["relayed"].clone()).collect();
     assert_eq!(exchanges.len(), 2, "{exchanges:?}");
     assert!(
