@@ -121,7 +121,15 @@ impl Engine {
         Arc::new(RecordedClient {
             recorder: Arc::new(Recorder {
                 engine: self.clone(),
-                call: call.clone(),
+                namespace: call.metadata.namespace.clone(),
+                name: call.metadata.name.clone(),
+                // A call outside an execution is its own timeline.
+                timeline: call
+                    .spec
+                    .execution_ref
+                    .as_ref()
+                    .map_or_else(|| call.metadata.name.clone(), |e| e.name.clone()),
+                tool: call.tool_name().to_owned(),
                 observability: tool.spec.observability.clone(),
             }),
             inner,
@@ -275,7 +283,10 @@ pub(crate) struct RecordedClient {
 /// Writes a call's exchanges to its timeline.
 struct Recorder {
     engine: Engine,
-    call: ToolCall,
+    namespace: String,
+    name: String,
+    timeline: String,
+    tool: String,
     observability: Observability,
 }
 
@@ -304,7 +315,7 @@ impl Drop for Withdrawal {
 impl std::fmt::Debug for RecordedClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RecordedClient")
-            .field("call", &self.recorder.call.metadata.name)
+            .field("call", &self.recorder.name)
             .field("inner", &self.inner)
             .finish_non_exhaustive()
     }
@@ -324,13 +335,14 @@ impl Recorder {
             }
             Err(error) => data["error"] = json!(error),
         }
-        let mut call = self.call.clone();
-        // A call outside an execution is its own timeline.
-        if call.spec.execution_ref.is_none() {
-            call.spec.execution_ref = Some(joch_core::ObjectRef::new(call.metadata.name.clone()));
-        }
-        if let Err(e) = self.engine.emit_for(&call, "mcp_exchange", data).await {
-            tracing::warn!(call = %call.metadata.name, error = %e, "cannot record an MCP exchange");
+        data["tool_name"] = json!(self.tool);
+        data["tool_call_id"] = json!(self.name);
+        let written = self
+            .engine
+            .emit(&self.namespace, &self.timeline, "mcp_exchange", data)
+            .await;
+        if let Err(e) = written {
+            tracing::warn!(call = %self.name, error = %e, "cannot record an MCP exchange");
         }
     }
 }

@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 use crate::audit::chained;
 use crate::harness::{Joch, NS};
 use crate::mcp::{apply, server};
-use crate::metrics::sample;
 use crate::policies::apply_policy;
+use crate::trust::metric;
 
 /// Two resources, a prompt, and tools: `ask` asks its client's user (a
 /// form), `ask_url` sends them to a page, `withdraw` asks and withdraws
@@ -347,15 +347,9 @@ async fn resource_reads_and_prompt_gets_are_governed_and_recorded_as_calls() {
     // In the audit chain and the metrics like any call.
     let name = denied["metadata"]["name"].as_str().unwrap();
     assert_eq!(chained(&joch, name).await, ["Denied"]);
-    let text = reqwest::get(format!("{}/metrics", joch.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
     let series =
         format!(r#"joch_tool_calls_total{{namespace="{NS}",tool="docs:resource",phase="Denied"}}"#);
-    assert_eq!(sample(&text, &series), Some(1.0), "{series} in\n{text}");
+    assert_eq!(metric(&joch, &series).await, Some(1.0), "{series}");
 }
 
 #[tokio::test]
