@@ -37,8 +37,11 @@ struct Docs {
 
 impl ServerHandler for Docs {
     fn get_info(&self) -> ServerConfig {
-        let capabilities: ServerCapabilities =
-            serde_json::from_value(json!({"tools": {}, "resources": {}, "prompts": {}})).unwrap();
+        let capabilities: ServerCapabilities = serde_json::from_value(
+            json!({"tools": {}, "resources": {"subscribe": true, "listChanged": true},
+                                          "prompts": {"listChanged": true}}),
+        )
+        .unwrap();
         ServerConfig::new(capabilities)
     }
 
@@ -64,6 +67,14 @@ impl ServerHandler for Docs {
             serde_json::from_value(json!({"contents": [{"uri": request.uri, "text": text}]}))
                 .unwrap();
         Ok(result.into())
+    }
+
+    async fn subscribe(
+        &self,
+        _: rmcp::model::SubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
     }
 
     async fn list_prompts(
@@ -92,7 +103,7 @@ impl ServerHandler for Docs {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = ["ask", "ask_url", "withdraw", "wait"].map(|name| {
+        let tools = ["ask", "ask_url", "withdraw", "wait", "touch"].map(|name| {
             serde_json::from_value(json!({"name": name, "inputSchema": {"type": "object"},
                                          "annotations": {"readOnlyHint": true}}))
             .unwrap()
@@ -111,6 +122,13 @@ impl ServerHandler for Docs {
                 () = tokio::time::sleep(std::time::Duration::from_secs(10)) => {}
             }
             return Ok(CallToolResult::success(vec![ContentBlock::text("waited")]).into());
+        }
+        // `touch` changes `note://a` and the prompt list.
+        if request.name == "touch" {
+            let updated = serde_json::from_value(json!({"uri": "note://a"})).unwrap();
+            context.peer.notify_resource_updated(updated).await.unwrap();
+            context.peer.notify_prompt_list_changed().await.unwrap();
+            return Ok(CallToolResult::success(vec![ContentBlock::text("touched")]).into());
         }
         if request.name == "withdraw" {
             let question = serde_json::from_value(json!({"method": "elicitation/create",
@@ -232,6 +250,24 @@ impl ClientHandler for User {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         }
         Ok(ElicitResult::new(ElicitationAction::Accept))
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.note(format!("updated {}", params.uri));
+    }
+
+    async fn on_prompt_list_changed(&self, _: rmcp::service::NotificationContext<RoleClient>) {
+        self.note("prompts changed".to_owned());
+    }
+}
+
+impl User {
+    fn note(&self, what: String) {
+        self.asked.lock().unwrap().push(what);
     }
 }
 
@@ -534,5 +570,45 @@ async fn a_token_limited_to_some_tools_sees_a_servers_resources_only_if_it_may_r
     assert!(
         reader.list_all_prompts().await.unwrap().is_empty(),
         "prompts are docs:prompt's"
+    );
+}
+
+#[tokio::test]
+async fn resource_updates_reach_subscribed_sessions_and_list_changes_every_session() {
+    let url = start_docs().await;
+    let joch = Joch::start().await;
+    apply(&joch, server("docs", &url, json!({}))).await;
+    let subscriber = User::default();
+    let client = connect(&joch, subscriber.clone()).await;
+    client
+        .subscribe(rmcp::model::SubscribeRequestParams::new("docs.note://a"))
+        .await
+        .unwrap();
+    let bystander = User::default();
+    let other = connect(&joch, bystander.clone()).await;
+
+    assert_eq!(answer(&other, "docs.touch").await, "touched");
+    assert!(
+        subscriber.heard("updated docs.note://a").await,
+        "{:?}",
+        subscriber.asked
+    );
+    assert!(
+        subscriber.heard("prompts changed").await,
+        "{:?}",
+        subscriber.asked
+    );
+    assert!(
+        bystander.heard("prompts changed").await,
+        "{:?}",
+        bystander.asked
+    );
+    assert!(
+        !bystander
+            .asked
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|a| a.starts_with("updated"))
     );
 }
