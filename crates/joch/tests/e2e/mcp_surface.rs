@@ -612,3 +612,51 @@ async fn resource_updates_reach_subscribed_sessions_and_list_changes_every_sessi
             .any(|a| a.starts_with("updated"))
     );
 }
+
+#[tokio::test]
+async fn a_prompt_get_deferred_by_a_policy_answers_once_a_person_approves() {
+    let url = start_docs().await;
+    let joch = Joch::start().await;
+    apply(&joch, server("docs", &url, json!({}))).await;
+    apply_policy(
+        &joch,
+        "ask-first",
+        json!({"version": "1",
+        "appliesTo": {"tools": ["docs:prompt"]},
+        "rules": [{"when": {"input.name": "gr*"}, "require": {"approval": "human"}}]}),
+    )
+    .await;
+    let client = connect(&joch, User::default()).await;
+    let getting = tokio::spawn(async move {
+        client
+            .get_prompt(GetPromptRequestParams::new("docs.greet"))
+            .await
+    });
+    let mut waiting = None;
+    for _ in 0..100 {
+        waiting = calls(&joch)
+            .await
+            .into_iter()
+            .find(|c| c["status"]["phase"] == "AwaitingApproval");
+        if waiting.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let waiting = waiting.expect("the get waits for a person");
+    assert_eq!(waiting["spec"]["operation"], "prompts/get");
+    let name = waiting["metadata"]["name"].as_str().unwrap();
+    let (status, body) = joch
+        .send(
+            reqwest::Method::POST,
+            &format!("/v1/namespaces/{NS}/approvals/{name}/approve"),
+            Some(json!({"approvedBy": "alice"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let got = serde_json::to_value(getting.await.unwrap().unwrap()).unwrap();
+    assert_eq!(
+        got["messages"][0]["content"]["text"], "hello from greet",
+        "{got}"
+    );
+}
