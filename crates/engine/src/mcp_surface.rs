@@ -393,3 +393,45 @@ impl CallClient for RecordedClient {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_method_needs_the_surface_tool_of_its_kind() {
+        let resource = json!({"ref": {"type": "ref/resource", "uri": "x"}});
+        let prompt = json!({"ref": {"type": "ref/prompt", "name": "x"}});
+        for (method, params, wanted) in [
+            (
+                "resources/list",
+                json!({}),
+                Some(McpOperation::ReadResource),
+            ),
+            (
+                "resources/templates/list",
+                json!({}),
+                Some(McpOperation::ReadResource),
+            ),
+            (
+                "resources/subscribe",
+                json!({}),
+                Some(McpOperation::ReadResource),
+            ),
+            ("prompts/list", json!({}), Some(McpOperation::GetPrompt)),
+            (
+                "completion/complete",
+                resource,
+                Some(McpOperation::ReadResource),
+            ),
+            ("completion/complete", prompt, Some(McpOperation::GetPrompt)),
+            ("logging/setLevel", json!({"level": "info"}), None),
+        ] {
+            assert_eq!(
+                surface_operation(method, &params),
+                wanted,
+                "{method} {params}"
+            );
+        }
+    }
+}
