@@ -72,7 +72,8 @@ pub fn surface_server(tool: &str, operation: McpOperation) -> Option<&str> {
 
 impl McpServer {
     /// The surface tool for `operation`: read-only, idempotent, its input
-    /// `{uri}` or `{name, arguments}`, trusted as the server's tools are.
+    /// `{uri}` or `{name, arguments}`, trusted as the server's tools are,
+    /// its result always inline and never enveloped.
     /// `None` for `tools/call`.
     pub fn surface_tool(&self, operation: McpOperation) -> Option<Tool> {
         let name = surface_tool_name(&self.metadata.name, operation)?;
@@ -124,10 +125,12 @@ impl McpServer {
                     operation,
                 }),
                 cost: None,
+                // The result is an MCP structure the client parses: never
+                // a handle, never an envelope (see docs/mcp.md).
                 inline: None,
-                max_inline_bytes: None,
+                max_inline_bytes: Some(u64::MAX),
                 trust: self.spec.trust,
-                output_envelope: None,
+                output_envelope: Some(crate::envelope::OutputEnvelope::None),
             },
         })
     }

@@ -27,6 +27,16 @@ async fn resource_reads_and_prompt_gets_are_governed_and_recorded_as_calls() {
         "appliesTo": {"tools": ["docs:resource"]},
         "rules": [{"when": {"input.uri": "secret://*"}, "action": {"deny": {"reason": "secrets stay put"}}}]}))
     .await;
+    // Tool results would be cut to handles and enveloped; reads and gets are not.
+    let settings = json!({"spec": {"maxInlineBytes": 5, "outputEnvelope": "nonce"}});
+    let (status, body) = joch
+        .send(
+            reqwest::Method::PUT,
+            &format!("/v1/namespaces/{NS}"),
+            Some(settings),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
     let client = connect(&joch, User::default()).await;
 
     let listed = client.list_all_resources().await.unwrap();
@@ -344,6 +354,16 @@ async fn a_prompt_get_deferred_by_a_policy_answers_once_a_person_approves() {
     let waiting = waiting.expect("the get waits for a person");
     assert_eq!(waiting["spec"]["operation"], "prompts/get");
     let name = waiting["metadata"]["name"].as_str().unwrap();
+    // The Approval may be written a moment after the call.
+    for _ in 0..100 {
+        let (status, _) = joch
+            .get(&format!("/v1/namespaces/{NS}/approvals/{name}"))
+            .await;
+        if status == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let (status, body) = joch
         .send(
             reqwest::Method::POST,
