@@ -273,7 +273,7 @@ impl ToolBackend for McpClients {
             Ok(Ok(result)) => result,
             Ok(Err(Ended::Cancelled)) => {
                 return Err(CallError::new(
-                    "cancelled",
+                    ErrorCode::Cancelled,
                     "the client cancelled the call; the server was told",
                 ));
             }

@@ -21,7 +21,9 @@ use async_trait::async_trait;
 use joch_core::mcp_surface::{
     CallClient, ClientCapabilities, McpOperation, McpSurface, UpstreamNotices, surface_server,
 };
-use joch_core::{CallError, McpServer, Observability, Principal, Tool, ToolCall};
+use joch_core::{
+    CallError, ErrorCode, EventKind, McpServer, Observability, Principal, Tool, ToolCall,
+};
 use joch_store::ListQuery;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -204,20 +206,20 @@ impl Engine {
         params: Value,
     ) -> Result<Value, CallError> {
         rules::acts_in(by, &server.metadata.namespace)
-            .map_err(|e| CallError::new("forbidden", e.to_string()))?;
+            .map_err(|e| CallError::new(ErrorCode::Forbidden, e.to_string()))?;
         // A caller limited to some tools sees a server's resources and
         // prompts only if it may read or get them.
         let surface_tool =
             surface_operation(method, &params).and_then(|op| server.surface_tool(op));
         if let Some(tool) = surface_tool.filter(|tool| !rules::sees(by, tool)) {
             return Err(CallError::new(
-                "forbidden",
+                ErrorCode::Forbidden,
                 format!("this token may not use {}", tool.metadata.name),
             ));
         }
         let surface = self
             .surface()
-            .map_err(|e| CallError::new("backend_unavailable", e.to_string()))?;
+            .map_err(|e| CallError::new(ErrorCode::BackendUnavailable, e.to_string()))?;
         surface.request(server, method, params).await
     }
 
@@ -231,7 +233,7 @@ impl Engine {
     pub async fn mcp_capabilities(&self, server: &McpServer) -> Result<Value, CallError> {
         let surface = self
             .surface()
-            .map_err(|e| CallError::new("backend_unavailable", e.to_string()))?;
+            .map_err(|e| CallError::new(ErrorCode::BackendUnavailable, e.to_string()))?;
         surface.capabilities(server).await
     }
 
@@ -305,7 +307,7 @@ impl Drop for Withdrawal {
         };
         let (recorder, method) = (self.recorder.clone(), std::mem::take(&mut self.method));
         let withdrawn = Err(CallError::new(
-            "withdrawn",
+            ErrorCode::Withdrawn,
             "the server withdrew its request before the client answered",
         ));
         tokio::spawn(async move { recorder.record(&method, &params, &withdrawn).await });
@@ -327,7 +329,7 @@ impl Recorder {
         let mut data = json!({
             "method": method,
             "request": recorded_value(params.clone(), o.log_args, &o.redact_fields),
-            "relayed": outcome.as_ref().map_or_else(|e| e.code != "client_incapable", |_| true),
+            "relayed": outcome.as_ref().map_or_else(|e| e.code != ErrorCode::ClientIncapable.as_str(), |_| true),
         });
         match outcome {
             Ok(answer) => {
@@ -339,7 +341,12 @@ impl Recorder {
         data["tool_call_id"] = json!(self.name);
         let written = self
             .engine
-            .emit(&self.namespace, &self.timeline, "mcp_exchange", data)
+            .emit(
+                &self.namespace,
+                &self.timeline,
+                EventKind::McpExchange,
+                data,
+            )
             .await;
         if let Err(e) = written {
             tracing::warn!(call = %self.name, error = %e, "cannot record an MCP exchange");
@@ -367,11 +374,11 @@ impl CallClient for RecordedClient {
                 client.request(method, params.clone()).await
             }
             Some(_) => Err(CallError::new(
-                "client_incapable",
+                ErrorCode::ClientIncapable,
                 format!("the client that made the call did not declare it can answer {method}"),
             )),
             None => Err(CallError::new(
-                "client_incapable",
+                ErrorCode::ClientIncapable,
                 format!("the call has no MCP client that could answer {method}"),
             )),
         };

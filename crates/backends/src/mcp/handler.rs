@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use joch_core::CallError;
 use joch_core::mcp_surface::{CallClient, ClientCapabilities, UpstreamNotices};
+use joch_core::{CallError, ErrorCode};
 use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities as McpCapabilities, ClientConfig, CreateMessageRequestParams,
@@ -121,7 +121,7 @@ impl Upstream {
         }
         let Some(client) = client else {
             return Err(refusal(&CallError::new(
-                "no_call",
+                ErrorCode::NoCall,
                 format!("joch cannot tell which call this {method} belongs to"),
             )));
         };
@@ -131,7 +131,7 @@ impl Upstream {
         // tells the client its request is withdrawn.
         let answer = tokio::select! {
             answer = client.request(method, params) => answer,
-            () = context.ct.cancelled() => Err(CallError::new("cancelled", "the server cancelled its request")),
+            () = context.ct.cancelled() => Err(CallError::new(ErrorCode::Cancelled, "the server cancelled its request")),
         };
         let answer = answer.map_err(|e| refusal(&e))?;
         serde_json::from_value(answer).map_err(|e| {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use joch_core::mcp_surface::{ClientCapabilities, McpOperation, McpSurface, UpstreamNotices};
-use joch_core::{CallError, McpServer};
+use joch_core::{CallError, ErrorCode, McpServer};
 use rmcp::model::ClientRequest;
 use rmcp::service::ServiceError;
 use serde_json::{Map, Value, json};
@@ -61,7 +61,7 @@ impl McpClients {
             "method": method,
             "params": params,
         }))
-        .map_err(|e| CallError::new("invalid_arguments", format!("{method}: {e}")))?;
+        .map_err(|e| CallError::new(ErrorCode::InvalidArguments, format!("{method}: {e}")))?;
         let timeout = Duration::from_millis(server.spec.timeout_ms);
         let answer = match tokio::time::timeout(timeout, client.send_request(request)).await {
             Ok(Ok(answer)) => answer,
@@ -74,7 +74,7 @@ impl McpClients {
         };
         serde_json::to_value(&answer).map_err(|e| {
             CallError::new(
-                "mcp_error",
+                ErrorCode::McpError,
                 format!("the server's result cannot be read: {e}"),
             )
         })
@@ -91,7 +91,7 @@ impl McpSurface for McpClients {
     ) -> Result<Value, CallError> {
         if !PASSED_ON.contains(&method) {
             return Err(CallError::new(
-                "method_not_found",
+                ErrorCode::MethodNotFound,
                 format!("{method} is not passed on to upstream servers"),
             ));
         }

@@ -5,8 +5,8 @@
 //! `notifications/cancelled` for the call cancels the call upstream.
 
 use async_trait::async_trait;
-use joch_core::CallError;
 use joch_core::mcp_surface::{CallClient, ClientCapabilities};
+use joch_core::{CallError, ErrorCode};
 use rmcp::model::{GetExtensions, RequestId, ServerNotification, ServerRequest};
 use rmcp::service::{
     ElicitationMode, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext, RoleServer,
@@ -87,8 +87,9 @@ impl CallClient for FrontClient {
 
     async fn request(&self, method: &str, params: Value) -> Result<Value, CallError> {
         let mut request: ServerRequest =
-            serde_json::from_value(json!({"method": method, "params": params}))
-                .map_err(|e| CallError::new("invalid_request", format!("{method}: {e}")))?;
+            serde_json::from_value(json!({"method": method, "params": params})).map_err(|e| {
+                CallError::new(ErrorCode::InvalidArguments, format!("{method}: {e}"))
+            })?;
         request
             .extensions_mut()
             .insert(OriginatingRequestId(self.request.clone()));
@@ -96,7 +97,7 @@ impl CallClient for FrontClient {
             .peer
             .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
-            .map_err(|e| CallError::new("client_unavailable", e.to_string()))?;
+            .map_err(|e| CallError::new(ErrorCode::ClientUnavailable, e.to_string()))?;
         let mut withdraw = Withdraw {
             peer: self.peer.clone(),
             id: Some(handle.id.clone()),
@@ -105,13 +106,14 @@ impl CallClient for FrontClient {
         withdraw.id = None;
         let answer = answer.map_err(|e| match e {
             rmcp::service::ServiceError::McpError(e) => CallError {
-                code: "client_error".to_owned(),
+                code: ErrorCode::ClientError.as_str().to_owned(),
                 message: e.message.to_string(),
                 details: Some(json!({"code": e.code.0, "data": e.data})),
             },
-            other => CallError::new("client_unavailable", other.to_string()),
+            other => CallError::new(ErrorCode::ClientUnavailable, other.to_string()),
         })?;
-        serde_json::to_value(answer).map_err(|e| CallError::new("client_error", e.to_string()))
+        serde_json::to_value(answer)
+            .map_err(|e| CallError::new(ErrorCode::ClientError, e.to_string()))
     }
 
     fn notify(&self, method: &str, params: Value) {
