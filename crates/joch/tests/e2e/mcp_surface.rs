@@ -282,7 +282,7 @@ async fn a_token_limited_to_some_tools_sees_a_servers_resources_only_if_it_may_r
 // `resources/subscribe` is the 2025-11-25 way, which the front serves.
 #[allow(deprecated)]
 #[tokio::test]
-async fn resource_updates_reach_subscribed_sessions_and_list_changes_every_session() {
+async fn resource_updates_reach_subscribed_sessions_and_list_changes_every_session_or_joch() {
     let url = start_docs().await;
     let joch = Joch::start().await;
     apply(&joch, server("docs", &url, json!({}))).await;
@@ -319,6 +319,18 @@ async fn resource_updates_reach_subscribed_sessions_and_list_changes_every_sessi
             .iter()
             .any(|a| a.starts_with("updated"))
     );
+    // The server said its tools changed: joch re-listed them.
+    let mut listed = StatusCode::NOT_FOUND;
+    for _ in 0..100 {
+        (listed, _) = joch
+            .get(&format!("/v1/namespaces/{NS}/tools/docs.late"))
+            .await;
+        if listed == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(listed, StatusCode::OK, "the new tool was not adopted");
 }
 
 #[tokio::test]

@@ -28,6 +28,8 @@ use crate::harness::{Joch, NS};
 #[derive(Clone, Default)]
 pub(crate) struct Docs {
     pub(crate) cancelled: Arc<std::sync::atomic::AtomicBool>,
+    /// Set by `touch`: the tool `late` is listed from then on.
+    late: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ServerHandler for Docs {
@@ -98,12 +100,16 @@ impl ServerHandler for Docs {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = ["ask", "ask_url", "withdraw", "wait", "touch"].map(|name| {
-            serde_json::from_value(json!({"name": name, "inputSchema": {"type": "object"},
+        let late = self.late.load(std::sync::atomic::Ordering::SeqCst);
+        let names = ["ask", "ask_url", "withdraw", "wait", "touch", "late"];
+        let tools = names[..names.len() - usize::from(!late)]
+            .iter()
+            .map(|name| {
+                serde_json::from_value(json!({"name": name, "inputSchema": {"type": "object"},
                                          "annotations": {"readOnlyHint": true}}))
-            .unwrap()
-        });
-        Ok(ListToolsResult::with_all_items(tools.to_vec()))
+                .unwrap()
+            });
+        Ok(ListToolsResult::with_all_items(tools.collect()))
     }
 
     async fn call_tool(
@@ -123,6 +129,8 @@ impl ServerHandler for Docs {
             let updated = serde_json::from_value(json!({"uri": "note://a"})).unwrap();
             context.peer.notify_resource_updated(updated).await.unwrap();
             context.peer.notify_prompt_list_changed().await.unwrap();
+            self.late.store(true, std::sync::atomic::Ordering::SeqCst);
+            context.peer.notify_tool_list_changed().await.unwrap();
             return Ok(CallToolResult::success(vec![ContentBlock::text("touched")]).into());
         }
         if request.name == "withdraw" {
