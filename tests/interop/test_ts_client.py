@@ -18,15 +18,14 @@ from test_conformance import node_modules
 HERE = Path(__file__).parent
 
 
-def ts_client(tmp_path: Path, url: str, *steps: str) -> dict:
+def ts_client(tmp_path: Path, url: str, *steps: str, samples: bool = False) -> dict:
     """Runs the steps with the TypeScript client; what each answered."""
     if not (tmp_path / "node_modules").exists():
         (tmp_path / "node_modules").symlink_to(node_modules())
     script = tmp_path / "ts_client.mjs"
     shutil.copy(HERE / "ts_client.mjs", script)
-    done = subprocess.run(
-        ["node", str(script), url, *steps], capture_output=True, text=True, timeout=120, env=os.environ
-    )
+    env = {**os.environ, **({"TS_CLIENT_SAMPLES": "1"} if samples else {})}
+    done = subprocess.run(["node", str(script), url, *steps], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -84,3 +83,17 @@ def test_the_stdio_proxy_relays_resources_and_prompts_too(joch, tmp_path):
     assert report[f"read:{doc}"]["contents"][0]["uri"] == doc, report[f"read:{doc}"]
     assert "everything.simple-prompt" in [p["name"] for p in report["prompts"]["prompts"]], report["prompts"]
     assert report["prompt:everything.simple-prompt:{}"]["messages"], report
+
+
+def test_an_upstreams_sampling_request_reaches_the_client_behind_the_stdio_proxy(joch, tmp_path):
+    joch.apply(stdio_everything())
+    proxy = f"stdio:{joch.bin} mcp --server {joch.base} --namespace {NAMESPACE}"
+    step = 'call:everything.trigger-sampling-request:{"prompt":"say hi"}'
+    sampled = ts_client(tmp_path, proxy, step, samples=True)[step]
+    assert sampled.get("isError") is not True, sampled
+    assert "sampled by the TypeScript client" in json.dumps(sampled), sampled
+    # A client that did not declare sampling is never asked: the upstream gets an error.
+    refused = ts_client(tmp_path, proxy, step)[step]
+    assert refused.get("isError") is True and "sampled by" not in json.dumps(refused), refused
+    phases = sorted(c["status"]["phase"] for c in joch.calls(tool="everything.trigger-sampling-request"))
+    assert phases == ["Failed", "Succeeded"], phases

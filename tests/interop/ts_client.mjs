@@ -6,13 +6,26 @@
 //   node ts_client.mjs <url> <step>...   steps: tools, call:<name>:<json args>,
 //   resources, read:<uri>, templates, prompts, prompt:<name>:<json args>
 // A <url> `stdio:<command> <args...>` starts that command and speaks over
-// its stdin/stdout instead (`joch mcp`).
+// its stdin/stdout instead (`joch mcp`). With TS_CLIENT_SAMPLES set, the
+// client declares sampling and answers every sampling request itself.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const [url, ...steps] = process.argv.slice(2);
-const client = new Client({ name: 'joch-interop-ts', version: '1.0.0' });
+const samples = Boolean(process.env.TS_CLIENT_SAMPLES);
+const client = new Client(
+  { name: 'joch-interop-ts', version: '1.0.0' },
+  { capabilities: samples ? { sampling: {} } : {} }
+);
+if (samples) {
+  client.setRequestHandler(CreateMessageRequestSchema, async () => ({
+    role: 'assistant',
+    content: { type: 'text', text: 'sampled by the TypeScript client' },
+    model: 'interop-test'
+  }));
+}
 const transport = url.startsWith('stdio:')
   ? (([command, ...args]) => new StdioClientTransport({ command, args }))(url.slice(6).split(' '))
   : new StreamableHTTPClientTransport(new URL(url));

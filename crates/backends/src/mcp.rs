@@ -312,8 +312,17 @@ impl ToolBackend for McpClients {
 
 #[async_trait]
 impl ToolDiscovery for McpClients {
+    /// Listed as a client that can relay everything: a server that offers
+    /// some tools only to clients that sample or elicit lists them too (a
+    /// call from a client that cannot goes over a connection that says
+    /// so, and the server answers it as it sees fit).
     async fn list_tools(&self, server: &McpServer) -> Result<Vec<Value>, ToolFailure> {
-        let client = self.client(server, ClientCapabilities::default()).await?;
+        let everything = ClientCapabilities {
+            sampling: true,
+            elicitation_form: true,
+            elicitation_url: true,
+        };
+        let client = self.client(server, everything).await?;
         let timeout = Duration::from_millis(server.spec.timeout_ms);
         let tools = match tokio::time::timeout(timeout, client.list_all_tools()).await {
             Ok(Ok(tools)) => tools,

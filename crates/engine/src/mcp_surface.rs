@@ -164,7 +164,13 @@ impl Engine {
                 };
                 if notice.method == "notifications/tools/list_changed" {
                     let (ns, server) = (&notice.namespace, &notice.server);
-                    if let Err(e) = engine.sync_mcp_server(ns, server).await {
+                    // A server being applied is listed before it is stored.
+                    let synced = engine.sync_mcp_server(ns, server).await;
+                    if let Some(e) = synced
+                        .as_ref()
+                        .err()
+                        .filter(|e| !matches!(e, EngineError::NotFound { .. }))
+                    {
                         tracing::warn!(namespace = %ns, server = %server, error = %e, "MCP server refresh failed");
                     }
                 }

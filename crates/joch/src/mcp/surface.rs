@@ -26,7 +26,8 @@ impl Proxy {
         let request: ClientRequest = serde_json::from_value(message)
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
         let answer = self
-            .upstream
+            .upstream()
+            .await?
             .send_request(request)
             .await
             .map_err(|e| match e {
