@@ -90,12 +90,17 @@ impl Engine {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    fn surface(&self) -> Result<&dyn McpSurface, EngineError> {
+    fn surface(&self) -> Result<&dyn McpSurface, CallError> {
         self.inner
             .backends
             .get("mcp")
             .and_then(|b| b.surface())
-            .ok_or_else(|| EngineError::Unavailable("this joch has no MCP backend".to_owned()))
+            .ok_or_else(|| {
+                CallError::new(
+                    ErrorCode::BackendUnavailable,
+                    "this joch has no MCP backend",
+                )
+            })
     }
 
     /// Attaches `client` to the call `name` about to run in this process:
@@ -223,10 +228,7 @@ impl Engine {
                 format!("this token may not use {}", tool.metadata.name),
             ));
         }
-        let surface = self
-            .surface()
-            .map_err(|e| CallError::new(ErrorCode::BackendUnavailable, e.to_string()))?;
-        surface.request(server, method, params).await
+        self.surface()?.request(server, method, params).await
     }
 
     /// The McpServer `name` of `namespace`, if there is one (for
@@ -237,10 +239,7 @@ impl Engine {
 
     /// What `server` declared it can do (its `initialize` capabilities).
     pub async fn mcp_capabilities(&self, server: &McpServer) -> Result<Value, CallError> {
-        let surface = self
-            .surface()
-            .map_err(|e| CallError::new(ErrorCode::BackendUnavailable, e.to_string()))?;
-        surface.capabilities(server).await
+        self.surface()?.capabilities(server).await
     }
 
     /// The surface tool a `resources/read` or `prompts/get` call names,
