@@ -115,6 +115,8 @@ pub(crate) struct Inner {
     pub(crate) limiters: Snapshots<crate::ratelimit::Limiters>,
     /// Surfaces following running calls' output chunks (see `chunks.rs`).
     pub(crate) chunk_followers: crate::chunks::Followers,
+    /// Clients attached to running calls, upstream notifications (see `mcp_surface.rs`).
+    pub(crate) mcp_relays: crate::mcp_surface::Relays,
     /// Every token by hash, under the key `all`.
     pub(crate) tokens: Snapshots<crate::tokens::TokenIndex>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
@@ -142,6 +144,7 @@ impl Engine {
                 mcp_syncs: Default::default(),
                 armed_deadlines: Default::default(),
                 chunk_followers: Default::default(),
+                mcp_relays: Default::default(),
                 tools: Snapshots::default(),
                 policies: Snapshots::default(),
                 budgets: Snapshots::default(),

@@ -411,6 +411,9 @@ impl Engine {
     /// `refreshInterval`, or unreachable and past its backoff. Runs until the
     /// runtime stops.
     pub(crate) fn spawn_mcp_refresher(&self, tick: Duration) -> tokio::task::JoinHandle<()> {
+        // Servers that say their tools changed are re-listed at once, even
+        // before any MCP session listens (see `mcp_surface.rs`).
+        drop(self.upstream_notices());
         let engine = self.clone();
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(tick);

@@ -26,6 +26,7 @@ mod idempotency;
 mod library;
 mod load;
 mod mcp;
+mod mcp_surface;
 mod metrics;
 mod openapi;
 mod policies;

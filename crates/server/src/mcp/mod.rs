@@ -7,6 +7,9 @@
 mod convert;
 mod elicit;
 mod handler;
+mod methods;
+mod relay;
+mod surface;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +18,8 @@ use joch_engine::Engine;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
-pub use handler::{JochMcp, NAMESPACE_HEADER, server_config};
+pub use handler::{JochMcp, NAMESPACE_HEADER};
+pub use methods::server_config;
 
 /// The streamable HTTP service, to mount at the MCP paths. `allowed_hosts`
 /// guards against DNS rebinding (empty: any `Host`).
