@@ -113,11 +113,18 @@ impl Engine {
                 return Ok(jwt.principal(token));
             }
         }
-        let hashed = hash(token);
-        if self.inner.config.root_token_hash.as_deref() == Some(hashed.as_str()) {
+        self.principal_by_hash(&hash(token)).await
+    }
+
+    /// The principal of the root token or joch token with this hash, if any.
+    pub(crate) async fn principal_by_hash(
+        &self,
+        hashed: &str,
+    ) -> Result<Option<Principal>, EngineError> {
+        if self.inner.config.root_token_hash.as_deref() == Some(hashed) {
             return Ok(Some(Principal::root()));
         }
-        Ok(self.token_index().await?.get(&hashed).cloned())
+        Ok(self.token_index().await?.get(hashed).cloned())
     }
 
     async fn token_index(&self) -> Result<std::sync::Arc<TokenIndex>, EngineError> {
