@@ -186,6 +186,8 @@ pub struct ListParams {
     pub phase: Option<String>,
     /// ToolCalls of this execution only.
     pub execution: Option<String>,
+    /// ToolCalls made by this agent only.
+    pub agent: Option<String>,
 }
 
 impl Inner {
@@ -225,6 +227,7 @@ impl Inner {
                 tool: params.tool,
                 phase: params.phase,
                 execution: params.execution,
+                agent: params.agent,
                 checksum: None,
                 ..IndexFields::default()
             },

@@ -223,6 +223,7 @@ pub(crate) struct ListQueryParams {
     tool: Option<String>,
     phase: Option<String>,
     execution: Option<String>,
+    agent: Option<String>,
 }
 
 impl From<ListQueryParams> for ListParams {
@@ -234,6 +235,7 @@ impl From<ListQueryParams> for ListParams {
             tool: q.tool,
             phase: q.phase,
             execution: q.execution,
+            agent: q.agent,
         }
     }
 }
