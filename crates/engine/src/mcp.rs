@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use joch_core::mcp::{Reconciled, SERVER_LABEL, reconcile};
-use joch_core::{Backend, CallError, McpServer, Object, Tool, ToolDiscovery, ValidationError};
+use joch_core::{
+    Backend, CallError, McpServer, Object, Principal, Tool, ToolDiscovery, ValidationError,
+};
 use joch_store::{Durability, ListQuery};
 use serde_json::{Value, json};
 
@@ -318,12 +320,16 @@ impl Engine {
 
     /// Adopts the held-back definitions of `tool` (every held tool when
     /// `None`) and lifts their quarantine.
+    /// Only an admin may (see `rules.rs`).
     pub async fn accept_mcp_tools(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
         tool: Option<&str>,
     ) -> Result<McpServer, EngineError> {
+        crate::rules::acts_in(by, namespace)?;
+        crate::rules::administers(by, "accept upstream tool definitions")?;
         let mut server: McpServer = self.inner.store.get_object(namespace, name).await?;
         if let Some(tool) = tool {
             if !server.status.tools.contains_key(tool) {

@@ -8,6 +8,7 @@
 //! - `signin.rs`: token sign-in and sign-out;
 //! - `inbox.rs`: pending approvals, live, and decisions;
 //! - `ledger.rs`: ToolCalls filtered and paged, a call's page, replay and resolve;
+//! - `upstreams.rs`: MCP servers and their held-back definitions;
 //! - `layout.rs`: the page shell; `assets.rs`: embedded static files.
 
 mod assets;
@@ -15,6 +16,7 @@ mod inbox;
 mod layout;
 mod ledger;
 mod signin;
+mod upstreams;
 mod viewer;
 
 use axum::extract::rejection::FormRejection;
@@ -42,6 +44,8 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/ui/calls/{name}", get(ledger::show))
         .route("/ui/calls/{name}/replay", post(ledger::replay))
         .route("/ui/calls/{name}/resolve", post(ledger::resolve))
+        .route("/ui/upstreams", get(upstreams::show))
+        .route("/ui/upstreams/{name}/accept", post(upstreams::accept))
         .layer(axum::middleware::from_fn_with_state(state, viewer::guard))
 }
 
