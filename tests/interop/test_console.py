@@ -371,3 +371,20 @@ def test_an_admin_accepts_a_schema_drift_side_by_side(setup, browser):
     tool = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/tools/crm.lookup")
     assert tool["spec"]["description"] == upstream.description
     upstream.server.shutdown()
+
+
+def test_an_execution_timeline_draws_batches_as_lanes_and_follows_live(setup, browser):
+    joch, _, tokens = setup
+    joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/executions", {"metadata": {"name": "run-console"}, "spec": {}})
+    joch.token = tokens["bot"]
+    calls = [{"metadata": {"name": "b1-wait"}, "spec": {"toolRef": {"name": TOOL}, "input": {"subject": "in a run"}}}]
+    joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/executions/run-console/batches?wait=false", {"calls": calls})
+    joch.token = ROOT
+    sign_in(browser, joch.base, tokens["alice"])
+    browser.get(f"{joch.base}/ui/executions/run-console?ns={NAMESPACE}")
+    chip = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-call="b1-wait"]'))[0]
+    assert "waiting for approval" in chip.text
+    assert "Batch 1" in browser.find_element(By.CSS_SELECTOR, "section.lane").text
+    check_page(browser, "execution")
+    joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/approvals/b1-wait/approve", {"rationale": "fine"})
+    wait(browser, lambda d: "ran" in d.find_element(By.CSS_SELECTOR, '[data-call="b1-wait"]').text)

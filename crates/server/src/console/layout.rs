@@ -14,6 +14,7 @@ use super::viewer::Viewer;
 pub(crate) enum Section {
     Inbox,
     Ledger,
+    Executions,
     Upstreams,
     SignIn,
 }
@@ -23,6 +24,7 @@ impl Section {
         match self {
             Section::Inbox => "Approvals",
             Section::Ledger => "Ledger",
+            Section::Executions => "Executions",
             Section::Upstreams => "Upstreams",
             Section::SignIn => "Sign in",
         }
@@ -32,6 +34,7 @@ impl Section {
         match self {
             Section::Inbox => "/ui/inbox",
             Section::Ledger => "/ui/calls",
+            Section::Executions => "/ui/executions",
             Section::Upstreams => "/ui/upstreams",
             Section::SignIn => "/ui/signin",
         }
@@ -80,7 +83,7 @@ pub(crate) fn page(
 }
 
 fn navigation(viewer: &Viewer, current: Section) -> Markup {
-    let mut sections = vec![Section::Inbox, Section::Ledger];
+    let mut sections = vec![Section::Inbox, Section::Ledger, Section::Executions];
     if viewer.principal.role >= Role::Approver {
         sections.push(Section::Upstreams);
     }

@@ -8,10 +8,12 @@
 //! - `signin.rs`: token sign-in and sign-out;
 //! - `inbox.rs`: pending approvals, live, and decisions;
 //! - `ledger.rs`: ToolCalls filtered and paged, a call's page, replay and resolve;
+//! - `executions.rs`: runs and one run's live timeline in lanes;
 //! - `upstreams.rs`: MCP servers and their held-back definitions;
 //! - `layout.rs`: the page shell; `assets.rs`: embedded static files.
 
 mod assets;
+mod executions;
 mod inbox;
 mod layout;
 mod ledger;
@@ -44,6 +46,9 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/ui/calls/{name}", get(ledger::show))
         .route("/ui/calls/{name}/replay", post(ledger::replay))
         .route("/ui/calls/{name}/resolve", post(ledger::resolve))
+        .route("/ui/executions", get(executions::list))
+        .route("/ui/executions/{name}", get(executions::show))
+        .route("/ui/executions/{name}/stream", get(executions::stream))
         .route("/ui/upstreams", get(upstreams::show))
         .route("/ui/upstreams/{name}/accept", post(upstreams::accept))
         .layer(axum::middleware::from_fn_with_state(state, viewer::guard))

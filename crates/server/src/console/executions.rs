@@ -1,0 +1,221 @@
+//! `/ui/executions`: agent runs, and one run's timeline with its batches
+//! drawn as lanes (each call a chip: ran, failed, waiting for approval,
+//! denied), live over Server-Sent Events as the engine appends events.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::State;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, Stream, StreamExt};
+use joch_core::Execution;
+use joch_engine::{Engine, Event, ListParams};
+use maud::{Markup, html};
+use serde_json::Value;
+
+use super::layout::{Section, page};
+use super::viewer::Viewer;
+use crate::extract::Path;
+use crate::{ApiError, AppState};
+
+/// Most events a timeline shows.
+const MAX_EVENTS: usize = 2_000;
+
+/// The namespace's executions, newest first.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Extension(viewer): Extension<Viewer>,
+) -> Result<Response, ApiError> {
+    let params = ListParams {
+        limit: Some(200),
+        ..ListParams::default()
+    };
+    let runs = state
+        .engine
+        .list_resources::<Execution>(&viewer.namespace, params)
+        .await?
+        .items;
+    let body = html! {
+        h1 { "Executions" }
+        @if runs.is_empty() { p.card { "No execution yet." } }
+        ul {
+            @for run in &runs {
+                li { a href={ "/ui/executions/" (run.metadata.name) "?ns=" (viewer.namespace) } { (run.metadata.name) } }
+            }
+        }
+    };
+    Ok(page(Some(&viewer), Section::Executions, "Executions", body))
+}
+
+/// One execution's timeline, live.
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Extension(viewer): Extension<Viewer>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let events = state
+        .engine
+        .events(&viewer.namespace, &name, 0, MAX_EVENTS)
+        .await?;
+    let stream = format!("/ui/executions/{name}/stream?ns={}", viewer.namespace);
+    let title = format!("Execution {name}");
+    let body = html! {
+        h1 { (title) }
+        p.note { "Each batch is a lane; the page follows new events as they are written." }
+        div hx-ext="sse" sse-connect=(stream) {
+            div #timeline sse-swap="timeline" aria-live="polite" { (timeline(&viewer, &events)) }
+        }
+    };
+    Ok(page(Some(&viewer), Section::Executions, &title, body))
+}
+
+/// The timeline again whenever the execution has new events.
+pub(crate) async fn stream(
+    State(state): State<AppState>,
+    Extension(viewer): Extension<Viewer>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let cap = state.config.max_streams_per_principal;
+    let held = state.streams.open(Some(&viewer.principal), cap)?;
+    let events = live(state.engine.clone(), viewer, name).map(move |event| {
+        let _counted = &held;
+        event
+    });
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+fn live(
+    engine: Engine,
+    viewer: Viewer,
+    name: String,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    let seen = engine.event_notifications();
+    stream::unfold(
+        (engine, viewer, name, seen, None::<usize>),
+        |(engine, viewer, name, mut seen, shown)| async move {
+            loop {
+                if shown.is_some() {
+                    engine
+                        .wait_for_events(&mut seen, Duration::from_millis(500))
+                        .await;
+                }
+                let events = match engine.events(&viewer.namespace, &name, 0, MAX_EVENTS).await {
+                    Ok(events) => events,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "timeline stream stopped");
+                        return None;
+                    }
+                };
+                if shown == Some(events.len()) {
+                    continue;
+                }
+                let html = timeline(&viewer, &events).into_string();
+                let event = SseEvent::default().event("timeline").data(html);
+                let count = Some(events.len());
+                return Some((Ok(event), (engine, viewer, name, seen, count)));
+            }
+        },
+    )
+}
+
+/// What became of one call, as its events tell.
+#[derive(Default)]
+struct Chip {
+    tool: String,
+    outcome: &'static str,
+}
+
+/// The batches as lanes of call chips, in event order.
+fn lanes(events: &[Event]) -> Vec<(u64, Vec<(String, Chip)>)> {
+    let mut lanes: Vec<(u64, Vec<(String, Chip)>)> = Vec::new();
+    let mut index: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for e in events {
+        if e.kind == "tool_batch_started" {
+            lanes.push((e.data["batch"].as_u64().unwrap_or_default(), Vec::new()));
+            continue;
+        }
+        let Some(call) = e.data.get("tool_call_id").and_then(Value::as_str) else {
+            continue;
+        };
+        if lanes.is_empty() {
+            lanes.push((0, Vec::new()));
+        }
+        let at = *index.entry(call.to_owned()).or_insert_with(|| {
+            let lane = lanes.len() - 1;
+            let tool = e.data["tool_name"].as_str().unwrap_or("?").to_owned();
+            lanes[lane].1.push((
+                call.to_owned(),
+                Chip {
+                    tool,
+                    outcome: "admitted",
+                },
+            ));
+            (lane, lanes[lane].1.len() - 1)
+        });
+        let chip = &mut lanes[at.0].1[at.1].1;
+        chip.outcome = match (e.kind.as_str(), &e.data) {
+            ("run_paused", _) => "waiting for approval",
+            ("policy_decision", d) if d["action"] == "deny" => "denied",
+            ("tool_completed", d) if d["success"] == true => "ran",
+            ("tool_completed", _) if chip.outcome == "denied" => "denied",
+            ("tool_completed", d) if d["error"].as_str().is_some_and(|m| m.contains("skipped")) => {
+                "skipped"
+            }
+            ("tool_completed", _) => "failed",
+            _ => chip.outcome,
+        };
+    }
+    lanes
+}
+
+fn timeline(viewer: &Viewer, events: &[Event]) -> Markup {
+    let ns = &viewer.namespace;
+    html! {
+        h2 { "Batches" }
+        @for (batch, chips) in lanes(events) {
+            section.lane aria-label={ "Batch " (batch) } {
+                h3 { "Batch " (batch) }
+                ul.chips {
+                    @for (call, chip) in &chips {
+                        li class={ "chip chip-" (chip.outcome.replace(' ', "-")) } data-call=(call) {
+                            a href={ "/ui/calls/" (call) "?ns=" (ns) } { (chip.tool) } " · " (chip.outcome)
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Events" }
+        table {
+            thead { tr { th { "#" } th { "Time" } th { "Type" } th { "Call" } th { "Data" } } }
+            tbody {
+                @for e in events {
+                    tr {
+                        td data-label="#" { (e.sequence) }
+                        td data-label="Time" { (e.time.0.format("%H:%M:%S%.3f")) }
+                        td data-label="Type" { (e.kind) }
+                        td data-label="Call" { (e.data.get("tool_call_id").and_then(Value::as_str).unwrap_or("")) }
+                        td data-label="Data" { code { (summary(&e.data)) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The event's data without the fields its row already shows, shortened.
+fn summary(data: &Value) -> String {
+    let mut data = data.clone();
+    if let Some(map) = data.as_object_mut() {
+        map.remove("tool_call_id");
+    }
+    let text = data.to_string();
+    match text.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
