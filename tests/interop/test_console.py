@@ -388,3 +388,32 @@ def test_an_execution_timeline_draws_batches_as_lanes_and_follows_live(setup, br
     check_page(browser, "execution")
     joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/approvals/b1-wait/approve", {"rationale": "fine"})
     wait(browser, lambda d: "ran" in d.find_element(By.CSS_SELECTOR, '[data-call="b1-wait"]').text)
+
+
+def test_policies_show_versions_and_an_admin_issues_and_revokes_tokens(setup, browser):
+    joch, _, tokens = setup
+    sign_in(browser, joch.base, tokens["alice"])
+    browser.get(f"{joch.base}/ui/policies?ns={NAMESPACE}")
+    assert "tickets-need-a-person version v7" in browser.find_element(By.ID, "main").text
+    check_page(browser, "policies")
+    assert not browser.find_elements(By.LINK_TEXT, "Tokens"), "an approver's pages have no tokens"
+    sign_in(browser, joch.base, ROOT)
+    browser.get(f"{joch.base}/ui/tokens?ns={NAMESPACE}")
+    browser.find_element(By.ID, "token-name").send_keys("temp")
+    Select(browser.find_element(By.ID, "token-role")).select_by_value("approver")
+    browser.find_element(By.XPATH, "//button[text()='Issue']").click()
+    secret = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "pre[aria-label='The new token']").text)
+    check_page(browser, "tokens")
+    root_cookies = browser.get_cookies()
+    sign_in(browser, joch.base, secret)
+    temp_session = browser.get_cookie("joch_session")
+    browser.delete_all_cookies()
+    for c in root_cookies:
+        browser.add_cookie({k: c[k] for k in ("name", "value", "path")})
+    browser.get(f"{joch.base}/ui/tokens?ns={NAMESPACE}")
+    browser.find_element(By.CSS_SELECTOR, "button[aria-label='Revoke temp']").click()
+    wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, "button[aria-label='Revoke temp']"))
+    browser.delete_all_cookies()
+    browser.add_cookie({"name": "joch_session", "value": temp_session["value"], "path": "/ui"})
+    browser.get(f"{joch.base}/ui/inbox?ns={NAMESPACE}")
+    assert browser.current_url.endswith("/ui/signin"), "revoking a token ends its sessions"

@@ -11,7 +11,7 @@
 //!   own user (`askUser`, or a `userInput` value): that decision is
 //!   recorded as such (`status.askedUser`).
 //! - Replaying and resolving a call, and accepting an upstream tool's
-//!   changed definition, take the `admin` role.
+//!   changed definition, and managing tokens, take the `admin` role.
 //! - A hook-mode call's result is reported by the principal that made it.
 //!
 //! The local caller (no authentication configured) has no identity: the

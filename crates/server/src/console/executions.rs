@@ -14,11 +14,12 @@ use futures_util::stream::{self, Stream, StreamExt};
 use joch_core::Execution;
 use joch_engine::{Engine, Event, ListParams};
 use maud::{Markup, html};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::layout::{Section, page};
 use super::viewer::Viewer;
-use crate::extract::Path;
+use crate::extract::{Path, Query};
 use crate::{ApiError, AppState};
 
 /// Most events a timeline shows.
@@ -60,7 +61,11 @@ pub(crate) async fn show(
         .engine
         .events(&viewer.namespace, &name, 0, MAX_EVENTS)
         .await?;
-    let stream = format!("/ui/executions/{name}/stream?ns={}", viewer.namespace);
+    let stream = format!(
+        "/ui/executions/{name}/stream?ns={}&seen={}",
+        viewer.namespace,
+        events.len()
+    );
     let title = format!("Execution {name}");
     let body = html! {
         h1 { (title) }
@@ -77,10 +82,11 @@ pub(crate) async fn stream(
     State(state): State<AppState>,
     Extension(viewer): Extension<Viewer>,
     Path(name): Path<String>,
+    Query(seen): Query<Seen>,
 ) -> Result<Response, ApiError> {
     let cap = state.config.max_streams_per_principal;
     let held = state.streams.open(Some(&viewer.principal), cap)?;
-    let events = live(state.engine.clone(), viewer, name).map(move |event| {
+    let events = live(state.engine.clone(), viewer, name, seen.seen).map(move |event| {
         let _counted = &held;
         event
     });
@@ -89,17 +95,30 @@ pub(crate) async fn stream(
         .into_response())
 }
 
+/// How many events the page already shows.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Seen {
+    #[serde(default)]
+    #[allow(dead_code)]
+    ns: String,
+    #[serde(default)]
+    seen: Option<usize>,
+}
+
 fn live(
     engine: Engine,
     viewer: Viewer,
     name: String,
+    shown: Option<usize>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let seen = engine.event_notifications();
     stream::unfold(
-        (engine, viewer, name, seen, None::<usize>),
-        |(engine, viewer, name, mut seen, shown)| async move {
+        (engine, viewer, name, seen, shown, true),
+        |(engine, viewer, name, mut seen, shown, first)| async move {
+            let mut first = first;
             loop {
-                if shown.is_some() {
+                if !first {
                     engine
                         .wait_for_events(&mut seen, Duration::from_millis(500))
                         .await;
@@ -111,13 +130,14 @@ fn live(
                         return None;
                     }
                 };
+                first = false;
                 if shown == Some(events.len()) {
                     continue;
                 }
                 let html = timeline(&viewer, &events).into_string();
                 let event = SseEvent::default().event("timeline").data(html);
                 let count = Some(events.len());
-                return Some((Ok(event), (engine, viewer, name, seen, count)));
+                return Some((Ok(event), (engine, viewer, name, seen, count, false)));
             }
         },
     )

@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::Fields;
 use super::layout::{Section, json_block, page, wire};
 use super::viewer::Viewer;
-use crate::extract::Path;
+use crate::extract::{Path, Query};
 use crate::{ApiError, AppState};
 
 /// The inbox page.
@@ -32,26 +32,52 @@ pub(crate) async fn show(
         .engine
         .inbox(&viewer.principal, &viewer.namespace)
         .await?;
-    let stream = format!("/ui/inbox/stream?ns={}", viewer.namespace);
+    let shown = list(&viewer, &items);
+    let stream = format!(
+        "/ui/inbox/stream?ns={}&seen={}",
+        viewer.namespace,
+        fingerprint(&shown.0)
+    );
     let body = html! {
         h1 { "Approvals waiting" }
         p.note { "Nearest deadline first. The list updates by itself when a call starts waiting or someone decides." }
         div hx-ext="sse" sse-connect=(stream) {
-            div #inbox sse-swap="inbox" aria-live="polite" { (list(&viewer, &items)) }
+            div #inbox sse-swap="inbox" aria-live="polite" { (shown) }
         }
     };
     Ok(page(Some(&viewer), Section::Inbox, "Approvals", body))
 }
 
-/// The list as a live stream: sent at once, then again whenever an
-/// approval opens or is decided (here, or on another replica).
+/// What the page already shows, so the stream does not send it again.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Seen {
+    #[serde(default)]
+    #[allow(dead_code)]
+    ns: String,
+    #[serde(default)]
+    seen: Option<String>,
+}
+
+/// A stable fingerprint of rendered HTML (the same on every replica).
+pub(crate) fn fingerprint(html: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    html.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
+/// The list as a live stream: sent at once if it changed since the page
+/// was rendered, then again whenever an approval opens or is decided
+/// (here, or on another replica).
 pub(crate) async fn stream(
     State(state): State<AppState>,
     Extension(viewer): Extension<Viewer>,
+    Query(seen): Query<Seen>,
 ) -> Result<Response, ApiError> {
     let cap = state.config.max_streams_per_principal;
     let held = state.streams.open(Some(&viewer.principal), cap)?;
-    let events = live(state.engine.clone(), viewer).map(move |event| {
+    let events = live(state.engine.clone(), viewer, seen.seen).map(move |event| {
         let _counted = &held;
         event
     });
@@ -60,13 +86,18 @@ pub(crate) async fn stream(
         .into_response())
 }
 
-fn live(engine: Engine, viewer: Viewer) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+fn live(
+    engine: Engine,
+    viewer: Viewer,
+    seen: Option<String>,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let changes = engine.approval_changes();
     stream::unfold(
-        (engine, viewer, changes, None::<String>),
-        |(engine, viewer, mut changes, last)| async move {
+        (engine, viewer, changes, seen, true),
+        |(engine, viewer, mut changes, last, first)| async move {
+            let mut first = first;
             loop {
-                if last.is_some() {
+                if !first {
                     // A store shared with other processes that do not
                     // notify (SQLite) is re-read every few seconds.
                     let _ = tokio::time::timeout(Duration::from_secs(3), changes.changed()).await;
@@ -78,12 +109,14 @@ fn live(engine: Engine, viewer: Viewer) -> impl Stream<Item = Result<SseEvent, I
                         return None;
                     }
                 };
+                first = false;
                 let html = list(&viewer, &items).into_string();
-                if last.as_deref() == Some(html.as_str()) {
+                let print = fingerprint(&html);
+                if last.as_deref() == Some(print.as_str()) {
                     continue;
                 }
-                let event = SseEvent::default().event("inbox").data(html.clone());
-                return Some((Ok(event), (engine, viewer, changes, Some(html))));
+                let event = SseEvent::default().event("inbox").data(html);
+                return Some((Ok(event), (engine, viewer, changes, Some(print), false)));
             }
         },
     )

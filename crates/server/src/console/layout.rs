@@ -16,6 +16,8 @@ pub(crate) enum Section {
     Ledger,
     Executions,
     Upstreams,
+    Policies,
+    Tokens,
     SignIn,
 }
 
@@ -26,6 +28,8 @@ impl Section {
             Section::Ledger => "Ledger",
             Section::Executions => "Executions",
             Section::Upstreams => "Upstreams",
+            Section::Policies => "Policies",
+            Section::Tokens => "Tokens",
             Section::SignIn => "Sign in",
         }
     }
@@ -36,6 +40,8 @@ impl Section {
             Section::Ledger => "/ui/calls",
             Section::Executions => "/ui/executions",
             Section::Upstreams => "/ui/upstreams",
+            Section::Policies => "/ui/policies",
+            Section::Tokens => "/ui/tokens",
             Section::SignIn => "/ui/signin",
         }
     }
@@ -85,7 +91,10 @@ pub(crate) fn page(
 fn navigation(viewer: &Viewer, current: Section) -> Markup {
     let mut sections = vec![Section::Inbox, Section::Ledger, Section::Executions];
     if viewer.principal.role >= Role::Approver {
-        sections.push(Section::Upstreams);
+        sections.extend([Section::Upstreams, Section::Policies]);
+    }
+    if viewer.principal.role >= Role::Admin {
+        sections.push(Section::Tokens);
     }
     let ns = &viewer.namespace;
     html! {

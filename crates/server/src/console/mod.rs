@@ -10,6 +10,7 @@
 //! - `ledger.rs`: ToolCalls filtered and paged, a call's page, replay and resolve;
 //! - `executions.rs`: runs and one run's live timeline in lanes;
 //! - `upstreams.rs`: MCP servers and their held-back definitions;
+//! - `settings.rs`: policies (read) and tokens (admin);
 //! - `layout.rs`: the page shell; `assets.rs`: embedded static files.
 
 mod assets;
@@ -17,6 +18,7 @@ mod executions;
 mod inbox;
 mod layout;
 mod ledger;
+mod settings;
 mod signin;
 mod upstreams;
 mod viewer;
@@ -49,6 +51,9 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/ui/executions", get(executions::list))
         .route("/ui/executions/{name}", get(executions::show))
         .route("/ui/executions/{name}/stream", get(executions::stream))
+        .route("/ui/policies", get(settings::policies))
+        .route("/ui/tokens", get(settings::tokens).post(settings::issue))
+        .route("/ui/tokens/{name}/revoke", post(settings::revoke))
         .route("/ui/upstreams", get(upstreams::show))
         .route("/ui/upstreams/{name}/accept", post(upstreams::accept))
         .layer(axum::middleware::from_fn_with_state(state, viewer::guard))
