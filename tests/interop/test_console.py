@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -117,7 +118,10 @@ def browser():
 
 
 def wait(driver, condition, timeout: float = 15):
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition)
+    """Polls `condition`; a live swap may replace an element between two polls."""
+    return WebDriverWait(
+        driver, timeout, poll_frequency=0.05, ignored_exceptions=[StaleElementReferenceException]
+    ).until(condition)
 
 
 def sign_in(driver, base: str, token: str) -> None:
@@ -382,12 +386,12 @@ def test_an_execution_timeline_draws_batches_as_lanes_and_follows_live(setup, br
     joch.token = ROOT
     sign_in(browser, joch.base, tokens["alice"])
     browser.get(f"{joch.base}/ui/executions/run-console?ns={NAMESPACE}")
-    chip = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-call="b1-wait"]'))[0]
-    assert "waiting for approval" in chip.text
-    assert "Batch 1" in browser.find_element(By.CSS_SELECTOR, "section.lane").text
+    chip = '[data-call="b1-wait"]'
+    wait(browser, lambda d: "waiting for approval" in d.find_element(By.CSS_SELECTOR, chip).text)
+    assert "Batch 1" in wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "section.lane").text)
     check_page(browser, "execution")
     joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/approvals/b1-wait/approve", {"rationale": "fine"})
-    wait(browser, lambda d: "ran" in d.find_element(By.CSS_SELECTOR, '[data-call="b1-wait"]').text)
+    wait(browser, lambda d: "ran" in d.find_element(By.CSS_SELECTOR, chip).text)
 
 
 def test_policies_show_versions_and_an_admin_issues_and_revokes_tokens(setup, browser):
@@ -417,3 +421,27 @@ def test_policies_show_versions_and_an_admin_issues_and_revokes_tokens(setup, br
     browser.add_cookie({"name": "joch_session", "value": temp_session["value"], "path": "/ui"})
     browser.get(f"{joch.base}/ui/inbox?ns={NAMESPACE}")
     assert browser.current_url.endswith("/ui/signin"), "revoking a token ends its sessions"
+
+
+def test_the_overview_shows_rates_latency_cost_and_budget_burn(setup, browser):
+    joch, _, tokens = setup
+    joch.apply({"apiVersion": "joch.dev/v1alpha1", "kind": "Tool", "metadata": {"name": "priced.lookup"},
+                "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"},
+                         "cost": {"perCall": 0.25}}})
+    joch.apply({"apiVersion": "joch.dev/v1alpha1", "kind": "Budget", "metadata": {"name": "lookups"},
+                "spec": {"scope": {"tool": "priced.lookup"}, "limits": {"dailyUsd": 1.0}}})
+    joch.token = tokens["bot"]
+    for i in range(2):
+        joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/toolcalls",
+                {"apiVersion": "joch.dev/v1alpha1", "kind": "ToolCall",
+                 "spec": {"toolRef": {"name": "priced.lookup"}, "agentRef": {"name": "support-bot"}, "input": {"i": i}}})
+    joch.token = ROOT
+    sign_in(browser, joch.base, tokens["alice"])
+    browser.get(f"{joch.base}/ui/overview?ns={NAMESPACE}")
+    row = browser.find_element(By.XPATH, "//table//tr[td[text()='priced.lookup']]")
+    assert row.find_element(By.CSS_SELECTOR, "td[data-label=Calls]").text == "2"
+    main = browser.find_element(By.ID, "main").text
+    assert "0.5000 USD" in main and "support-bot" in main
+    meter = browser.find_element(By.CSS_SELECTOR, "meter[aria-label='lookups burn']")
+    assert float(meter.get_attribute("value")) == 0.5 and float(meter.get_attribute("max")) == 1.0
+    check_page(browser, "overview")

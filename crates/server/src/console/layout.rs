@@ -12,6 +12,7 @@ use super::viewer::Viewer;
 /// The console's pages, for the navigation.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Section {
+    Overview,
     Inbox,
     Ledger,
     Executions,
@@ -24,6 +25,7 @@ pub(crate) enum Section {
 impl Section {
     fn title(self) -> &'static str {
         match self {
+            Section::Overview => "Overview",
             Section::Inbox => "Approvals",
             Section::Ledger => "Ledger",
             Section::Executions => "Executions",
@@ -36,6 +38,7 @@ impl Section {
 
     fn href(self) -> &'static str {
         match self {
+            Section::Overview => "/ui/overview",
             Section::Inbox => "/ui/inbox",
             Section::Ledger => "/ui/calls",
             Section::Executions => "/ui/executions",
@@ -89,7 +92,12 @@ pub(crate) fn page(
 }
 
 fn navigation(viewer: &Viewer, current: Section) -> Markup {
-    let mut sections = vec![Section::Inbox, Section::Ledger, Section::Executions];
+    let mut sections = vec![
+        Section::Overview,
+        Section::Inbox,
+        Section::Ledger,
+        Section::Executions,
+    ];
     if viewer.principal.role >= Role::Approver {
         sections.extend([Section::Upstreams, Section::Policies]);
     }

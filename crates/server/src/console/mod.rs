@@ -11,6 +11,7 @@
 //! - `executions.rs`: runs and one run's live timeline in lanes;
 //! - `upstreams.rs`: MCP servers and their held-back definitions;
 //! - `settings.rs`: policies (read) and tokens (admin);
+//! - `overview.rs`: rates, latencies, costs and budget burn, as SVG;
 //! - `layout.rs`: the page shell; `assets.rs`: embedded static files.
 
 mod assets;
@@ -18,6 +19,7 @@ mod executions;
 mod inbox;
 mod layout;
 mod ledger;
+mod overview;
 mod settings;
 mod signin;
 mod upstreams;
@@ -51,6 +53,7 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/ui/executions", get(executions::list))
         .route("/ui/executions/{name}", get(executions::show))
         .route("/ui/executions/{name}/stream", get(executions::stream))
+        .route("/ui/overview", get(overview::show))
         .route("/ui/policies", get(settings::policies))
         .route("/ui/tokens", get(settings::tokens).post(settings::issue))
         .route("/ui/tokens/{name}/revoke", post(settings::revoke))
