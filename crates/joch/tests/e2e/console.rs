@@ -1,0 +1,204 @@
+//! The console's guard over HTTP, without a browser: sign-in, session and
+//! CSRF cookies, refusals as structured JSON. (The pages themselves are
+//! driven in Chromium by tests/interop/test_console.py.)
+
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::{Client, Method, Response, StatusCode};
+use serde_json::Value;
+
+use crate::harness::Joch;
+
+const ROOT: &str = "root-secret-for-the-console";
+
+fn client() -> Client {
+    Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// The `name=value` of a `Set-Cookie` the answer carries, and its attributes.
+fn set_cookie(response: &Response, name: &str) -> Option<(String, String)> {
+    response
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(|v| {
+            let (pair, attributes) = v.split_once(';').unwrap_or((v, ""));
+            (pair.to_owned(), attributes.to_owned())
+        })
+}
+
+async fn json(response: Response) -> (StatusCode, Value) {
+    let status = response.status();
+    (status, response.json().await.unwrap())
+}
+
+async fn send(joch: &Joch, method: Method, path: &str, cookie: &str, form: &str) -> Response {
+    client()
+        .request(method, format!("{}{path}", joch.base))
+        .header(COOKIE, cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form.to_owned())
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn sign_in_sessions_and_csrf_are_guarded() {
+    let joch = Joch::start_with_env(&[("JOCH_ADMIN_TOKEN", ROOT)]).await;
+    let page = send(&joch, Method::GET, "/ui/inbox", "", "").await;
+    assert_eq!(page.status(), StatusCode::SEE_OTHER);
+    assert_eq!(page.headers()[LOCATION], "/ui/signin");
+    let action = send(
+        &joch,
+        Method::POST,
+        "/ui/approvals/a/decide",
+        "",
+        "verb=approve",
+    )
+    .await;
+    assert_eq!(json(action).await.1["code"], "unauthorized");
+
+    let form = send(&joch, Method::GET, "/ui/signin", "", "").await;
+    let (csrf, attributes) = set_cookie(&form, "joch_csrf").expect("a CSRF cookie");
+    assert!(attributes.contains("HttpOnly") && attributes.contains("SameSite=Strict"));
+    assert!(!attributes.contains("Secure"), "plain http: {attributes}");
+    let token = csrf.trim_start_matches("joch_csrf=");
+    let forged = send(
+        &joch,
+        Method::POST,
+        "/ui/signin",
+        &csrf,
+        &format!("csrf=x&token={ROOT}"),
+    )
+    .await;
+    assert_eq!(
+        json(forged).await,
+        (StatusCode::FORBIDDEN, json_error("csrf_refused"))
+    );
+    let wrong = send(
+        &joch,
+        Method::POST,
+        "/ui/signin",
+        &csrf,
+        &format!("csrf={token}&token=nope"),
+    )
+    .await;
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+
+    let signed = send(
+        &joch,
+        Method::POST,
+        "/ui/signin",
+        &csrf,
+        &format!("csrf={token}&token={ROOT}"),
+    )
+    .await;
+    assert_eq!(signed.status(), StatusCode::SEE_OTHER);
+    let (session, attributes) = set_cookie(&signed, "joch_session").expect("a session cookie");
+    assert!(attributes.contains("HttpOnly") && attributes.contains("SameSite=Strict"));
+    assert!(attributes.contains("Max-Age=28800"), "{attributes}");
+    let inbox = send(&joch, Method::GET, "/ui/inbox", &session, "").await;
+    assert_eq!(inbox.status(), StatusCode::OK);
+    let html = inbox.text().await.unwrap();
+    let meta = html.split("name=\"csrf-token\" content=\"").nth(1).unwrap();
+    let session_csrf = &meta[..meta.find('"').unwrap()];
+
+    let bare = send(
+        &joch,
+        Method::POST,
+        "/ui/approvals/a/decide",
+        &session,
+        "verb=approve",
+    )
+    .await;
+    assert_eq!(
+        json(bare).await,
+        (StatusCode::FORBIDDEN, json_error("csrf_refused"))
+    );
+    let visitor = send(
+        &joch,
+        Method::POST,
+        "/ui/approvals/a/decide",
+        &session,
+        &format!("verb=approve&csrf={token}"),
+    )
+    .await;
+    assert_eq!(
+        json(visitor).await.1["code"],
+        "csrf_refused",
+        "a session has its own token"
+    );
+    let decided = send(
+        &joch,
+        Method::POST,
+        "/ui/approvals/a/decide",
+        &session,
+        &format!("verb=approve&csrf={session_csrf}"),
+    )
+    .await;
+    assert_eq!(
+        json(decided).await.1["code"],
+        "approval_not_found",
+        "past the guard, the engine answers"
+    );
+    let bad = send(
+        &joch,
+        Method::POST,
+        "/ui/approvals/a/decide",
+        &session,
+        &format!("verb=maybe&csrf={session_csrf}"),
+    )
+    .await;
+    assert_eq!(json(bad).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let out = send(
+        &joch,
+        Method::POST,
+        "/ui/signout",
+        &session,
+        &format!("csrf={session_csrf}"),
+    )
+    .await;
+    assert_eq!(out.status(), StatusCode::SEE_OTHER);
+    assert!(
+        set_cookie(&out, "joch_session")
+            .unwrap()
+            .1
+            .contains("Max-Age=0")
+    );
+    let after = send(&joch, Method::GET, "/ui/inbox", &session, "").await;
+    assert_eq!(
+        after.headers()[LOCATION],
+        "/ui/signin",
+        "signed out for good"
+    );
+}
+
+fn json_error(code: &str) -> Value {
+    let message = "this form or action lacks its CSRF token; reload the page and try again";
+    serde_json::json!({"code": code, "message": message, "details": {}})
+}
+
+#[tokio::test]
+async fn the_console_is_embedded_and_local_without_authentication() {
+    let joch = Joch::start_with(&["--public-url", "https://joch.example"]).await;
+    let page = send(&joch, Method::GET, "/ui/inbox", "", "").await;
+    assert_eq!(
+        page.status(),
+        StatusCode::OK,
+        "loopback without auth: as the API"
+    );
+    let (_, attributes) = set_cookie(&page, "joch_csrf").unwrap();
+    assert!(attributes.contains("Secure"), "behind https: {attributes}");
+    assert!(page.text().await.unwrap().contains("local · admin"));
+    let script = send(&joch, Method::GET, "/ui/assets/htmx.js", "", "").await;
+    assert_eq!(script.headers()["content-type"], "text/javascript");
+    assert!(script.text().await.unwrap().contains("htmx"));
+    let missing = send(&joch, Method::GET, "/ui/assets/nope.js", "", "").await;
+    assert_eq!(json(missing).await.1["code"], "not_found");
+}
