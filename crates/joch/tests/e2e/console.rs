@@ -202,3 +202,73 @@ async fn the_console_is_embedded_and_local_without_authentication() {
     let missing = send(&joch, Method::GET, "/ui/assets/nope.js", "", "").await;
     assert_eq!(json(missing).await.1["code"], "not_found");
 }
+
+/// Reads the SSE answer until an `inbox` event's data satisfies `wanted`.
+async fn next_inbox(stream: &mut Response, wanted: impl Fn(&str) -> bool) -> String {
+    let mut text = String::new();
+    let read = async {
+        while let Some(chunk) = stream.chunk().await.unwrap() {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = text.find("\n\n") {
+                let event: String = text.drain(..end + 2).collect();
+                if event.contains("event: inbox") && wanted(&event) {
+                    return event;
+                }
+            }
+        }
+        panic!("the stream ended");
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("an inbox event in time")
+}
+
+/// On PostgreSQL, a replica's inbox hears of approvals opened and decided on
+/// another replica at once (LISTEN/NOTIFY), not at its next re-read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_inbox_follows_another_replicas_approvals() {
+    let Some(store) = crate::replicas::fresh_database("console_inbox").await else {
+        return;
+    };
+    let (a, b) = tokio::join!(
+        crate::replicas::replica(&store),
+        crate::replicas::replica(&store)
+    );
+    let webhook = crate::harness::Webhook::start().await;
+    let effects = serde_json::json!({"level": "external_write", "requiresApproval": true});
+    b.create_tool(crate::harness::rest_tool(
+        "held",
+        &format!("{}/ok", webhook.base),
+        effects,
+    ))
+    .await;
+    let path = format!("/ui/inbox/stream?ns={}", crate::harness::NS);
+    let mut stream = send(&a, Method::GET, &path, "", "").await;
+    next_inbox(&mut stream, |e| e.contains("No call is waiting")).await;
+
+    let call = serde_json::json!({"metadata": {"name": "held-1"}, "spec": {"toolRef": {"name": "held"}, "input": {}}});
+    let path = format!("/v1/namespaces/{}/toolcalls?wait=false", crate::harness::NS);
+    let (status, _) = b.send(Method::POST, &path, Some(call)).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let opened = std::time::Instant::now();
+    next_inbox(&mut stream, |e| e.contains("data-approval=\"held-1\"")).await;
+    let heard = opened.elapsed();
+    assert!(
+        heard < std::time::Duration::from_millis(2_500),
+        "heard after {heard:?}, not at once"
+    );
+
+    let path = format!(
+        "/v1/namespaces/{}/approvals/held-1/approve",
+        crate::harness::NS
+    );
+    let (status, _) = b
+        .send(
+            Method::POST,
+            &path,
+            Some(serde_json::json!({"approvedBy": "bea"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    next_inbox(&mut stream, |e| e.contains("No call is waiting")).await;
+}
