@@ -215,6 +215,17 @@ def test_a_waiting_call_appears_live_and_approving_it_answers_the_caller(setup, 
     assert (approval["decidedBy"], approval["rationale"]) == ("alice", "known printer")
 
 
+def test_the_inbox_updates_when_someone_else_decides_first(setup, browser):
+    joch, _, tokens = setup
+    sign_in(browser, joch.base, tokens["alice"])
+    browser.get(f"{joch.base}/ui/inbox?ns={NAMESPACE}")
+    caller = Caller(joch.base, tokens["bot"], "c-elsewhere", {"subject": "decided elsewhere"})
+    card(browser, "c-elsewhere")
+    joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/approvals/c-elsewhere/deny", {"message": "no"})
+    wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, '[data-approval="c-elsewhere"]'))
+    assert caller.result()[1]["status"]["phase"] == "Denied"
+
+
 def test_denying_gives_the_model_the_message(setup, browser):
     joch, _, tokens = setup
     sign_in(browser, joch.base, tokens["alice"])
