@@ -456,3 +456,35 @@ def test_the_overview_shows_rates_latency_cost_and_budget_burn(setup, browser):
     meter = browser.find_element(By.CSS_SELECTOR, "meter[aria-label='lookups burn']")
     assert float(meter.get_attribute("value")) == 0.5 and float(meter.get_attribute("max")) == 1.0
     check_page(browser, "overview")
+
+
+def test_a_user_input_request_takes_a_value_that_reaches_the_tool(setup, browser):
+    joch, webhook, tokens = setup
+    tool = ticket_tool("tickets.confirm", webhook.url, {})
+    tool["spec"]["inputSchema"]["properties"]["code"] = {"type": "string"}
+    joch.apply(tool)
+    joch.apply({"apiVersion": "joch.dev/v1alpha1", "kind": "Policy", "metadata": {"name": "confirm-code"},
+                "spec": {"version": "1", "appliesTo": {"tools": ["tickets.confirm"]},
+                         "rules": [{"name": "code", "require": {"userInput": {"targetArg": "code", "prompt": "Type the code"}}}]}})
+    sign_in(browser, joch.base, tokens["alice"])
+    caller = Caller(joch.base, tokens["bot"], "c-input", {"subject": "needs a code"}, "tickets.confirm")
+    item = card(browser, "c-input")
+    assert "Type the code" in item.text
+    item.find_element(By.CSS_SELECTOR, "input[name=value]").send_keys("1234")
+    item.find_element(By.CSS_SELECTOR, "button[value=provide]").click()
+    status = caller.result()[1]["status"]
+    assert status["phase"] == "Succeeded", status.get("error")
+    assert webhook.seen[-1] == {"subject": "needs a code", "code": "1234"}
+
+
+def test_approve_always_lets_later_calls_of_the_tool_run(setup, browser):
+    """Last: it leaves a standing approval for TOOL."""
+    joch, _, tokens = setup
+    sign_in(browser, joch.base, tokens["alice"])
+    caller = Caller(joch.base, tokens["bot"], "c-always", {"subject": "first of many"})
+    card(browser, "c-always").find_element(By.CSS_SELECTOR, "button[value=always]").click()
+    assert caller.result()[1]["status"]["phase"] == "Succeeded"
+    later = Caller(joch.base, tokens["bot"], "c-later", {"subject": "no wait"}).result()[1]
+    assert later["status"]["phase"] == "Succeeded", "a standing approval: no wait"
+    standing = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/standingapprovals/{TOOL}")
+    assert standing["spec"]["decidedBy"] == "alice"

@@ -169,6 +169,9 @@ fn card(viewer: &Viewer, item: &InboxItem) -> Markup {
                     }
                 }
                 dt { "Why" } dd { (a.spec.risk.summary) }
+                @if let Some(prompt) = a.spec.payload.pointer("/userInput/prompt").and_then(Value::as_str) {
+                    dt { "Asks for" } dd { (prompt) }
+                }
                 dt { "Time left" } dd {
                     @if let Some(deadline) = a.status.deadline {
                         time datetime=(deadline.0.to_rfc3339()) data-deadline=(deadline.0.to_rfc3339()) {
@@ -206,7 +209,7 @@ fn actions(viewer: &Viewer, item: &InboxItem) -> Markup {
                     label for=(id("rationale")) { "Rationale (for the record)" }
                     input id=(id("rationale")) type="text" name="rationale";
                     @if user_input {
-                        label for=(id("value")) { "Value to provide (JSON or text)" }
+                        label for=(id("value")) { "Value to provide (text)" }
                         input id=(id("value")) type="text" name="value";
                         button.primary type="submit" name="verb" value="provide" { "Provide value" }
                     } @else {
@@ -288,10 +291,7 @@ impl DecisionForm {
                 _ => None,
             },
             value: match self.verb {
-                Verb::Provide => Some(
-                    parse("value", &self.value)
-                        .unwrap_or_else(|_| Value::String(self.value.clone())),
-                ),
+                Verb::Provide => Some(Value::String(self.value.clone())),
                 _ => None,
             },
             always: matches!(self.verb, Verb::Always),
