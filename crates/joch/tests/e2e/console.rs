@@ -272,3 +272,106 @@ async fn the_inbox_follows_another_replicas_approvals() {
     assert_eq!(status, StatusCode::OK);
     next_inbox(&mut stream, |e| e.contains("No call is waiting")).await;
 }
+
+/// A measurement, not a check run by default: the ledger page's first page
+/// (and a filtered one, and the next page) over a store of a million
+/// settled calls, as `joch serve` answers them. Writes the ledger first
+/// (minutes in a debug build). `JOCH_LEDGER_CALLS` sets the size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement over a million-call store; run with --ignored --nocapture"]
+async fn the_ledger_pages_of_a_million_calls() {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    let calls: usize = std::env::var("JOCH_LEDGER_CALLS").map_or(1_000_000, |n| n.parse().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("joch.db");
+    let store: Arc<dyn joch_store::Store> = Arc::new(joch_store::SqliteStore::open(&db).unwrap());
+    let started = Instant::now();
+    let mut writers = Vec::new();
+    for w in 0..16 {
+        let store = Arc::clone(&store);
+        writers.push(tokio::spawn(async move {
+            for i in (w..calls).step_by(16) {
+                let input = serde_json::json!({"q": i % 100});
+                let mut call = joch_core::ToolCall::of(
+                    format!("call-{i:08}"),
+                    format!("tool-{}", i % 20),
+                    input,
+                );
+                call.metadata.namespace = crate::harness::NS.to_owned();
+                call.metadata.creation_timestamp = Some(joch_core::Time(chrono::Utc::now()));
+                call.spec.agent_ref = Some(joch_core::ObjectRef::new(format!("agent-{}", i % 5)));
+                call.status.phase = if i % 50 == 0 {
+                    joch_core::Phase::Failed
+                } else {
+                    joch_core::Phase::Succeeded
+                };
+                store
+                    .create_object(&mut call, joch_store::Durability::Deferred)
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    let mut last = joch_core::ToolCall::of("call-last", "tool-0", serde_json::json!({}));
+    last.metadata.namespace = crate::harness::NS.to_owned();
+    store
+        .create_object(&mut last, joch_store::Durability::Sync)
+        .await
+        .unwrap();
+    drop(store);
+    eprintln!(
+        "wrote {calls} calls in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let joch = Joch::start_on(&db, &[]).await;
+    let ns = crate::harness::NS;
+    for (what, query) in [
+        ("first page", String::new()),
+        ("by agent", "&agent=agent-3".to_owned()),
+        ("by tool and phase", "&tool=tool-7&phase=Failed".to_owned()),
+    ] {
+        let mut times = Vec::new();
+        let mut next = None;
+        for _ in 0..21 {
+            let t = Instant::now();
+            let page = send(
+                &joch,
+                Method::GET,
+                &format!("/ui/calls?ns={ns}{query}"),
+                "",
+                "",
+            )
+            .await;
+            assert_eq!(page.status(), StatusCode::OK);
+            let html = page.text().await.unwrap();
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            next = html
+                .split("href=\"/ui/calls?")
+                .nth(1)
+                .map(|s| s[..s.find('"').unwrap()].replace("&amp;", "&"));
+        }
+        times.sort_by(f64::total_cmp);
+        let t = Instant::now();
+        let second = send(
+            &joch,
+            Method::GET,
+            &format!("/ui/calls?{}", next.expect("a next page")),
+            "",
+            "",
+        )
+        .await;
+        assert_eq!(second.status(), StatusCode::OK);
+        let _ = second.text().await.unwrap();
+        let next_ms = t.elapsed().as_secs_f64() * 1000.0;
+        eprintln!(
+            "{what}: p50 {:.1} ms, max {:.1} ms; next page {next_ms:.1} ms",
+            times[10], times[20]
+        );
+    }
+}
