@@ -22,6 +22,7 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from conftest import NAMESPACE, start_joch
@@ -301,6 +302,37 @@ def test_the_ledger_filters_and_opens_a_call(setup, browser):
     for expected in ["Succeeded", "printer on fire", "ticketId", "known printer", "alice", "tickets-need-a-person"]:
         assert expected in page, f"{expected!r} not on the call's page"
     check_page(browser, "call")
+
+
+def test_replay_is_an_admins_and_leads_to_the_new_call(setup, browser):
+    joch, _, tokens = setup
+    sign_in(browser, joch.base, tokens["alice"])
+    browser.get(f"{joch.base}/ui/calls/c-approve?ns={NAMESPACE}")
+    Select(browser.find_element(By.ID, "replay-mode")).select_by_value("record")
+    browser.find_element(By.XPATH, "//button[text()='Replay']").click()
+    assert "forbidden" in wait(browser, lambda d: d.find_element(By.ID, "alert").text)
+    sign_in(browser, joch.base, ROOT)
+    browser.get(f"{joch.base}/ui/calls/c-approve?ns={NAMESPACE}")
+    Select(browser.find_element(By.ID, "replay-mode")).select_by_value("record")
+    browser.find_element(By.XPATH, "//button[text()='Replay']").click()
+    wait(browser, lambda d: d.find_element(By.TAG_NAME, "h1").text not in ("", "Call c-approve"))
+    replayed = browser.find_element(By.TAG_NAME, "h1").text.removeprefix("Call ")
+    call = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/toolcalls/{replayed}")
+    assert call["spec"]["replayOf"]["name"] == "c-approve"
+
+
+def test_pages_are_usable_by_keyboard(setup, browser):
+    joch, _, tokens = setup
+    sign_in(browser, joch.base, tokens["alice"])
+    browser.get(f"{joch.base}/ui/calls?ns={NAMESPACE}")
+    body = browser.find_element(By.TAG_NAME, "body")
+    body.send_keys(Keys.TAB)
+    skip = browser.switch_to.active_element
+    assert skip.text == "Skip to content"
+    skip.send_keys(Keys.ENTER)
+    assert browser.current_url.endswith("#main")
+    browser.find_element(By.ID, "f-tool").send_keys(TOOL + Keys.ENTER)
+    wait(browser, lambda d: f"tool={TOOL}" in d.current_url)
 
 
 def test_signing_in_with_a_wrong_token_fails_and_signing_out_ends_the_session(setup, browser):
