@@ -7,7 +7,7 @@
 //! `apiVersion`/`kind` and an oversized body into structured 4xx answers.
 #![warn(missing_docs)]
 
-mod api;
+pub(crate) mod api;
 mod auth;
 mod console;
 mod discovery;

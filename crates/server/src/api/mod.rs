@@ -2,7 +2,7 @@
 //! answers for unknown routes and methods.
 
 mod approvals;
-mod artifacts;
+pub(crate) mod artifacts;
 mod audit;
 mod contexts;
 mod costs;

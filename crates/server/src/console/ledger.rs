@@ -193,6 +193,7 @@ pub(crate) async fn show(
         Err(EngineError::NotFound { .. }) => None,
         Err(e) => return Err(e.into()),
     };
+    let artifacts = super::artifacts::section(&state.engine, &viewer, &call).await?;
     let title = format!("Call {name}");
     let body = html! {
         h1 { (title) }
@@ -209,6 +210,7 @@ pub(crate) async fn show(
             (None, Some(error)) => (json_block("Error", &serde_json::to_value(error).unwrap_or_default())),
             (None, None) => p.note { "No output recorded." },
         }
+        (artifacts)
         h2 { "Hook decisions" }
         (decisions(&call))
         @if let Some(a) = &approval { (approval_section(a)) }

@@ -8,12 +8,14 @@
 //! - `signin.rs`: token sign-in and sign-out;
 //! - `inbox.rs`: pending approvals, live, and decisions;
 //! - `ledger.rs`: ToolCalls filtered and paged, a call's page, replay and resolve;
+//! - `artifacts.rs`: a call's artifacts shown, previewed or offered;
 //! - `executions.rs`: runs and one run's live timeline in lanes;
 //! - `upstreams.rs`: MCP servers and their held-back definitions;
 //! - `settings.rs`: policies (read) and tokens (admin);
 //! - `overview.rs`: rates, latencies, costs and budget burn, as SVG;
 //! - `layout.rs`: the page shell; `assets.rs`: embedded static files.
 
+mod artifacts;
 mod assets;
 mod executions;
 mod inbox;
@@ -49,6 +51,7 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/ui/calls", get(ledger::list))
         .route("/ui/calls/{name}", get(ledger::show))
         .route("/ui/calls/{name}/replay", post(ledger::replay))
+        .route("/ui/artifacts/{id}/content", get(artifacts::content))
         .route("/ui/calls/{name}/resolve", post(ledger::resolve))
         .route("/ui/executions", get(executions::list))
         .route("/ui/executions/{name}", get(executions::show))
