@@ -321,6 +321,31 @@ def test_replay_is_an_admins_and_leads_to_the_new_call(setup, browser):
     assert call["spec"]["replayOf"]["name"] == "c-approve"
 
 
+def test_a_calls_artifact_is_previewed_and_served_sandboxed(setup, browser):
+    joch, webhook, tokens = setup
+    tool = ticket_tool("tickets.export", webhook.url, {})
+    tool["spec"]["inline"] = False
+    tool["spec"]["sideEffects"] = {"level": "read_only"}
+    joch.apply(tool)
+    call = {"apiVersion": "joch.dev/v1alpha1", "kind": "ToolCall", "metadata": {"name": "c-export"},
+            "spec": {"toolRef": {"name": "tickets.export"}, "input": {"subject": "export"}}}
+    done = joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/toolcalls", call)
+    assert done["status"]["artifacts"], done["status"]
+    sign_in(browser, joch.base, tokens["alice"])
+    browser.get(f"{joch.base}/ui/calls/c-export?ns={NAMESPACE}")
+    artifact = browser.find_element(By.CSS_SELECTOR, "[data-artifact]")
+    assert "ticketId" in artifact.find_element(By.TAG_NAME, "pre").text
+    check_page(browser, "artifact")
+    href = artifact.find_element(By.LINK_TEXT, "Open").get_attribute("href")
+    answer = browser.execute_async_script(
+        "const [url, done] = arguments;"
+        "fetch(url, {headers: {range: 'bytes=0-1'}}).then(async r => done({status: r.status,"
+        " csp: r.headers.get('content-security-policy'), body: await r.text()}));",
+        href,
+    )
+    assert (answer["status"], answer["csp"], answer["body"]) == (206, "sandbox", '{\n')
+
+
 def test_pages_are_usable_by_keyboard(setup, browser):
     joch, _, tokens = setup
     sign_in(browser, joch.base, tokens["alice"])
