@@ -239,3 +239,76 @@ fn summary(data: &Value) -> String {
         None => text,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn event(kind: &str, data: Value) -> Event {
+        Event {
+            sequence: 0,
+            kind: kind.to_owned(),
+            time: joch_core::Time(chrono::Utc::now()),
+            data,
+        }
+    }
+
+    fn call(kind: &str, id: &str, extra: Value) -> Event {
+        let mut data = json!({"tool_call_id": id, "tool_name": "t"});
+        data.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().cloned().unwrap_or_default());
+        event(kind, data)
+    }
+
+    #[test]
+    fn batches_become_lanes_and_each_call_keeps_its_last_outcome() {
+        let events = [
+            event("tool_batch_started", json!({"batch": 1})),
+            call("policy_decision", "a", json!({"action": "allow"})),
+            call("tool_completed", "a", json!({"success": true})),
+            call("policy_decision", "b", json!({"action": "deny"})),
+            call("tool_completed", "b", json!({"success": false})),
+            event("tool_batch_started", json!({"batch": 2})),
+            call("run_paused", "c", json!({})),
+            call(
+                "tool_completed",
+                "d",
+                json!({"success": false, "error": "skipped: the batch stopped"}),
+            ),
+            call(
+                "tool_completed",
+                "e",
+                json!({"success": false, "error": "timeout"}),
+            ),
+        ];
+        let shape: Vec<(u64, Vec<(String, &str)>)> = lanes(&events)
+            .into_iter()
+            .map(|(n, chips)| {
+                (
+                    n,
+                    chips.into_iter().map(|(id, c)| (id, c.outcome)).collect(),
+                )
+            })
+            .collect();
+        let own = |pairs: &[(&str, &'static str)]| -> Vec<(String, &'static str)> {
+            pairs.iter().map(|(id, o)| ((*id).to_owned(), *o)).collect()
+        };
+        assert_eq!(
+            shape,
+            vec![
+                (1, own(&[("a", "ran"), ("b", "denied")])),
+                (
+                    2,
+                    own(&[
+                        ("c", "waiting for approval"),
+                        ("d", "skipped"),
+                        ("e", "failed")
+                    ])
+                ),
+            ]
+        );
+    }
+}

@@ -284,3 +284,56 @@ fn budget_table(budgets: &[Budget], [day, month]: [Totals<'_>; 2]) -> Markup {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let mut s = ToolStats {
+            latencies: (1..=100).rev().collect(),
+            ..ToolStats::default()
+        };
+        assert_eq!(
+            (s.percentile(0.5), s.percentile(0.99), s.percentile(1.0)),
+            (Some(50), Some(99), Some(100))
+        );
+        assert_eq!(ToolStats::default().percentile(0.5), None);
+    }
+
+    #[test]
+    fn a_budget_counts_its_scope_in_its_currency() {
+        let total = |key: &str, currency: &str, micros| CostTotal {
+            key: key.to_owned(),
+            currency: currency.to_owned(),
+            micros,
+            calls: 1,
+        };
+        let tools = [
+            total("a", "USD", 10),
+            total("b", "USD", 20),
+            total("a", "EUR", 99),
+        ];
+        let agents = [total("bot", "USD", 30)];
+        let budget = |scope: serde_json::Value| -> Budget {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "b"}, "spec": {"scope": scope, "limits": {"dailyUsd": 1.0}}
+            }))
+            .unwrap()
+        };
+        assert_eq!(
+            spent(&budget(serde_json::json!({"tool": "a"})), &tools, &agents),
+            10
+        );
+        assert_eq!(
+            spent(
+                &budget(serde_json::json!({"agent": "bot"})),
+                &tools,
+                &agents
+            ),
+            30
+        );
+        assert_eq!(spent(&budget(serde_json::json!({})), &tools, &agents), 30);
+    }
+}

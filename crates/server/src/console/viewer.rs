@@ -220,3 +220,29 @@ fn form_field(body: &[u8], name: &str) -> Option<String> {
         .find(|(k, _)| k == name)
         .map(|(_, v)| v)
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn cookies_and_form_fields_are_read_exactly() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; joch_csrf=xyz"),
+        );
+        headers.append(header::COOKIE, HeaderValue::from_static("joch_session=s=2"));
+        assert_eq!(cookie(&headers, "joch_csrf"), Some("xyz"));
+        assert_eq!(cookie(&headers, "joch_session"), Some("s=2"));
+        assert_eq!(cookie(&headers, "csrf"), None);
+        assert_eq!(
+            form_field(b"verb=approve&csrf=a%20b", "csrf").as_deref(),
+            Some("a b")
+        );
+        assert_eq!(form_field(b"verb=approve", "csrf"), None);
+        assert_eq!(form_field(b"\xff=\xfe", "csrf"), None);
+    }
+}
