@@ -282,6 +282,16 @@ def test_an_agent_sees_but_cannot_decide_and_forms_need_their_csrf_token(setup, 
     assert caller.result()[1]["status"]["phase"] == "Succeeded"
 
 
+def test_an_approver_cannot_decide_its_own_call(setup, browser):
+    joch, _, tokens = setup
+    sign_in(browser, joch.base, tokens["alice"])
+    caller = Caller(joch.base, tokens["alice"], "c-own", {"subject": "my own"})
+    item = card(browser, "c-own")
+    assert "cannot decide on a call it made" in item.text and not item.find_elements(By.TAG_NAME, "button")
+    joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/approvals/c-own/deny", {"message": "no"})
+    assert caller.result()[1]["status"]["phase"] == "Denied"
+
+
 def test_the_ledger_filters_and_opens_a_call(setup, browser):
     joch, _, tokens = setup
     sign_in(browser, joch.base, tokens["alice"])
