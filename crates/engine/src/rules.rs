@@ -25,6 +25,7 @@ use joch_core::{
 
 use crate::EngineError;
 use crate::policy::evaluate::glob_matches;
+use joch_core::ApprovalActionKind;
 
 /// Refuses a principal bound to another namespace, as if the namespace's
 /// resources did not exist.
@@ -117,7 +118,7 @@ pub(crate) fn decider(
 /// True when the approval's policy asked the caller's own user: an
 /// `askUser` routing, or a `userInput` value only that user can give.
 pub(crate) fn asks_user(approval: &Approval) -> bool {
-    approval.spec.routing.ask_user || approval.spec.action.kind == "user_input"
+    approval.spec.routing.ask_user || approval.spec.action.kind == ApprovalActionKind::UserInput
 }
 
 /// Refuses a principal below `admin`: replaying and resolving calls are an

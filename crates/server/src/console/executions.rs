@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream, StreamExt};
-use joch_core::Execution;
+use joch_core::{EventKind, Execution};
 use joch_engine::{Engine, Event, ListParams};
 use maud::{Markup, html};
 use serde::Deserialize;
@@ -155,7 +155,7 @@ fn lanes(events: &[Event]) -> Vec<(u64, Vec<(String, Chip)>)> {
     let mut lanes: Vec<(u64, Vec<(String, Chip)>)> = Vec::new();
     let mut index: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for e in events {
-        if e.kind == "tool_batch_started" {
+        if e.kind == EventKind::ToolBatchStarted {
             lanes.push((e.data["batch"].as_u64().unwrap_or_default(), Vec::new()));
             continue;
         }
@@ -178,15 +178,17 @@ fn lanes(events: &[Event]) -> Vec<(u64, Vec<(String, Chip)>)> {
             (lane, lanes[lane].1.len() - 1)
         });
         let chip = &mut lanes[at.0].1[at.1].1;
-        chip.outcome = match (e.kind.as_str(), &e.data) {
-            ("run_paused", _) => "waiting for approval",
-            ("policy_decision", d) if d["action"] == "deny" => "denied",
-            ("tool_completed", d) if d["success"] == true => "ran",
-            ("tool_completed", _) if chip.outcome == "denied" => "denied",
-            ("tool_completed", d) if d["error"].as_str().is_some_and(|m| m.contains("skipped")) => {
+        chip.outcome = match (e.kind, &e.data) {
+            (EventKind::RunPaused, _) => "waiting for approval",
+            (EventKind::PolicyDecision, d) if d["action"] == "deny" => "denied",
+            (EventKind::ToolCompleted, d) if d["success"] == true => "ran",
+            (EventKind::ToolCompleted, _) if chip.outcome == "denied" => "denied",
+            (EventKind::ToolCompleted, d)
+                if d["error"].as_str().is_some_and(|m| m.contains("skipped")) =>
+            {
                 "skipped"
             }
-            ("tool_completed", _) => "failed",
+            (EventKind::ToolCompleted, _) => "failed",
             _ => chip.outcome,
         };
     }
@@ -217,7 +219,7 @@ fn timeline(viewer: &Viewer, events: &[Event]) -> Markup {
                     tr {
                         td data-label="#" { (e.sequence) }
                         td data-label="Time" { (e.time.0.format("%H:%M:%S%.3f")) }
-                        td data-label="Type" { (e.kind) }
+                        td data-label="Type" { (e.kind.as_str()) }
                         td data-label="Call" { (e.data.get("tool_call_id").and_then(Value::as_str).unwrap_or("")) }
                         td data-label="Data" { code { (summary(&e.data)) } }
                     }
@@ -249,7 +251,7 @@ mod tests {
     fn event(kind: &str, data: Value) -> Event {
         Event {
             sequence: 0,
-            kind: kind.to_owned(),
+            kind: EventKind::parse(kind).unwrap(),
             time: joch_core::Time(chrono::Utc::now()),
             data,
         }

@@ -12,6 +12,7 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use futures_util::stream::{self, Stream, StreamExt};
+use joch_core::ApprovalActionKind;
 use joch_engine::{ApprovalDecision, Engine, InboxItem};
 use maud::{Markup, html};
 use serde::Deserialize;
@@ -195,7 +196,7 @@ fn actions(viewer: &Viewer, item: &InboxItem) -> Markup {
     let name = &a.metadata.name;
     let url = format!("/ui/approvals/{name}/decide?ns={}", viewer.namespace);
     let id = |field: &str| format!("{field}-{name}");
-    let user_input = a.spec.action.kind == "user_input";
+    let user_input = a.spec.action.kind == ApprovalActionKind::UserInput;
     let input = item
         .call
         .as_ref()
