@@ -136,7 +136,7 @@ impl Engine {
         if settings.metadata.name.is_empty() {
             settings.metadata.name = namespace.to_owned();
         } else if settings.metadata.name != namespace {
-            return Err(EngineError::BadRequest(format!(
+            return Err(EngineError::PathMismatch(format!(
                 "a Namespace's name is the namespace: {:?} is not {namespace:?}",
                 settings.metadata.name
             )));
@@ -151,7 +151,7 @@ impl Engine {
 
     /// Starts a background task that removes expired idempotency keys every
     /// `every`, so the key table does not grow without bound.
-    pub fn spawn_key_purger(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn spawn_key_purger(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let store = Arc::clone(&self.inner.store);
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(every);

@@ -81,8 +81,7 @@ impl Engine {
             csrf: secret(),
             expires_at_ms: expires.timestamp_millis(),
         };
-        let body =
-            serde_json::to_string(&stored).map_err(|e| EngineError::Unavailable(e.to_string()))?;
+        let body = serde_json::to_string(&stored).expect("a session serialises");
         let record = Record {
             kind: SESSION_KIND.to_owned(),
             namespace: SESSION_NAMESPACE.to_owned(),

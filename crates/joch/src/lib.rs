@@ -31,7 +31,7 @@ pub use library::call::{ExecutionContext, ToolCall, ToolDefinition, ToolOutput};
 pub use library::embedded::EmbeddedGateway;
 pub use library::error::Error;
 pub use library::executor::ToolExecutor;
-pub use library::open::{StoreLocation, open_engine};
+pub use library::open::{StoreLocation, open_engine, start};
 pub use library::remote::RemoteGateway;
 
 /// The resource types (`Tool`, `Policy`, `Approval`, ...).
