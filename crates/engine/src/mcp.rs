@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use joch_core::mcp::{Reconciled, SERVER_LABEL, reconcile};
 use joch_core::{
-    Backend, CallError, ErrorCode, EventKind, McpServer, Object, Tool, ToolDiscovery,
+    Backend, CallError, ErrorCode, EventKind, McpServer, Object, Principal, Tool, ToolDiscovery,
     ValidationError,
 };
 use joch_store::{Durability, ListQuery};
@@ -321,12 +321,16 @@ impl Engine {
 
     /// Adopts the held-back definitions of `tool` (every held tool when
     /// `None`) and lifts their quarantine.
+    /// Only an admin may (see `rules.rs`).
     pub async fn accept_mcp_tools(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
         tool: Option<&str>,
     ) -> Result<McpServer, EngineError> {
+        crate::rules::acts_in(by, namespace)?;
+        crate::rules::administers(by, "accept upstream tool definitions")?;
         let mut server: McpServer = self.inner.store.get_object(namespace, name).await?;
         if let Some(tool) = tool {
             if !server.status.tools.contains_key(tool) {

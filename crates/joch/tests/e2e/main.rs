@@ -13,6 +13,7 @@ mod auth;
 mod backtest;
 mod calls;
 mod cli;
+mod console;
 mod costs;
 mod crash;
 mod declarative;

@@ -40,7 +40,7 @@ pub(crate) async fn fresh_database(test: &str) -> Option<String> {
     Some(format!("{root}/{name}?{params}"))
 }
 
-async fn replica(store: &str) -> Joch {
+pub(crate) async fn replica(store: &str) -> Joch {
     let flags = ["--store", store, "--lease-seconds", "3"];
     let dir = tempfile::tempdir().expect("tempdir");
     Joch::spawn(
