@@ -12,13 +12,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use joch_core::mcp::McpServerSpec;
+use joch_core::mcp_surface::{CallClient, ClientCapabilities, McpOperation};
 use joch_core::{
     Backend, CallError, ErrorCode, Invocation, McpServer, ToolBackend, ToolDiscovery, ToolFailure,
 };
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
@@ -26,23 +28,29 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Value, json};
 
+mod handler;
 mod progress;
+mod surface;
 
+use handler::{NoticeSink, Upstream};
 use progress::ProgressRoutes;
 
 /// How long opening a connection (spawn or HTTP, then the MCP handshake) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
-type Client = RunningService<RoleClient, ProgressRoutes>;
+type Client = RunningService<RoleClient, Upstream>;
 
 /// The `mcp` backend: calls tools of upstream MCP servers and lists them.
 #[derive(Default)]
 pub struct McpClients {
-    /// One slot per server (`namespace/name`); the slot's lock makes
-    /// concurrent first calls share one connection instead of racing.
+    /// One slot per server and set of capabilities declared upstream
+    /// (`namespace/name#caps`); the slot's lock makes concurrent first
+    /// calls share one connection instead of racing.
     slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Connection>>>>>,
     /// Where every connection's progress notifications go.
     progress: ProgressRoutes,
+    /// Where notifications not about one call go.
+    notices: NoticeSink,
 }
 
 struct Connection {
@@ -57,16 +65,31 @@ impl McpClients {
         Self::default()
     }
 
-    fn slot(&self, server: &McpServer) -> Arc<tokio::sync::Mutex<Option<Connection>>> {
-        let key = format!("{}/{}", server.metadata.namespace, server.metadata.name);
+    fn slot(
+        &self,
+        server: &McpServer,
+        caps: ClientCapabilities,
+    ) -> Arc<tokio::sync::Mutex<Option<Connection>>> {
+        let key = format!(
+            "{}/{}#{}{}{}",
+            server.metadata.namespace,
+            server.metadata.name,
+            u8::from(caps.sampling),
+            u8::from(caps.elicitation_form),
+            u8::from(caps.elicitation_url)
+        );
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         slots.entry(key).or_default().clone()
     }
 
-    /// The live connection to `server`, opened if there is none, if it
-    /// closed, or if the server's transport settings changed.
-    async fn client(&self, server: &McpServer) -> Result<Arc<Client>, CallError> {
-        let slot = self.slot(server);
+    /// The live connection to `server` declaring `caps`, opened if there
+    /// is none, if it closed, or if the server's transport settings changed.
+    async fn client(
+        &self,
+        server: &McpServer,
+        caps: ClientCapabilities,
+    ) -> Result<Arc<Client>, CallError> {
+        let slot = self.slot(server, caps);
         let mut slot = slot.lock().await;
         if let Some(live) = slot.as_ref() {
             let same = live.spec.stdio == server.spec.stdio && live.spec.http == server.spec.http;
@@ -77,7 +100,17 @@ impl McpClients {
         if let Some(stale) = slot.take() {
             stale.client.cancellation_token().cancel();
         }
-        let client = Arc::new(connect(server, self.progress.clone()).await?);
+        let handler = Upstream {
+            progress: self.progress.clone(),
+            calls: Arc::default(),
+            capabilities: caps,
+            notices: self.notices.clone(),
+            server: (
+                server.metadata.namespace.clone(),
+                server.metadata.name.clone(),
+            ),
+        };
+        let client = Arc::new(connect(server, handler).await?);
         *slot = Some(Connection {
             spec: server.spec.clone(),
             client: client.clone(),
@@ -89,7 +122,8 @@ impl McpClients {
     /// next use opens a fresh one: after a transport error or a timeout the
     /// session may be gone upstream.
     async fn forget(&self, server: &McpServer, client: &Arc<Client>) {
-        let slot = self.slot(server);
+        let caps = client.service().capabilities;
+        let slot = self.slot(server, caps);
         let mut slot = slot.lock().await;
         if slot
             .as_ref()
@@ -135,7 +169,7 @@ impl McpClients {
     }
 }
 
-async fn connect(server: &McpServer, progress: ProgressRoutes) -> Result<Client, CallError> {
+async fn connect(server: &McpServer, handler: Upstream) -> Result<Client, CallError> {
     let name = &server.metadata.name;
     let unavailable = |what: String| {
         CallError::new(
@@ -154,7 +188,7 @@ async fn connect(server: &McpServer, progress: ProgressRoutes) -> Result<Client,
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .map_err(|e| unavailable(format!("cannot start {:?}: {e}", stdio.command)))?;
-            progress
+            handler
                 .clone()
                 .serve(transport)
                 .await
@@ -182,7 +216,7 @@ async fn connect(server: &McpServer, progress: ProgressRoutes) -> Result<Client,
                 .build()
                 .map_err(|e| unavailable(e.to_string()))?;
             let transport = StreamableHttpClientTransport::with_client(client, config);
-            progress
+            handler
                 .serve(transport)
                 .await
                 .map_err(|e| unavailable(e.to_string()))
@@ -215,25 +249,35 @@ impl ToolBackend for McpClients {
                 "an MCP tool was invoked without its server",
             ));
         };
-        let client = self.client(server).await?;
+        let caps = invocation
+            .client
+            .map(|c| c.capabilities())
+            .unwrap_or_default();
+        let client = self.client(server, caps).await?;
+        let timeout = Duration::from_millis(server.spec.timeout_ms);
+        if backend.operation != McpOperation::CallTool {
+            return self
+                .read_or_get(server, &client, backend.operation, invocation.args)
+                .await;
+        }
         let request = CallToolRequestParams::new(backend.tool.clone())
             .with_arguments(invocation.args.clone());
-        let timeout = Duration::from_millis(server.spec.timeout_ms);
-        let outcome = match invocation.chunks {
-            None => tokio::time::timeout(timeout, client.call_tool(request)).await,
-            // Someone watches this call: pass on the progress the server
-            // reports against the request's token as it comes.
-            Some(sink) => {
-                tokio::time::timeout(
-                    timeout,
-                    call_reporting_progress(&client, &self.progress, request, sink),
-                )
-                .await
-            }
-        };
-        let answer = match outcome {
+        let running = call_tool(
+            &client,
+            &self.progress,
+            request,
+            invocation.chunks,
+            invocation.client,
+        );
+        let answer = match tokio::time::timeout(timeout, running).await {
             Ok(Ok(result)) => result,
-            Ok(Err(e)) => return Err(self.failed(server, &client, e).await),
+            Ok(Err(Ended::Cancelled)) => {
+                return Err(CallError::new(
+                    ErrorCode::Cancelled,
+                    "the client cancelled the call; the server was told",
+                ));
+            }
+            Ok(Err(Ended::Failed(e))) => return Err(self.failed(server, &client, e).await),
             Err(_) => {
                 return Err(self
                     .failed(server, &client, ServiceError::Timeout { timeout })
@@ -260,12 +304,25 @@ impl ToolBackend for McpClients {
     fn discovery(&self) -> Option<&dyn ToolDiscovery> {
         Some(self)
     }
+
+    fn surface(&self) -> Option<&dyn joch_core::mcp_surface::McpSurface> {
+        Some(self)
+    }
 }
 
 #[async_trait]
 impl ToolDiscovery for McpClients {
+    /// Listed as a client that can relay everything: a server that offers
+    /// some tools only to clients that sample or elicit lists them too (a
+    /// call from a client that cannot goes over a connection that says
+    /// so, and the server answers it as it sees fit).
     async fn list_tools(&self, server: &McpServer) -> Result<Vec<Value>, ToolFailure> {
-        let client = self.client(server).await?;
+        let everything = ClientCapabilities {
+            sampling: true,
+            elicitation_form: true,
+            elicitation_url: true,
+        };
+        let client = self.client(server, everything).await?;
         let timeout = Duration::from_millis(server.spec.timeout_ms);
         let tools = match tokio::time::timeout(timeout, client.list_all_tools()).await {
             Ok(Ok(tools)) => tools,
@@ -302,34 +359,70 @@ fn first_text(result: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// How a `tools/call` ended without a result.
+enum Ended {
+    /// The client cancelled it; the server was sent `notifications/cancelled`.
+    Cancelled,
+    Failed(ServiceError),
+}
+
+impl From<ServiceError> for Ended {
+    fn from(e: ServiceError) -> Self {
+        Ended::Failed(e)
+    }
+}
+
 /// `tools/call`, passing each progress notification the server sends for
-/// it to `sink` while it runs. (rmcp gives every request its own progress
-/// token, so the request is sent first and its token routed then; a report
-/// sent before that is missed, which costs a chunk, never the result.)
-async fn call_reporting_progress(
+/// it to `sink` while it runs, and what the server asks during it to
+/// `caller`; if `caller` cancels, the server is told and the call ends.
+/// (rmcp gives every request its own progress token, so the request is
+/// sent first and its token routed then; a report sent before that is
+/// missed, which costs a chunk, never the result.)
+async fn call_tool(
     client: &Client,
     routes: &ProgressRoutes,
     params: CallToolRequestParams,
-    sink: &dyn joch_core::OutputChunks,
-) -> Result<CallToolResult, ServiceError> {
+    sink: Option<&dyn joch_core::OutputChunks>,
+    caller: Option<&Arc<dyn CallClient>>,
+) -> Result<CallToolResult, Ended> {
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = client
         .send_request_with_option(request, PeerRequestOptions::no_options())
         .await?;
+    let _call = caller.map(|c| client.service().route(&handle.id, c.clone()));
     let (_route, mut progress) = routes.route(&handle.progress_token);
+    let (id, peer) = (handle.id.clone(), handle.peer.clone());
     let response = handle.await_response();
     tokio::pin!(response);
+    let cancelled = async {
+        match caller {
+            Some(caller) => caller.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(cancelled);
     let response = loop {
         tokio::select! {
             response = &mut response => break response,
-            Some(chunk) = progress.recv() => sink.chunk(chunk),
+            Some(chunk) = progress.recv() => if let Some(sink) = sink { sink.chunk(chunk) },
+            () = &mut cancelled => {
+                let notice: Result<CancelledNotificationParam, _> = serde_json::from_value(
+                    json!({"requestId": id, "reason": "the client cancelled the call"}),
+                );
+                if let Ok(notice) = notice {
+                    let _ = peer.notify_cancelled(notice).await;
+                }
+                return Err(Ended::Cancelled);
+            }
         }
     };
     while let Ok(chunk) = progress.try_recv() {
-        sink.chunk(chunk);
+        if let Some(sink) = sink {
+            sink.chunk(chunk);
+        }
     }
     match response? {
         ServerResult::CallToolResult(result) => Ok(result),
-        _ => Err(ServiceError::UnexpectedResponse),
+        _ => Err(Ended::Failed(ServiceError::UnexpectedResponse)),
     }
 }

@@ -37,6 +37,11 @@ pub struct Invocation<'a> {
     /// Where to report output while the tool runs (a streamed response's
     /// lines), before the final result; `None` when nobody listens.
     pub chunks: Option<&'a dyn OutputChunks>,
+    /// The client that made the call, when the upstream of an MCP tool may
+    /// ask it something during the call (`sampling/createMessage`,
+    /// `elicitation/create`) or it may cancel the call. Always given by
+    /// the engine, which records each exchange.
+    pub client: Option<&'a std::sync::Arc<dyn crate::mcp_surface::CallClient>>,
 }
 
 /// Takes a running tool's output as it is produced. Reporting never blocks
@@ -95,6 +100,12 @@ pub trait ToolBackend: Send + Sync {
 
     /// The backend's way to list a server's tools, if it has servers.
     fn discovery(&self) -> Option<&dyn ToolDiscovery> {
+        None
+    }
+
+    /// The backend's way to reach a server's resources, prompts,
+    /// completion and logging, if it has servers.
+    fn surface(&self) -> Option<&dyn crate::mcp_surface::McpSurface> {
         None
     }
 }

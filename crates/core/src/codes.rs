@@ -139,6 +139,24 @@ words! {
         ResolvedFailed = "resolved_failed",
         /// An artifact tool was asked about a call its caller cannot see.
         ArtifactCallNotVisible = "artifact_call_not_visible",
+        /// The client that made the call cancelled it (MCP
+        /// `notifications/cancelled`); the upstream server was told.
+        Cancelled = "cancelled",
+        /// An upstream's request during a call (sampling, elicitation) that
+        /// the client of the call did not declare it can answer.
+        ClientIncapable = "client_incapable",
+        /// The client of the call could not be reached with a request.
+        ClientUnavailable = "client_unavailable",
+        /// The client of the call answered a request with an error.
+        ClientError = "client_error",
+        /// The upstream withdrew its request before the client answered.
+        Withdrawn = "withdrawn",
+        /// An upstream's request that joch cannot match to a call.
+        NoCall = "no_call",
+        /// An MCP method joch does not pass on to upstream servers.
+        MethodNotFound = "method_not_found",
+        /// The caller may not use what it asked for (a server's resources or prompts).
+        Forbidden = "forbidden",
     }
 }
 
@@ -172,6 +190,9 @@ words! {
         RunResumed = "run_resumed",
         /// A piece of a call's output, as it streams.
         OutputChunk = "output_chunk",
+        /// An upstream MCP server's request during a call (sampling,
+        /// elicitation) and what came of it: relayed to the client, or refused.
+        McpExchange = "mcp_exchange",
         /// A call settled: always the last event of a call.
         ToolCompleted = "tool_completed",
         /// Something to know that changed nothing (a budget near its limit).

@@ -27,6 +27,7 @@ pub mod error;
 pub mod execution;
 pub mod expr;
 pub mod mcp;
+pub mod mcp_surface;
 pub mod meta;
 pub mod names;
 pub mod namespace;

@@ -380,6 +380,7 @@ impl McpServer {
                 backend: Backend::Mcp(McpBackend {
                     server: self.metadata.name.clone(),
                     tool: upstream.to_owned(),
+                    operation: crate::mcp_surface::McpOperation::CallTool,
                 }),
                 cost: overrides.and_then(|o| o.cost.clone()),
                 inline: overrides.and_then(|o| o.inline),
@@ -408,8 +409,15 @@ impl McpServer {
 pub struct McpBackend {
     /// The `McpServer` in the tool's namespace.
     pub server: String,
-    /// The tool's name on that server.
+    /// The tool's name on that server (empty for a surface tool).
     pub tool: String,
+    /// What is asked of the server: `tools/call`, or for a surface tool
+    /// `resources/read` or `prompts/get` (see `mcp_surface`).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::mcp_surface::McpOperation::is_call_tool"
+    )]
+    pub operation: crate::mcp_surface::McpOperation,
 }
 
 impl Object for McpServer {

@@ -93,6 +93,14 @@ pub struct ToolCallSpec {
     /// result is a plain value, and it is never offered to another one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub from_artifact_tool: bool,
+    /// `tools/call` (the default, not written), or `resources/read` /
+    /// `prompts/get` for a read or get through an upstream MCP server's
+    /// surface tool (`<server>:resource`, `<server>:prompt`).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::mcp_surface::McpOperation::is_call_tool"
+    )]
+    pub operation: crate::mcp_surface::McpOperation,
 }
 
 /// Who runs the tool.
@@ -348,6 +356,7 @@ impl ToolCall {
                 mode: CallMode::Gateway,
                 inline: None,
                 from_artifact_tool: false,
+                operation: crate::mcp_surface::McpOperation::CallTool,
             },
             status: ToolCallStatus::default(),
         }

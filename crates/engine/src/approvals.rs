@@ -15,8 +15,8 @@ use joch_core::approval::{
 };
 use joch_core::policy::{ApprovalRouting, UserInput};
 use joch_core::{
-    Approval, ApprovalPhase, ObjectMeta, ObjectRef, Principal, StandingApproval, Time, Tool,
-    ToolCall,
+    Approval, ApprovalPhase, Object, ObjectMeta, ObjectRef, Principal, StandingApproval, Time,
+    Tool, ToolCall,
 };
 use joch_store::{Durability, ListQuery, StoreErrorKind};
 use serde_json::{Value, json};
@@ -173,6 +173,7 @@ impl Engine {
             .create_object(&mut approval, Durability::Sync)
             .await?;
         telemetry::approvals_pending(1.0);
+        self.inner.touched_kind(Approval::KIND);
         self.arm_deadline(&approval);
         Ok(approval)
     }
@@ -387,6 +388,7 @@ impl Engine {
             other => other?,
         }
         telemetry::approvals_pending(-1.0);
+        self.inner.touched_kind(Approval::KIND);
         if let (Some(opened), Some(decided)) = (
             approval.metadata.creation_timestamp,
             approval.status.decided_at,
@@ -476,6 +478,8 @@ fn decided(name: &str, phase: ApprovalPhase) -> EngineError {
     }
 }
 
+mod inbox;
+pub use inbox::InboxItem;
 mod outcome;
 #[cfg(test)]
 mod tests;

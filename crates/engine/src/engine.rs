@@ -95,6 +95,9 @@ pub(crate) struct Inner {
     /// Bumped whenever a Tool is created, replaced or deleted, so MCP
     /// sessions can tell their clients the tool list changed.
     pub(crate) tools_changed: watch::Sender<u64>,
+    /// Bumped whenever an Approval opens or is decided (here or, heard from
+    /// the store, on another replica), so inboxes re-read at once.
+    pub(crate) approvals_changed: watch::Sender<u64>,
     /// One lock per McpServer (`namespace/name`): its listings run one at a time.
     pub(crate) mcp_syncs: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Approvals (namespace, name) whose deadline timer runs in this
@@ -118,6 +121,8 @@ pub(crate) struct Inner {
     pub(crate) limiters: Snapshots<crate::ratelimit::Limiters>,
     /// Surfaces following running calls' output chunks (see `chunks.rs`).
     pub(crate) chunk_followers: crate::chunks::Followers,
+    /// Clients attached to running calls, upstream notifications (see `mcp_surface.rs`).
+    pub(crate) mcp_relays: crate::mcp_surface::Relays,
     /// Every token by hash, under the key `all`.
     pub(crate) tokens: Snapshots<crate::tokens::TokenIndex>,
     pub(crate) policy: Arc<dyn PolicyEngine>,
@@ -142,9 +147,11 @@ impl Engine {
                 settled: watch::channel(0).0,
                 appended: watch::channel(0).0,
                 tools_changed: watch::channel(0).0,
+                approvals_changed: watch::channel(0).0,
                 mcp_syncs: Default::default(),
                 armed_deadlines: Default::default(),
                 chunk_followers: Default::default(),
+                mcp_relays: Default::default(),
                 tools: Snapshots::default(),
                 policies: Snapshots::default(),
                 budgets: Snapshots::default(),
@@ -185,6 +192,8 @@ pub struct ListParams {
     pub phase: Option<String>,
     /// ToolCalls of this execution only.
     pub execution: Option<String>,
+    /// ToolCalls made by this agent only.
+    pub agent: Option<String>,
 }
 
 impl Inner {
@@ -228,6 +237,7 @@ impl Inner {
                 tool: params.tool,
                 phase: params.phase,
                 execution: params.execution,
+                agent: params.agent,
                 checksum: None,
                 ..IndexFields::default()
             },

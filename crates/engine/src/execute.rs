@@ -147,6 +147,8 @@ impl Engine {
 
         let started = Instant::now();
         let relay = self.relay_chunks(&call);
+        let client =
+            matches!(tool.spec.backend, Backend::Mcp(_)).then(|| self.call_client(&call, &tool));
         let invocation = Invocation {
             namespace: &call.metadata.namespace,
             call_id: &call.metadata.name,
@@ -164,6 +166,7 @@ impl Engine {
             chunks: relay
                 .as_ref()
                 .map(|relay| relay as &dyn joch_core::OutputChunks),
+            client: client.as_ref(),
         };
         let mut text_type = None;
         let invoke = backend

@@ -249,6 +249,9 @@ impl Engine {
         namespace: &str,
         call: &ToolCall,
     ) -> Result<Arc<Tool>, EngineError> {
+        if let Some(tool) = self.resolve_surface_tool(namespace, call).await? {
+            return Ok(tool);
+        }
         let key = format!("{namespace}/{}", call.tool_name());
         let found = self
             .inner

@@ -37,6 +37,7 @@ mod hooks;
 mod idempotency;
 mod mcp;
 mod mcp_sessions;
+mod mcp_surface;
 pub mod policy;
 mod ratelimit;
 mod recovery;
@@ -46,11 +47,12 @@ mod resources;
 mod rules;
 mod running;
 mod schema;
+mod sessions;
 mod telemetry;
 mod tokens;
 mod tracing_spans;
 
-pub use approvals::ApprovalDecision;
+pub use approvals::{ApprovalDecision, InboxItem};
 pub use audit::{AuditLine, AuditProblem, AuditReport, CheckpointSigner, CheckpointSigning};
 pub use backtest::Progress;
 pub use batches::{BATCH_LABEL, Batch};
@@ -68,8 +70,10 @@ pub use mcp_sessions::{
     MAX_CLIENT_BYTES, MCP_SESSION_KIND, McpSession, McpSessionLimits, TOO_MANY_SESSIONS,
     principal_key,
 };
+pub use mcp_surface::{AttachedClient, UpstreamNotice};
 pub use recovery::{RecoveryReport, Resolve};
 pub use replay::{Replay, ReplayMode};
 pub use resources::Configurable;
 pub use running::{Running, Workers};
+pub use sessions::{ConsoleSession, SessionOpened};
 pub use tokens::JwtConfig;

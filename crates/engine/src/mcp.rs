@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use joch_core::mcp::{Reconciled, SERVER_LABEL, reconcile};
 use joch_core::{
-    Backend, CallError, ErrorCode, EventKind, McpServer, Object, Tool, ToolDiscovery,
+    Backend, CallError, ErrorCode, EventKind, McpServer, Object, Principal, Tool, ToolDiscovery,
     ValidationError,
 };
 use joch_store::{Durability, ListQuery};
@@ -321,12 +321,16 @@ impl Engine {
 
     /// Adopts the held-back definitions of `tool` (every held tool when
     /// `None`) and lifts their quarantine.
+    /// Only an admin may (see `rules.rs`).
     pub async fn accept_mcp_tools(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
         tool: Option<&str>,
     ) -> Result<McpServer, EngineError> {
+        crate::rules::acts_in(by, namespace)?;
+        crate::rules::administers(by, "accept upstream tool definitions")?;
         let mut server: McpServer = self.inner.store.get_object(namespace, name).await?;
         if let Some(tool) = tool {
             if !server.status.tools.contains_key(tool) {
@@ -411,6 +415,9 @@ impl Engine {
     /// `refreshInterval`, or unreachable and past its backoff. Runs until the
     /// runtime stops.
     pub(crate) fn spawn_mcp_refresher(&self, tick: Duration) -> tokio::task::JoinHandle<()> {
+        // Servers that say their tools changed are re-listed at once, even
+        // before any MCP session listens (see `mcp_surface.rs`).
+        drop(self.upstream_notices());
         let engine = self.clone();
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(tick);

@@ -243,6 +243,7 @@ impl Engine {
         resolve: Resolve,
     ) -> Result<ToolCall, EngineError> {
         crate::rules::acts_in(by, namespace)?;
+        crate::rules::administers(by, "resolve calls")?;
         let mut call = self.get_call(namespace, name).await?;
         if call.status.phase != Phase::Unknown {
             return Err(EngineError::Refused {

@@ -45,6 +45,7 @@ impl Engine {
         replay: Replay,
     ) -> Result<CallOutcome, EngineError> {
         crate::rules::acts_in(by, namespace)?;
+        crate::rules::administers(by, "replay calls")?;
         let original = self.get_call(namespace, name).await?;
         if !original.status.phase.is_terminal() {
             return Err(refused(

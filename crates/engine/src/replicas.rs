@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use joch_core::object::IndexFields;
 use joch_core::token::ApiToken;
-use joch_core::{Budget, Namespace, Object, Phase, Policy, Tool, ToolCall};
+use joch_core::{Approval, Budget, Namespace, Object, Phase, Policy, Tool, ToolCall};
 use joch_store::{Change, Durability, ListQuery, Record, StoreErrorKind};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
@@ -52,6 +52,9 @@ impl Inner {
             ApiToken::KIND => self.tokens.invalidate(),
             ToolCall::KIND => self.settled.send_modify(|n| *n = n.wrapping_add(1)),
             "Event" => self.appended.send_modify(|n| *n = n.wrapping_add(1)),
+            Approval::KIND => self
+                .approvals_changed
+                .send_modify(|n| *n = n.wrapping_add(1)),
             Change::ANYTHING => {
                 for kind in [
                     Tool::KIND,
@@ -61,6 +64,7 @@ impl Inner {
                     ApiToken::KIND,
                     ToolCall::KIND,
                     "Event",
+                    Approval::KIND,
                 ] {
                     self.touched_kind(kind);
                 }

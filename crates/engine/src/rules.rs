@@ -10,6 +10,8 @@
 //!   `approver` role, except when the deciding policy asked the caller's
 //!   own user (`askUser`, or a `userInput` value): that decision is
 //!   recorded as such (`status.askedUser`).
+//! - Replaying and resolving a call, and accepting an upstream tool's
+//!   changed definition, and managing tokens, take the `admin` role.
 //! - A hook-mode call's result is reported by the principal that made it.
 //!
 //! The local caller (no authentication configured) has no identity: the
@@ -117,6 +119,18 @@ pub(crate) fn decider(
 /// `askUser` routing, or a `userInput` value only that user can give.
 pub(crate) fn asks_user(approval: &Approval) -> bool {
     approval.spec.routing.ask_user || approval.spec.action.kind == ApprovalActionKind::UserInput
+}
+
+/// Refuses a principal below `admin`: replaying and resolving calls are an
+/// operator's acts, on every surface.
+pub(crate) fn administers(by: &Principal, act: &str) -> Result<(), EngineError> {
+    if by.role == Role::Admin {
+        return Ok(());
+    }
+    Err(EngineError::Forbidden(format!(
+        "a principal with role {} cannot {act}",
+        by.role.as_str()
+    )))
 }
 
 /// Refuses a hook-mode result reported by anyone but the principal that

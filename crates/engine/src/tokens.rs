@@ -113,11 +113,18 @@ impl Engine {
                 return Ok(jwt.principal(token));
             }
         }
-        let hashed = hash(token);
-        if self.inner.config.root_token_hash.as_deref() == Some(hashed.as_str()) {
+        self.principal_by_hash(&hash(token)).await
+    }
+
+    /// The principal of the root token or joch token with this hash, if any.
+    pub(crate) async fn principal_by_hash(
+        &self,
+        hashed: &str,
+    ) -> Result<Option<Principal>, EngineError> {
+        if self.inner.config.root_token_hash.as_deref() == Some(hashed) {
             return Ok(Some(Principal::root()));
         }
-        Ok(self.token_index().await?.get(&hashed).cloned())
+        Ok(self.token_index().await?.get(hashed).cloned())
     }
 
     async fn token_index(&self) -> Result<std::sync::Arc<TokenIndex>, EngineError> {
@@ -152,6 +159,49 @@ impl Engine {
                 )
             })
             .await
+    }
+
+    /// The namespace's tokens (hashes included; surfaces show names,
+    /// roles and selectors). Only an admin may list them.
+    pub async fn list_tokens(
+        &self,
+        by: &Principal,
+        namespace: &str,
+    ) -> Result<Vec<ApiToken>, EngineError> {
+        crate::rules::acts_in(by, namespace)?;
+        crate::rules::administers(by, "manage tokens")?;
+        let params = crate::ListParams {
+            limit: Some(5_000),
+            ..crate::ListParams::default()
+        };
+        Ok(self.list_resources(namespace, params).await?.items)
+    }
+
+    /// Issues a token as `by` (an admin), as [`Engine::create_token`].
+    pub async fn issue_token(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+        role: Role,
+        tools: Option<ToolSelector>,
+    ) -> Result<(ApiToken, String), EngineError> {
+        crate::rules::acts_in(by, namespace)?;
+        crate::rules::administers(by, "manage tokens")?;
+        self.create_token(namespace, name, role, tools).await
+    }
+
+    /// Revokes a token as `by` (an admin): it stops authenticating at
+    /// once, and so do the console sessions opened with it.
+    pub async fn revoke_token(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ApiToken, EngineError> {
+        crate::rules::acts_in(by, namespace)?;
+        crate::rules::administers(by, "manage tokens")?;
+        self.delete_resource(namespace, name, None).await
     }
 
     /// Creates a token; returns it with its secret, which is not stored

@@ -6,6 +6,10 @@
 //! runs the engine in-process on that SQLite file instead (no server needed;
 //! don't point a running server at the same file).
 
+// Logging is deprecated by SEP-2577 (protocol 2026-07-28) but is part of
+// 2025-11-25, which joch serves.
+#![allow(deprecated)]
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -14,8 +18,12 @@ use anyhow::Context;
 use joch_server::mcp::JochMcp;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig,
-    ClientRequest, ElicitRequestParams, ElicitResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerConfig, ServerResult,
+    ClientRequest, CompleteRequestParams, CompleteResult, ElicitRequestParams, ElicitResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerConfig, ServerResult, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{
     ElicitationMode, NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient,
@@ -24,10 +32,12 @@ use rmcp::service::{
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, ServerHandler, ServiceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::cli::{ClientArgs, McpAction, McpArgs};
 use crate::client::Client;
+
+mod surface;
 
 pub async fn run(client: &ClientArgs, args: McpArgs) -> anyhow::Result<()> {
     match args.action {
@@ -94,11 +104,34 @@ async fn proxy(client: &ClientArgs, namespace: &str) -> anyhow::Result<()> {
         "{}/v1/namespaces/{namespace}/mcp",
         client.server.trim_end_matches('/')
     );
+    // Fail at once when joch is not there, before the stdio handshake.
+    Client::new(client)?
+        .send(reqwest::Method::GET, "/readyz", None)
+        .await
+        .with_context(|| format!("cannot reach joch at {}", client.server))?;
     let downstream = Arc::new(OnceLock::new());
     let tokens = Arc::new(Mutex::new(HashMap::new()));
-    let forwarder = Forwarder {
+    let (ready, upstream) = tokio::sync::watch::channel(None);
+    let proxy = Proxy {
+        upstream,
         downstream: downstream.clone(),
         tokens: tokens.clone(),
+    };
+    let running = proxy
+        .serve(rmcp::transport::io::stdio())
+        .await
+        .context("MCP handshake on stdio failed")?;
+    // joch is told the stdio client's own capabilities (sampling,
+    // elicitation), so that it relays to it only what it can answer.
+    let capabilities = running
+        .peer()
+        .peer_info()
+        .map(|info| relayable(&info.capabilities))
+        .unwrap_or_default();
+    let forwarder = Forwarder {
+        downstream,
+        tokens,
+        capabilities,
     };
     // The proxy acts as the token's holder: joch's server applies that
     // principal's rules (its tool selector, separation of duties).
@@ -110,18 +143,19 @@ async fn proxy(client: &ClientArgs, namespace: &str) -> anyhow::Result<()> {
         .serve(StreamableHttpClientTransport::from_config(config))
         .await
         .with_context(|| format!("cannot reach joch's MCP endpoint at {url}"))?;
-    let proxy = Proxy {
-        upstream: upstream.peer().clone(),
-        downstream,
-        tokens,
-    };
-    let running = proxy
-        .serve(rmcp::transport::io::stdio())
-        .await
-        .context("MCP handshake on stdio failed")?;
+    let _ = ready.send(Some(upstream.peer().clone()));
     running.waiting().await.context("MCP session failed")?;
     let _ = upstream.cancel().await;
     Ok(())
+}
+
+/// What of a client's capabilities the proxy passes on: sampling and
+/// elicitation (with its modes).
+fn relayable(capabilities: &ClientCapabilities) -> ClientCapabilities {
+    let mut relayed = ClientCapabilities::default();
+    relayed.sampling = capabilities.sampling.clone();
+    relayed.elicitation = capabilities.elicitation.clone();
+    relayed
 }
 
 /// Progress tokens of calls in flight: the one joch's server sees (rmcp
@@ -130,9 +164,23 @@ type Tokens = Arc<Mutex<HashMap<String, rmcp::model::ProgressToken>>>;
 
 /// The stdio side: answers the client by asking the server.
 struct Proxy {
-    upstream: Peer<RoleClient>,
+    /// The connection to joch, once it is open (right after the stdio
+    /// handshake, whose capabilities it declares).
+    upstream: tokio::sync::watch::Receiver<Option<Peer<RoleClient>>>,
     downstream: Arc<OnceLock<Peer<RoleServer>>>,
     tokens: Tokens,
+}
+
+impl Proxy {
+    /// The connection to joch, waiting for it to open.
+    async fn upstream(&self) -> Result<Peer<RoleClient>, ErrorData> {
+        let mut open = self.upstream.clone();
+        let peer = open
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| ErrorData::internal_error("the connection to joch closed", None))?;
+        Ok(peer.clone().expect("waited until it is set"))
+    }
 }
 
 impl ServerHandler for Proxy {
@@ -145,7 +193,12 @@ impl ServerHandler for Proxy {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.upstream.list_all_tools().await.map_err(unreachable)?;
+        let tools = self
+            .upstream()
+            .await?
+            .list_all_tools()
+            .await
+            .map_err(unreachable)?;
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -163,7 +216,8 @@ impl ServerHandler for Proxy {
         }
         let wanted = meta.get_progress_token();
         let handle = self
-            .upstream
+            .upstream()
+            .await?
             .send_request_with_option(
                 ClientRequest::CallToolRequest(CallToolRequest::new(request)),
                 PeerRequestOptions::no_options().with_meta(meta),
@@ -188,41 +242,138 @@ impl ServerHandler for Proxy {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let _ = self.downstream.set(context.peer.clone());
     }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.forward("resources/list", request).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.forward("resources/templates/list", request).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let result: ReadResourceResult = self.forward("resources/read", Some(request)).await?;
+        Ok(result.into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.forward::<_, Value>("resources/subscribe", Some(request))
+            .await
+            .map(drop)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.forward::<_, Value>("resources/unsubscribe", Some(request))
+            .await
+            .map(drop)
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.forward("prompts/list", request).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let result: GetPromptResult = self.forward("prompts/get", Some(request)).await?;
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.forward("completion/complete", Some(request)).await
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.forward::<_, Value>("logging/setLevel", Some(request))
+            .await
+            .map(drop)
+    }
 }
 
 /// The HTTP side: passes the server's notifications on to the stdio client.
 struct Forwarder {
     downstream: Arc<OnceLock<Peer<RoleServer>>>,
     tokens: Tokens,
+    /// The stdio client's sampling and elicitation capabilities.
+    capabilities: ClientCapabilities,
 }
 
 impl ClientHandler for Forwarder {
     fn get_info(&self) -> ClientConfig {
-        // Declared before the stdio client has said what it supports (the
-        // proxy connects first); a question it cannot take is refused below,
-        // and joch then leaves the approval to the usual approvers.
         ClientConfig::new(
-            ClientCapabilities::builder().enable_elicitation().build(),
+            self.capabilities.clone(),
             Implementation::new("joch-mcp-proxy", env!("CARGO_PKG_VERSION")),
         )
     }
 
+    /// Passes an upstream's sampling request during a call on to the
+    /// stdio client (joch sends it only if that client declared sampling).
+    async fn create_message(
+        &self,
+        request: rmcp::model::CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, ErrorData> {
+        let peer = self
+            .downstream
+            .get()
+            .ok_or_else(|| ErrorData::invalid_request("the stdio client is not connected", None))?;
+        peer.create_message(request).await.map_err(|e| {
+            ErrorData::internal_error(format!("the stdio client did not answer: {e}"), None)
+        })
+    }
+
     /// Passes the server's question (a call waiting for the user, see
-    /// `joch_server::mcp`) on to the stdio client, when it can take one.
+    /// `joch_server::mcp`, or an upstream's during a call) on to the stdio
+    /// client, when it can take one.
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
+        let mode = match &request {
+            ElicitRequestParams::UrlElicitationParams { .. } => ElicitationMode::Url,
+            _ => ElicitationMode::Form,
+        };
         let peer = self
             .downstream
             .get()
-            .filter(|p| {
-                p.supported_elicitation_modes()
-                    .contains(&ElicitationMode::Form)
-            })
+            .filter(|p| p.supported_elicitation_modes().contains(&mode))
             .ok_or_else(|| {
-                ErrorData::invalid_request("the stdio client does not take elicitation", None)
+                ErrorData::invalid_request("the stdio client does not take this question", None)
             })?;
         peer.create_elicitation(request).await.map_err(|e| {
             ErrorData::internal_error(format!("the stdio client did not answer: {e}"), None)
@@ -249,6 +400,39 @@ impl ClientHandler for Forwarder {
         if let Some(peer) = self.downstream.get() {
             let _ = peer.notify_tool_list_changed().await;
         }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let params = serde_json::to_value(params).unwrap_or_default();
+        surface::pass_on(
+            self.downstream.get(),
+            "notifications/resources/updated",
+            params,
+        )
+        .await;
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let method = "notifications/resources/list_changed";
+        surface::pass_on(self.downstream.get(), method, Value::Null).await;
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let method = "notifications/prompts/list_changed";
+        surface::pass_on(self.downstream.get(), method, Value::Null).await;
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let params = serde_json::to_value(params).unwrap_or_default();
+        surface::pass_on(self.downstream.get(), "notifications/message", params).await;
     }
 }
 

@@ -35,6 +35,9 @@ pub(crate) async fn authorize(
         path.as_str(),
         "/healthz" | "/readyz" | "/metrics" | "/openapi.json"
     ) || path.starts_with("/demo/")
+        // The console resolves its viewer from its session cookie itself.
+        || path == "/ui"
+        || path.starts_with("/ui/")
         || path.starts_with(discovery::METADATA_PATH)
     {
         return next.run(request).await;

@@ -7,8 +7,9 @@
 //! `apiVersion`/`kind` and an oversized body into structured 4xx answers.
 #![warn(missing_docs)]
 
-mod api;
+pub(crate) mod api;
 mod auth;
+mod console;
 mod discovery;
 mod error;
 mod extract;
@@ -49,6 +50,8 @@ pub struct ServerConfig {
     /// unauthenticated callers count as one); beyond it, 429
     /// `too_many_streams`.
     pub max_streams_per_principal: usize,
+    /// How long a console session lasts after sign-in (default 8 h).
+    pub console_session_ttl: Duration,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +63,7 @@ impl Default for ServerConfig {
             public_url: "http://127.0.0.1:7070".to_owned(),
             authorization_servers: Vec::new(),
             max_streams_per_principal: 256,
+            console_session_ttl: Duration::from_secs(8 * 60 * 60),
         }
     }
 }
@@ -100,6 +104,7 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         ));
     api::routes()
         .merge(discovery::routes())
+        .merge(console::routes(state.clone()))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state.clone())
         .merge(mcp)

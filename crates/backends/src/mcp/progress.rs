@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use rmcp::ClientHandler;
 use rmcp::model::{NumberOrString, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{NotificationContext, RoleClient};
 use serde_json::{Value, json};
@@ -13,9 +12,8 @@ use tokio::sync::mpsc;
 
 type Routes = HashMap<String, mpsc::UnboundedSender<Value>>;
 
-/// The client handler of every upstream connection: routes progress
-/// notifications to the call whose token they carry. Cheap to clone; the
-/// clones share their routes.
+/// Routes progress notifications to the call whose token they carry.
+/// Cheap to clone; the clones share their routes.
 #[derive(Clone, Default)]
 pub(super) struct ProgressRoutes(Arc<Mutex<Routes>>);
 
@@ -50,22 +48,9 @@ impl ProgressRoutes {
     }
 }
 
-impl ClientHandler for ProgressRoutes {
-    /// joch declares no elicitation capability upstream (it cannot yet pass
-    /// a question to the user behind the call), so a server that asks
-    /// anyway gets an error: never a `decline` that nobody gave, which the
-    /// upstream tool would act on as a user's refusal.
-    async fn create_elicitation(
-        &self,
-        _request: rmcp::model::ElicitRequestParams,
-        _context: rmcp::service::RequestContext<RoleClient>,
-    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        Err(rmcp::ErrorData::method_not_found::<
-            rmcp::model::ElicitationCreateRequestMethod,
-        >())
-    }
-
-    async fn on_progress(
+impl ProgressRoutes {
+    /// Passes a progress notification to the call whose token it carries.
+    pub(super) fn on_progress(
         &self,
         params: ProgressNotificationParam,
         _: NotificationContext<RoleClient>,

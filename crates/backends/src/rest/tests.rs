@@ -59,6 +59,7 @@ async fn invoke_with_key(
             actions: None,
             mcp_server: None,
             chunks: None,
+            client: None,
         })
         .await
 }

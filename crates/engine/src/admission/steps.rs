@@ -235,3 +235,49 @@ impl Engine {
         Ok(None)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_call_passes_every_check_once() {
+        let all = [
+            Check::Visible,
+            Check::WellFormed,
+            Check::NotStopped,
+            Check::NotQuarantined,
+            Check::RateLimit,
+            Check::Budget,
+            Check::RequestPolicies,
+            Check::ToolApproval,
+            Check::StandingDecision,
+            Check::ToolConfig,
+            Check::InputSchema,
+        ];
+        for check in all {
+            let times = ADMISSION.iter().filter(|c| **c == check).count();
+            assert_eq!(times, 1, "{check:?} is in ADMISSION {times} times");
+        }
+        assert_eq!(ADMISSION.len(), all.len());
+    }
+
+    #[test]
+    fn the_order_keeps_what_each_check_relies_on() {
+        let at = |check| ADMISSION.iter().position(|c| *c == check).unwrap();
+        // A hidden tool is refused as unknown before anything about the
+        // call is judged, so that no answer tells it exists.
+        assert_eq!(at(Check::Visible), 0);
+        // Policies decide on arguments that are an object, and may modify
+        // them: the schema checks what the tool will receive.
+        assert!(at(Check::WellFormed) < at(Check::RequestPolicies));
+        assert!(at(Check::RequestPolicies) < at(Check::InputSchema));
+        // A standing decision answers a deferral, which the policies and
+        // the tool's requiresApproval make.
+        assert!(at(Check::ToolApproval) < at(Check::StandingDecision));
+        // Resumed calls were admitted already: only their new arguments
+        // are checked again.
+        assert!(!RESUMPTION.contains(&Check::ToolApproval));
+        assert_eq!(COMPLETION, &[Check::InputSchema]);
+    }
+}

@@ -12,7 +12,7 @@ pub(crate) async fn setup() -> (Webhook, Joch) {
     crate::policies::setup("external_write").await
 }
 
-async fn metric(joch: &Joch, series: &str) -> Option<f64> {
+pub(crate) async fn metric(joch: &Joch, series: &str) -> Option<f64> {
     let text = reqwest::get(format!("{}/metrics", joch.base))
         .await
         .unwrap()

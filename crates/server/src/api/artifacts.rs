@@ -29,6 +29,17 @@ pub(crate) async fn content(
     Path((ns, id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    content_of(&state, &ns, &id, &headers).await
+}
+
+/// The answer of [`content`], for the console too.
+pub(crate) async fn content_of(
+    state: &AppState,
+    ns: &str,
+    id: &str,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let (ns, id) = (ns.to_owned(), id.to_owned());
     let range = match headers.get(header::RANGE) {
         Some(value) => {
             let text = value.to_str().unwrap_or_default();

@@ -9,7 +9,7 @@ use joch_core::McpServer;
 use serde::Deserialize;
 
 use super::resources::DeleteParams;
-use crate::extract::{Body, Manifest, Path, Query};
+use crate::extract::{Body, Caller, Manifest, Path, Query};
 use crate::{ApiError, AppState};
 
 pub(crate) async fn create(
@@ -66,13 +66,14 @@ pub(crate) struct AcceptRequest {
 /// Adopts changed tool definitions and lifts their quarantine.
 pub(crate) async fn accept(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
     Body(request): Body<AcceptRequest>,
 ) -> Result<Json<McpServer>, ApiError> {
     Ok(Json(
         state
             .engine
-            .accept_mcp_tools(&ns, &name, request.tool.as_deref())
+            .accept_mcp_tools(&by, &ns, &name, request.tool.as_deref())
             .await?,
     ))
 }

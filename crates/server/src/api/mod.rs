@@ -2,7 +2,7 @@
 //! answers for unknown routes and methods.
 
 mod approvals;
-mod artifacts;
+pub(crate) mod artifacts;
 mod audit;
 mod contexts;
 mod costs;
@@ -223,6 +223,7 @@ pub(crate) struct ListQueryParams {
     tool: Option<String>,
     phase: Option<String>,
     execution: Option<String>,
+    agent: Option<String>,
 }
 
 impl From<ListQueryParams> for ListParams {
@@ -234,6 +235,7 @@ impl From<ListQueryParams> for ListParams {
             tool: q.tool,
             phase: q.phase,
             execution: q.execution,
+            agent: q.agent,
         }
     }
 }

@@ -6,11 +6,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use joch_core::ToolSelector;
 use joch_core::token::{ApiToken, Role};
-use joch_engine::ListParams;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::extract::{Body, Path};
+use crate::extract::{Body, Caller, Path};
 use crate::{ApiError, AppState};
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -43,12 +42,13 @@ fn shown(token: &ApiToken) -> Value {
 
 pub(crate) async fn create(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
     Body(new): Body<NewToken>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let (token, secret) = state
         .engine
-        .create_token(&ns, &new.name, new.role, new.tools)
+        .issue_token(&by, &ns, &new.name, new.role, new.tools)
         .await?;
     let mut answer = shown(&token);
     answer["token"] = json!(secret);
@@ -57,22 +57,20 @@ pub(crate) async fn create(
 
 pub(crate) async fn list(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let params = ListParams {
-        limit: Some(5_000),
-        ..ListParams::default()
-    };
-    let tokens = state.engine.list_resources::<ApiToken>(&ns, params).await?;
+    let tokens = state.engine.list_tokens(&by, &ns).await?;
     Ok(Json(
-        json!({"items": tokens.items.iter().map(shown).collect::<Vec<_>>()}),
+        json!({"items": tokens.iter().map(shown).collect::<Vec<_>>()}),
     ))
 }
 
 pub(crate) async fn revoke(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let token: ApiToken = state.engine.delete_resource(&ns, &name, None).await?;
+    let token = state.engine.revoke_token(&by, &ns, &name).await?;
     Ok(Json(shown(&token)))
 }

@@ -7,16 +7,11 @@ use std::time::Duration;
 use joch_core::names::{validate_name, validate_namespace};
 use joch_core::{ObjectRef, Phase, Tool, ToolCall};
 use joch_engine::{Engine, EngineError, ListParams, Principal};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Extensions, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ServerCapabilities, ServerConfig,
-};
-use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
-use rmcp::{ErrorData, ServerHandler};
+use rmcp::ErrorData;
+use rmcp::model::{CallToolRequestParams, Extensions, ProgressNotificationParam, ProgressToken};
+use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::Value;
 
-use super::convert::{call_result, is_mcp_tool, refused, tool_definition};
 use super::elicit;
 
 /// Header naming the namespace when the endpoint is `/mcp`.
@@ -31,7 +26,7 @@ const META_IDEMPOTENCY_KEY: &str = "joch.dev/idempotencyKey";
 /// One MCP session's view of joch.
 #[derive(Clone)]
 pub struct JochMcp {
-    engine: Engine,
+    pub(super) engine: Engine,
     /// Set for stdio, where there is no URL to name the namespace.
     namespace: Option<String>,
     /// Execution for calls of a stdio session (HTTP sessions use their
@@ -42,6 +37,8 @@ pub struct JochMcp {
     /// Set for stdio, where no request carries one; over HTTP, each
     /// request's principal comes from the authentication middleware.
     principal: Option<Principal>,
+    /// What the session subscribed to and its log level.
+    pub(super) surface: super::surface::SharedSurface,
 }
 
 impl JochMcp {
@@ -53,6 +50,7 @@ impl JochMcp {
             session: None,
             progress_every,
             principal: None,
+            surface: Default::default(),
         }
     }
 
@@ -70,13 +68,14 @@ impl JochMcp {
             session: Some(format!("mcp-{}", uuid_like())),
             progress_every,
             principal: Some(principal),
+            surface: Default::default(),
         }
     }
 
     /// Who is asking: the stdio session's principal, or the one the
     /// authentication middleware put on the HTTP request. None is an
     /// error, never a silent local caller.
-    fn principal(&self, extensions: &Extensions) -> Result<Principal, ErrorData> {
+    pub(super) fn principal(&self, extensions: &Extensions) -> Result<Principal, ErrorData> {
         self.principal
             .clone()
             .or_else(|| {
@@ -89,7 +88,7 @@ impl JochMcp {
     }
 
     /// `/v1/namespaces/{ns}/mcp`, else the `Joch-Namespace` header, else `default`.
-    fn namespace(&self, extensions: &Extensions) -> Result<String, ErrorData> {
+    pub(super) fn namespace(&self, extensions: &Extensions) -> Result<String, ErrorData> {
         if let Some(ns) = &self.namespace {
             return Ok(ns.clone());
         }
@@ -125,7 +124,7 @@ impl JochMcp {
     }
 
     /// The execution a request's calls belong to: `_meta`'s, else the session's.
-    fn execution(
+    pub(super) fn execution(
         &self,
         meta: &rmcp::model::RequestMetaObject,
         extensions: &Extensions,
@@ -138,7 +137,11 @@ impl JochMcp {
             .filter(|name| validate_name("spec.executionRef.name", name).is_ok())
     }
 
-    async fn all_tools(&self, by: &Principal, namespace: &str) -> Result<Vec<Tool>, EngineError> {
+    pub(super) async fn all_tools(
+        &self,
+        by: &Principal,
+        namespace: &str,
+    ) -> Result<Vec<Tool>, EngineError> {
         let mut tools = Vec::new();
         let mut continue_token = None;
         loop {
@@ -166,9 +169,21 @@ impl JochMcp {
 
     /// The ToolCall a `tools/call` asks for, with what the session and
     /// `_meta` say about who is calling.
-    fn call_for(
+    pub(super) fn call_for(
         &self,
         request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> ToolCall {
+        let input = Value::Object(request.arguments.clone().unwrap_or_default());
+        self.call_named(request.name.as_ref(), input, context)
+    }
+
+    /// A call of `tool` with `input`, with what the session and `_meta`
+    /// say about who is calling.
+    pub(super) fn call_named(
+        &self,
+        tool: &str,
+        input: Value,
         context: &RequestContext<RoleServer>,
     ) -> ToolCall {
         let meta = &context.meta;
@@ -180,11 +195,7 @@ impl JochMcp {
                 .filter(|n| validate_name(field, n).is_ok())
                 .map(ObjectRef::new)
         };
-        let mut call = ToolCall::of(
-            format!("mcp-{}", uuid_like()),
-            request.name.as_ref(),
-            Value::Object(request.arguments.clone().unwrap_or_default()),
-        );
+        let mut call = ToolCall::of(format!("mcp-{}", uuid_like()), tool, input);
         call.spec.execution_ref = as_ref(execution, "spec.executionRef.name");
         call.spec.agent_ref = as_ref(agent, "spec.agentRef.name");
         call.spec.caller_id = text(META_CALLER);
@@ -202,7 +213,7 @@ impl JochMcp {
     /// asked for progress (`_meta.progressToken`) every `progress_every`,
     /// and asks the client's user through elicitation when the client and
     /// the approval allow it (`elicit.rs`).
-    async fn run_call(
+    pub(super) async fn run_call(
         &self,
         by_principal: &Principal,
         namespace: &str,
@@ -226,6 +237,13 @@ impl JochMcp {
         let mut chunks = token
             .is_some()
             .then(|| self.engine.follow_chunks(namespace, &name));
+        // What the upstream asks during the call goes to this client.
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        let client = super::relay::FrontClient::of(context, cancelled);
+        let _attached = self
+            .engine
+            .attach_client(namespace, &name, std::sync::Arc::new(client));
+        let mut cancel = Some(cancel);
         // The call runs to its end even if the client goes away: it is recorded.
         let mut running = tokio::spawn(async move {
             engine
@@ -270,6 +288,12 @@ impl JochMcp {
                         _ => chunks = None,
                     }
                 }
+                () = context.ct.cancelled(), if cancel.is_some() => {
+                    // The client cancelled: an upstream call is told so and ends.
+                    if let Some(cancel) = cancel.take() {
+                        let _ = cancel.send(true);
+                    }
+                }
                 _ = ticker.tick(), if token.is_some() => {
                     if let Some(token) = &token {
                         self.report_waiting(namespace, &name, token, &mut reported, &context.peer).await;
@@ -303,7 +327,7 @@ impl JochMcp {
 
     /// Tells the client whenever the namespace's tool list changes, until
     /// the session ends.
-    fn watch_tools(&self, by: Principal, namespace: String, peer: Peer<RoleServer>) {
+    pub(super) fn watch_tools(&self, by: Principal, namespace: String, peer: Peer<RoleServer>) {
         let this = self.clone();
         tokio::spawn(async move {
             let mut changes = this.engine.tool_changes();
@@ -334,101 +358,6 @@ impl JochMcp {
             .into_iter()
             .map(|t| (t.metadata.name, t.metadata.resource_version))
             .collect()
-    }
-}
-
-/// What joch says of itself in `initialize`: a tools server whose list changes.
-pub fn server_config() -> ServerConfig {
-    ServerConfig::new(
-        ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .build(),
-    )
-    .with_server_info(Implementation::new("joch", env!("CARGO_PKG_VERSION")))
-}
-
-impl ServerHandler for JochMcp {
-    fn get_info(&self) -> ServerConfig {
-        server_config().with_instructions(
-            "Every tool call is recorded by joch and decided on by the namespace's policies. \
-             A refused call answers with isError and a JSON reason you can act on.",
-        )
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let namespace = self.namespace(&context.extensions)?;
-        let by = self.principal(&context.extensions)?;
-        let tools = self
-            .all_tools(&by, &namespace)
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let mut definitions: Vec<Value> = tools.iter().map(tool_definition).collect();
-        // The forged artifact tools, while the session's execution has handles.
-        if let Some(execution) = self.execution(&context.meta, &context.extensions) {
-            let forged = self
-                .engine
-                .artifact_tool_definitions(&by, &namespace, &execution)
-                .await
-                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-            definitions.extend(forged);
-        }
-        let tools = definitions
-            .into_iter()
-            .map(|definition| {
-                serde_json::from_value(definition)
-                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))
-            })
-            .collect::<Result<Vec<rmcp::model::Tool>, _>>()?;
-        Ok(ListToolsResult::with_all_items(tools))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let namespace = self.namespace(&context.extensions)?;
-        let by = self.principal(&context.extensions)?;
-        let call = self.call_for(&request, &context);
-        let tool = self
-            .engine
-            .get_tool(&by, &namespace, request.name.as_ref())
-            .await
-            .ok();
-        let tool_is_mcp = tool.as_ref().is_some_and(is_mcp_tool);
-        let result = match self
-            .run_call(&by, &namespace, call, tool.as_ref(), &context)
-            .await
-        {
-            Ok(settled) => {
-                // A new handle widens the artifact tools' callId enum.
-                if settled.handle().is_some() && !settled.spec.from_artifact_tool {
-                    let _ = context.peer.notify_tool_list_changed().await;
-                }
-                call_result(&settled, tool_is_mcp)
-            }
-            Err(e) => {
-                let e = crate::ApiError::from(e);
-                refused(&e.code, &e.message)
-            }
-        };
-        let result: CallToolResult = serde_json::from_value(result)
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        Ok(result.into())
-    }
-
-    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        if let (Ok(namespace), Ok(by)) = (
-            self.namespace(&context.extensions),
-            self.principal(&context.extensions),
-        ) {
-            self.watch_tools(by, namespace, context.peer.clone());
-        }
     }
 }
 

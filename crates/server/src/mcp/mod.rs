@@ -8,7 +8,10 @@ mod convert;
 mod elicit;
 mod front;
 mod handler;
+mod methods;
+mod relay;
 mod sessions;
+mod surface;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +21,8 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub(crate) use front::{Front, serve};
-pub use handler::{JochMcp, NAMESPACE_HEADER, server_config};
+pub use handler::{JochMcp, NAMESPACE_HEADER};
+pub use methods::server_config;
 
 /// The MCP endpoint's parts, to mount at the MCP paths with [`serve`].
 /// `allowed_hosts` guards against DNS rebinding (empty: any `Host`).

@@ -1,0 +1,240 @@
+//! The client side of every upstream connection: what the server sends
+//! joch. Progress goes to the call whose token it carries; a request the
+//! server makes during a call (sampling, elicitation) goes to the client
+//! that made the call; list changes, resource updates and log messages not
+//! tied to one call go to the front's sessions.
+//!
+//! A connection declares upstream exactly the capabilities of the clients
+//! whose calls it carries (connections are kept per capability set), so a
+//! server is never told joch can do what the caller cannot.
+
+// Sampling and logging are deprecated by SEP-2577 (protocol 2026-07-28)
+// but are part of 2025-11-25, which joch's front serves.
+#![allow(deprecated)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use joch_core::mcp_surface::{CallClient, ClientCapabilities, UpstreamNotices};
+use joch_core::{CallError, ErrorCode};
+use rmcp::ClientHandler;
+use rmcp::model::{
+    ClientCapabilities as McpCapabilities, ClientConfig, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationCapability,
+    FormElicitationCapability, Implementation, LoggingMessageNotificationParam,
+    ProgressNotificationParam, RequestId, ResourceUpdatedNotificationParam, SamplingCapability,
+    UrlElicitationCapability,
+};
+use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext, RoleClient};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::progress::ProgressRoutes;
+
+/// Calls in flight on one connection, by the id of their `tools/call`.
+pub(super) type CallRoutes = Arc<Mutex<HashMap<String, Arc<dyn CallClient>>>>;
+
+/// Where notifications of every connection go, once the engine says.
+pub(super) type NoticeSink = Arc<Mutex<Option<Arc<dyn UpstreamNotices>>>>;
+
+/// One connection's handler.
+#[derive(Clone)]
+pub(super) struct Upstream {
+    pub progress: ProgressRoutes,
+    pub calls: CallRoutes,
+    pub capabilities: ClientCapabilities,
+    pub notices: NoticeSink,
+    /// The server's namespace and name, for notices.
+    pub server: (String, String),
+}
+
+/// A registered call; dropping it stops routing to its client.
+pub(super) struct CallRoute {
+    calls: CallRoutes,
+    id: String,
+}
+
+impl Drop for CallRoute {
+    fn drop(&mut self) {
+        lock(&self.calls).remove(&self.id);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The key of a request id.
+pub(super) fn id_key(id: &RequestId) -> String {
+    match id {
+        rmcp::model::NumberOrString::String(s) => s.to_string(),
+        rmcp::model::NumberOrString::Number(n) => n.to_string(),
+    }
+}
+
+impl Upstream {
+    /// Routes what the server asks while the request `id` runs to `client`.
+    pub(super) fn route(&self, id: &RequestId, client: Arc<dyn CallClient>) -> CallRoute {
+        let id = id_key(id);
+        lock(&self.calls).insert(id.clone(), client);
+        CallRoute {
+            calls: self.calls.clone(),
+            id,
+        }
+    }
+
+    /// The call a server request belongs to: the one whose response stream
+    /// carried it (streamable HTTP), else the only call in flight.
+    fn call_of(&self, context: &RequestContext<RoleClient>) -> Option<Arc<dyn CallClient>> {
+        let calls = lock(&self.calls);
+        match context.extensions.get::<InboundStreamOrigin>() {
+            Some(InboundStreamOrigin::OutboundRequest(id)) => calls.get(&id_key(id)).cloned(),
+            _ if calls.len() == 1 => calls.values().next().cloned(),
+            _ => None,
+        }
+    }
+
+    fn notice(&self, method: &str, params: Value) {
+        let sink = lock(&self.notices).clone();
+        if let Some(sink) = sink {
+            sink.notice(&self.server.0, &self.server.1, method, params);
+        }
+    }
+
+    /// Passes `params` of `method` to the call's client and reads its answer.
+    async fn relay<P: Serialize, A: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+        context: RequestContext<RoleClient>,
+    ) -> Result<A, rmcp::ErrorData> {
+        let mut client = self.call_of(&context);
+        // The request may overtake the registration of the call it is
+        // about (its id is known once the call is sent): wait a moment.
+        for _ in 0..20 {
+            if client.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            client = self.call_of(&context);
+        }
+        let Some(client) = client else {
+            return Err(refusal(&CallError::new(
+                ErrorCode::NoCall,
+                format!("joch cannot tell which call this {method} belongs to"),
+            )));
+        };
+        let params = serde_json::to_value(params)
+            .map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))?;
+        // The upstream's cancellation (context.ct) drops the relay, which
+        // tells the client its request is withdrawn.
+        let answer = tokio::select! {
+            answer = client.request(method, params) => answer,
+            () = context.ct.cancelled() => Err(CallError::new(ErrorCode::Cancelled, "the server cancelled its request")),
+        };
+        let answer = answer.map_err(|e| refusal(&e))?;
+        serde_json::from_value(answer).map_err(|e| {
+            rmcp::ErrorData::internal_error(
+                format!("the client's answer cannot be read: {e}"),
+                None,
+            )
+        })
+    }
+}
+
+/// What the upstream is told when its request is not answered.
+fn refusal(error: &CallError) -> rmcp::ErrorData {
+    rmcp::ErrorData::new(
+        rmcp::model::ErrorCode::INTERNAL_ERROR,
+        error.message.clone(),
+        Some(serde_json::json!({"code": error.code})),
+    )
+}
+
+impl ClientHandler for Upstream {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = McpCapabilities::default();
+        let c = self.capabilities;
+        if c.sampling {
+            capabilities.sampling = Some(SamplingCapability::default());
+        }
+        if c.elicitation_form || c.elicitation_url {
+            let mut elicitation = ElicitationCapability::default();
+            elicitation.form = c.elicitation_form.then(FormElicitationCapability::default);
+            elicitation.url = c.elicitation_url.then(UrlElicitationCapability::default);
+            capabilities.elicitation = Some(elicitation);
+        }
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("joch", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, rmcp::ErrorData> {
+        self.relay("sampling/createMessage", &params, context).await
+    }
+
+    /// Relayed to the caller; a caller that cannot answer makes this an
+    /// error, never a `decline` that nobody gave, which the upstream tool
+    /// would act on as a user's refusal.
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        self.relay("elicitation/create", &params, context).await
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.on_progress(params, context);
+    }
+
+    /// To the one call in flight, on its stream; else to the sessions.
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        let params = serde_json::to_value(&params).unwrap_or_default();
+        let only = {
+            let calls = lock(&self.calls);
+            (calls.len() == 1)
+                .then(|| calls.values().next().cloned())
+                .flatten()
+        };
+        match only {
+            Some(client) => client.notify("notifications/message", params),
+            None => self.notice("notifications/message", params),
+        }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        let params = serde_json::to_value(&params).unwrap_or_default();
+        self.notice("notifications/resources/updated", params);
+    }
+
+    async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.notice("notifications/resources/list_changed", Value::Null);
+    }
+
+    async fn on_prompt_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.notice("notifications/prompts/list_changed", Value::Null);
+    }
+
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.notice("notifications/tools/list_changed", Value::Null);
+    }
+}

@@ -1,0 +1,114 @@
+//! An upstream server's surface beyond tools: resource reads and prompt
+//! gets (run as calls of the server's surface tool, see
+//! `joch_core::mcp_surface`), and the requests the MCP front passes on
+//! without recording them (listings, completion, subscriptions, log level).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use joch_core::mcp_surface::{ClientCapabilities, McpOperation, McpSurface, UpstreamNotices};
+use joch_core::{CallError, ErrorCode, McpServer};
+use rmcp::model::ClientRequest;
+use rmcp::service::ServiceError;
+use serde_json::{Map, Value, json};
+
+use super::{Client, McpClients};
+
+/// The methods [`McpSurface::request`] passes on.
+const PASSED_ON: [&str; 7] = [
+    "resources/list",
+    "resources/templates/list",
+    "prompts/list",
+    "completion/complete",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "logging/setLevel",
+];
+
+impl McpClients {
+    /// Reads a resource (`args.uri`) or gets a prompt (`args.name`,
+    /// `args.arguments`) for a call of a surface tool.
+    pub(super) async fn read_or_get(
+        &self,
+        server: &McpServer,
+        client: &Arc<Client>,
+        operation: McpOperation,
+        args: &Map<String, Value>,
+    ) -> Result<Value, CallError> {
+        let params = match operation {
+            McpOperation::ReadResource => json!({"uri": args.get("uri")}),
+            _ => {
+                let mut params = json!({"name": args.get("name")});
+                if let Some(arguments) = args.get("arguments") {
+                    params["arguments"] = arguments.clone();
+                }
+                params
+            }
+        };
+        self.send(server, client, operation.as_str(), params).await
+    }
+
+    /// Sends `method` with `params` on `client` and returns the result as JSON.
+    async fn send(
+        &self,
+        server: &McpServer,
+        client: &Arc<Client>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, CallError> {
+        let request: ClientRequest = serde_json::from_value(json!({
+            "method": method,
+            "params": params,
+        }))
+        .map_err(|e| CallError::new(ErrorCode::InvalidArguments, format!("{method}: {e}")))?;
+        let timeout = Duration::from_millis(server.spec.timeout_ms);
+        let answer = match tokio::time::timeout(timeout, client.send_request(request)).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(e)) => return Err(self.failed(server, client, e).await),
+            Err(_) => {
+                return Err(self
+                    .failed(server, client, ServiceError::Timeout { timeout })
+                    .await);
+            }
+        };
+        serde_json::to_value(&answer).map_err(|e| {
+            CallError::new(
+                ErrorCode::McpError,
+                format!("the server's result cannot be read: {e}"),
+            )
+        })
+    }
+}
+
+#[async_trait]
+impl McpSurface for McpClients {
+    async fn request(
+        &self,
+        server: &McpServer,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, CallError> {
+        if !PASSED_ON.contains(&method) {
+            return Err(CallError::new(
+                ErrorCode::MethodNotFound,
+                format!("{method} is not passed on to upstream servers"),
+            ));
+        }
+        let client = self.client(server, ClientCapabilities::default()).await?;
+        self.send(server, &client, method, params).await
+    }
+
+    async fn capabilities(&self, server: &McpServer) -> Result<Value, CallError> {
+        let client = self.client(server, ClientCapabilities::default()).await?;
+        let capabilities = client
+            .peer()
+            .peer_info()
+            .map(|info| info.capabilities.clone());
+        Ok(serde_json::to_value(capabilities).unwrap_or_default())
+    }
+
+    fn set_notices(&self, notices: Arc<dyn UpstreamNotices>) {
+        *self.notices.lock().unwrap_or_else(|e| e.into_inner()) = Some(notices);
+    }
+}

@@ -1,0 +1,100 @@
+//! An approver's inbox: the pending approvals of a namespace, nearest
+//! deadline first, each with its call and whether the principal asking may
+//! decide it (by the rulebook, `rules.rs`), and a way to hear when the set
+//! changes (here, or on another replica through the store's changes).
+
+use joch_core::{Approval, ApprovalPhase, Principal, Tool, ToolCall, ValidationError};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::ApprovalDecision;
+use crate::rules;
+use crate::{Engine, EngineError, ListParams};
+
+/// Most pending approvals an inbox shows at once.
+const INBOX_LIMIT: usize = 500;
+
+/// One pending approval as an approver sees it.
+#[derive(Debug, Clone)]
+pub struct InboxItem {
+    /// The approval, as stored.
+    pub approval: Approval,
+    /// The call that waits on it (absent only if the ledger lost it).
+    pub call: Option<ToolCall>,
+    /// `Ok` when the principal asking may decide it; else why not.
+    pub may_decide: Result<(), String>,
+}
+
+impl Engine {
+    /// The pending approvals of `namespace` that `by` may see, nearest
+    /// deadline first, each marked with whether `by` may decide it.
+    pub async fn inbox(
+        &self,
+        by: &Principal,
+        namespace: &str,
+    ) -> Result<Vec<InboxItem>, EngineError> {
+        rules::acts_in(by, namespace)?;
+        let params = ListParams {
+            phase: Some(ApprovalPhase::Pending.as_str().to_owned()),
+            limit: Some(INBOX_LIMIT),
+            ..ListParams::default()
+        };
+        let mut items = Vec::new();
+        for approval in self.list_approvals(namespace, params).await?.items {
+            let call = self
+                .get_call(namespace, &approval.spec.action.tool_call_ref.name)
+                .await
+                .ok();
+            let may_decide = match &call {
+                Some(call) => rules::decider(call, &approval, by, "console", false)
+                    .map(drop)
+                    .map_err(|e| e.to_string()),
+                None => Err("the call is not in the ledger".to_owned()),
+            };
+            items.push(InboxItem {
+                approval,
+                call,
+                may_decide,
+            });
+        }
+        items.sort_by_key(|i| i.approval.status.deadline.map(|d| d.0));
+        Ok(items)
+    }
+
+    /// A receiver that changes whenever an Approval opens or is decided.
+    pub fn approval_changes(&self) -> watch::Receiver<u64> {
+        self.inner.approvals_changed.subscribe()
+    }
+
+    /// Approves with edited arguments once they fit the tool's input
+    /// schema; arguments that do not are refused (422 `invalid_resource`)
+    /// and nothing is decided.
+    pub async fn edit_checked(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+        decision: ApprovalDecision,
+    ) -> Result<Approval, EngineError> {
+        rules::acts_in(by, namespace)?;
+        let approval = self.get_approval(namespace, name).await?;
+        let input = decision
+            .edited_input
+            .as_ref()
+            .ok_or_else(|| ValidationError::field("input", "missing field"))?;
+        if !input.is_object() {
+            return Err(
+                ValidationError::field("input", "the arguments must be a JSON object").into(),
+            );
+        }
+        if let Some(tool) = approval.spec.payload.get("tool").and_then(Value::as_str) {
+            let tool: Tool = self.get_resource(namespace, tool).await?;
+            let compiled = self.inner.schemas.get(&tool)?;
+            compiled.check_input(input).map_err(|e| {
+                let detail = e.details.map(|d| format!(" ({d})")).unwrap_or_default();
+                ValidationError::field("input", format!("{}{detail}", e.message))
+            })?;
+        }
+        self.approve(by, namespace, name, decision).await
+    }
+}

@@ -1,0 +1,375 @@
+//! The console's guard over HTTP, without a browser: sign-in, session and
+//! CSRF cookies, refusals as structured JSON. (The pages themselves are
+//! driven in Chromium by tests/interop/test_console.py.)
+
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::{Client, Method, Response, StatusCode};
+use serde_json::Value;
+
+use crate::harness::Joch;
+
+const ROOT: &str = "root-secret-for-the-console";
+
+fn client() -> Client {
+    Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// The `name=value` of a `Set-Cookie` the answer carries, and its attributes.
+fn set_cookie(response: &Response, name: &str) -> Option<(String, String)> {
+    response
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(|v| {
+            let (pair, attributes) = v.split_once(';').unwrap_or((v, ""));
+            (pair.to_owned(), attributes.to_owned())
+        })
+}
+
+async fn json(response: Response) -> (StatusCode, Value) {
+    let status = response.status();
+    (status, response.json().await.unwrap())
+}
+
+async fn send(joch: &Joch, method: Method, path: &str, cookie: &str, form: &str) -> Response {
+    client()
+        .request(method, format!("{}{path}", joch.base))
+        .header(COOKIE, cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form.to_owned())
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn sign_in_sessions_and_csrf_are_guarded() {
+    let joch = Joch::start_with_env(&[("JOCH_ADMIN_TOKEN", ROOT)]).await;
+    let page = send(&joch, Method::GET, "/ui/inbox", "", "").await;
+    assert_eq!(page.status(), StatusCode::SEE_OTHER);
+    assert_eq!(page.headers()[LOCATION], "/ui/signin");
+    let action = send(
+        &joch,
+        Method::POST,
+        "/ui/approvals/a/decide",
+        "",
+        "verb=approve",
+    )
+    .await;
+    assert_eq!(json(action).await.1["code"], "unauthorized");
+
+    let form = send(&joch, Method::GET, "/ui/signin", "", "").await;
+    let (csrf, attributes) = set_cookie(&form, "joch_csrf").expect("a CSRF cookie");
+    assert!(attributes.contains("HttpOnly") && attributes.contains("SameSite=Strict"));
+    assert!(!attributes.contains("Secure"), "plain http: {attributes}");
+    let token = csrf.trim_start_matches("joch_csrf=");
+    let forged = send(
+        &joch,
+        Method::POST,
+        "/ui/signin",
+        &csrf,
+        &format!("csrf=x&token={ROOT}"),
+    )
+    .await;
+    assert_eq!(
+        json(forged).await,
+        (StatusCode::FORBIDDEN, json_error("csrf_refused"))
+    );
+    let wrong = send(
+        &joch,
+        Method::POST,
+        "/ui/signin",
+        &csrf,
+        &format!("csrf={token}&token=nope"),
+    )
+    .await;
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+
+    let signed = send(
+        &joch,
+        Method::POST,
+        "/ui/signin",
+        &csrf,
+        &format!("csrf={token}&token={ROOT}"),
+    )
+    .await;
+    assert_eq!(signed.status(), StatusCode::SEE_OTHER);
+    let (session, attributes) = set_cookie(&signed, "joch_session").expect("a session cookie");
+    assert!(attributes.contains("HttpOnly") && attributes.contains("SameSite=Strict"));
+    assert!(attributes.contains("Max-Age=28800"), "{attributes}");
+    let inbox = send(&joch, Method::GET, "/ui/inbox", &session, "").await;
+    assert_eq!(inbox.status(), StatusCode::OK);
+    let html = inbox.text().await.unwrap();
+    let meta = html.split("name=\"csrf-token\" content=\"").nth(1).unwrap();
+    let session_csrf = &meta[..meta.find('"').unwrap()];
+
+    let bare = send(
+        &joch,
+        Method::POST,
+        "/ui/approvals/a/decide",
+        &session,
+        "verb=approve",
+    )
+    .await;
+    assert_eq!(
+        json(bare).await,
+        (StatusCode::FORBIDDEN, json_error("csrf_refused"))
+    );
+    let visitor = send(
+        &joch,
+        Method::POST,
+        "/ui/approvals/a/decide",
+        &session,
+        &format!("verb=approve&csrf={token}"),
+    )
+    .await;
+    assert_eq!(
+        json(visitor).await.1["code"],
+        "csrf_refused",
+        "a session has its own token"
+    );
+    let decided = send(
+        &joch,
+        Method::POST,
+        "/ui/approvals/a/decide",
+        &session,
+        &format!("verb=approve&csrf={session_csrf}"),
+    )
+    .await;
+    assert_eq!(
+        json(decided).await.1["code"],
+        "approval_not_found",
+        "past the guard, the engine answers"
+    );
+    let bad = send(
+        &joch,
+        Method::POST,
+        "/ui/approvals/a/decide",
+        &session,
+        &format!("verb=maybe&csrf={session_csrf}"),
+    )
+    .await;
+    assert_eq!(json(bad).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let out = send(
+        &joch,
+        Method::POST,
+        "/ui/signout",
+        &session,
+        &format!("csrf={session_csrf}"),
+    )
+    .await;
+    assert_eq!(out.status(), StatusCode::SEE_OTHER);
+    assert!(
+        set_cookie(&out, "joch_session")
+            .unwrap()
+            .1
+            .contains("Max-Age=0")
+    );
+    let after = send(&joch, Method::GET, "/ui/inbox", &session, "").await;
+    assert_eq!(
+        after.headers()[LOCATION],
+        "/ui/signin",
+        "signed out for good"
+    );
+}
+
+fn json_error(code: &str) -> Value {
+    let message = "this form or action lacks its CSRF token; reload the page and try again";
+    serde_json::json!({"code": code, "message": message, "details": {}})
+}
+
+#[tokio::test]
+async fn the_console_is_embedded_and_local_without_authentication() {
+    let joch = Joch::start_with(&["--public-url", "https://joch.example"]).await;
+    let page = send(&joch, Method::GET, "/ui/inbox", "", "").await;
+    assert_eq!(
+        page.status(),
+        StatusCode::OK,
+        "loopback without auth: as the API"
+    );
+    let (_, attributes) = set_cookie(&page, "joch_csrf").unwrap();
+    assert!(attributes.contains("Secure"), "behind https: {attributes}");
+    assert!(page.text().await.unwrap().contains("local · admin"));
+    let script = send(&joch, Method::GET, "/ui/assets/htmx.js", "", "").await;
+    assert_eq!(script.headers()["content-type"], "text/javascript");
+    assert!(script.text().await.unwrap().contains("htmx"));
+    let missing = send(&joch, Method::GET, "/ui/assets/nope.js", "", "").await;
+    assert_eq!(json(missing).await.1["code"], "not_found");
+}
+
+/// Reads the SSE answer until an `inbox` event's data satisfies `wanted`.
+async fn next_inbox(stream: &mut Response, wanted: impl Fn(&str) -> bool) -> String {
+    let mut text = String::new();
+    let read = async {
+        while let Some(chunk) = stream.chunk().await.unwrap() {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = text.find("\n\n") {
+                let event: String = text.drain(..end + 2).collect();
+                if event.contains("event: inbox") && wanted(&event) {
+                    return event;
+                }
+            }
+        }
+        panic!("the stream ended");
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("an inbox event in time")
+}
+
+/// On PostgreSQL, a replica's inbox hears of approvals opened and decided on
+/// another replica at once (LISTEN/NOTIFY), not at its next re-read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_inbox_follows_another_replicas_approvals() {
+    let Some(store) = crate::replicas::fresh_database("console_inbox").await else {
+        return;
+    };
+    let (a, b) = tokio::join!(
+        crate::replicas::replica(&store),
+        crate::replicas::replica(&store)
+    );
+    let webhook = crate::harness::Webhook::start().await;
+    let effects = serde_json::json!({"level": "external_write", "requiresApproval": true});
+    b.create_tool(crate::harness::rest_tool(
+        "held",
+        &format!("{}/ok", webhook.base),
+        effects,
+    ))
+    .await;
+    let path = format!("/ui/inbox/stream?ns={}", crate::harness::NS);
+    let mut stream = send(&a, Method::GET, &path, "", "").await;
+    next_inbox(&mut stream, |e| e.contains("No call is waiting")).await;
+
+    let call = serde_json::json!({"metadata": {"name": "held-1"}, "spec": {"toolRef": {"name": "held"}, "input": {}}});
+    let path = format!("/v1/namespaces/{}/toolcalls?wait=false", crate::harness::NS);
+    let (status, _) = b.send(Method::POST, &path, Some(call)).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let opened = std::time::Instant::now();
+    next_inbox(&mut stream, |e| e.contains("data-approval=\"held-1\"")).await;
+    let heard = opened.elapsed();
+    assert!(
+        heard < std::time::Duration::from_millis(2_500),
+        "heard after {heard:?}, not at once"
+    );
+
+    let path = format!(
+        "/v1/namespaces/{}/approvals/held-1/approve",
+        crate::harness::NS
+    );
+    let (status, _) = b
+        .send(
+            Method::POST,
+            &path,
+            Some(serde_json::json!({"approvedBy": "bea"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    next_inbox(&mut stream, |e| e.contains("No call is waiting")).await;
+}
+
+/// A measurement, not a check run by default: the ledger page's first page
+/// (and a filtered one, and the next page) over a store of a million
+/// settled calls, as `joch serve` answers them. Writes the ledger first
+/// (minutes in a debug build). `JOCH_LEDGER_CALLS` sets the size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement over a million-call store; run with --ignored --nocapture"]
+async fn the_ledger_pages_of_a_million_calls() {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    let calls: usize = std::env::var("JOCH_LEDGER_CALLS").map_or(1_000_000, |n| n.parse().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("joch.db");
+    let store: Arc<dyn joch_store::Store> = Arc::new(joch_store::SqliteStore::open(&db).unwrap());
+    let started = Instant::now();
+    let mut writers = Vec::new();
+    for w in 0..16 {
+        let store = Arc::clone(&store);
+        writers.push(tokio::spawn(async move {
+            for i in (w..calls).step_by(16) {
+                let input = serde_json::json!({"q": i % 100});
+                let mut call = joch_core::ToolCall::of(
+                    format!("call-{i:08}"),
+                    format!("tool-{}", i % 20),
+                    input,
+                );
+                call.metadata.namespace = crate::harness::NS.to_owned();
+                call.metadata.creation_timestamp = Some(joch_core::Time(chrono::Utc::now()));
+                call.spec.agent_ref = Some(joch_core::ObjectRef::new(format!("agent-{}", i % 5)));
+                call.status.phase = if i % 50 == 0 {
+                    joch_core::Phase::Failed
+                } else {
+                    joch_core::Phase::Succeeded
+                };
+                store
+                    .create_object(&mut call, joch_store::Durability::Deferred)
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    let mut last = joch_core::ToolCall::of("call-last", "tool-0", serde_json::json!({}));
+    last.metadata.namespace = crate::harness::NS.to_owned();
+    store
+        .create_object(&mut last, joch_store::Durability::Sync)
+        .await
+        .unwrap();
+    drop(store);
+    eprintln!(
+        "wrote {calls} calls in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let joch = Joch::start_on(&db, &[]).await;
+    let ns = crate::harness::NS;
+    for (what, query) in [
+        ("first page", ""),
+        ("by agent", "&agent=agent-3"),
+        ("by tool and phase", "&tool=tool-0&phase=Failed"),
+        ("matching nothing", "&tool=tool-7&phase=Failed"),
+    ] {
+        let mut times = Vec::new();
+        let mut next = None;
+        for _ in 0..21 {
+            let t = Instant::now();
+            let path = format!("/ui/calls?ns={ns}{query}");
+            let page = send(&joch, Method::GET, &path, "", "").await;
+            assert_eq!(page.status(), StatusCode::OK);
+            let html = page.text().await.unwrap();
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            next = next_page(&html);
+        }
+        times.sort_by(f64::total_cmp);
+        let mut next_ms = f64::NAN;
+        if let Some(next) = next {
+            let t = Instant::now();
+            let page = send(&joch, Method::GET, &format!("/ui/calls?{next}"), "", "").await;
+            assert_eq!(page.status(), StatusCode::OK);
+            let _ = page.text().await.unwrap();
+            next_ms = t.elapsed().as_secs_f64() * 1000.0;
+        }
+        eprintln!(
+            "{what}: p50 {:.1} ms, max {:.1} ms; next page {next_ms:.1} ms",
+            times[10], times[20]
+        );
+    }
+}
+
+/// The query of the page's "Next page" link, if it has one.
+fn next_page(html: &str) -> Option<String> {
+    let before = html
+        .split("\" rel=\"next\"")
+        .next()
+        .filter(|_| html.contains("rel=\"next\""))?;
+    let query = before.rsplit("href=\"/ui/calls?").next()?;
+    Some(query.replace("&amp;", "&"))
+}

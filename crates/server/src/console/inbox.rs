@@ -1,0 +1,322 @@
+//! `/ui/inbox`: the pending approvals the viewer may see, nearest deadline
+//! first, live over Server-Sent Events, and the decisions on them. Every
+//! decision is one call of the engine's approve / edit / reject entry
+//! points with the viewer's principal, so the rulebook is the API's.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use futures_util::stream::{self, Stream, StreamExt};
+use joch_core::ApprovalActionKind;
+use joch_engine::{ApprovalDecision, Engine, InboxItem};
+use maud::{Markup, html};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::Fields;
+use super::layout::{Section, json_block, page, wire};
+use super::viewer::Viewer;
+use crate::extract::{Path, Query};
+use crate::{ApiError, AppState};
+
+/// The inbox page.
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Extension(viewer): Extension<Viewer>,
+) -> Result<Response, ApiError> {
+    let items = state
+        .engine
+        .inbox(&viewer.principal, &viewer.namespace)
+        .await?;
+    let shown = list(&viewer, &items);
+    let stream = format!(
+        "/ui/inbox/stream?ns={}&seen={}",
+        viewer.namespace,
+        fingerprint(&shown.0)
+    );
+    let body = html! {
+        h1 { "Approvals waiting" }
+        p.note { "Nearest deadline first. The list updates by itself when a call starts waiting or someone decides." }
+        div hx-ext="sse" sse-connect=(stream) {
+            div #inbox sse-swap="inbox" aria-live="polite" { (shown) }
+        }
+    };
+    Ok(page(Some(&viewer), Section::Inbox, "Approvals", body))
+}
+
+/// What the page already shows, so the stream does not send it again.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Seen {
+    #[serde(default)]
+    #[allow(dead_code)]
+    ns: String,
+    #[serde(default)]
+    seen: Option<String>,
+}
+
+/// A stable fingerprint of rendered HTML (the same on every replica).
+pub(crate) fn fingerprint(html: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    html.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
+/// The list as a live stream: sent at once if it changed since the page
+/// was rendered, then again whenever an approval opens or is decided
+/// (here, or on another replica).
+pub(crate) async fn stream(
+    State(state): State<AppState>,
+    Extension(viewer): Extension<Viewer>,
+    Query(seen): Query<Seen>,
+) -> Result<Response, ApiError> {
+    let cap = state.config.max_streams_per_principal;
+    let held = state.streams.open(Some(&viewer.principal), cap)?;
+    let events = live(state.engine.clone(), viewer, seen.seen).map(move |event| {
+        let _counted = &held;
+        event
+    });
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+fn live(
+    engine: Engine,
+    viewer: Viewer,
+    seen: Option<String>,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    let changes = engine.approval_changes();
+    stream::unfold(
+        (engine, viewer, changes, seen, true),
+        |(engine, viewer, mut changes, last, first)| async move {
+            let mut first = first;
+            loop {
+                if !first {
+                    // A store shared with other processes that do not
+                    // notify (SQLite) is re-read every few seconds.
+                    let _ = tokio::time::timeout(Duration::from_secs(3), changes.changed()).await;
+                }
+                let items = match engine.inbox(&viewer.principal, &viewer.namespace).await {
+                    Ok(items) => items,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "inbox stream stopped");
+                        return None;
+                    }
+                };
+                first = false;
+                let html = list(&viewer, &items).into_string();
+                let print = fingerprint(&html);
+                if last.as_deref() == Some(print.as_str()) {
+                    continue;
+                }
+                let event = SseEvent::default().event("inbox").data(html);
+                return Some((Ok(event), (engine, viewer, changes, Some(print), false)));
+            }
+        },
+    )
+}
+
+fn list(viewer: &Viewer, items: &[InboxItem]) -> Markup {
+    html! {
+        @if items.is_empty() {
+            p.card { "No call is waiting for approval." }
+        }
+        @for item in items { (card(viewer, item)) }
+    }
+}
+
+fn card(viewer: &Viewer, item: &InboxItem) -> Markup {
+    let a = &item.approval;
+    let name = &a.metadata.name;
+    let tool = a
+        .spec
+        .payload
+        .get("tool")
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    let call = item.call.as_ref();
+    let agent = call
+        .and_then(|c| c.spec.agent_ref.as_ref())
+        .map(|r| r.name.as_str());
+    let execution = call
+        .and_then(|c| c.spec.execution_ref.as_ref())
+        .map(|r| r.name.as_str());
+    let caller = call
+        .and_then(|c| c.status.principal.as_ref())
+        .map(|p| p.name.as_str());
+    let input = call.map_or(&Value::Null, |c| &c.spec.input);
+    let heading = format!("approval-{name}");
+    html! {
+        article.card aria-labelledby=(heading) data-approval=(name) {
+            h2 id=(heading) { (tool) " " span.note { "· " a href={ "/ui/calls/" (name) "?ns=" (viewer.namespace) } { (name) } } }
+            dl.facts {
+                dt { "Side effects" } dd { (wire(&a.spec.risk.level)) }
+                dt { "Agent" } dd { (agent.unwrap_or("—")) }
+                dt { "Made by" } dd { (caller.unwrap_or("—")) }
+                dt { "Execution" } dd {
+                    @match execution { Some(e) => a href={ "/ui/calls?ns=" (viewer.namespace) "&execution=" (e) } { (e) }, None => "—" }
+                }
+                dt { "Policy" } dd {
+                    @match &a.spec.policy_ref {
+                        Some(p) => { (p.name) " version " (p.version) },
+                        None => "the tool requires approval",
+                    }
+                }
+                dt { "Why" } dd { (a.spec.risk.summary) }
+                @if let Some(prompt) = a.spec.payload.pointer("/userInput/prompt").and_then(Value::as_str) {
+                    dt { "Asks for" } dd { (prompt) }
+                }
+                dt { "Time left" } dd {
+                    @if let Some(deadline) = a.status.deadline {
+                        time datetime=(deadline.0.to_rfc3339()) data-deadline=(deadline.0.to_rfc3339()) {
+                            "until " (deadline.0.format("%H:%M:%S UTC"))
+                        }
+                    }
+                }
+            }
+            h3.note { "Arguments as recorded" }
+            (json_block("Arguments", input))
+            @match &item.may_decide {
+                Ok(()) => (actions(viewer, item)),
+                Err(why) => p.note { "You cannot decide this one: " (why) },
+            }
+        }
+    }
+}
+
+fn actions(viewer: &Viewer, item: &InboxItem) -> Markup {
+    let a = &item.approval;
+    let name = &a.metadata.name;
+    let url = format!("/ui/approvals/{name}/decide?ns={}", viewer.namespace);
+    let id = |field: &str| format!("{field}-{name}");
+    let user_input = a.spec.action.kind == ApprovalActionKind::UserInput;
+    let input = item
+        .call
+        .as_ref()
+        .map_or(Value::Null, |c| c.spec.input.clone());
+    let pretty = serde_json::to_string_pretty(&input).unwrap_or_default();
+    html! {
+        form hx-post=(url) hx-target="#inbox" hx-swap="innerHTML" {
+            div.actions {
+                fieldset {
+                    legend { "Approve" }
+                    label for=(id("rationale")) { "Rationale (for the record)" }
+                    input id=(id("rationale")) type="text" name="rationale";
+                    @if user_input {
+                        label for=(id("value")) { "Value to provide (text)" }
+                        input id=(id("value")) type="text" name="value";
+                        button.primary type="submit" name="verb" value="provide" { "Provide value" }
+                    } @else {
+                        button.primary type="submit" name="verb" value="approve" { "Approve" }
+                        button type="submit" name="verb" value="always" { "Approve always" }
+                    }
+                }
+                @if !user_input {
+                    fieldset {
+                        legend { "Edit the arguments" }
+                        label for=(id("input")) { "Arguments (JSON, checked against the tool's input schema)" }
+                        textarea id=(id("input")) name="input" rows="6" { (pretty) }
+                        button type="submit" name="verb" value="edit" { "Approve with these arguments" }
+                    }
+                }
+                fieldset {
+                    legend { "Deny" }
+                    label for=(id("message")) { "Message for the model" }
+                    input id=(id("message")) type="text" name="message";
+                    button.danger type="submit" name="verb" value="deny" { "Deny" }
+                }
+            }
+        }
+    }
+}
+
+/// What an inbox form posts.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DecisionForm {
+    verb: Verb,
+    #[serde(default)]
+    rationale: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    input: String,
+    #[serde(default)]
+    value: String,
+    /// Checked by the guard; part of every form.
+    #[serde(default)]
+    #[allow(dead_code)]
+    csrf: String,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum Verb {
+    Approve,
+    Always,
+    Edit,
+    Provide,
+    Deny,
+}
+
+fn some(text: &str) -> Option<String> {
+    Some(text.trim().to_owned()).filter(|t| !t.is_empty())
+}
+
+impl DecisionForm {
+    fn decision(&self) -> Result<ApprovalDecision, ApiError> {
+        let parse = |field: &str, text: &str| {
+            serde_json::from_str::<Value>(text).map_err(|e| {
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_resource",
+                    format!("{field}: not valid JSON: {e}"),
+                )
+            })
+        };
+        Ok(ApprovalDecision {
+            // Recorded only for the local console; a signed-in decision is
+            // recorded under the principal's name.
+            by: "console".to_owned(),
+            rationale: some(&self.rationale),
+            message: some(&self.message),
+            edited_input: match self.verb {
+                Verb::Edit => Some(parse("input", &self.input)?),
+                _ => None,
+            },
+            value: match self.verb {
+                Verb::Provide => Some(Value::String(self.value.clone())),
+                _ => None,
+            },
+            always: matches!(self.verb, Verb::Always),
+            for_user: false,
+        })
+    }
+}
+
+/// Decides, then answers the refreshed list.
+pub(crate) async fn decide(
+    State(state): State<AppState>,
+    Extension(viewer): Extension<Viewer>,
+    Path(name): Path<String>,
+    Fields(form): Fields<DecisionForm>,
+) -> Result<Response, ApiError> {
+    let (engine, by, ns) = (&state.engine, &viewer.principal, viewer.namespace.as_str());
+    let decision = form.decision()?;
+    match form.verb {
+        Verb::Approve | Verb::Always | Verb::Provide => {
+            engine.approve(by, ns, &name, decision).await?
+        }
+        Verb::Edit => engine.edit_checked(by, ns, &name, decision).await?,
+        Verb::Deny => engine.reject(by, ns, &name, decision).await?,
+    };
+    let items = engine.inbox(by, ns).await?;
+    Ok(Html(list(&viewer, &items).into_string()).into_response())
+}

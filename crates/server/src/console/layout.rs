@@ -1,0 +1,157 @@
+//! The page shell every console page shares: skip link, navigation shaped
+//! by the viewer's role, who is signed in, the alert region, and the CSRF
+//! token htmx sends with every action.
+
+use axum::response::{Html, IntoResponse, Response};
+use joch_core::token::Role;
+use maud::{DOCTYPE, Markup, html};
+use serde_json::Value;
+
+use super::viewer::Viewer;
+
+/// The console's pages, for the navigation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Section {
+    Overview,
+    Inbox,
+    Ledger,
+    Executions,
+    Upstreams,
+    Policies,
+    Tokens,
+    SignIn,
+}
+
+impl Section {
+    fn title(self) -> &'static str {
+        match self {
+            Section::Overview => "Overview",
+            Section::Inbox => "Approvals",
+            Section::Ledger => "Ledger",
+            Section::Executions => "Executions",
+            Section::Upstreams => "Upstreams",
+            Section::Policies => "Policies",
+            Section::Tokens => "Tokens",
+            Section::SignIn => "Sign in",
+        }
+    }
+
+    fn href(self) -> &'static str {
+        match self {
+            Section::Overview => "/ui/overview",
+            Section::Inbox => "/ui/inbox",
+            Section::Ledger => "/ui/calls",
+            Section::Executions => "/ui/executions",
+            Section::Upstreams => "/ui/upstreams",
+            Section::Policies => "/ui/policies",
+            Section::Tokens => "/ui/tokens",
+            Section::SignIn => "/ui/signin",
+        }
+    }
+}
+
+/// A whole page.
+pub(crate) fn page(
+    viewer: Option<&Viewer>,
+    section: Section,
+    title: &str,
+    body: Markup,
+) -> Response {
+    let csrf = viewer.map(|v| v.csrf.as_str()).unwrap_or_default();
+    let headers = serde_json::json!({"x-csrf-token": csrf}).to_string();
+    let markup = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="csrf-token" content=(csrf);
+                title { (title) " · joch" }
+                link rel="stylesheet" href="/ui/assets/console.css";
+                script src="/ui/assets/htmx.js" defer {}
+                script src="/ui/assets/sse.js" defer {}
+                script src="/ui/assets/console.js" defer {}
+            }
+            body hx-headers=(headers) {
+                a.skip href="#main" { "Skip to content" }
+                header {
+                    a.brand href="/ui" { "joch" }
+                    @if let Some(viewer) = viewer {
+                        (navigation(viewer, section))
+                        (who(viewer))
+                    }
+                }
+                main id="main" {
+                    div id="alert" class="alert" role="alert" {}
+                    (body)
+                }
+            }
+        }
+    };
+    Html(markup.into_string()).into_response()
+}
+
+fn navigation(viewer: &Viewer, current: Section) -> Markup {
+    let mut sections = vec![
+        Section::Overview,
+        Section::Inbox,
+        Section::Ledger,
+        Section::Executions,
+    ];
+    if viewer.principal.role >= Role::Approver {
+        sections.extend([Section::Upstreams, Section::Policies]);
+    }
+    if viewer.principal.role >= Role::Admin {
+        sections.push(Section::Tokens);
+    }
+    let ns = &viewer.namespace;
+    html! {
+        nav aria-label="Console" {
+            ul {
+                @for s in sections {
+                    li {
+                        a href={ (s.href()) "?ns=" (ns) }
+                            aria-current=[(s == current).then_some("page")] { (s.title()) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn who(viewer: &Viewer) -> Markup {
+    let p = &viewer.principal;
+    html! {
+        div.who {
+            span { (p.name) " · " (p.role.as_str()) " · namespace " strong { (viewer.namespace) } }
+            @if viewer.signed_in {
+                form method="post" action="/ui/signout" {
+                    input type="hidden" name="csrf" value=(viewer.csrf);
+                    button type="submit" { "Sign out" }
+                }
+            }
+        }
+    }
+}
+
+/// A JSON value, pretty, with redacted fields marked for the eye and for
+/// screen readers (the text itself says `[REDACTED]`).
+pub(crate) fn json_block(label: &str, value: &Value) -> Markup {
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    let redacted = text.contains(joch_core::redact::REDACTED);
+    html! {
+        pre aria-label=(label) class=[redacted.then_some("redacted")] { (text) }
+        @if redacted {
+            p.note { "Fields shown as " code { (joch_core::redact::REDACTED) } " were redacted before they were recorded." }
+        }
+    }
+}
+
+/// A value as the wire spells it (`external_write`).
+pub(crate) fn wire<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::String(text)) => text,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}

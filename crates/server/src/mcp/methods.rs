@@ -1,0 +1,234 @@
+//! The MCP methods the front serves: tools (`handler.rs`), and the
+//! upstream servers' resources, prompts, completion and logging
+//! (`surface.rs`).
+
+// Logging is deprecated by SEP-2577 (protocol 2026-07-28) but is part of
+// 2025-11-25, which the front serves.
+#![allow(deprecated)]
+
+use joch_core::mcp_surface::McpOperation;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler};
+use serde_json::{Value, json};
+
+use super::convert::{call_result, is_mcp_tool, refused, tool_definition};
+use super::handler::JochMcp;
+
+/// What joch says of itself in `initialize`: tools, and the upstream
+/// servers' resources, prompts, completion and logging, each of whose
+/// lists may change.
+pub fn server_config() -> ServerConfig {
+    let capabilities: ServerCapabilities = serde_json::from_value(json!({
+        "tools": {"listChanged": true},
+        "resources": {"subscribe": true, "listChanged": true},
+        "prompts": {"listChanged": true},
+        "completions": {},
+        "logging": {},
+    }))
+    .expect("the capabilities are valid");
+    ServerConfig::new(capabilities)
+        .with_server_info(Implementation::new("joch", env!("CARGO_PKG_VERSION")))
+}
+
+impl ServerHandler for JochMcp {
+    fn get_info(&self) -> ServerConfig {
+        server_config().with_instructions(
+            "Every tool call is recorded by joch and decided on by the namespace's policies. \
+             A refused call answers with isError and a JSON reason you can act on.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let namespace = self.namespace(&context.extensions)?;
+        let by = self.principal(&context.extensions)?;
+        let tools = self
+            .all_tools(&by, &namespace)
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let mut definitions: Vec<Value> = tools.iter().map(tool_definition).collect();
+        // The forged artifact tools, while the session's execution has handles.
+        if let Some(execution) = self.execution(&context.meta, &context.extensions) {
+            let forged = self
+                .engine
+                .artifact_tool_definitions(&by, &namespace, &execution)
+                .await
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            definitions.extend(forged);
+        }
+        let tools = definitions
+            .into_iter()
+            .map(|definition| {
+                serde_json::from_value(definition)
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+            })
+            .collect::<Result<Vec<rmcp::model::Tool>, _>>()?;
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let namespace = self.namespace(&context.extensions)?;
+        let by = self.principal(&context.extensions)?;
+        let call = self.call_for(&request, &context);
+        let tool = self
+            .engine
+            .get_tool(&by, &namespace, request.name.as_ref())
+            .await
+            .ok();
+        let tool_is_mcp = tool.as_ref().is_some_and(is_mcp_tool);
+        let result = match self
+            .run_call(&by, &namespace, call, tool.as_ref(), &context)
+            .await
+        {
+            Ok(settled) => {
+                // A new handle widens the artifact tools' callId enum.
+                if settled.handle().is_some() && !settled.spec.from_artifact_tool {
+                    let _ = context.peer.notify_tool_list_changed().await;
+                }
+                call_result(&settled, tool_is_mcp)
+            }
+            Err(e) => {
+                let e = crate::ApiError::from(e);
+                refused(&e.code, &e.message)
+            }
+        };
+        let result: CallToolResult = serde_json::from_value(result)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(result.into())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let (Ok(namespace), Ok(by)) = (
+            self.namespace(&context.extensions),
+            self.principal(&context.extensions),
+        ) {
+            self.watch_tools(by, namespace.clone(), context.peer.clone());
+            self.relay_notices(namespace, context.peer.clone());
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .list_all("resources/list", "resources", "uri", &context.extensions)
+            .await?;
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = self
+            .list_all(
+                "resources/templates/list",
+                "resourceTemplates",
+                "uriTemplate",
+                &context.extensions,
+            )
+            .await?;
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let result = self
+            .read_or_get(McpOperation::ReadResource, &request.uri, None, &context)
+            .await?;
+        let result: ReadResourceResult = serde_json::from_value(result).map_err(internal)?;
+        Ok(result.into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscription(request.uri, true, &context.extensions)
+            .await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscription(request.uri, false, &context.extensions)
+            .await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompts = self
+            .list_all("prompts/list", "prompts", "name", &context.extensions)
+            .await?;
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let arguments = request.arguments.map(Value::Object);
+        let result = self
+            .read_or_get(McpOperation::GetPrompt, &request.name, arguments, &context)
+            .await?;
+        let result: GetPromptResult = serde_json::from_value(result).map_err(internal)?;
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let params = serde_json::to_value(&request).map_err(internal)?;
+        let pointer = match params.pointer("/ref/type").and_then(Value::as_str) {
+            Some("ref/resource") => "/ref/uri",
+            _ => "/ref/name",
+        };
+        let result = self
+            .pass_on("completion/complete", params, pointer, &context.extensions)
+            .await?;
+        serde_json::from_value(result).map_err(internal)
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let level = serde_json::to_value(request.level).map_err(internal)?;
+        let level = level.as_str().unwrap_or("info").to_owned();
+        self.set_log_level(level, &context.extensions).await
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> ErrorData {
+    ErrorData::internal_error(e.to_string(), None)
+}

@@ -1,0 +1,400 @@
+//! The namespace's upstream servers' resources, prompts, completion and
+//! logging, on the front.
+//!
+//! Names map as tools' do: a prompt `greet` of server `docs` is
+//! `docs.greet` (the server's `toolPrefix`, `<server>.` by default, then
+//! the upstream name), and a resource URI is the prefix then the upstream
+//! URI (`docs.file:///a.md`; templates likewise). An empty prefix keeps the
+//! upstream names. A name goes back to the server whose non-empty prefix it
+//! starts with (the longest), else to the first server (by name) with an
+//! empty prefix.
+//!
+//! Reads and gets are calls (governed, recorded: see
+//! `joch_core::mcp_surface`); listings, completion, subscriptions and the
+//! log level are passed on. Upstream notifications reach the sessions of
+//! the server's namespace: list changes always, resource updates for the
+//! URIs the session subscribed to, log messages once it set a level.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use joch_core::mcp_surface::{McpOperation, surface_tool_name};
+use joch_core::{McpServer, Phase, ToolCall};
+use joch_engine::{Principal, UpstreamNotice};
+use rmcp::ErrorData;
+use rmcp::model::Extensions;
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::handler::JochMcp;
+
+/// What one session asked of the upstream surface.
+#[derive(Default)]
+pub(crate) struct SessionSurface {
+    /// Exposed URIs subscribed to.
+    subscribed: Mutex<HashSet<String>>,
+    /// The level set by `logging/setLevel`; none: no log messages.
+    level: Mutex<Option<String>>,
+}
+
+/// MCP log levels, least severe first.
+const LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+fn rank(level: &str) -> usize {
+    LEVELS.iter().position(|l| *l == level).unwrap_or(0)
+}
+
+fn internal(e: impl std::fmt::Display) -> ErrorData {
+    ErrorData::internal_error(e.to_string(), None)
+}
+
+fn upstream_error(e: joch_core::CallError) -> ErrorData {
+    let data = Some(json!({"code": e.code, "details": e.details}));
+    match e.code.as_str() {
+        "forbidden" => ErrorData::invalid_request(e.message, data),
+        "method_not_found" => {
+            ErrorData::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, e.message, data)
+        }
+        _ => ErrorData::internal_error(e.message, data),
+    }
+}
+
+/// The server an exposed name belongs to, and the upstream name.
+pub(crate) fn route<'a>(
+    servers: &'a [McpServer],
+    exposed: &str,
+) -> Option<(&'a McpServer, String)> {
+    let prefixed = servers
+        .iter()
+        .map(|s| (s, s.surface_prefix()))
+        .filter(|(_, p)| !p.is_empty() && exposed.starts_with(p.as_str()))
+        .max_by_key(|(_, p)| p.len());
+    match prefixed {
+        Some((server, prefix)) => Some((server, exposed[prefix.len()..].to_owned())),
+        None => servers
+            .iter()
+            .find(|s| s.surface_prefix().is_empty())
+            .map(|s| (s, exposed.to_owned())),
+    }
+}
+
+/// Prefixes the string at `key` of each item of `items`.
+fn expose(items: &mut [Value], key: &str, prefix: &str) {
+    for item in items {
+        if let Some(Value::String(name)) = item.get_mut(key) {
+            *name = format!("{prefix}{name}");
+        }
+    }
+}
+
+impl JochMcp {
+    async fn servers(
+        &self,
+        extensions: &Extensions,
+    ) -> Result<(Principal, Vec<McpServer>), ErrorData> {
+        let namespace = self.namespace(extensions)?;
+        let by = self.principal(extensions)?;
+        let servers = self
+            .engine
+            .mcp_servers(&by, &namespace)
+            .await
+            .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+        Ok((by, servers))
+    }
+
+    /// Every server's `method` listing (all pages), its `key` entries
+    /// (`resources`, `resourceTemplates`, `prompts`) with `name` prefixed.
+    pub(crate) async fn list_all<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        key: &str,
+        name: &str,
+        extensions: &Extensions,
+    ) -> Result<Vec<T>, ErrorData> {
+        let (by, servers) = self.servers(extensions).await?;
+        let mut all = Vec::new();
+        // A server that is down would hold the listing for its connect timeout.
+        let up = servers
+            .iter()
+            .filter(|s| s.status.phase.as_deref() != Some("Unavailable"));
+        for server in up {
+            let mut cursor: Option<Value> = None;
+            for _ in 0..100 {
+                let params = cursor.take().map_or(json!({}), |c| json!({"cursor": c}));
+                let page = match self.engine.mcp_request(&by, server, method, params).await {
+                    Ok(page) => page,
+                    // A server without this capability, or down, lists nothing.
+                    Err(e) => {
+                        tracing::debug!(server = %server.metadata.name, error = %e.message, "{method}");
+                        break;
+                    }
+                };
+                let mut items = page
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                expose(&mut items, name, &server.surface_prefix());
+                all.extend(items);
+                match page.get("nextCursor").filter(|c| !c.is_null()) {
+                    Some(next) => cursor = Some(next.clone()),
+                    None => break,
+                }
+            }
+        }
+        all.into_iter()
+            .map(|item| serde_json::from_value(item).map_err(internal))
+            .collect()
+    }
+
+    /// `resources/read` or `prompts/get` of an exposed `name`, as a call of
+    /// the server's surface tool; the result with its URIs exposed.
+    pub(crate) async fn read_or_get(
+        &self,
+        operation: McpOperation,
+        exposed: &str,
+        arguments: Option<Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, ErrorData> {
+        let (by, servers) = self.servers(&context.extensions).await?;
+        let namespace = self.namespace(&context.extensions)?;
+        let Some((server, upstream)) = route(&servers, exposed) else {
+            return Err(ErrorData::resource_not_found(
+                format!("no upstream server of namespace {namespace:?} offers {exposed:?}"),
+                None,
+            ));
+        };
+        let input = match operation {
+            McpOperation::ReadResource => json!({"uri": upstream}),
+            _ => json!({"name": upstream, "arguments": arguments.unwrap_or(json!({}))}),
+        };
+        let tool = surface_tool_name(&server.metadata.name, operation).unwrap_or_default();
+        let mut call: ToolCall = self.call_named(&tool, input, context);
+        call.spec.operation = operation;
+        let settled = self
+            .run_call(&by, &namespace, call, None, context)
+            .await
+            .map_err(|e| {
+                let e = crate::ApiError::from(e);
+                ErrorData::invalid_request(e.message.clone(), Some(json!({"code": e.code})))
+            })?;
+        if settled.status.phase != Phase::Succeeded {
+            let (code, message) = settled
+                .status
+                .error
+                .as_ref()
+                .map(|e| (e.code.clone(), e.message.clone()))
+                .unwrap_or_else(|| {
+                    (
+                        "not_settled".to_owned(),
+                        "the call did not finish".to_owned(),
+                    )
+                });
+            return Err(ErrorData::invalid_request(
+                format!("{} {exposed}: {message}", operation.as_str()),
+                Some(json!({"code": code, "tool_call_id": settled.metadata.name,
+                            "phase": settled.status.phase.as_str()})),
+            ));
+        }
+        let mut output = settled.status.output.unwrap_or(Value::Null);
+        if let Some(contents) = output.get_mut("contents").and_then(Value::as_array_mut) {
+            expose(contents, "uri", &server.surface_prefix());
+        }
+        Ok(output)
+    }
+
+    /// Passes `method` to the server an exposed name routes to, with the
+    /// name at `pointer` in `params` replaced by the upstream one.
+    pub(crate) async fn pass_on(
+        &self,
+        method: &str,
+        mut params: Value,
+        pointer: &str,
+        extensions: &Extensions,
+    ) -> Result<Value, ErrorData> {
+        let (by, servers) = self.servers(extensions).await?;
+        let exposed = params
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let Some((server, upstream)) = route(&servers, &exposed) else {
+            return Err(ErrorData::invalid_params(
+                format!("no upstream server offers {exposed:?}"),
+                None,
+            ));
+        };
+        if let Some(slot) = params.pointer_mut(pointer) {
+            *slot = json!(upstream);
+        }
+        self.engine
+            .mcp_request(&by, server, method, params)
+            .await
+            .map_err(upstream_error)
+    }
+
+    /// Subscribes (or unsubscribes) the session to an exposed URI.
+    pub(crate) async fn subscription(
+        &self,
+        uri: String,
+        on: bool,
+        extensions: &Extensions,
+    ) -> Result<(), ErrorData> {
+        let method = if on {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        self.pass_on(method, json!({"uri": uri}), "/uri", extensions)
+            .await?;
+        let mut subscribed = self
+            .surface
+            .subscribed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if on {
+            subscribed.insert(uri);
+        } else {
+            subscribed.remove(&uri);
+        }
+        Ok(())
+    }
+
+    /// Sets the session's log level and every upstream server's.
+    pub(crate) async fn set_log_level(
+        &self,
+        level: String,
+        extensions: &Extensions,
+    ) -> Result<(), ErrorData> {
+        let (by, servers) = self.servers(extensions).await?;
+        for server in &servers {
+            let _ = self
+                .engine
+                .mcp_request(&by, server, "logging/setLevel", json!({"level": level}))
+                .await;
+        }
+        *self.surface.level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
+        Ok(())
+    }
+
+    /// Passes the namespace's upstream notifications to the session until it ends.
+    pub(crate) fn relay_notices(&self, namespace: String, peer: Peer<RoleServer>) {
+        let mut notices = self.engine.upstream_notices();
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                // Woken now and then to see whether the session is gone.
+                let received = tokio::select! {
+                    received = notices.recv() => Some(received),
+                    () = tokio::time::sleep(std::time::Duration::from_secs(30)) => None,
+                };
+                if peer.is_transport_closed() {
+                    return;
+                }
+                let notice = match received {
+                    Some(Ok(notice)) => notice,
+                    None | Some(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
+                        continue;
+                    }
+                    Some(Err(_)) => return,
+                };
+                if notice.namespace == namespace {
+                    this.notice(notice, &peer).await;
+                }
+            }
+        });
+    }
+
+    async fn notice(&self, mut notice: UpstreamNotice, peer: &Peer<RoleServer>) {
+        let prefix = match self
+            .engine
+            .get_mcp_server(&notice.namespace, &notice.server)
+            .await
+        {
+            Some(server) => server.surface_prefix(),
+            None => return,
+        };
+        let wanted = match notice.method.as_str() {
+            "notifications/resources/updated" => {
+                let uri = notice.params["uri"]
+                    .as_str()
+                    .map(|u| format!("{prefix}{u}"));
+                let Some(uri) = uri else { return };
+                notice.params["uri"] = json!(uri);
+                self.surface
+                    .subscribed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&uri)
+            }
+            // The engine re-lists the tools; `watch_tools` tells the client.
+            "notifications/tools/list_changed" => false,
+            "notifications/message" => {
+                let level = self
+                    .surface
+                    .level
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                let said = notice.params["level"].as_str().unwrap_or("info");
+                level.is_some_and(|level| rank(said) >= rank(&level))
+            }
+            _ => true,
+        };
+        if !wanted {
+            return;
+        }
+        let mut message = json!({"method": notice.method});
+        if !notice.params.is_null() {
+            message["params"] = notice.params;
+        }
+        if let Ok(notification) = serde_json::from_value(message) {
+            let _ = peer.send_notification(notification).await;
+        }
+    }
+}
+
+/// Shared by a session's clones.
+pub(crate) type SharedSurface = Arc<SessionSurface>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(name: &str, prefix: Option<&str>) -> McpServer {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"http": {"url": "http://127.0.0.1:1/mcp"}, "toolPrefix": prefix},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn names_route_to_the_longest_prefix_else_the_unprefixed_server() {
+        let servers = vec![
+            server("a", None),
+            server("ab", Some("a.b.")),
+            server("plain", Some("")),
+        ];
+        let (s, up) = route(&servers, "a.b.test://x").unwrap();
+        assert_eq!((s.metadata.name.as_str(), up.as_str()), ("ab", "test://x"));
+        let (s, up) = route(&servers, "a.greet").unwrap();
+        assert_eq!((s.metadata.name.as_str(), up.as_str()), ("a", "greet"));
+        let (s, up) = route(&servers, "test://static").unwrap();
+        assert_eq!(
+            (s.metadata.name.as_str(), up.as_str()),
+            ("plain", "test://static")
+        );
+        assert!(route(&servers[..2], "other").is_none());
+    }
+}
