@@ -16,6 +16,7 @@ mod cli;
 mod costs;
 mod crash;
 mod declarative;
+mod docs;
 mod elicitation;
 mod errors;
 mod events;
