@@ -67,8 +67,8 @@ async fn accept(
 }
 
 async fn embedded(db: &std::path::Path, namespace: String) -> anyhow::Result<()> {
-    let (engine, _) = joch::open_engine(
-        &joch::StoreLocation::Sqlite(db.to_owned()),
+    let (engine, _) = joch_tools::open_engine(
+        &joch_tools::StoreLocation::Sqlite(db.to_owned()),
         joch_engine::EngineConfig::default(),
     )
     .await?;
