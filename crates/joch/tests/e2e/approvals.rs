@@ -427,7 +427,7 @@ async fn an_approval_decided_after_a_restart_runs_the_call_exactly_once() {
     let webhook = Webhook::start().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
+    let mut joch = Joch::builder().db(&db).start().await;
     joch.create_tool(rest_tool(
         "zendesk.create_ticket",
         &format!("{}/echo", webhook.base),
@@ -438,7 +438,7 @@ async fn an_approval_decided_after_a_restart_runs_the_call_exactly_once() {
     submit(&joch, seed_call("restart-1")).await;
     joch.kill();
 
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     assert_eq!(
         joch.get_call("restart-1").await["status"]["phase"],
         "AwaitingApproval",
@@ -512,13 +512,15 @@ async fn an_always_decision_stands_for_later_calls_of_the_tool() {
 #[tokio::test]
 async fn the_servers_fallback_applies_when_the_policy_names_none() {
     let webhook = Webhook::start().await;
-    let joch = Joch::start_with(&[
-        "--approval-timeout-seconds",
-        "1",
-        "--approval-fallback",
-        "approve",
-    ])
-    .await;
+    let joch = Joch::builder()
+        .args(&[
+            "--approval-timeout-seconds",
+            "1",
+            "--approval-fallback",
+            "approve",
+        ])
+        .start()
+        .await;
     joch.create_tool(rest_tool(
         "zendesk.create_ticket",
         &format!("{}/echo", webhook.base),

@@ -42,7 +42,7 @@ fn tamper(db: &std::path::Path, sql: &str) {
 async fn the_audit_chain_names_the_first_tampered_entry() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
@@ -173,7 +173,7 @@ async fn an_exported_bundle_verifies_offline_and_a_tampered_one_is_refused() {
     let (again, _) = run(&["audit", "keygen", "--out", &key]);
     assert!(!again, "an existing key is never overwritten");
     let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &["--audit-signing-key", &key]).await;
+    let mut joch = Joch::builder().db(&db).args(&["--audit-signing-key", &key]).start().await;
     joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
@@ -191,7 +191,7 @@ async fn an_exported_bundle_verifies_offline_and_a_tampered_one_is_refused() {
     let export = joch.cli(&["audit", "export", "-n", NS]);
     std::fs::write(&bundle, &export.stdout).unwrap();
     joch.stop();
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     let signed = joch.cli(&["audit", "checkpoints", "export", "-n", NS]);
     let last: Value = String::from_utf8_lossy(&signed.stdout)
         .lines()

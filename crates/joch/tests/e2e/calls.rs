@@ -20,7 +20,7 @@ async fn a_call_is_recorded_and_reads_back_identically_after_kill_and_restart() 
     let webhook = Webhook::start().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
+    let mut joch = Joch::builder().db(&db).start().await;
     joch.create_tool(echo_tool(
         &webhook,
         "zendesk.create_ticket",
@@ -71,7 +71,7 @@ async fn a_call_is_recorded_and_reads_back_identically_after_kill_and_restart() 
     let before = joch.get_call("call_abc123").await;
     assert_eq!(before, call, "the answer is the record");
     joch.kill();
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     assert_eq!(joch.get_call("call_abc123").await, before);
     assert_eq!(webhook.hits(), 1, "a restart runs nothing");
 }
@@ -501,7 +501,7 @@ async fn a_redirect_to_another_host_is_not_followed() {
 #[tokio::test]
 async fn calls_that_need_no_intent_are_written_once_unless_they_run_long() {
     let webhook = Webhook::start().await;
-    let joch = Joch::start_with(&["--intent-grace-ms", "100"]).await;
+    let joch = Joch::builder().args(&["--intent-grace-ms", "100"]).start().await;
     joch.create_tool(echo_tool(&webhook, "read", "read_only"))
         .await;
     joch.create_tool(echo_tool(&webhook, "write", "external_write"))

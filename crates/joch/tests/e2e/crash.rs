@@ -17,7 +17,7 @@ async fn kill_9_under_load_loses_no_acknowledged_call() {
     let webhook = Webhook::start().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
+    let mut joch = Joch::builder().db(&db).start().await;
     joch.create_tool(rest_tool(
         "write",
         &format!("{}/echo", webhook.base),
@@ -66,7 +66,7 @@ async fn kill_9_under_load_loses_no_acknowledged_call() {
         client.await.unwrap();
     }
 
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     let acknowledged = acknowledged.lock().await;
     assert!(acknowledged.len() >= ACKS_BEFORE_KILL);
     for answer in acknowledged.iter() {

@@ -19,7 +19,7 @@ async fn a_risky_call_interrupted_while_running_becomes_unknown_and_is_never_rer
     let webhook = Webhook::start().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
+    let mut joch = Joch::builder().db(&db).start().await;
     joch.create_tool(rest_tool(
         "pay",
         &format!("{}/hang-first", webhook.base),
@@ -32,7 +32,7 @@ async fn a_risky_call_interrupted_while_running_becomes_unknown_and_is_never_rer
     wait_for_hits(&webhook, 1).await;
     joch.kill();
 
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     let call = joch.get_call(&name).await;
     assert_eq!(call["status"]["phase"], "Unknown", "{call}");
     assert_eq!(call["status"]["error"]["code"], "interrupted");
@@ -84,7 +84,7 @@ async fn an_idempotent_call_interrupted_while_running_is_rerun_once() {
     let webhook = Webhook::start().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
+    let mut joch = Joch::builder().db(&db).start().await;
     let tool = rest_tool(
         "sync",
         &format!("{}/hang-first", webhook.base),
@@ -102,7 +102,7 @@ async fn an_idempotent_call_interrupted_while_running_is_rerun_once() {
     wait_for_hits(&webhook, 1).await;
     joch.kill();
 
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     let call = wait_for_phase(&joch, &name, "Succeeded").await;
     assert_eq!(
         call["status"]["attempts"], 2,
@@ -116,7 +116,7 @@ async fn a_pending_call_never_started_is_run_on_restart() {
     let webhook = Webhook::start().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     joch.create_tool(rest_tool(
         "write",
         &format!("{}/echo", webhook.base),
@@ -138,7 +138,7 @@ async fn a_pending_call_never_started_is_run_on_restart() {
             .await
             .unwrap();
     }
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     let call = wait_for_phase(&joch, "left-pending", "Succeeded").await;
     assert_eq!(call["status"]["output"], json!({"echo": {"a": 1}}));
     assert_eq!(webhook.hits(), 1);
@@ -161,7 +161,7 @@ async fn a_decision_whose_decider_stopped_before_acting_is_carried_out_on_restar
     let webhook = Webhook::start().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
+    let mut joch = Joch::builder().db(&db).start().await;
     let side_effects = json!({"level": "external_write", "requiresApproval": true});
     joch.create_tool(rest_tool(
         "write",
@@ -207,7 +207,7 @@ async fn a_decision_whose_decider_stopped_before_acting_is_carried_out_on_restar
             .unwrap();
     }
 
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     let call = wait_for_phase(&joch, edited, "Succeeded").await;
     assert_eq!(
         call["status"]["output"],
@@ -234,7 +234,7 @@ async fn a_decision_whose_decider_stopped_before_acting_is_carried_out_on_restar
 
     // Carried out once: a second restart finds nothing left to do.
     drop(joch);
-    let _joch = Joch::start_on(&db, &[]).await;
+    let _joch = Joch::builder().db(&db).start().await;
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(webhook.hits(), 1);
 }
@@ -243,7 +243,7 @@ async fn a_decision_whose_decider_stopped_before_acting_is_carried_out_on_restar
 async fn a_restart_does_not_refill_a_rate_limit() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
+    let mut joch = Joch::builder().db(&db).start().await;
     joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
@@ -262,7 +262,7 @@ async fn a_restart_does_not_refill_a_rate_limit() {
     }
     joch.kill();
 
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     let (status, limited) = joch.post_call(call).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{limited}");
     assert_eq!(limited["status"]["error"]["code"], "rate_limited");

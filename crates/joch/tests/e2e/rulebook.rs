@@ -42,7 +42,7 @@ async fn token(joch: &Joch, name: &str, role: &str, tools: Option<Value>) -> Str
 }
 
 async fn setup() -> Setup {
-    let joch = Joch::start_with_env(&[("JOCH_ADMIN_TOKEN", ROOT)]).await;
+    let joch = Joch::builder().env("JOCH_ADMIN_TOKEN", ROOT).start().await;
     let tools = format!("/v1/namespaces/{NS}/tools");
     for (name, approval) in [("refund", true), ("crm.lookup", false)] {
         let tool = json!({"metadata": {"name": name}, "spec": {"description": name, "inputSchema": {"type": "object"}, "sideEffects": {"requiresApproval": approval}, "backend": {"type": "noop"}}});

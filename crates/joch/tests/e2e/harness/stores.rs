@@ -1,0 +1,85 @@
+//! The stores a scenario runs on, and [`storetest!`](crate::storetest), which
+//! runs one scenario on each (as ripgrep's `rgtest!` runs each test under
+//! both regex engines).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use joch_store::testsuite::postgres::TestServer;
+
+use super::{Joch, JochBuilder};
+
+/// Where a scenario's joch keeps its records. A restart on the same
+/// `TestStore` finds them.
+pub enum TestStore {
+    /// A SQLite file in a temp dir that lives as long as the store.
+    Sqlite {
+        db: PathBuf,
+        _dir: Arc<tempfile::TempDir>,
+    },
+    /// A fresh database on the PostgreSQL test server.
+    Postgres(String),
+}
+
+impl TestStore {
+    /// A fresh SQLite file.
+    pub fn sqlite() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        TestStore::Sqlite {
+            db: dir.path().join("joch.db"),
+            _dir: Arc::new(dir),
+        }
+    }
+
+    /// A fresh database on the test server (`JOCH_TEST_POSTGRES`), or
+    /// `None` after saying on stderr that `test` is skipped.
+    pub async fn postgres(test: &str) -> Option<Self> {
+        postgres_database(test).await.map(TestStore::Postgres)
+    }
+
+    /// A [`Joch::builder`] on this store.
+    pub fn joch(&self) -> JochBuilder {
+        Joch::builder().store(self)
+    }
+}
+
+/// The URL of a fresh database on the test server (`JOCH_TEST_POSTGRES`),
+/// or `None` after saying on stderr that `test` is skipped.
+pub async fn postgres_database(test: &str) -> Option<String> {
+    let server = TestServer::from_env(test)?;
+    let (_, url) = server
+        .unique_database("joch_e2e")
+        .await
+        .expect("create a database on the test server");
+    Some(url)
+}
+
+/// One scenario, two tests: `NAME::sqlite` and `NAME::postgres`, the body
+/// run with `$store` a [`TestStore`] of each kind. The PostgreSQL one skips
+/// (saying so) when `JOCH_TEST_POSTGRES` is unset.
+#[macro_export]
+macro_rules! storetest {
+    ($name:ident, |$store:ident| $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[tokio::test]
+            async fn sqlite() {
+                let $store = $crate::harness::TestStore::sqlite();
+                $body
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                let Some($store) =
+                    $crate::harness::TestStore::postgres(concat!(module_path!(), "::postgres"))
+                        .await
+                else {
+                    return;
+                };
+                $body
+            }
+        }
+    };
+}
