@@ -9,10 +9,10 @@ use joch_core::ToolBackend;
 use joch_engine::policy::StandardPolicyEngine;
 use joch_engine::{Engine, EngineConfig, RecoveryReport};
 use joch_store::Store;
-#[cfg(feature = "postgres")]
-use joch_store::{PostgresOptions, PostgresStore};
 #[cfg(feature = "sqlite")]
 use joch_store::{FileBlobs, SqliteStore};
+#[cfg(feature = "postgres")]
+use joch_store::{PostgresOptions, PostgresStore};
 
 use crate::Error;
 

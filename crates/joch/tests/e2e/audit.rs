@@ -173,7 +173,11 @@ async fn an_exported_bundle_verifies_offline_and_a_tampered_one_is_refused() {
     let (again, _) = run(&["audit", "keygen", "--out", &key]);
     assert!(!again, "an existing key is never overwritten");
     let db = dir.path().join("joch.db");
-    let mut joch = Joch::builder().db(&db).args(&["--audit-signing-key", &key]).start().await;
+    let mut joch = Joch::builder()
+        .db(&db)
+        .args(&["--audit-signing-key", &key])
+        .start()
+        .await;
     joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}

@@ -345,7 +345,10 @@ fn challenge_of(answer: &reqwest::Response) -> &str {
 async fn mcp_clients_discover_the_identity_provider_from_the_challenge() {
     let idp = Idp::new();
     let jwks = idp.jwks();
-    let joch = Joch::builder().args(&["--jwt-issuer", Idp::ISSUER, "--jwt-jwks", &jwks]).start().await;
+    let joch = Joch::builder()
+        .args(&["--jwt-issuer", Idp::ISSUER, "--jwt-jwks", &jwks])
+        .start()
+        .await;
     let base = &joch.base;
     let mcp = format!("{base}/v1/namespaces/{NS}/mcp");
     let metadata = format!("{base}/.well-known/oauth-protected-resource");

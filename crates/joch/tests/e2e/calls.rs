@@ -501,7 +501,10 @@ async fn a_redirect_to_another_host_is_not_followed() {
 #[tokio::test]
 async fn calls_that_need_no_intent_are_written_once_unless_they_run_long() {
     let webhook = Webhook::start().await;
-    let joch = Joch::builder().args(&["--intent-grace-ms", "100"]).start().await;
+    let joch = Joch::builder()
+        .args(&["--intent-grace-ms", "100"])
+        .start()
+        .await;
     joch.create_tool(echo_tool(&webhook, "read", "read_only"))
         .await;
     joch.create_tool(echo_tool(&webhook, "write", "external_write"))

@@ -137,7 +137,12 @@ fn parse(block: &Block) -> Value {
         "json" => serde_json::from_str(&block.text).map_err(|e| e.to_string()),
         _ => serde_yaml_ng::from_str(&block.text).map_err(|e| e.to_string()),
     };
-    parsed.unwrap_or_else(|e| panic!("a {} block of {} does not parse: {e}", block.lang, block.page))
+    parsed.unwrap_or_else(|e| {
+        panic!(
+            "a {} block of {} does not parse: {e}",
+            block.lang, block.page
+        )
+    })
 }
 
 #[tokio::test]
@@ -146,7 +151,11 @@ async fn every_documented_manifest_applies_and_every_body_parses() {
     // The documented declarative tool calls the examples' Endpoint.
     let examples = workspace_root().join("examples");
     let out = joch.cli(&["apply", "-f", examples.to_str().unwrap(), "-n", DOCS]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let (mut applied, mut sent, mut parsed) = (0, 0, 0);
     for block in blocks() {
@@ -166,13 +175,20 @@ async fn every_documented_manifest_applies_and_every_body_parses() {
                 continue;
             }
             (lang @ ("yaml" | "json"), info) => {
-                panic!("{}: ```{lang} {info}: an info string this test does not know", block.page)
+                panic!(
+                    "{}: ```{lang} {info}: an info string this test does not know",
+                    block.page
+                )
             }
             _ => continue,
         };
         for body in bodies {
             let body: Result<Value, _> = serde_json::from_str(body);
-            assert!(body.is_ok(), "a curl body of {} is not JSON: {body:?}", block.page);
+            assert!(
+                body.is_ok(),
+                "a curl body of {} is not JSON: {body:?}",
+                block.page
+            );
             parsed += 1;
         }
         for text in manifests {
@@ -185,5 +201,8 @@ async fn every_documented_manifest_applies_and_every_body_parses() {
     }
     // Every kind the docs show, so that a parsing slip cannot skip them all.
     assert!(applied >= 10, "{applied} manifests applied");
-    assert!(sent >= 1 && parsed >= 5, "{sent} bodies sent, {parsed} parsed");
+    assert!(
+        sent >= 1 && parsed >= 5,
+        "{sent} bodies sent, {parsed} parsed"
+    );
 }

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use joch_tools::{EmbeddedGateway, RemoteGateway, ToolCall, ToolExecutor};
 use joch_core::Phase;
+use joch_tools::{EmbeddedGateway, RemoteGateway, ToolCall, ToolExecutor};
 use serde_json::json;
 
 use crate::harness::{Joch, NS, Webhook, rest_tool};
