@@ -12,8 +12,9 @@ use joch_core::{Approval, CallApproval, CallError, Hook, HookDecision, Phase, To
 use serde_json::{Map, Value, json};
 
 use super::{ApprovalDecision, Standing};
+use crate::admission::{Admitting, COMPLETION, RESUMPTION};
 use crate::calls::{Recorded, Rejection};
-use crate::policy::{self, Effect, Facts};
+use crate::policy::Facts;
 use crate::telemetry;
 use crate::{Engine, EngineError};
 
@@ -198,47 +199,34 @@ impl Engine {
             apply_patch(&mut patched, &patch);
             args = patched.as_object().cloned().unwrap_or_default();
         }
-        let count = self.tool_call_count(&call).await?;
-        let mut facts = Facts::request(&call, &tool, &args, count, false);
-        // Recorded at admission already; scanned again for the result hook.
-        facts.detect_input(self.detectors(&namespace, &policies).await?);
-        if decision.edited_input.is_some() && rejection.is_none() {
-            // Edited arguments are new arguments: policies see them too. A
-            // defer is satisfied by this very approval.
-            let outcome = policy::decide(&*self.inner.policy, &policies, Hook::Request, &facts);
-            telemetry::record_decisions(&mut call, outcome.records(Hook::Request));
-            if let Some(w) = outcome
-                .winner()
-                .filter(|w| w.verdict.effect == Effect::Deny)
-            {
-                rejection = Some(Rejection::by_policy(&call, w));
-            }
-            let mut patched = Value::Object(args);
-            outcome
-                .patches()
-                .into_iter()
-                .for_each(|p| apply_patch(&mut patched, p));
-            args = patched.as_object().cloned().unwrap_or_default();
+        let (edited, completed) = (decision.edited_input.is_some(), decision.value.is_some());
+        let mut a = Admitting::resumed(call, tool, args, policies, schemas);
+        if rejection.is_none() {
+            rejection = match (edited, completed) {
+                (true, _) => self.check(&mut a, RESUMPTION).await?,
+                (false, true) => self.check(&mut a, COMPLETION).await?,
+                (false, false) => None,
+            };
         }
-        if decision.edited_input.is_some() || decision.value.is_some() {
-            let observability = &tool.spec.observability;
-            let value = Value::Object(args.clone());
-            if rejection.is_none() {
-                if let Err(e) = schemas.as_ref().map_or(Ok(()), |s| s.check_input(&value)) {
-                    rejection = Some(Rejection {
-                        phase: Phase::Failed,
-                        error: e,
-                        answer: None,
-                    });
-                }
-            }
-            call.spec.input = crate::execute::recorded_value(
-                value.clone(),
-                observability.log_args,
-                &observability.redact_fields,
-            );
+        if a.facts.is_none() {
+            let count = self.tool_call_count(&a.call).await?;
+            let mut facts = Facts::request(&a.call, &a.tool, &a.args, count, false);
+            // Recorded at admission already; scanned again for the result hook.
+            facts.detect_input(self.detectors(&namespace, &a.policies).await?);
+            a.facts = Some(facts.with_input(&a.args));
         }
-        let facts = Some(facts.with_input(&args));
+        if edited || completed {
+            a.record_input();
+        }
+        let Admitting {
+            call,
+            tool,
+            args,
+            schemas,
+            policies,
+            facts,
+            ..
+        } = a;
         self.run_in_background(Recorded {
             call,
             tool,
