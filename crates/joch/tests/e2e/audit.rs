@@ -288,39 +288,42 @@ async fn an_exported_bundle_verifies_offline_and_a_tampered_one_is_refused() {
     assert!(!ok && text.contains("not this one"), "{text}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verify_finds_nothing_while_calls_settle() {
-    let joch = std::sync::Arc::new(Joch::start().await);
-    joch.create_tool(json!({
+crate::storetest!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    verify_finds_nothing_while_calls_settle,
+    |store| {
+        let joch = std::sync::Arc::new(store.joch().start().await);
+        joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
     }))
     .await;
-    let writers: Vec<_> = (0..4)
-        .map(|w| {
-            let joch = std::sync::Arc::clone(&joch);
-            tokio::spawn(async move {
-                for n in 0..150 {
-                    let (status, _) = joch.call("nothing", json!({"w": w, "n": n})).await;
-                    assert_eq!(status, StatusCode::CREATED);
-                }
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let joch = std::sync::Arc::clone(&joch);
+                tokio::spawn(async move {
+                    for n in 0..150 {
+                        let (status, _) = joch.call("nothing", json!({"w": w, "n": n})).await;
+                        assert_eq!(status, StatusCode::CREATED);
+                    }
+                })
             })
-        })
-        .collect();
-    // Records that settle between verify's walk of the chain and its read of
-    // the records are not findings: their entries were appended meanwhile.
-    let mut verified = 0;
-    while !writers.iter().all(|w| w.is_finished()) {
-        let (status, report) = joch.get(&format!("/v1/namespaces/{NS}/audit/verify")).await;
-        assert_eq!(status, StatusCode::OK);
-        assert_eq!(report["intact"], true, "{report}");
-        verified += 1;
+            .collect();
+        // Records that settle between verify's walk of the chain and its read of
+        // the records are not findings: their entries were appended meanwhile.
+        let mut verified = 0;
+        while !writers.iter().all(|w| w.is_finished()) {
+            let (status, report) = joch.get(&format!("/v1/namespaces/{NS}/audit/verify")).await;
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(report["intact"], true, "{report}");
+            verified += 1;
+        }
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        assert!(
+            verified >= 3,
+            "verified only {verified} times while calls settled"
+        );
     }
-    for writer in writers {
-        writer.await.unwrap();
-    }
-    assert!(
-        verified >= 3,
-        "verified only {verified} times while calls settled"
-    );
-}
+);

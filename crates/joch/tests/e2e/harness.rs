@@ -34,6 +34,8 @@ pub fn server_log() -> Stdio {
 #[derive(Default)]
 pub struct JochBuilder {
     db: Option<PathBuf>,
+    /// The directory of a [`TestStore`]'s file, kept as long as the server.
+    store_dir: Option<Arc<tempfile::TempDir>>,
     postgres: Option<String>,
     args: Vec<String>,
     env: Vec<(String, String)>,
@@ -59,7 +61,10 @@ impl JochBuilder {
     /// [`storetest!`](crate::storetest).
     pub fn store(self, store: &TestStore) -> Self {
         match store {
-            TestStore::Sqlite { db, .. } => self.db(db),
+            TestStore::Sqlite { db, dir } => Self {
+                store_dir: Some(Arc::clone(dir)),
+                ..self.db(db)
+            },
             TestStore::Postgres(url) => self.postgres(url),
         }
     }
@@ -121,6 +126,7 @@ impl JochBuilder {
         };
         let mut joch = Joch::launch(command, &db, &args, &self.env, &level, stderr).await;
         joch._dir = Some(dir);
+        joch._store_dir = self.store_dir;
         joch
     }
 }
@@ -131,6 +137,7 @@ pub struct Joch {
     pub base: String,
     pub http: reqwest::Client,
     _dir: Option<tempfile::TempDir>,
+    _store_dir: Option<Arc<tempfile::TempDir>>,
 }
 
 impl Joch {
@@ -190,6 +197,7 @@ impl Joch {
             base,
             http: reqwest::Client::new(),
             _dir: None,
+            _store_dir: None,
         };
         joch.wait_ready().await;
         joch

@@ -239,11 +239,8 @@ async fn a_decision_whose_decider_stopped_before_acting_is_carried_out_on_restar
     assert_eq!(webhook.hits(), 1);
 }
 
-#[tokio::test]
-async fn a_restart_does_not_refill_a_rate_limit() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("joch.db");
-    let mut joch = Joch::builder().db(&db).start().await;
+crate::storetest!(a_restart_does_not_refill_a_rate_limit, |store| {
+    let mut joch = store.joch().start().await;
     joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
@@ -262,8 +259,8 @@ async fn a_restart_does_not_refill_a_rate_limit() {
     }
     joch.kill();
 
-    let joch = Joch::builder().db(&db).start().await;
+    let joch = store.joch().start().await;
     let (status, limited) = joch.post_call(call).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{limited}");
     assert_eq!(limited["status"]["error"]["code"], "rate_limited");
-}
+});

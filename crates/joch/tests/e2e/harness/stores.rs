@@ -15,7 +15,7 @@ pub enum TestStore {
     /// A SQLite file in a temp dir that lives as long as the store.
     Sqlite {
         db: PathBuf,
-        _dir: Arc<tempfile::TempDir>,
+        dir: Arc<tempfile::TempDir>,
     },
     /// A fresh database on the PostgreSQL test server.
     Postgres(String),
@@ -27,7 +27,7 @@ impl TestStore {
         let dir = tempfile::tempdir().expect("tempdir");
         TestStore::Sqlite {
             db: dir.path().join("joch.db"),
-            _dir: Arc::new(dir),
+            dir: Arc::new(dir),
         }
     }
 
@@ -56,21 +56,30 @@ pub async fn postgres_database(test: &str) -> Option<String> {
 
 /// One scenario, two tests: `NAME::sqlite` and `NAME::postgres`, the body
 /// run with `$store` a [`TestStore`] of each kind. The PostgreSQL one skips
-/// (saying so) when `JOCH_TEST_POSTGRES` is unset.
+/// (saying so) when `JOCH_TEST_POSTGRES` is unset. A test attribute before
+/// the name (`#[tokio::test(flavor = "multi_thread")]`) replaces the
+/// default `#[tokio::test]`.
 #[macro_export]
 macro_rules! storetest {
     ($name:ident, |$store:ident| $body:block) => {
+        $crate::storetest!(
+            #[tokio::test]
+            $name,
+            |$store| $body
+        );
+    };
+    (#[$test:meta] $name:ident, |$store:ident| $body:block) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
 
-            #[tokio::test]
+            #[$test]
             async fn sqlite() {
                 let $store = $crate::harness::TestStore::sqlite();
                 $body
             }
 
-            #[tokio::test]
+            #[$test]
             async fn postgres() {
                 let Some($store) =
                     $crate::harness::TestStore::postgres(concat!(module_path!(), "::postgres"))
