@@ -105,6 +105,11 @@ impl JochBuilder {
         let db = self.db.unwrap_or_else(|| dir.path().join("joch.db"));
         let mut args = self.args;
         if let Some(url) = self.postgres {
+            // A killed replica's calls are taken over once its lease lapses:
+            // short, so that recovery scenarios end in seconds.
+            if !args.iter().any(|a| a.starts_with("--lease-seconds")) {
+                args.splice(0..0, ["--lease-seconds".to_owned(), "2".to_owned()]);
+            }
             args.splice(0..0, ["--store".to_owned(), url]);
         }
         let (level, stderr) = match self.log {

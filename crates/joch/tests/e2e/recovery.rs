@@ -14,102 +14,103 @@ fn submit(tool: &str) -> serde_json::Value {
     json!({"spec": {"toolRef": {"name": tool}, "input": {"x": 1}}})
 }
 
-#[tokio::test]
-async fn a_risky_call_interrupted_while_running_becomes_unknown_and_is_never_rerun() {
-    let webhook = Webhook::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("joch.db");
-    let mut joch = Joch::builder().db(&db).start().await;
-    joch.create_tool(rest_tool(
-        "pay",
-        &format!("{}/hang-first", webhook.base),
-        json!({"level": "financial"}),
-    ))
-    .await;
-    let path = format!("/v1/namespaces/{NS}/toolcalls?wait=false");
-    let (_, pending) = joch.send(Method::POST, &path, Some(submit("pay"))).await;
-    let name = pending["metadata"]["name"].as_str().unwrap().to_owned();
-    wait_for_hits(&webhook, 1).await;
-    joch.kill();
-
-    let joch = Joch::builder().db(&db).start().await;
-    let call = joch.get_call(&name).await;
-    assert_eq!(call["status"]["phase"], "Unknown", "{call}");
-    assert_eq!(call["status"]["error"]["code"], "interrupted");
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert_eq!(
-        webhook.hits(),
-        1,
-        "a non-idempotent call is never re-run automatically"
-    );
-
-    let listed = joch.cli(&["get", "toolcalls", "-n", NS, "--phase", "Unknown"]);
-    assert!(String::from_utf8_lossy(&listed.stdout).contains(&name));
-
-    let resolved = joch.cli(&[
-        "resolve",
-        &name,
-        "-n",
-        NS,
-        "--succeeded",
-        "--reason",
-        "bank shows the transfer",
-        "--output",
-        r#"{"ok":true}"#,
-    ]);
-    assert!(
-        resolved.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resolved.stderr)
-    );
-    let call = joch.get_call(&name).await;
-    assert_eq!(call["status"]["phase"], "Succeeded");
-    assert_eq!(call["status"]["output"], json!({"ok": true}));
-    assert_eq!(
-        call["status"]["resolution"]["reason"],
-        "bank shows the transfer"
-    );
-    let again = joch
-        .send(
-            Method::POST,
-            &format!("/v1/namespaces/{NS}/toolcalls/{name}/resolve"),
-            Some(json!({"phase": "Failed", "reason": "x"})),
-        )
+crate::storetest!(
+    a_risky_call_interrupted_while_running_becomes_unknown_and_is_never_rerun,
+    |store| {
+        let webhook = Webhook::start().await;
+        let mut joch = store.joch().start().await;
+        joch.create_tool(rest_tool(
+            "pay",
+            &format!("{}/hang-first", webhook.base),
+            json!({"level": "financial"}),
+        ))
         .await;
-    assert_error(&again, StatusCode::CONFLICT, "not_unknown");
-}
+        let path = format!("/v1/namespaces/{NS}/toolcalls?wait=false");
+        let (_, pending) = joch.send(Method::POST, &path, Some(submit("pay"))).await;
+        let name = pending["metadata"]["name"].as_str().unwrap().to_owned();
+        wait_for_hits(&webhook, 1).await;
+        joch.kill();
 
-#[tokio::test]
-async fn an_idempotent_call_interrupted_while_running_is_rerun_once() {
-    let webhook = Webhook::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("joch.db");
-    let mut joch = Joch::builder().db(&db).start().await;
-    let tool = rest_tool(
-        "sync",
-        &format!("{}/hang-first", webhook.base),
-        json!({"level": "external_write", "idempotent": true}),
-    );
-    joch.create_tool(tool).await;
-    let (_, pending) = joch
-        .send(
-            Method::POST,
-            &format!("/v1/namespaces/{NS}/toolcalls?wait=false"),
-            Some(submit("sync")),
-        )
-        .await;
-    let name = pending["metadata"]["name"].as_str().unwrap().to_owned();
-    wait_for_hits(&webhook, 1).await;
-    joch.kill();
+        let joch = store.joch().start().await;
+        // At once on SQLite; on PostgreSQL once the killed replica's lease lapses.
+        let call = wait_for_phase(&joch, &name, "Unknown").await;
+        assert_eq!(call["status"]["phase"], "Unknown", "{call}");
+        assert_eq!(call["status"]["error"]["code"], "interrupted");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(
+            webhook.hits(),
+            1,
+            "a non-idempotent call is never re-run automatically"
+        );
 
-    let joch = Joch::builder().db(&db).start().await;
-    let call = wait_for_phase(&joch, &name, "Succeeded").await;
-    assert_eq!(
-        call["status"]["attempts"], 2,
-        "the re-run is recorded as a second attempt"
-    );
-    assert_eq!(webhook.hits(), 2);
-}
+        let listed = joch.cli(&["get", "toolcalls", "-n", NS, "--phase", "Unknown"]);
+        assert!(String::from_utf8_lossy(&listed.stdout).contains(&name));
+
+        let resolved = joch.cli(&[
+            "resolve",
+            &name,
+            "-n",
+            NS,
+            "--succeeded",
+            "--reason",
+            "bank shows the transfer",
+            "--output",
+            r#"{"ok":true}"#,
+        ]);
+        assert!(
+            resolved.status.success(),
+            "{}",
+            String::from_utf8_lossy(&resolved.stderr)
+        );
+        let call = joch.get_call(&name).await;
+        assert_eq!(call["status"]["phase"], "Succeeded");
+        assert_eq!(call["status"]["output"], json!({"ok": true}));
+        assert_eq!(
+            call["status"]["resolution"]["reason"],
+            "bank shows the transfer"
+        );
+        let again = joch
+            .send(
+                Method::POST,
+                &format!("/v1/namespaces/{NS}/toolcalls/{name}/resolve"),
+                Some(json!({"phase": "Failed", "reason": "x"})),
+            )
+            .await;
+        assert_error(&again, StatusCode::CONFLICT, "not_unknown");
+    }
+);
+
+crate::storetest!(
+    an_idempotent_call_interrupted_while_running_is_rerun_once,
+    |store| {
+        let webhook = Webhook::start().await;
+        let mut joch = store.joch().start().await;
+        let tool = rest_tool(
+            "sync",
+            &format!("{}/hang-first", webhook.base),
+            json!({"level": "external_write", "idempotent": true}),
+        );
+        joch.create_tool(tool).await;
+        let (_, pending) = joch
+            .send(
+                Method::POST,
+                &format!("/v1/namespaces/{NS}/toolcalls?wait=false"),
+                Some(submit("sync")),
+            )
+            .await;
+        let name = pending["metadata"]["name"].as_str().unwrap().to_owned();
+        wait_for_hits(&webhook, 1).await;
+        joch.kill();
+
+        let joch = store.joch().start().await;
+        let call = wait_for_phase(&joch, &name, "Succeeded").await;
+        assert_eq!(
+            call["status"]["attempts"], 2,
+            "the re-run is recorded as a second attempt"
+        );
+        assert_eq!(webhook.hits(), 2);
+    }
+);
 
 #[tokio::test]
 async fn a_pending_call_never_started_is_run_on_restart() {
