@@ -475,10 +475,11 @@ impl Webhook {
     }
 }
 
-/// Polls a call until it reaches `phase` (or fails the test after ~5 s).
+/// Polls a call until it reaches `phase` (or fails the test after ~10 s:
+/// on PostgreSQL, a killed replica's calls wait for its lease to lapse).
 pub async fn wait_for_phase(joch: &Joch, name: &str, phase: &str) -> Value {
     let mut call = Value::Null;
-    for _ in 0..250 {
+    for _ in 0..500 {
         call = joch.get_call(name).await;
         if call["status"]["phase"] == phase {
             return call;
