@@ -152,10 +152,11 @@ fn recorded(i: usize) -> ToolCall {
     call.status.checksum = format!("{:064x}", i % 7);
     call.status.hook_decisions = vec![HookDecision {
         hook: "steps/toolCallRequest".to_owned(),
-        decision: "allow".to_owned(),
+        decision: joch_core::DecisionKind::Allow,
         policy_id: Some("gate".to_owned()),
         policy_version: Some("1".to_owned()),
-        ..HookDecision::default()
+        reason: None,
+        shadow: false,
     }];
     call.status.output = Some(json!({"found": true, "id": i}));
     call

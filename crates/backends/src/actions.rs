@@ -10,7 +10,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use joch_core::actions::{Action, ContextChange};
 use joch_core::expr::evaluate_bool;
-use joch_core::{Backend, Invocation, ToolBackend, ToolFailure};
+use joch_core::{Backend, ErrorCode, Invocation, ToolBackend, ToolFailure};
 use serde_json::{Map, Value, json};
 
 use crate::WebhookBackend;
@@ -57,7 +57,7 @@ impl ToolBackend for ActionsExecutor {
     async fn invoke(&self, call: Invocation<'_>) -> Result<Value, ToolFailure> {
         let Backend::Actions(tool) = &call.tool.spec.backend else {
             return Err(ToolFailure::new(
-                "invalid_tool_config",
+                ErrorCode::InvalidToolConfig,
                 "not a declarative tool",
             ));
         };
@@ -289,7 +289,7 @@ fn result(run: &Run<'_>, success: bool, error: Option<&str>) -> Value {
 
 fn failure(run: &Run<'_>, stop: &Stop) -> ToolFailure {
     ToolFailure {
-        code: "action_failed".to_owned(),
+        code: ErrorCode::ActionFailed.as_str().to_owned(),
         message: format!("{} failed: {}", stop.action, stop.message),
         details: Some(result(run, false, Some(&stop.message))),
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use joch_core::mcp::McpServerSpec;
 use joch_core::{
-    Backend, CallError, Invocation, McpServer, ToolBackend, ToolDiscovery, ToolFailure,
+    Backend, CallError, ErrorCode, Invocation, McpServer, ToolBackend, ToolDiscovery, ToolFailure,
 };
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ServiceExt;
@@ -110,14 +110,14 @@ impl McpClients {
         let name = &server.metadata.name;
         match error {
             ServiceError::McpError(e) => CallError {
-                code: "mcp_error".to_owned(),
+                code: ErrorCode::McpError.as_str().to_owned(),
                 message: format!("MCP server {name:?} refused the request: {}", e.message),
                 details: Some(json!({"code": e.code.0, "data": e.data})),
             },
             ServiceError::Timeout { timeout } => {
                 self.forget(server, client).await;
                 CallError::new(
-                    "backend_timeout",
+                    ErrorCode::BackendTimeout,
                     format!(
                         "MCP server {name:?} did not answer within {} ms",
                         timeout.as_millis()
@@ -127,7 +127,7 @@ impl McpClients {
             other => {
                 self.forget(server, client).await;
                 CallError::new(
-                    "mcp_unavailable",
+                    ErrorCode::McpUnavailable,
                     format!("MCP server {name:?} cannot be reached: {other}"),
                 )
             }
@@ -139,7 +139,7 @@ async fn connect(server: &McpServer, progress: ProgressRoutes) -> Result<Client,
     let name = &server.metadata.name;
     let unavailable = |what: String| {
         CallError::new(
-            "mcp_unavailable",
+            ErrorCode::McpUnavailable,
             format!("MCP server {name:?} cannot be reached: {what}"),
         )
     };
@@ -211,7 +211,7 @@ impl ToolBackend for McpClients {
             (&invocation.tool.spec.backend, invocation.mcp_server)
         else {
             return Err(CallError::new(
-                "backend_misconfigured",
+                ErrorCode::BackendMisconfigured,
                 "an MCP tool was invoked without its server",
             ));
         };
@@ -242,13 +242,13 @@ impl ToolBackend for McpClients {
         };
         let result = serde_json::to_value(&answer).map_err(|e| {
             CallError::new(
-                "mcp_error",
+                ErrorCode::McpError,
                 format!("the server's result cannot be read: {e}"),
             )
         })?;
         if answer.is_error == Some(true) {
             return Err(CallError {
-                code: "tool_error".to_owned(),
+                code: ErrorCode::ToolError.as_str().to_owned(),
                 message: first_text(&result)
                     .unwrap_or_else(|| "the tool reported an error".to_owned()),
                 details: Some(result),
@@ -280,7 +280,10 @@ impl ToolDiscovery for McpClients {
             .iter()
             .map(|tool| {
                 serde_json::to_value(tool).map_err(|e| {
-                    CallError::new("mcp_error", format!("a listed tool cannot be read: {e}"))
+                    CallError::new(
+                        ErrorCode::McpError,
+                        format!("a listed tool cannot be read: {e}"),
+                    )
                 })
             })
             .collect()

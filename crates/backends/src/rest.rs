@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use joch_core::artifact::is_media_type;
-use joch_core::{Backend, Invocation, RestEndpoint, ToolBackend, ToolFailure, ToolOutput};
+use joch_core::{
+    Backend, ErrorCode, Invocation, RestEndpoint, ToolBackend, ToolFailure, ToolOutput,
+};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Client, Method, Response};
 use serde_json::{Value, json};
@@ -77,7 +79,7 @@ impl ToolBackend for WebhookBackend {
                     .await
             }
             other => Err(failure(
-                "invalid_tool_config",
+                ErrorCode::InvalidToolConfig,
                 format!("a {:?} tool is not a webhook", other.kind()),
             )),
         }
@@ -114,7 +116,7 @@ impl WebhookBackend {
         {
             ToolOutput::Json(value) => Ok(value),
             ToolOutput::Bytes { media_type, .. } => Err(failure(
-                "backend_invalid_response",
+                ErrorCode::BackendInvalidResponse,
                 format!("webhook answered {media_type:?}, not JSON"),
             )),
         }
@@ -130,10 +132,10 @@ impl WebhookBackend {
         call: &Invocation<'_>,
     ) -> Result<ToolOutput, ToolFailure> {
         crate::outbound::check_url(&endpoint.url)
-            .map_err(|reason| failure("outbound_forbidden", reason))?;
+            .map_err(|reason| failure(ErrorCode::OutboundForbidden, reason))?;
         let method = Method::from_bytes(endpoint.method.as_bytes()).map_err(|_| {
             failure(
-                "invalid_tool_config",
+                ErrorCode::InvalidToolConfig,
                 format!("invalid HTTP method {:?}", endpoint.method),
             )
         })?;
@@ -160,7 +162,7 @@ impl WebhookBackend {
         let response = loop {
             let this_try = request.try_clone().ok_or_else(|| {
                 failure(
-                    "backend_error",
+                    ErrorCode::BackendError,
                     "webhook request cannot be repeated".to_owned(),
                 )
             })?;
@@ -193,7 +195,7 @@ impl WebhookBackend {
         if !status.is_success() {
             let shown = &body[..body.len().min(self.config.max_error_body_bytes)];
             return Err(ToolFailure {
-                code: "backend_http_status".to_owned(),
+                code: ErrorCode::BackendHttpStatus.as_str().to_owned(),
                 message: format!("webhook answered HTTP {}", status.as_u16()),
                 details: Some(
                     json!({"status": status.as_u16(), "body": String::from_utf8_lossy(shown)}),
@@ -219,7 +221,7 @@ impl WebhookBackend {
                 bytes: body,
             }),
             Err(e) => Err(failure(
-                "backend_invalid_response",
+                ErrorCode::BackendInvalidResponse,
                 format!("webhook answered a body that is not JSON: {e}"),
             )),
         }
@@ -252,13 +254,13 @@ fn headers(
     for (name, value) in configured.iter().chain(secret) {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
             failure(
-                "invalid_tool_config",
+                ErrorCode::InvalidToolConfig,
                 format!("invalid header name {name:?}"),
             )
         })?;
         let value = HeaderValue::from_str(value).map_err(|_| {
             failure(
-                "invalid_tool_config",
+                ErrorCode::InvalidToolConfig,
                 format!("invalid value for header {name}"),
             )
         })?;
@@ -300,7 +302,7 @@ async fn read_limited(
     {
         if body.len() + chunk.len() > limit {
             return Err(failure(
-                "backend_response_too_large",
+                ErrorCode::BackendResponseTooLarge,
                 format!("webhook response exceeds {limit} bytes"),
             ));
         }
@@ -318,17 +320,17 @@ async fn read_limited(
 fn transport_failure(e: &reqwest::Error, timeout_ms: u64) -> ToolFailure {
     if e.is_timeout() {
         failure(
-            "backend_timeout",
+            ErrorCode::BackendTimeout,
             format!("webhook did not answer within {timeout_ms} ms"),
         )
     } else if e.is_connect() {
         failure(
-            "backend_unreachable",
+            ErrorCode::BackendUnreachable,
             format!("cannot connect to webhook: {}", root_cause(e)),
         )
     } else {
         failure(
-            "backend_error",
+            ErrorCode::BackendError,
             format!("webhook request failed: {}", root_cause(e)),
         )
     }
@@ -342,9 +344,9 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string()
 }
 
-fn failure(code: &str, message: String) -> ToolFailure {
+fn failure(code: ErrorCode, message: String) -> ToolFailure {
     ToolFailure {
-        code: code.to_owned(),
+        code: code.as_str().to_owned(),
         message,
         details: None,
     }

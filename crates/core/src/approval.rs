@@ -7,7 +7,7 @@ use crate::names::validate_name;
 use crate::object::{IndexFields, Object, check_type};
 use crate::policy::ApprovalRouting;
 use crate::tool::SideEffectLevel;
-use crate::{ObjectMeta, ObjectRef, Time, ValidationError};
+use crate::{ApprovalActionKind, ObjectMeta, ObjectRef, Time, ValidationError};
 
 /// A request for a person to approve (or reject, or edit) a tool call. Its
 /// name is the call's name.
@@ -61,9 +61,9 @@ pub struct ApprovalSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApprovalAction {
-    /// `tool_call`.
+    /// What is asked.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: ApprovalActionKind,
     /// The call.
     pub tool_call_ref: ObjectRef,
 }

@@ -18,6 +18,7 @@ pub mod audit;
 pub mod backend;
 pub mod backtest;
 pub mod checksum;
+pub mod codes;
 pub mod cost;
 pub mod detect;
 pub mod endpoint;
@@ -48,6 +49,7 @@ pub use backend::{
     ActionInputs, Invocation, OutputChunks, ToolBackend, ToolDiscovery, ToolFailure, ToolOutput,
 };
 pub use checksum::checksum;
+pub use codes::{ApprovalActionKind, DecisionKind, ErrorCode, EventKind};
 pub use cost::{Budget, CallCost, ToolCost};
 pub use endpoint::Endpoint;
 pub use error::{FieldError, ValidationError};

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::codes::{DecisionKind, ErrorCode};
 use crate::names::validate_name;
 use crate::object::{IndexFields, IndexedCost, Object, check_type};
 use crate::tool::SideEffectLevel;
@@ -269,24 +270,35 @@ pub struct CallError {
 }
 
 impl CallError {
-    /// An error without details.
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+    /// One of joch's errors, without details.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::custom(code.as_str(), message)
+    }
+
+    /// An error with a code of the tool's own (an executor's, a hook
+    /// caller's report), without details.
+    pub fn custom(code: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             code: code.into(),
             message: message.into(),
             details: None,
         }
     }
+
+    /// True when this is joch's `code`.
+    pub fn is(&self, code: ErrorCode) -> bool {
+        self.code == code.as_str()
+    }
 }
 
 /// One policy decision recorded on the call.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HookDecision {
     /// `steps/toolCallRequest` or `steps/toolCallResult`.
     pub hook: String,
-    /// `allow`, `deny`, `modify` or `defer`.
-    pub decision: String,
+    /// What it decided.
+    pub decision: DecisionKind,
     /// The deciding policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_id: Option<String>,

@@ -26,6 +26,7 @@ use crate::policy::{Decision, Effect};
 use crate::rules::{self, Decider};
 use crate::telemetry;
 use crate::{Engine, EngineError, ListParams, ObjectList};
+use joch_core::ApprovalActionKind;
 
 /// Why a call waits, and for what.
 pub(crate) struct Deferral {
@@ -124,8 +125,11 @@ impl Engine {
         let deadline =
             Time(now().0 + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX));
         let (kind, options) = match &deferral.user_input {
-            Some(_) => ("user_input", vec!["provide", "reject"]),
-            None => ("tool_call", vec!["approve", "reject", "edit"]),
+            Some(_) => (ApprovalActionKind::UserInput, vec!["provide", "reject"]),
+            None => (
+                ApprovalActionKind::ToolCall,
+                vec!["approve", "reject", "edit"],
+            ),
         };
         let mut payload = json!({"tool": tool.metadata.name, "input": call.spec.input, "reason": deferral.reason});
         if let Some(input) = &deferral.user_input {
@@ -262,13 +266,13 @@ impl Engine {
     ) -> Result<Approval, EngineError> {
         let mut approval = self.pending_approval(namespace, name).await?;
         let decider = self.decider(by, &approval, &mut decision).await?;
-        let verb = match (&decision.edited_input, approval.spec.action.kind.as_str()) {
-            (_, "user_input") if decision.value.is_none() => {
+        let verb = match (&decision.edited_input, approval.spec.action.kind) {
+            (_, ApprovalActionKind::UserInput) if decision.value.is_none() => {
                 return Err(EngineError::BadRequest(
                     "this approval asks for a value: give one".to_owned(),
                 ));
             }
-            (_, "user_input") => "provide",
+            (_, ApprovalActionKind::UserInput) => "provide",
             (Some(_), _) => "edit",
             (None, _) => "approve",
         };

@@ -10,7 +10,7 @@
 
 use joch_core::artifact_tools::{self, is_artifact_tool};
 use joch_core::normalize::normalize_args;
-use joch_core::{CallError, ObjectRef, Phase, Principal, ToolCall, checksum};
+use joch_core::{CallError, ErrorCode, ObjectRef, Phase, Principal, ToolCall, checksum};
 use joch_store::{Durability, ListQuery};
 use serde_json::Value;
 
@@ -159,7 +159,7 @@ impl Engine {
     ) -> Result<Result<ObjectRef, CallError>, EngineError> {
         let id = match artifact_tools::call_id(args) {
             Ok(id) => id.to_owned(),
-            Err(e) => return Ok(Err(CallError::new(e.code, e.message))),
+            Err(e) => return Ok(Err(CallError::custom(e.code, e.message))),
         };
         let visible = self.artifact_calls(by, namespace, execution).await?;
         if let Some(call) = visible.iter().find(|c| c.metadata.name == id) {
@@ -179,7 +179,7 @@ impl Engine {
             }
             Err(_) => format!("callId {id:?} names no call of execution {execution:?}"),
         };
-        let mut error = CallError::new("artifact_call_not_visible", why);
+        let mut error = CallError::new(ErrorCode::ArtifactCallNotVisible, why);
         error.details = Some(serde_json::json!({
             "callId": id,
             "visible": visible.iter().map(|c| c.metadata.name.clone()).collect::<Vec<_>>(),
@@ -202,6 +202,6 @@ impl Engine {
             tokio::task::spawn_blocking(move || artifact_tools::run(&tool, &args, &content))
                 .await
                 .map_err(|e| EngineError::Unavailable(format!("artifact tool failed: {e}")))?;
-        Ok(answer.map_err(|e| CallError::new(e.code, e.message)))
+        Ok(answer.map_err(|e| CallError::custom(e.code, e.message)))
     }
 }

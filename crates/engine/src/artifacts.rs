@@ -72,11 +72,10 @@ impl Engine {
         };
         let inputs = InlineInputs {
             call: call.spec.inline,
-            call_set_by_policy: call
-                .status
-                .hook_decisions
-                .iter()
-                .any(|d| d.hook == joch_core::Hook::Request.step() && d.decision == "modify"),
+            call_set_by_policy: call.status.hook_decisions.iter().any(|d| {
+                d.hook == joch_core::Hook::Request.step()
+                    && d.decision == joch_core::DecisionKind::Modify
+            }),
             tool: tool.spec.inline,
             max_inline_bytes,
         };

@@ -236,7 +236,7 @@ fn decide(
     }
     policy::decide(engine, set, Hook::Request, &facts)
         .winner()
-        .and_then(|w| Verdict::of(w.verdict.effect.name()))
+        .and_then(|w| Verdict::of(w.verdict.effect.kind().as_str()))
         .unwrap_or(Verdict::Allow)
 }
 
@@ -250,7 +250,7 @@ fn happened(call: &ToolCall) -> Verdict {
         .iter()
         .filter(|d| d.hook == Hook::Request.step() && !d.shadow)
         .filter(|d| d.policy_id.as_deref().is_none_or(|p| !p.contains('/')))
-        .filter_map(|d| Verdict::of(&d.decision))
+        .filter_map(|d| Verdict::of(d.decision.as_str()))
         .max_by_key(|v| v.rank())
         .unwrap_or(Verdict::Allow)
 }
@@ -404,10 +404,11 @@ mod tests {
     fn what_happened_is_the_strongest_enforced_policy_decision() {
         let decision = |decision: &str, policy: &str, shadow: bool| HookDecision {
             hook: Hook::Request.step().to_owned(),
-            decision: decision.to_owned(),
+            decision: joch_core::DecisionKind::parse(decision).unwrap(),
             policy_id: Some(policy.to_owned()),
+            policy_version: None,
+            reason: None,
             shadow,
-            ..HookDecision::default()
         };
         let mut c = call(None, "a", 0.0);
         assert_eq!(happened(&c), Verdict::Allow, "no decision is an allow");

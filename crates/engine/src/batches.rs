@@ -11,7 +11,8 @@
 //! caller already holds; it passes no policy, so no stop skips it either.
 
 use joch_core::{
-    DenialPolicy, Execution, ExecutionPhase, ObjectMeta, ObjectRef, Phase, Principal, ToolCall,
+    DenialPolicy, EventKind, Execution, ExecutionPhase, ObjectMeta, ObjectRef, Phase, Principal,
+    ToolCall,
 };
 use joch_store::{Durability, StoreErrorKind};
 use serde_json::json;
@@ -60,7 +61,7 @@ impl Engine {
         self.emit(
             namespace,
             execution,
-            "tool_batch_started",
+            EventKind::ToolBatchStarted,
             json!({"tool_call_count": calls.len(), "batch": number}),
         )
         .await?;
@@ -110,7 +111,7 @@ impl Engine {
                                 self.emit(
                                     namespace,
                                     execution,
-                                    "warning",
+                                    EventKind::Warning,
                                     json!({"message": message}),
                                 )
                                 .await?;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use joch_core::{CallError, Phase, Policy, Principal, Tool, ToolCall};
+use joch_core::{CallError, ErrorCode, Phase, Policy, Principal, Tool, ToolCall};
 use joch_store::Durability;
 use serde_json::{Map, Value};
 use tracing::Instrument;
@@ -83,7 +83,7 @@ pub(crate) struct Rejection {
 }
 
 impl Rejection {
-    pub(crate) fn failed(code: &str, message: String) -> Self {
+    pub(crate) fn failed(code: ErrorCode, message: String) -> Self {
         Rejection {
             phase: Phase::Failed,
             error: CallError::new(code, message),
@@ -96,7 +96,7 @@ impl Rejection {
         call: &ToolCall,
         phase: Phase,
         headline: &str,
-        code: &str,
+        code: ErrorCode,
         reason: String,
     ) -> Self {
         Rejection {
@@ -108,7 +108,7 @@ impl Rejection {
 
     /// Not run because its batch stopped first.
     pub(crate) fn skipped(call: &ToolCall, reason: String) -> Self {
-        Self::refused(call, Phase::Skipped, "Skipped", "skipped", reason)
+        Self::refused(call, Phase::Skipped, "Skipped", ErrorCode::Skipped, reason)
     }
 
     /// A policy's denial.
@@ -122,7 +122,7 @@ impl Rejection {
             call,
             Phase::Denied,
             "Denied by policy",
-            "denied_by_policy",
+            ErrorCode::DeniedByPolicy,
             reason,
         )
     }

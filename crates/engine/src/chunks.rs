@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use joch_core::{OutputChunks, ToolCall};
+use joch_core::{EventKind, OutputChunks, ToolCall};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -190,7 +190,12 @@ impl Timeline {
         data["tool_call_id"] = json!(self.call);
         let written = self
             .engine
-            .emit(&self.namespace, &self.execution, "output_chunk", data)
+            .emit(
+                &self.namespace,
+                &self.execution,
+                EventKind::OutputChunk,
+                data,
+            )
             .await;
         if let Err(e) = written {
             tracing::warn!(call = %self.call, error = %e, "cannot record output chunks");

@@ -7,7 +7,7 @@
 //! conflict the changes are applied again to the newer copy.
 
 use joch_core::actions::{ActionsBackend, CallContext, ContextChange};
-use joch_core::{ActionInputs, CallError, Endpoint, Execution, ObjectMeta, ToolCall};
+use joch_core::{ActionInputs, CallError, Endpoint, ErrorCode, Execution, ObjectMeta, ToolCall};
 use joch_store::{Durability, StoreErrorKind};
 use serde_json::{Map, Value, json};
 
@@ -201,7 +201,7 @@ pub(crate) fn missing_endpoints(
         .collect();
     (!missing.is_empty()).then(|| {
         CallError::new(
-            "endpoint_not_found",
+            ErrorCode::EndpointNotFound,
             format!("no Endpoint {} in the namespace", missing.join(", ")),
         )
     })

@@ -3,7 +3,7 @@
 use chrono::{Datelike, TimeZone, Utc};
 
 use joch_core::cost::{Standing, Window, from_micros, standing};
-use joch_core::{Budget, Hook, HookDecision, Time, Tool, ToolCall};
+use joch_core::{Budget, DecisionKind, Hook, HookDecision, Time, Tool, ToolCall};
 use joch_store::{CostGroup, CostQuery, CostTotal, ListQuery};
 use serde_json::{Value, json};
 
@@ -90,7 +90,7 @@ impl Engine {
                         if check.denial.is_none() {
                             let decision = HookDecision {
                                 hook: Hook::Request.step().to_owned(),
-                                decision: "deny".to_owned(),
+                                decision: DecisionKind::Deny,
                                 policy_id: Some(format!("budget/{}", budget.metadata.name)),
                                 policy_version: Some(budget.metadata.resource_version.clone()),
                                 reason: Some(message.clone()),

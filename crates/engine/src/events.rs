@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use joch_core::{Time, ToolCall};
+use joch_core::{EventKind, Time, ToolCall};
 use joch_store::{Durability, EventRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -23,9 +23,9 @@ pub struct Event {
     /// 1, 2, 3... within the execution.
     #[serde(default)]
     pub sequence: u64,
-    /// `tool_batch_started`, `policy_decision`, ...
+    /// What happened.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: EventKind,
     /// When it happened.
     pub time: Time,
     /// The seed's data fields for this type.
@@ -38,12 +38,12 @@ impl Engine {
         &self,
         namespace: &str,
         execution: &str,
-        kind: &str,
+        kind: EventKind,
         data: Value,
     ) -> Result<(), EngineError> {
         let event = Event {
             sequence: 0,
-            kind: kind.to_owned(),
+            kind,
             time: now(),
             data,
         };
@@ -67,7 +67,7 @@ impl Engine {
     pub(crate) async fn emit_for(
         &self,
         call: &ToolCall,
-        kind: &str,
+        kind: EventKind,
         mut data: Value,
     ) -> Result<(), EngineError> {
         let Some(execution) = &call.spec.execution_ref else {

@@ -5,8 +5,8 @@ use std::time::Instant;
 use joch_core::artifact::is_media_type;
 use joch_core::redact::{REDACTED, redact_fields};
 use joch_core::{
-    Backend, CallError, CallMode, Hook, Invocation, McpServer, Phase, Policy, Tool, ToolCall,
-    ToolOutput,
+    Backend, CallError, CallMode, ErrorCode, EventKind, Hook, Invocation, McpServer, Phase, Policy,
+    Tool, ToolCall, ToolOutput,
 };
 use joch_store::Durability;
 use serde_json::{Value, json};
@@ -63,7 +63,7 @@ impl Engine {
         }
         if let Backend::Agent {} = tool.spec.backend {
             let error = CallError::new(
-                "run_by_agent",
+                ErrorCode::RunByAgent,
                 format!(
                     "tool {:?} is run by the agent itself: report its calls through /v1/hooks/aos or /v1/hooks/claude",
                     tool.metadata.name
@@ -76,7 +76,7 @@ impl Engine {
         let kind = tool.spec.backend.kind();
         let Some(backend) = self.inner.backends.get(kind).cloned() else {
             let error = CallError::new(
-                "backend_unavailable",
+                ErrorCode::BackendUnavailable,
                 format!("no {kind:?} backend is configured"),
             );
             return self
@@ -106,7 +106,7 @@ impl Engine {
                 Ok(server) => Some(server),
                 Err(joch_store::StoreError::NotFound { .. }) => {
                     let error = CallError::new(
-                        "mcp_server_missing",
+                        ErrorCode::McpServerMissing,
                         format!("McpServer {:?} no longer exists", mcp.server),
                     );
                     return self
@@ -317,7 +317,7 @@ impl Engine {
                         });
                     phase = Phase::Denied;
                     answer = Some(refusal(&call, "Denied by policy", Some(&reason)));
-                    error = Some(CallError::new("output_denied_by_policy", reason));
+                    error = Some(CallError::new(ErrorCode::OutputDeniedByPolicy, reason));
                 }
             }
         }
@@ -374,7 +374,7 @@ impl Engine {
         Ok(urls
             .into_iter()
             .find_map(|url| outbound.allows(url).err())
-            .map(|reason| CallError::new("outbound_not_allowed", reason)))
+            .map(|reason| CallError::new(ErrorCode::OutboundNotAllowed, reason)))
     }
 
     /// Settles a call that will not run, telling the model why.
@@ -423,7 +423,8 @@ impl Engine {
                 "output": if call.status.artifacts.is_empty() { answer.as_ref() } else { call.status.output.as_ref() },
                 "error": error.as_ref().map(|e| e.message.clone()),
             });
-            self.emit_for(&call, "tool_completed", completed).await?;
+            self.emit_for(&call, EventKind::ToolCompleted, completed)
+                .await?;
         }
         call.status.completed_at = Some(now());
         call.status.latency_ms = latency_ms;

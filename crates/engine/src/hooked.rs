@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use joch_core::{CallError, CallMode, Hook, Phase, Principal, Tool, ToolCall, ToolCallStatus};
+use joch_core::{
+    CallError, CallMode, ErrorCode, Hook, Phase, Principal, Tool, ToolCall, ToolCallStatus,
+};
 use joch_store::{Durability, ListQuery};
 use serde_json::{Map, Value};
 use tracing::Instrument;
@@ -331,7 +333,7 @@ impl Engine {
                 .is_some_and(|started| started.millis_until(at) >= limit);
             if call.spec.mode == CallMode::Hook && overdue {
                 let error = CallError::new(
-                    "hook_result_missing",
+                    ErrorCode::HookResultMissing,
                     format!(
                         "the agent did not report this call's result within {} s; whether the tool ran is not known",
                         timeout.as_secs()

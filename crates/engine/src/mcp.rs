@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use joch_core::mcp::{Reconciled, SERVER_LABEL, reconcile};
-use joch_core::{Backend, CallError, McpServer, Object, Tool, ToolDiscovery, ValidationError};
+use joch_core::{
+    Backend, CallError, ErrorCode, EventKind, McpServer, Object, Tool, ToolDiscovery,
+    ValidationError,
+};
 use joch_store::{Durability, ListQuery};
 use serde_json::{Value, json};
 
@@ -67,7 +70,7 @@ impl Engine {
         let listed = match self.discovery() {
             Some(discovery) => discovery.list_tools(&server).await,
             None => Err(CallError::new(
-                "backend_unavailable",
+                ErrorCode::BackendUnavailable,
                 "this joch has no MCP backend",
             )),
         };
@@ -235,7 +238,7 @@ impl Engine {
         self.emit(
             &server.metadata.namespace,
             &drift_timeline(&server.metadata.name),
-            "warning",
+            EventKind::Warning,
             json!({
                 "code": "schema_drift",
                 "message": message,

@@ -8,7 +8,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use joch_core::namespace::{RateLimit, RateScope};
-use joch_core::{Hook, HookDecision, ToolCall};
+use joch_core::{DecisionKind, Hook, HookDecision, ToolCall};
 use joch_store::RateCell;
 
 use crate::{Engine, EngineError};
@@ -97,7 +97,7 @@ impl Engine {
             let retry_after_seconds = wait_ms.div_ceil(1000);
             let decision = HookDecision {
                 hook: Hook::Request.step().to_owned(),
-                decision: "deny".to_owned(),
+                decision: DecisionKind::Deny,
                 policy_id: Some(format!("ratelimit/{}", limit.spec.name)),
                 policy_version: None,
                 reason: Some(format!(

@@ -8,7 +8,9 @@
 
 use std::sync::Arc;
 
-use joch_core::{Approval, ApprovalPhase, CallError, Phase, Principal, Resolution, Tool, ToolCall};
+use joch_core::{
+    Approval, ApprovalPhase, CallError, ErrorCode, Phase, Principal, Resolution, Tool, ToolCall,
+};
 use joch_store::{ListQuery, StoreErrorKind};
 use serde_json::Value;
 
@@ -90,7 +92,7 @@ impl Engine {
             // decision reached the agent, so it did not run it.
             if call.status.phase == Phase::Pending {
                 let error = CallError::new(
-                    "interrupted",
+                    ErrorCode::Interrupted,
                     "joch stopped before its decision reached the agent",
                 );
                 self.settle(call, Phase::Failed, None, Some(error), None)
@@ -106,7 +108,7 @@ impl Engine {
             .is_some_and(|s| s.idempotent || s.level == joch_core::SideEffectLevel::ReadOnly);
         if call.status.phase == Phase::Running && !repeatable {
             let error = CallError::new(
-                "interrupted",
+                ErrorCode::Interrupted,
                 "joch stopped while the tool was running; its side effect may or may not have happened",
             );
             self.settle(call, Phase::Unknown, None, Some(error), None)
@@ -125,7 +127,7 @@ impl Engine {
         };
         let (Some(tool), true) = (tool, runnable) else {
             let error = CallError::new(
-                "interrupted",
+                ErrorCode::Interrupted,
                 "joch stopped before this call finished, and it cannot be run again: its tool is gone or its input was not recorded",
             );
             let phase = if call.status.phase == Phase::Running {
@@ -197,7 +199,7 @@ impl Engine {
             Err(e) if e.kind() == StoreErrorKind::NotFound => {
                 if left_by(&call.status.replica) {
                     let error = CallError::new(
-                        "interrupted",
+                        ErrorCode::Interrupted,
                         "joch stopped before it could ask for this call's approval; the call never ran",
                     );
                     self.settle(call, Phase::Failed, None, Some(error), None)
@@ -264,7 +266,7 @@ impl Engine {
         });
         call.status.output = resolve.output;
         call.status.error = match resolve.phase {
-            Phase::Failed => Some(CallError::new("resolved_failed", resolve.reason)),
+            Phase::Failed => Some(CallError::new(ErrorCode::ResolvedFailed, resolve.reason)),
             _ => None,
         };
         self.store_settled(&mut call).await?;

@@ -23,6 +23,7 @@ use joch_core::{
 
 use crate::EngineError;
 use crate::policy::evaluate::glob_matches;
+use joch_core::ApprovalActionKind;
 
 /// Refuses a principal bound to another namespace, as if the namespace's
 /// resources did not exist.
@@ -115,7 +116,7 @@ pub(crate) fn decider(
 /// True when the approval's policy asked the caller's own user: an
 /// `askUser` routing, or a `userInput` value only that user can give.
 pub(crate) fn asks_user(approval: &Approval) -> bool {
-    approval.spec.routing.ask_user || approval.spec.action.kind == "user_input"
+    approval.spec.routing.ask_user || approval.spec.action.kind == ApprovalActionKind::UserInput
 }
 
 /// Refuses a hook-mode result reported by anyone but the principal that

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use joch_core::{CallError, Tool, ValidationError};
+use joch_core::{CallError, ErrorCode, Tool, ValidationError};
 use jsonschema::Validator;
 use serde_json::{Value, json};
 
@@ -64,7 +64,7 @@ impl Compiled {
         check(
             &self.input,
             args,
-            "input_schema_violation",
+            ErrorCode::InputSchemaViolation,
             "input does not match the tool's inputSchema",
         )
     }
@@ -82,7 +82,7 @@ impl Compiled {
             (Some(v), Some(checked)) => check(
                 v,
                 checked,
-                "output_schema_violation",
+                ErrorCode::OutputSchemaViolation,
                 "output does not match the tool's outputSchema",
             ),
             _ => Ok(()),
@@ -133,7 +133,12 @@ pub(crate) fn invalid_arguments_answer(call_name: &str, error: &CallError) -> Va
     answer
 }
 
-fn check(validator: &Validator, value: &Value, code: &str, message: &str) -> Result<(), CallError> {
+fn check(
+    validator: &Validator,
+    value: &Value,
+    code: ErrorCode,
+    message: &str,
+) -> Result<(), CallError> {
     let violations: Vec<Value> = validator
         .iter_errors(value)
         .map(|e| json!({"path": e.instance_path().to_string(), "message": e.to_string()}))
@@ -142,7 +147,7 @@ fn check(validator: &Validator, value: &Value, code: &str, message: &str) -> Res
         return Ok(());
     }
     Err(CallError {
-        code: code.to_owned(),
+        code: code.as_str().to_owned(),
         message: message.to_owned(),
         details: Some(json!({"violations": violations})),
     })

@@ -114,7 +114,7 @@ pub(crate) fn decisions(records: &[HookDecision]) {
     for d in records {
         let policy = d.policy_id.clone().unwrap_or_else(|| "(none)".to_owned());
         let shadow = if d.shadow { "true" } else { "false" };
-        counter!("joch_policy_decisions_total", "policy" => policy, "decision" => d.decision.clone(), "shadow" => shadow).increment(1);
+        counter!("joch_policy_decisions_total", "policy" => policy, "decision" => d.decision.as_str(), "shadow" => shadow).increment(1);
     }
 }
 

@@ -1,7 +1,10 @@
 //! The checks of [`super::steps`], one function each, but the request
 //! policies' (in `policies.rs`).
 
-use joch_core::{Backend, CallMode, Hook, HookDecision, Phase, ToolCall};
+use joch_core::actions::Action;
+use joch_core::{
+    Backend, CallMode, DecisionKind, ErrorCode, EventKind, Hook, HookDecision, Phase, ToolCall,
+};
 use serde_json::{Value, json};
 
 use super::steps::{Admitting, Verdict};
@@ -42,7 +45,7 @@ impl Engine {
             &mut a.call,
             vec![HookDecision {
                 hook: Hook::Request.step().to_owned(),
-                decision: "deny".to_owned(),
+                decision: DecisionKind::Deny,
                 policy_id: Some(SCHEMA_DRIFT_POLICY.to_owned()),
                 policy_version: None,
                 reason: Some(reason.clone()),
@@ -53,7 +56,7 @@ impl Engine {
             &a.call,
             Phase::Denied,
             "Tool quarantined",
-            "tool_quarantined",
+            ErrorCode::ToolQuarantined,
             reason,
         )))
     }
@@ -71,7 +74,7 @@ impl Engine {
             &a.call,
             Phase::Denied,
             "Rate limited",
-            "rate_limited",
+            ErrorCode::RateLimited,
             reason,
         );
         refused.error.details = Some(json!({"retryAfterSeconds": limited.retry_after_seconds}));
@@ -86,7 +89,7 @@ impl Engine {
         let budgets = self.budget_check(&a.call, &a.tool).await?;
         for warning in budgets.warnings {
             tracing::warn!(namespace = %a.call.metadata.namespace, call = %a.call.metadata.name, warning = %warning["message"], "budget");
-            self.emit_for(&a.call, "warning", warning).await?;
+            self.emit_for(&a.call, EventKind::Warning, warning).await?;
         }
         let Some((decision, reason)) = budgets.denial else {
             return Ok(Verdict::Continue);
@@ -96,7 +99,7 @@ impl Engine {
             &a.call,
             Phase::Denied,
             "Budget exceeded",
-            "budget_exceeded",
+            ErrorCode::BudgetExceeded,
             reason,
         )))
     }
@@ -120,12 +123,15 @@ impl Engine {
             standing.spec.decision, standing.spec.decided_by, standing.spec.approval_ref.name
         );
         let policy = deferral.policy().cloned();
-        let decision = if approve { "allow" } else { "deny" };
+        let decision = match approve {
+            true => DecisionKind::Allow,
+            false => DecisionKind::Deny,
+        };
         telemetry::record_decisions(
             &mut a.call,
             vec![HookDecision {
                 hook: Hook::Request.step().to_owned(),
-                decision: decision.to_owned(),
+                decision,
                 policy_id: policy.as_ref().map(|p| p.name.clone()),
                 policy_version: policy.map(|p| p.version),
                 reason: Some(reason.clone()),
@@ -140,7 +146,7 @@ impl Engine {
                 &a.call,
                 Phase::Denied,
                 "Denied by approver",
-                "denied_by_approver",
+                ErrorCode::DeniedByApprover,
                 reason,
             )),
         })
@@ -152,7 +158,10 @@ impl Engine {
                 a.schemas = Some(schemas);
                 Verdict::Continue
             }
-            Err(e) => Verdict::Reject(Rejection::failed("invalid_tool_config", e.to_string())),
+            Err(e) => Verdict::Reject(Rejection::failed(
+                ErrorCode::InvalidToolConfig,
+                e.to_string(),
+            )),
         }
     }
 
@@ -160,7 +169,7 @@ impl Engine {
     /// violation. A declarative tool with a `validate` action checks its
     /// parameters itself, so that its on_failure actions answer the model.
     pub(super) fn input_schema(a: &mut Admitting<'_>) -> Verdict {
-        let validates_itself = matches!(&a.tool.spec.backend, Backend::Actions(actions) if actions.actions.iter().any(|x| x.kind() == "validate"));
+        let validates_itself = matches!(&a.tool.spec.backend, Backend::Actions(actions) if actions.actions.iter().any(|x| matches!(x, Action::Validate { .. })));
         let Some(schemas) = a.schemas.as_ref().filter(|_| !validates_itself) else {
             return Verdict::Continue;
         };
@@ -188,7 +197,9 @@ impl Engine {
 
 pub(super) fn well_formed(a: &mut Admitting<'_>) -> Verdict {
     match &a.malformed {
-        Some((why, _)) => Verdict::Reject(Rejection::failed("invalid_arguments", why.clone())),
+        Some((why, _)) => {
+            Verdict::Reject(Rejection::failed(ErrorCode::InvalidArguments, why.clone()))
+        }
         None => Verdict::Continue,
     }
 }
@@ -232,7 +243,7 @@ fn unseen(call: &ToolCall) -> Rejection {
         call,
         Phase::Denied,
         "Unknown tool",
-        "tool_not_found",
+        ErrorCode::ToolNotFound,
         format!("no tool {:?} in this namespace", call.tool_name()),
     )
 }

@@ -16,7 +16,7 @@ mod checks;
 mod policies;
 mod steps;
 
-use joch_core::{CallApproval, Object, Phase, Principal, Tool, ToolCall};
+use joch_core::{CallApproval, EventKind, Object, Phase, Principal, Tool, ToolCall};
 use joch_store::{Durability, StoreError};
 use serde_json::{Value, json};
 
@@ -127,7 +127,7 @@ impl Engine {
         if let Some((action, reason)) = decided {
             self.emit_for(
                 &call,
-                "policy_decision",
+                EventKind::PolicyDecision,
                 json!({"action": action, "reason": reason}),
             )
             .await?;
@@ -194,7 +194,7 @@ impl Engine {
             .unwrap_or(Value::Null);
         self.emit_for(
             call,
-            "run_paused",
+            EventKind::RunPaused,
             json!({"reason": reason, "payload": payload}),
         )
         .await

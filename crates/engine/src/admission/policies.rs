@@ -1,7 +1,7 @@
 //! The request policies' check: allow, deny, modify the arguments, or defer
 //! to a person.
 
-use joch_core::{Hook, Policy};
+use joch_core::{DecisionKind, Hook, Policy};
 use serde_json::{Map, Value};
 
 use super::steps::{Admitting, Verdict};
@@ -21,7 +21,7 @@ impl Engine {
         &self,
         a: &mut Admitting<'_>,
     ) -> Result<Verdict, EngineError> {
-        a.decided = Some(("allow", None));
+        a.decided = Some((DecisionKind::Allow, None));
         let namespace = a.call.metadata.namespace.clone();
         a.policies = self.policies(&namespace).await?;
         if a.policies.is_empty() {
@@ -54,7 +54,7 @@ impl Engine {
             .in_scope(|| policy::decide(&*self.inner.policy, &policies, Hook::Request, &request));
         telemetry::record_decisions(&mut a.call, outcome.records(Hook::Request));
         if let Some(w) = outcome.winner() {
-            a.decided = Some((w.verdict.effect.name(), w.verdict.reason.clone()));
+            a.decided = Some((w.verdict.effect.kind(), w.verdict.reason.clone()));
         }
         let verdict = match outcome.winner().map(|w| (w, &w.verdict.effect)) {
             Some((w, Effect::Deny)) => Verdict::Reject(Rejection::by_policy(&a.call, w)),

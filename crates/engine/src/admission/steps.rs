@@ -9,7 +9,9 @@
 use std::sync::Arc;
 
 use joch_core::normalize::normalize_args;
-use joch_core::{CallSideEffects, Policy, Principal, Tool, ToolCall, ToolCallStatus, checksum};
+use joch_core::{
+    CallSideEffects, DecisionKind, Policy, Principal, Tool, ToolCall, ToolCallStatus, checksum,
+};
 use serde_json::{Map, Value};
 
 use crate::approvals::Deferral;
@@ -99,7 +101,7 @@ pub(crate) struct Admitting<'a> {
     pub(crate) facts: Option<Facts>,
     pub(crate) deferral: Option<Deferral>,
     /// What the request hook decided, for the `policy_decision` event.
-    pub(crate) decided: Option<(&'static str, Option<String>)>,
+    pub(crate) decided: Option<(DecisionKind, Option<String>)>,
     /// A person approved the call already: a policy's defer is satisfied.
     pub(crate) approved: bool,
 }

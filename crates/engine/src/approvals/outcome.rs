@@ -8,7 +8,10 @@ use joch_core::approval::ApprovalPhase;
 use joch_core::normalize::normalize_args;
 use joch_core::patch::apply_patch;
 use joch_core::policy::OnTimeout;
-use joch_core::{Approval, CallApproval, CallError, Hook, HookDecision, Phase, ToolCall};
+use joch_core::{
+    Approval, CallApproval, CallError, DecisionKind, ErrorCode, EventKind, Hook, HookDecision,
+    Phase, ToolCall,
+};
 use serde_json::{Map, Value, json};
 
 use super::{ApprovalDecision, Standing};
@@ -17,6 +20,7 @@ use crate::calls::{Recorded, Rejection};
 use crate::policy::Facts;
 use crate::telemetry;
 use crate::{Engine, EngineError};
+use joch_core::ApprovalActionKind;
 
 impl Engine {
     /// Settles a rejected approval's call `Denied`, with the approver's message.
@@ -25,7 +29,7 @@ impl Engine {
             return Ok(());
         };
         mark_call(&mut call, "rejected", approval);
-        self.emit_for(&call, "run_resumed", json!({"approved": false}))
+        self.emit_for(&call, EventKind::RunResumed, json!({"approved": false}))
             .await?;
         let message = approval
             .status
@@ -37,7 +41,7 @@ impl Engine {
             &call,
             Phase::Denied,
             "Denied by approver",
-            "denied_by_approver",
+            ErrorCode::DeniedByApprover,
             message,
         );
         self.refuse(call, rejection).await.map(drop)
@@ -91,7 +95,7 @@ impl Engine {
             .on_timeout
             .unwrap_or(self.inner.config.approval_fallback)
             == OnTimeout::Approve
-            && approval.spec.action.kind == "tool_call"
+            && approval.spec.action.kind == ApprovalActionKind::ToolCall
         {
             return self.resume(approval, decision).await;
         }
@@ -101,7 +105,7 @@ impl Engine {
         mark_call(&mut call, "timed_out", approval);
         self.emit_for(
             &call,
-            "run_resumed",
+            EventKind::RunResumed,
             json!({"approved": false, "reason": "approval timed out"}),
         )
         .await?;
@@ -110,7 +114,7 @@ impl Engine {
             &call,
             Phase::TimedOut,
             "Approval timed out",
-            "approval_timed_out",
+            ErrorCode::ApprovalTimedOut,
             reason,
         );
         self.refuse(call, rejection).await.map(drop)
@@ -143,7 +147,7 @@ impl Engine {
         };
         let namespace = call.metadata.namespace.clone();
         mark_call(&mut call, "approved", approval);
-        self.emit_for(&call, "run_resumed", json!({"approved": true}))
+        self.emit_for(&call, EventKind::RunResumed, json!({"approved": true}))
             .await?;
         // The policy deferred; the approval is what allowed the call under it.
         if let Some(policy) = &approval.spec.policy_ref {
@@ -151,7 +155,7 @@ impl Engine {
                 &mut call,
                 vec![HookDecision {
                     hook: Hook::Request.step().to_owned(),
-                    decision: "allow".to_owned(),
+                    decision: DecisionKind::Allow,
                     policy_id: Some(policy.name.clone()),
                     policy_version: Some(policy.version.clone()),
                     reason: Some(format!("approved by {}", decision.by)),
@@ -169,7 +173,7 @@ impl Engine {
                 rejection = Some(Rejection {
                     phase: Phase::Failed,
                     error: CallError::new(
-                        "input_withheld",
+                        ErrorCode::InputWithheld,
                         "the call's input was not recorded, so it cannot run after approval",
                     ),
                     answer: None,

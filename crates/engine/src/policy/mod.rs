@@ -15,7 +15,7 @@ pub(crate) mod evaluate;
 mod facts;
 
 use joch_core::policy::{ApprovalRouting, Enforcement, Patch, UserInput};
-use joch_core::{HookDecision, LabelSelector, Policy};
+use joch_core::{DecisionKind, HookDecision, LabelSelector, Policy};
 use serde_json::Value;
 
 pub use evaluate::StandardPolicyEngine;
@@ -67,14 +67,14 @@ pub enum Effect {
 }
 
 impl Effect {
-    /// The decision's name in `hookDecisions` and events.
-    pub fn name(&self) -> &'static str {
+    /// The decision it makes, as `hookDecisions` and events name it.
+    pub fn kind(&self) -> DecisionKind {
         match self {
-            Effect::Allow => "allow",
-            Effect::Deny => "deny",
-            Effect::Modify(_) => "modify",
-            Effect::Defer(_) => "defer",
-            Effect::RequestUserInput(_) => "request_user_input",
+            Effect::Allow => DecisionKind::Allow,
+            Effect::Deny => DecisionKind::Deny,
+            Effect::Modify(_) => DecisionKind::Modify,
+            Effect::Defer(_) => DecisionKind::Defer,
+            Effect::RequestUserInput(_) => DecisionKind::RequestUserInput,
         }
     }
 
@@ -104,7 +104,7 @@ impl Decision {
     pub fn record(&self, hook: Hook) -> HookDecision {
         HookDecision {
             hook: hook.step().to_owned(),
-            decision: self.verdict.effect.name().to_owned(),
+            decision: self.verdict.effect.kind(),
             policy_id: Some(self.policy_id.clone()),
             policy_version: Some(self.policy_version.clone()),
             reason: self.verdict.reason.clone(),
@@ -158,7 +158,7 @@ impl Outcome {
         let mut records: Vec<HookDecision> = if self.decisions.is_empty() && self.applied {
             vec![HookDecision {
                 hook: hook.step().to_owned(),
-                decision: "allow".to_owned(),
+                decision: DecisionKind::Allow,
                 policy_id: None,
                 policy_version: None,
                 reason: Some(NO_RULE_MATCHED.to_owned()),

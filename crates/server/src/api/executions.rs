@@ -139,7 +139,7 @@ fn follow(
                     cursor = event.sequence;
                     let sse = SseEvent::default()
                         .id(event.sequence.to_string())
-                        .event(event.kind.clone())
+                        .event(event.kind.as_str())
                         .data(serde_json::to_string(&event).unwrap_or_default());
                     return Some((Ok(sse), (engine, ns, execution, cursor, seen, buffer)));
                 }

@@ -55,7 +55,7 @@ pub(crate) async fn create(
         .status
         .error
         .as_ref()
-        .filter(|e| e.code == "rate_limited")
+        .filter(|e| e.is(joch_core::ErrorCode::RateLimited))
         .and_then(|e| e.details.as_ref())
         .and_then(|d| d["retryAfterSeconds"].as_u64());
     let status = match (outcome.replayed, params.wait, limited) {

@@ -16,7 +16,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use joch_core::toolcall::HookContext;
-use joch_core::{CallError, Principal, ToolCall};
+use joch_core::{CallError, ErrorCode, Principal, ToolCall};
 use joch_engine::{HookResult, HookVerdict, named_values};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -304,7 +304,7 @@ async fn tool_call_result(
                     .map_or_else(|| e.to_string(), str::to_owned),
                 None => "the tool reported an error".to_owned(),
             };
-            let mut failure = CallError::new("tool_error", message);
+            let mut failure = CallError::new(ErrorCode::ToolError, message);
             failure.details = Some(output).filter(|o| !o.is_null());
             HookResult::Failed(failure)
         }

@@ -6,7 +6,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use joch_core::{CallError, Principal, ToolCall};
+use joch_core::{CallError, ErrorCode, Principal, ToolCall};
 use joch_engine::{Deferred, HookResult};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -108,7 +108,7 @@ async fn serve(
                 Some(other) => other.to_string(),
                 None => "the tool failed".to_owned(),
             };
-            let failure = HookResult::Failed(CallError::new("tool_error", message));
+            let failure = HookResult::Failed(CallError::new(ErrorCode::ToolError, message));
             post_tool_use(&state, &by, &ns, &body.tool_use_id, failure).await?
         }
         other => {

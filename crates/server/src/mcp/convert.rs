@@ -133,7 +133,7 @@ pub(crate) fn is_mcp_tool(tool: &Tool) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use joch_core::{CallError, ToolCallStatus};
+    use joch_core::{CallError, ErrorCode, ToolCallStatus};
 
     use super::*;
 
@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_failure_without_an_answer_names_its_cause() {
-        let error = CallError::new("backend_timeout", "no answer");
+        let error = CallError::new(ErrorCode::BackendTimeout, "no answer");
         let result = call_result(&call(Phase::Failed, None, Some(error)), false);
         let text = result["content"][0]["text"].as_str().unwrap_or_default();
         let answer: Value = serde_json::from_str(text).unwrap_or_default();

@@ -17,6 +17,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use joch_core::ApprovalActionKind;
 use joch_core::{Approval, Tool};
 use joch_engine::{ApprovalDecision, Engine, EngineError, Principal};
 use rmcp::model::{
@@ -40,7 +41,7 @@ pub(super) fn client_can_answer(peer: &Peer<RoleServer>) -> bool {
 /// `userInput` requirement always; a yes/no approval only when its policy
 /// says `askUser`.
 pub(super) fn may_ask(approval: &Approval) -> bool {
-    approval.spec.action.kind == "user_input" || approval.spec.routing.ask_user
+    approval.spec.action.kind == ApprovalActionKind::UserInput || approval.spec.routing.ask_user
 }
 
 /// What the user is asked.

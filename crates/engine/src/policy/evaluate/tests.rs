@@ -1,4 +1,4 @@
-use joch_core::{Hook, Policy};
+use joch_core::{DecisionKind, Hook, Policy};
 use serde_json::{Value, json};
 
 use super::*;
@@ -183,7 +183,7 @@ fn deny_beats_defer_beats_modify_beats_allow() {
     let winner = |ps: &[Policy]| {
         outcome(ps)
             .winner()
-            .map(|d| (d.policy_id.clone(), d.verdict.effect.name()))
+            .map(|d| (d.policy_id.clone(), d.verdict.effect.kind().as_str()))
     };
     assert_eq!(
         winner(std::slice::from_ref(&allow)),
@@ -235,7 +235,7 @@ fn scope_and_failure() {
         json!({"version": "1", "rules": [{"when": {"tool.name": "other"}, "action": {"deny": {}}}]}),
     );
     let o = outcome(&[no_match]);
-    assert_eq!(o.records(Hook::Request)[0].decision, "allow");
+    assert_eq!(o.records(Hook::Request)[0].decision, DecisionKind::Allow);
 
     let broken = policy(
         "p",
