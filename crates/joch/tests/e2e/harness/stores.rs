@@ -31,15 +31,38 @@ impl TestStore {
         }
     }
 
-    /// A fresh database on the test server (`JOCH_TEST_POSTGRES`), or
-    /// `None` after saying on stderr that `test` is skipped.
-    pub async fn postgres(test: &str) -> Option<Self> {
-        postgres_database(test).await.map(TestStore::Postgres)
+    /// A fresh database on the test server (`JOCH_TEST_POSTGRES`), and
+    /// what drops it once the scenario is over; or `None` after saying on
+    /// stderr that `test` is skipped.
+    pub async fn postgres(test: &str) -> Option<(Self, Database)> {
+        let server = TestServer::from_env(test)?;
+        let (name, url) = server
+            .unique_database("joch_e2e")
+            .await
+            .expect("create a database on the test server");
+        Some((TestStore::Postgres(url), Database { server, name }))
     }
 
     /// A [`Joch::builder`] on this store.
     pub fn joch(&self) -> JochBuilder {
         Joch::builder().store(self)
+    }
+}
+
+/// A scenario's PostgreSQL database, dropped when the scenario passed (a
+/// failed one's stays, to look at).
+pub struct Database {
+    server: TestServer,
+    name: String,
+}
+
+impl Database {
+    /// Drops the database, closing what still connects to it.
+    pub async fn drop(self) {
+        self.server
+            .drop_database(&self.name)
+            .await
+            .expect("drop the scenario's database");
     }
 }
 
@@ -81,13 +104,18 @@ macro_rules! storetest {
 
             #[$test]
             async fn postgres() {
-                let Some($store) =
+                let Some((store, database)) =
                     $crate::harness::TestStore::postgres(concat!(module_path!(), "::postgres"))
                         .await
                 else {
                     return;
                 };
-                $body
+                {
+                    // The scenario's servers stop at the end of this block.
+                    let $store = store;
+                    $body
+                }
+                database.drop().await;
             }
         }
     };
