@@ -268,7 +268,7 @@ impl Engine {
         let decider = self.decider(by, &approval, &mut decision).await?;
         let verb = match (&decision.edited_input, approval.spec.action.kind) {
             (_, ApprovalActionKind::UserInput) if decision.value.is_none() => {
-                return Err(EngineError::BadRequest(
+                return Err(EngineError::InvalidDecision(
                     "this approval asks for a value: give one".to_owned(),
                 ));
             }

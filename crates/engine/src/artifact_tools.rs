@@ -106,7 +106,7 @@ impl Engine {
             });
         }
         let Some(execution) = call.spec.execution_ref.as_ref().map(|r| r.name.clone()) else {
-            return Err(EngineError::BadRequest(format!(
+            return Err(EngineError::Misdirected(format!(
                 "{tool} reads the handles of one execution: give spec.executionRef"
             )));
         };
@@ -115,7 +115,7 @@ impl Engine {
         }
         admit(namespace, &mut call, None)?;
         let args = normalize_args(std::mem::take(&mut call.spec.input))
-            .map_err(|e| EngineError::BadRequest(e.to_string()))?;
+            .map_err(|e| EngineError::Misdirected(e.to_string()))?;
         call.spec.input = Value::Object(args.clone());
         call.spec.from_artifact_tool = true;
         call.spec.inline = None;
@@ -201,7 +201,7 @@ impl Engine {
         let answer =
             tokio::task::spawn_blocking(move || artifact_tools::run(&tool, &args, &content))
                 .await
-                .map_err(|e| EngineError::Unavailable(format!("artifact tool failed: {e}")))?;
+                .map_err(EngineError::task("the artifact tool"))?;
         Ok(answer.map_err(|e| CallError::custom(e.code, e.message)))
     }
 }

@@ -164,7 +164,7 @@ impl Engine {
             .blobs()?
             .put(content.to_vec())
             .await
-            .map_err(|e| EngineError::Unavailable(format!("cannot write artifact: {e}")))?;
+            .map_err(EngineError::artifacts("cannot write artifact"))?;
         let mut artifact = Artifact {
             api_version: joch_core::API_VERSION.to_owned(),
             kind: <Artifact as joch_core::Object>::KIND.to_owned(),
@@ -227,7 +227,7 @@ impl Engine {
             .blobs()?
             .read(&artifact.spec.sha256, range.map(|r| (r.start, r.len())))
             .await
-            .map_err(|e| EngineError::Unavailable(format!("cannot read artifact {id}: {e}")))?;
+            .map_err(EngineError::artifacts(format!("cannot read artifact {id}")))?;
         Ok((artifact, bytes))
     }
 
@@ -258,7 +258,7 @@ impl Engine {
         blobs
             .collect_orphans(referenced, grace)
             .await
-            .map_err(|e| EngineError::Unavailable(format!("cannot collect artifacts: {e}")))
+            .map_err(EngineError::artifacts("cannot collect artifacts"))
     }
 }
 

@@ -49,7 +49,7 @@ impl Engine {
         let engine = Arc::clone(&self.inner.policy);
         tokio::task::spawn_blocking(move || judge_all(&*engine, &set, &calls, &tools))
             .await
-            .map_err(|e| EngineError::Unavailable(format!("the back-test stopped: {e}")))
+            .map_err(EngineError::task("the back-test"))
     }
 
     /// The policies in force, with the candidate (as enforced) added or

@@ -76,7 +76,7 @@ impl Engine {
                 .as_ref()
                 .is_some_and(|r| r.name != execution)
             {
-                return Err(EngineError::BadRequest(format!(
+                return Err(EngineError::Misdirected(format!(
                     "a call of this batch names another execution than {execution:?}"
                 )));
             }
@@ -197,8 +197,7 @@ impl Engine {
             }
         }
         while let Some(joined) = tasks.join_next().await {
-            let (index, outcome) =
-                joined.map_err(|e| EngineError::Unavailable(format!("batch task failed: {e}")))?;
+            let (index, outcome) = joined.map_err(EngineError::task("a batch's call"))?;
             calls.push((index, outcome?));
         }
         calls.sort_by_key(|(index, _)| *index);

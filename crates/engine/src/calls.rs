@@ -295,7 +295,7 @@ impl Engine {
 /// agent; through the gateway nobody would run it.
 fn gateway_only(call: &ToolCall) -> Result<(), EngineError> {
     if call.spec.mode == joch_core::CallMode::Hook {
-        return Err(EngineError::BadRequest(
+        return Err(EngineError::Misdirected(
             "spec.mode hook: report calls the agent runs itself through /v1/hooks/aos or /v1/hooks/claude".to_owned(),
         ));
     }

@@ -157,7 +157,7 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(EngineError::Unavailable(format!(
+        Err(EngineError::Contended(format!(
             "the context of execution {execution:?} is too contended to update"
         )))
     }
@@ -182,7 +182,7 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(EngineError::Unavailable(format!(
+        Err(EngineError::Contended(format!(
             "execution {execution:?} is too contended to record a handoff"
         )))
     }

@@ -196,22 +196,26 @@ impl Inner {
         params: ListParams,
     ) -> Result<ListQuery, EngineError> {
         let selector = match &params.label_selector {
-            Some(text) => {
-                LabelSelector::parse(text).map_err(|e| EngineError::BadRequest(e.to_string()))?
-            }
+            Some(text) => LabelSelector::parse(text).map_err(|e| EngineError::InvalidQuery {
+                parameter: "labelSelector",
+                message: e.to_string(),
+            })?,
             None => LabelSelector::default(),
         };
         if let Some(phase) = &params.phase {
             if joch_core::Phase::parse(phase).is_none() {
-                return Err(EngineError::BadRequest(format!("unknown phase {phase:?}")));
+                return Err(EngineError::InvalidQuery {
+                    parameter: "phase",
+                    message: format!("unknown phase {phase:?}"),
+                });
             }
         }
         let limit = params.limit.unwrap_or(self.config.default_list_limit);
         if limit == 0 || limit > self.config.max_list_limit {
-            return Err(EngineError::BadRequest(format!(
-                "limit must be between 1 and {}",
-                self.config.max_list_limit
-            )));
+            return Err(EngineError::InvalidQuery {
+                parameter: "limit",
+                message: format!("limit must be between 1 and {}", self.config.max_list_limit),
+            });
         }
         Ok(ListQuery {
             kind: String::new(),

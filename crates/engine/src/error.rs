@@ -58,12 +58,66 @@ pub enum EngineError {
     /// (deciding a call it made, reporting another's result).
     #[error("{0}")]
     Forbidden(String),
-    /// A query parameter is malformed.
+    /// A list query's parameter is malformed (a label selector, a phase,
+    /// a limit, a page token, the namespace).
+    #[error("{message}")]
+    InvalidQuery {
+        /// The parameter, as the API names it.
+        parameter: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A decision cannot be taken as sent (an edit without arguments, a
+    /// value missing, arguments that are no object, a resolution to a
+    /// phase a call cannot be resolved to).
     #[error("{0}")]
-    BadRequest(String),
+    InvalidDecision(String),
+    /// The body names another resource than the path it was sent to.
+    #[error("{0}")]
+    PathMismatch(String),
+    /// The call was sent where it cannot run: a hook-mode call to the
+    /// gateway, a batch's call naming another execution, an artifact tool
+    /// outside an execution. The message says where to send it.
+    #[error("{0}")]
+    Misdirected(String),
     /// The store cannot serve; nothing was acknowledged.
     #[error("{0}")]
-    Unavailable(String),
+    Store(StoreError),
+    /// A record kept changing under joch's retries (a hot execution context).
+    #[error("{0}")]
+    Contended(String),
+    /// The artifact storage cannot read or write.
+    #[error("{what}: {source}")]
+    Artifacts {
+        /// What joch was doing.
+        what: String,
+        /// Why it could not.
+        source: std::io::Error,
+    },
+    /// A task joch started for the request failed (it panicked, or was
+    /// cancelled at shutdown); nothing was acknowledged.
+    #[error("{what} failed: {source}")]
+    TaskFailed {
+        /// The task.
+        what: &'static str,
+        /// Why.
+        source: tokio::task::JoinError,
+    },
+}
+
+impl EngineError {
+    /// A failed task of the request's.
+    pub fn task(what: &'static str) -> impl FnOnce(tokio::task::JoinError) -> Self {
+        move |source| EngineError::TaskFailed { what, source }
+    }
+
+    /// An artifact storage failure while doing `what`.
+    pub(crate) fn artifacts(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        move |source| EngineError::Artifacts {
+            what: what.into(),
+            source,
+        }
+    }
 }
 
 impl From<StoreError> for EngineError {
@@ -72,8 +126,11 @@ impl From<StoreError> for EngineError {
             StoreError::NotFound { kind, name } => EngineError::NotFound { kind, name },
             StoreError::AlreadyExists { kind, name } => EngineError::AlreadyExists { kind, name },
             e if e.kind() == StoreErrorKind::Conflict => EngineError::Conflict(e.to_string()),
-            StoreError::InvalidArgument(message) => EngineError::BadRequest(message),
-            e => EngineError::Unavailable(e.to_string()),
+            StoreError::InvalidArgument(message) => EngineError::InvalidQuery {
+                parameter: "continue",
+                message,
+            },
+            e => EngineError::Store(e),
         }
     }
 }

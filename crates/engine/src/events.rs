@@ -47,8 +47,7 @@ impl Engine {
             time: now(),
             data,
         };
-        let body =
-            serde_json::to_string(&event).map_err(|e| EngineError::Unavailable(e.to_string()))?;
+        let body = serde_json::to_string(&event).expect("an event serialises");
         let record = EventRecord {
             namespace: namespace.to_owned(),
             execution: execution.to_owned(),
@@ -97,7 +96,9 @@ impl Engine {
             .into_iter()
             .map(|r| {
                 let mut event: Event = serde_json::from_str(&r.body).map_err(|e| {
-                    EngineError::Unavailable(format!("stored event cannot be read: {e}"))
+                    EngineError::Store(joch_store::StoreError::Unavailable(format!(
+                        "stored event cannot be read: {e}"
+                    )))
                 })?;
                 event.sequence = r.sequence;
                 Ok(event)

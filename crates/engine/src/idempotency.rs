@@ -136,7 +136,7 @@ impl Engine {
         if settings.metadata.name.is_empty() {
             settings.metadata.name = namespace.to_owned();
         } else if settings.metadata.name != namespace {
-            return Err(EngineError::BadRequest(format!(
+            return Err(EngineError::PathMismatch(format!(
                 "a Namespace's name is the namespace: {:?} is not {namespace:?}",
                 settings.metadata.name
             )));

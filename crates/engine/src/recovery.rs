@@ -254,7 +254,7 @@ impl Engine {
             });
         }
         if !matches!(resolve.phase, Phase::Succeeded | Phase::Failed) {
-            return Err(EngineError::BadRequest(
+            return Err(EngineError::InvalidDecision(
                 "a call can be resolved only to Succeeded or Failed".to_owned(),
             ));
         }

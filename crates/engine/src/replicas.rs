@@ -118,8 +118,7 @@ impl Engine {
     async fn renew_lease(&self, me: &str, ttl: Duration) -> Result<(), EngineError> {
         let store = &self.inner.store;
         let expires_at_ms = now().0.timestamp_millis() + ttl.as_millis() as i64;
-        let body = serde_json::to_string(&Lease { expires_at_ms })
-            .map_err(|e| EngineError::Unavailable(e.to_string()))?;
+        let body = serde_json::to_string(&Lease { expires_at_ms }).expect("a lease serialises");
         match store.get(LEASE_KIND, LEASE_NAMESPACE, me).await {
             Ok(mut lease) => {
                 let version = lease.resource_version;

@@ -366,5 +366,8 @@ fn carry_identity<T: Object>(current: &T, next: &mut T) {
 }
 
 pub(crate) fn valid_namespace(namespace: &str) -> Result<(), EngineError> {
-    validate_namespace(namespace).map_err(|e| EngineError::BadRequest(e.to_string()))
+    validate_namespace(namespace).map_err(|e| EngineError::InvalidQuery {
+        parameter: "namespace",
+        message: e.to_string(),
+    })
 }

@@ -1,6 +1,8 @@
 //! `ApiError`: the one error type of the HTTP surface.
 
+use axum::extract::Request;
 use axum::http::StatusCode;
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use joch_engine::EngineError;
 use serde_json::{Value, json};
@@ -73,24 +75,66 @@ impl From<EngineError> for ApiError {
             }
             EngineError::Refused { code, .. } => ApiError::new(StatusCode::CONFLICT, code, message),
             EngineError::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", message),
-            EngineError::BadRequest(_) => {
+            EngineError::InvalidQuery { parameter, .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+                    .with_details(json!({"parameter": parameter}))
+            }
+            EngineError::InvalidDecision(_)
+            | EngineError::Misdirected(_)
+            | EngineError::PathMismatch(_) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
             }
-            EngineError::Unavailable(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                message,
-            ),
+            EngineError::Store(_) | EngineError::Contended(_) | EngineError::Artifacts { .. } => {
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    message,
+                )
+            }
+            EngineError::TaskFailed { .. } => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", message)
+            }
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
-            tracing::error!(code = %self.code, message = %self.message, "request failed");
-        }
         let body = json!({"code": self.code, "message": self.message, "details": self.details});
-        (self.status, axum::Json(body)).into_response()
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status.is_server_error() {
+            response.extensions_mut().insert(Failure {
+                code: self.code,
+                message: self.message,
+            });
+        }
+        response
     }
+}
+
+/// What a 5xx answer was about, for the line [`log_server_errors`] writes.
+#[derive(Debug, Clone)]
+struct Failure {
+    code: String,
+    message: String,
+}
+
+/// Logs every 5xx answer once, whichever surface gave it (a handler's
+/// `ApiError`, the MCP service, a panic caught lower down): client
+/// mistakes are 4xx and are not logged.
+pub(crate) async fn log_server_errors(request: Request, next: Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let response = next.run(request).await;
+    if response.status().is_server_error() {
+        let failure = response.extensions().get::<Failure>();
+        tracing::error!(
+            %method,
+            %path,
+            status = response.status().as_u16(),
+            code = failure.map_or("", |f| f.code.as_str()),
+            message = failure.map_or("", |f| f.message.as_str()),
+            "request failed"
+        );
+    }
+    response
 }

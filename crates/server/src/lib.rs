@@ -107,4 +107,5 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         .with_state(state.clone())
         .merge(mcp)
         .layer(axum::middleware::from_fn_with_state(state, auth::authorize))
+        .layer(axum::middleware::from_fn(error::log_server_errors))
 }

@@ -186,7 +186,7 @@ impl Engine {
                 .original_input
                 .get_or_insert(call.spec.input.clone());
             args = normalize_args(edited.clone())
-                .map_err(|e| EngineError::BadRequest(e.to_string()))?;
+                .map_err(|e| EngineError::InvalidDecision(format!("input: {e}")))?;
         }
         if let (Some(value), Some(input)) =
             (&decision.value, approval.spec.payload.get("userInput"))

@@ -89,7 +89,7 @@ pub(crate) async fn edit(
 ) -> Result<Json<Approval>, ApiError> {
     let decision = body.into_decision();
     if decision.edited_input.is_none() {
-        return Err(joch_engine::EngineError::BadRequest(
+        return Err(joch_engine::EngineError::InvalidDecision(
             "edit needs input: the arguments to run".to_owned(),
         )
         .into());

@@ -244,7 +244,7 @@ impl JochMcp {
                     }
                     return match done {
                         Ok(outcome) => Ok(outcome?.into_response()),
-                        Err(e) => Err(EngineError::Unavailable(format!("the call's task failed: {e}"))),
+                        Err(e) => Err(EngineError::task("the call's task")(e)),
                     };
                 }
                 approval = until_some(paused.as_mut()), if paused.is_some() => {
