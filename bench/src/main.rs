@@ -24,7 +24,6 @@ use axum::Json;
 use axum::routing::post;
 use clap::Parser;
 use hdrhistogram::Histogram;
-use joch_core::ToolBackend;
 use joch_store::Store;
 use reqwest::Client;
 use serde_json::{Value, json};
@@ -337,33 +336,25 @@ async fn run_trust(args: &Args) -> Result<()> {
     let dir = tempfile::tempdir().context("creating temp dir")?;
     let store: Arc<dyn Store> =
         Arc::new(joch_store::SqliteStore::open(dir.path().join("ledger.db"))?);
-    let engine = joch_engine::Engine::new(
+    let joch = joch_tools::start(
         Arc::clone(&store),
-        Vec::new(),
-        Arc::new(joch_engine::policy::StandardPolicyEngine::default()),
         joch_engine::EngineConfig::default(),
-    );
-    trust::back_test(&engine, &store, args.ledger_calls).await
+        joch_engine::Workers::default(),
+    )
+    .await?;
+    trust::back_test(joch.engine(), &store, args.ledger_calls).await
 }
 
 async fn start_joch(store: Arc<dyn Store>, replica: Option<String>) -> Result<SocketAddr> {
-    let webhook: Arc<dyn ToolBackend> = Arc::new(joch_backends::WebhookBackend::new(
-        joch_backends::RestConfig::default(),
-    )?);
-    let engine = joch_engine::Engine::new(
-        store,
-        vec![webhook, Arc::new(joch_backends::NoopBackend)],
-        Arc::new(joch_engine::policy::StandardPolicyEngine::default()),
-        joch_engine::EngineConfig {
-            replica,
-            ..joch_engine::EngineConfig::default()
-        },
-    );
-    serve(joch_server::router(
-        engine,
-        joch_server::ServerConfig::default(),
-    ))
-    .await
+    let config = joch_engine::EngineConfig {
+        replica,
+        ..joch_engine::EngineConfig::default()
+    };
+    let joch = joch_tools::start(store, config, joch_engine::Workers::default()).await?;
+    let router = joch_server::router(joch.engine().clone(), joch_server::ServerConfig::default());
+    // The workers live as long as the process: the bench's servers do.
+    std::mem::forget(joch);
+    serve(router).await
 }
 
 async fn create_tool(

@@ -298,7 +298,10 @@ impl Engine {
     /// Marks hook-mode calls whose agent never reported a result within
     /// `timeout` as `Unknown`: whether the tool ran is not known. Runs
     /// until the runtime stops.
-    pub fn spawn_hook_result_sweeper(&self, timeout: Duration) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn spawn_hook_result_sweeper(
+        &self,
+        timeout: Duration,
+    ) -> tokio::task::JoinHandle<()> {
         let engine = self.clone();
         let every = (timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
         tokio::spawn(async move {

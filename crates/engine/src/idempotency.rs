@@ -151,7 +151,7 @@ impl Engine {
 
     /// Starts a background task that removes expired idempotency keys every
     /// `every`, so the key table does not grow without bound.
-    pub fn spawn_key_purger(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn spawn_key_purger(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let store = Arc::clone(&self.inner.store);
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(every);

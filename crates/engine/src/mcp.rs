@@ -410,7 +410,7 @@ impl Engine {
     /// Re-lists every server that is due: never listed, past its
     /// `refreshInterval`, or unreachable and past its backoff. Runs until the
     /// runtime stops.
-    pub fn spawn_mcp_refresher(&self, tick: Duration) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn spawn_mcp_refresher(&self, tick: Duration) -> tokio::task::JoinHandle<()> {
         let engine = self.clone();
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(tick);

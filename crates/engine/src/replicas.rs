@@ -73,12 +73,10 @@ impl Inner {
 impl Engine {
     /// Acts on the writes of other processes sharing the store, as they
     /// commit. Does nothing for a store only this process writes.
-    pub fn follow_store_changes(&self) {
-        let Some(mut changes) = self.inner.store.changes() else {
-            return;
-        };
+    pub(crate) fn follow_store_changes(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let mut changes = self.inner.store.changes()?;
         let inner = std::sync::Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
+        Some(tokio::spawn(async move {
             loop {
                 let change = match changes.recv().await {
                     Ok(change) => change,
@@ -88,18 +86,16 @@ impl Engine {
                 let Some(inner) = inner.upgrade() else { return };
                 inner.touched_kind(&change.kind);
             }
-        });
+        }))
     }
 
     /// Holds this replica's lease, renewing it every third of `ttl`, and
     /// reconciles the calls of replicas whose lease lapsed. Needs
     /// `EngineConfig::replica`.
-    pub fn spawn_replica_lease(&self, ttl: Duration) {
-        let Some(me) = self.inner.config.replica.clone() else {
-            return;
-        };
+    pub(crate) fn spawn_replica_lease(&self, ttl: Duration) -> Option<tokio::task::JoinHandle<()>> {
+        let me = self.inner.config.replica.clone()?;
         let engine = self.clone();
-        tokio::spawn(async move {
+        Some(tokio::spawn(async move {
             let mut tick = tokio::time::interval(ttl / 3);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -112,7 +108,7 @@ impl Engine {
                     tracing::warn!(error = %e, "cannot reconcile the calls of a lapsed replica");
                 }
             }
-        });
+        }))
     }
 
     async fn renew_lease(&self, me: &str, ttl: Duration) -> Result<(), EngineError> {

@@ -67,23 +67,25 @@ async fn accept(
 }
 
 async fn embedded(db: &std::path::Path, namespace: String) -> anyhow::Result<()> {
-    let (engine, _) = joch_tools::open_engine(
+    let joch = joch_tools::open_engine(
         &joch_tools::StoreLocation::Sqlite(db.to_owned()),
         joch_engine::EngineConfig::default(),
+        joch_engine::Workers::default(),
     )
     .await?;
-    engine.spawn_mcp_refresher(Duration::from_secs(1));
+    let engine = joch.engine().clone();
     let handler = JochMcp::for_stdio(
         engine,
         namespace,
         joch_engine::Principal::local(),
         Duration::from_secs(1),
     );
-    let running = handler
+    let session = handler
         .serve(rmcp::transport::io::stdio())
         .await
         .context("MCP handshake on stdio failed")?;
-    running.waiting().await.context("MCP session failed")?;
+    session.waiting().await.context("MCP session failed")?;
+    joch.shutdown().await?;
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! `joch serve`: open the store, wire the engine and serve HTTP.
 
 use anyhow::Context;
-use joch_engine::{CheckpointSigning, Engine, EngineConfig, RecoveryReport};
+use joch_engine::{CheckpointSigning, EngineConfig, RecoveryReport, Workers};
 use joch_server::ServerConfig;
 use joch_tools::{StoreLocation, open_engine};
 
@@ -55,19 +55,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         None => StoreLocation::Sqlite(args.db.clone()),
     };
-    let (engine, recovered) = open_engine(&location, config).await?;
-    engine.follow_store_changes();
-    engine.spawn_replica_lease(std::time::Duration::from_secs(args.lease_seconds.max(3)));
-    spawn_artifact_collector(
-        engine.clone(),
-        std::time::Duration::from_secs(args.artifact_grace_seconds.max(1)),
-    );
-    engine.spawn_key_purger(std::time::Duration::from_secs(60));
-    engine.spawn_mcp_refresher(std::time::Duration::from_secs(1));
-    engine.spawn_hook_result_sweeper(std::time::Duration::from_secs(
-        args.hook_result_timeout_seconds.max(1),
-    ));
-    let signer = checkpoint_signing(&args)?.map(|s| engine.spawn_checkpoint_signer(s));
+    let workers = Workers {
+        lease_ttl: std::time::Duration::from_secs(args.lease_seconds.max(3)),
+        hook_result_timeout: std::time::Duration::from_secs(
+            args.hook_result_timeout_seconds.max(1),
+        ),
+        artifact_grace: std::time::Duration::from_secs(args.artifact_grace_seconds.max(1)),
+        checkpoint_signing: checkpoint_signing(&args)?,
+        ..Workers::default()
+    };
+    let running = open_engine(&location, config, workers).await?;
+    let engine = running.engine().clone();
+    let recovered = running.recovered().clone();
 
     let metrics = install_metrics()?;
     let mut app = joch_server::router(
@@ -128,12 +127,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_signal(),
     )
     .await?;
-    if let Some(signer) = signer {
-        // The last heads, so that a tail cut after this stop is caught.
-        match signer.shutdown().await {
-            Ok(n) => tracing::info!(signed = n, "signed the audit chains' last heads"),
-            Err(e) => tracing::warn!(error = %e, "could not sign the audit chains' last heads"),
-        }
+    // With a signing key, the last heads are signed, so that a tail cut
+    // after this stop is caught.
+    match running.shutdown().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(signed = n, "signed the audit chains' last heads"),
+        Err(e) => tracing::warn!(error = %e, "could not sign the audit chains' last heads"),
     }
     tracing::info!("joch stopped");
     Ok(())
@@ -220,21 +219,6 @@ fn replica_name() -> String {
         .unwrap_or_else(|| "joch".to_owned());
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     format!("{host}-{}", &suffix[..8])
-}
-
-/// Deletes artifact files no record names, older than `grace`: once at
-/// startup (after recovery, so a crash's orphans go), then every `grace`.
-fn spawn_artifact_collector(engine: Engine, grace: std::time::Duration) {
-    tokio::spawn(async move {
-        loop {
-            match engine.collect_orphan_artifacts(grace).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(removed = n, "collected orphan artifact files"),
-                Err(e) => tracing::warn!(error = %e, "cannot collect orphan artifact files"),
-            }
-            tokio::time::sleep(grace).await;
-        }
-    });
 }
 
 async fn shutdown_signal() {

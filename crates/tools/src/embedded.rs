@@ -1,10 +1,13 @@
 //! The whole gateway in-process, on a SQLite file.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use joch_core::{Approval, ApprovalPhase, Endpoint, Policy, Principal, Tool};
-use joch_engine::{ApprovalDecision, Configurable, Engine, EngineConfig, ListParams};
+use joch_engine::{
+    ApprovalDecision, Configurable, Engine, EngineConfig, ListParams, Running, Workers,
+};
 use serde_json::Value;
 
 use crate::{
@@ -16,6 +19,8 @@ use crate::{
 #[derive(Clone)]
 pub struct EmbeddedGateway {
     engine: Engine,
+    /// Its workers (MCP refresh, key purge, ...), stopped with the last clone.
+    _running: Arc<Running>,
     namespace: String,
     agent: Option<String>,
     execution: Option<String>,
@@ -27,9 +32,10 @@ impl EmbeddedGateway {
     /// a crash left unfinished are reconciled first, as `joch serve` does.
     pub async fn open(path: impl AsRef<Path>, namespace: &str) -> Result<Self, Error> {
         let location = StoreLocation::Sqlite(path.as_ref().to_owned());
-        let (engine, _) = open_engine(&location, EngineConfig::default()).await?;
+        let running = open_engine(&location, EngineConfig::default(), Workers::default()).await?;
         Ok(Self {
-            engine,
+            engine: running.engine().clone(),
+            _running: Arc::new(running),
             namespace: namespace.to_owned(),
             agent: None,
             execution: None,

@@ -52,7 +52,7 @@ pub use embedded::EmbeddedGateway;
 pub use error::Error;
 pub use executor::ToolExecutor;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub use open::{StoreLocation, open_engine};
+pub use open::{StoreLocation, open_engine, start};
 pub use remote::RemoteGateway;
 
 /// The resources the gateways take and return. joch's record of a call is
@@ -70,6 +70,6 @@ pub mod resources {
 pub mod engine {
     pub use joch_engine::{
         ApprovalDecision, Configurable, Engine, EngineConfig, EngineError, ListParams,
-        RecoveryReport,
+        RecoveryReport, Running, Workers,
     };
 }

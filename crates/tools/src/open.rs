@@ -7,7 +7,7 @@ use std::sync::Arc;
 use joch_backends::{ActionsExecutor, McpClients, NoopBackend, RestConfig, WebhookBackend};
 use joch_core::ToolBackend;
 use joch_engine::policy::StandardPolicyEngine;
-use joch_engine::{Engine, EngineConfig, RecoveryReport};
+use joch_engine::{Engine, EngineConfig, Running, Workers};
 use joch_store::Store;
 #[cfg(feature = "sqlite")]
 use joch_store::{FileBlobs, SqliteStore};
@@ -49,15 +49,16 @@ impl std::fmt::Display for StoreLocation {
     }
 }
 
-/// Opens the store, wires the backends (webhooks, declarative actions, MCP
-/// servers, the no-op tool) and the engine, and finishes what a crash left
-/// unfinished. Unless `config.artifacts` says where, artifacts are kept
-/// in files beside a SQLite database, or in a PostgreSQL database itself
-/// (so that every replica reads them).
+/// Starts joch: opens the store, wires the backends (webhooks, declarative
+/// actions, MCP servers, the no-op tool) and the engine, finishes what a
+/// crash left unfinished, and starts `workers`. Unless `config.artifacts`
+/// says where, artifacts are kept in files beside a SQLite database, or in
+/// a PostgreSQL database itself (so that every replica reads them).
 pub async fn open_engine(
     location: &StoreLocation,
     mut config: EngineConfig,
-) -> Result<(Engine, RecoveryReport), Error> {
+    workers: Workers,
+) -> Result<Running, Error> {
     let store: Arc<dyn Store> = match location {
         #[cfg(feature = "sqlite")]
         StoreLocation::Sqlite(db) => {
@@ -87,6 +88,16 @@ pub async fn open_engine(
             Arc::new(store)
         }
     };
+    start(store, config, workers).await
+}
+
+/// Starts joch on a store already open, as [`open_engine`] does once it
+/// opened one: the backends, the engine, recovery, then `workers`.
+pub async fn start(
+    store: Arc<dyn Store>,
+    config: EngineConfig,
+    workers: Workers,
+) -> Result<Running, Error> {
     joch_backends::install_crypto_provider();
     let webhook = WebhookBackend::new(RestConfig::default())
         .map_err(|e| Error::Invalid(format!("cannot build the webhook client: {e}")))?;
@@ -99,6 +110,5 @@ pub async fn open_engine(
     ];
     let policy = Arc::new(StandardPolicyEngine::default());
     let engine = Engine::new(store, backends, policy, config);
-    let recovered = engine.recover().await?;
-    Ok((engine, recovered))
+    Ok(engine.start(workers).await?)
 }

@@ -82,18 +82,7 @@ impl Engine {
             a.schemas = self.inner.schemas.get(&a.tool).ok();
         }
         a.record_input();
-        let Admitting {
-            mut call,
-            tool,
-            args,
-            key,
-            schemas,
-            policies,
-            facts,
-            deferral,
-            decided,
-            ..
-        } = a;
+        let (deferral, decided) = (a.deferral.take(), a.decided.take());
         let awaits_approval = deferral.is_some() && rejection.is_none();
         // A paused call is synced: a person may take hours over it.
         let durability = match intent {
@@ -101,6 +90,7 @@ impl Engine {
             Intent::Now(durability) => durability,
             Intent::WhenSettled => Durability::Deferred,
         };
+        let call = &mut a.call;
         if awaits_approval {
             call.transition(Phase::AwaitingApproval)?;
             call.spec.approval = Some(CallApproval {
@@ -111,39 +101,26 @@ impl Engine {
         }
         call.status.replica.clone_from(&self.inner.config.replica);
         let written_when_settled = intent == Intent::WhenSettled
-            && key.is_none()
+            && a.key.is_none()
             && !awaits_approval
-            && (rejection.is_some() || tool.spec.side_effects.is_repeatable())
+            && (rejection.is_some() || a.tool.spec.side_effects.is_repeatable())
             // A name the caller chose may be taken: refused before anything runs.
-            && (minted || self.name_is_free(&call).await?);
+            && (minted || self.name_is_free(call).await?);
         if !written_when_settled {
-            if let Some(holder) = self
-                .store_admitted(&mut call, &tool, key, durability)
-                .await?
-            {
+            let key = a.key.take();
+            if let Some(holder) = self.store_admitted(call, &a.tool, key, durability).await? {
                 return Ok(Admission::KeyHeldBy(holder));
             }
         }
         if let Some((action, reason)) = decided {
-            self.emit_for(
-                &call,
-                EventKind::PolicyDecision,
-                json!({"action": action, "reason": reason}),
-            )
-            .await?;
+            let decision = json!({"action": action, "reason": reason});
+            self.emit_for(call, EventKind::PolicyDecision, decision)
+                .await?;
         }
         if let (Some(deferral), None) = (deferral, &rejection) {
-            self.pause(&call, &tool, deferral).await?;
+            self.pause(call, &a.tool, deferral).await?;
         }
-        Ok(Admission::New(Box::new(Recorded {
-            call,
-            tool,
-            args,
-            schemas,
-            rejection,
-            policies,
-            facts,
-        })))
+        Ok(Admission::New(Box::new(a.into_recorded(rejection))))
     }
 
     /// Stores an admitted call, claiming its idempotency key if it has one;

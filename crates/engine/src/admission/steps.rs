@@ -15,7 +15,7 @@ use joch_core::{
 use serde_json::{Map, Value};
 
 use crate::approvals::Deferral;
-use crate::calls::Rejection;
+use crate::calls::{Recorded, Rejection};
 use crate::idempotency;
 use crate::policy::Facts;
 use crate::schema::Compiled;
@@ -180,6 +180,21 @@ impl<'a> Admitting<'a> {
             deferral: None,
             decided: None,
             approved: true,
+        }
+    }
+}
+
+impl Admitting<'_> {
+    /// The call as execution takes it, settling with `rejection` if set.
+    pub(crate) fn into_recorded(self, rejection: Option<Rejection>) -> Recorded {
+        Recorded {
+            call: self.call,
+            tool: self.tool,
+            args: self.args,
+            schemas: self.schemas,
+            rejection,
+            policies: self.policies,
+            facts: self.facts,
         }
     }
 }

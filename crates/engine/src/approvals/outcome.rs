@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::{ApprovalDecision, Standing};
 use crate::admission::{Admitting, COMPLETION, RESUMPTION};
-use crate::calls::{Recorded, Rejection};
+use crate::calls::Rejection;
 use crate::policy::Facts;
 use crate::telemetry;
 use crate::{Engine, EngineError};
@@ -222,24 +222,7 @@ impl Engine {
         if edited || completed {
             a.record_input();
         }
-        let Admitting {
-            call,
-            tool,
-            args,
-            schemas,
-            policies,
-            facts,
-            ..
-        } = a;
-        self.run_in_background(Recorded {
-            call,
-            tool,
-            args,
-            schemas,
-            rejection,
-            policies,
-            facts,
-        });
+        self.run_in_background(a.into_recorded(rejection));
         Ok(())
     }
 }

@@ -66,7 +66,7 @@ impl CheckpointSigner {
 impl Engine {
     /// Starts signing checkpoints in the background: every head once at
     /// start, then as [`CheckpointSigning`] says.
-    pub fn spawn_checkpoint_signer(&self, signing: CheckpointSigning) -> CheckpointSigner {
+    pub(crate) fn spawn_checkpoint_signer(&self, signing: CheckpointSigning) -> CheckpointSigner {
         let signed = Arc::new(Mutex::new(Signed::new()));
         let (engine, task_signing, task_signed) =
             (self.clone(), signing.clone(), Arc::clone(&signed));
