@@ -366,7 +366,7 @@ async fn run_trust(args: &Args) -> Result<()> {
     let dir = tempfile::tempdir().context("creating temp dir")?;
     let store: Arc<dyn Store> =
         Arc::new(joch_store::SqliteStore::open(dir.path().join("ledger.db"))?);
-    let joch = joch::start(
+    let joch = joch_tools::start(
         Arc::clone(&store),
         joch_engine::EngineConfig::default(),
         joch_engine::Workers::default(),
@@ -380,7 +380,7 @@ async fn start_joch(store: Arc<dyn Store>, replica: Option<String>) -> Result<So
         replica,
         ..joch_engine::EngineConfig::default()
     };
-    let joch = joch::start(store, config, joch_engine::Workers::default()).await?;
+    let joch = joch_tools::start(store, config, joch_engine::Workers::default()).await?;
     let router = joch_server::router(joch.engine().clone(), joch_server::ServerConfig::default());
     // The workers live as long as the process: the bench's servers do.
     std::mem::forget(joch);

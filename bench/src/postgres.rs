@@ -5,9 +5,8 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use joch_store::testsuite::postgres::TestServer;
 use reqwest::Client;
-use sqlx_core::connection::Connection;
-use sqlx_core::executor::Executor;
 
 use crate::{Target, create_tool, start_joch, toolcalls_url};
 
@@ -33,16 +32,9 @@ pub(crate) async fn replicas(client: &Client, server: &str, count: usize) -> Res
 
 /// Drops and creates `name` on `server`; its URL.
 async fn fresh_database(server: &str, name: &str) -> Result<String> {
-    let mut admin = sqlx_postgres::PgConnection::connect(server)
+    TestServer::new(server)
+        .fresh_database(name)
         .await
-        .context("connecting to the PostgreSQL server")?;
-    admin
-        .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
-        .await?;
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await?;
-    let (base, params) = server.split_once('?').unwrap_or((server, ""));
-    let root = base.rfind('/').map_or(base, |i| &base[..i]);
-    Ok(format!("{root}/{name}?{params}"))
+        .map_err(|e| anyhow::anyhow!(e))
+        .context("making a fresh database on the PostgreSQL server")
 }

@@ -231,6 +231,15 @@ mod tests {
     }
 
     #[test]
+    fn the_errors_page_lists_every_code() {
+        let page = include_str!("../../../docs/errors.md");
+        for code in ErrorCode::ALL {
+            let row = format!("| `{}` |", code.as_str());
+            assert!(page.contains(&row), "docs/errors.md has no row for {code}");
+        }
+    }
+
+    #[test]
     fn an_unknown_word_is_refused_naming_the_known_ones() {
         let err = serde_json::from_str::<DecisionKind>("\"maybe\"").unwrap_err();
         assert!(err.to_string().contains("allow, deny, modify"), "{err}");

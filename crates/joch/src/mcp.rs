@@ -77,8 +77,8 @@ async fn accept(
 }
 
 async fn embedded(db: &std::path::Path, namespace: String) -> anyhow::Result<()> {
-    let joch = joch::open_engine(
-        &joch::StoreLocation::Sqlite(db.to_owned()),
+    let joch = joch_tools::open_engine(
+        &joch_tools::StoreLocation::Sqlite(db.to_owned()),
         joch_engine::EngineConfig::default(),
         joch_engine::Workers::default(),
     )

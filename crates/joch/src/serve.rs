@@ -1,9 +1,9 @@
 //! `joch serve`: open the store, wire the engine and serve HTTP.
 
 use anyhow::Context;
-use joch::{StoreLocation, open_engine};
 use joch_engine::{CheckpointSigning, EngineConfig, McpSessionLimits, RecoveryReport, Workers};
 use joch_server::ServerConfig;
+use joch_tools::{StoreLocation, open_engine};
 
 use joch_core::policy::OnTimeout;
 

@@ -13,13 +13,18 @@
 //! It knows nothing of policy or execution: the engine decides what to write
 //! and when; the store guarantees that an acknowledged `Durability::Sync`
 //! write survives a crash.
+//!
+//! Each store is a feature (`sqlite`, `postgres`; both by default), so
+//! that an embedder builds only the driver it uses.
 #![warn(missing_docs)]
 
 pub mod blobs;
 mod checkpoints;
 mod error;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 mod record;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod typed;
 
@@ -29,10 +34,12 @@ pub mod testsuite;
 pub use blobs::{Blob, Blobs, FileBlobs};
 pub use checkpoints::CHECKPOINT_KIND;
 pub use error::{StoreError, StoreErrorKind};
+#[cfg(feature = "postgres")]
 pub use postgres::{PostgresBlobs, PostgresOptions, PostgresStore};
 pub use record::{
     AuditRecord, Change, CostGroup, CostQuery, CostTotal, Durability, EventRecord,
     IdempotencyClaim, ListQuery, Page, RateCell, Record, Store,
 };
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use typed::ObjectList;

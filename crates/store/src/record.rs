@@ -195,6 +195,7 @@ impl RateCell {
     /// How long until a call could be taken from a cell whole again at
     /// `tat`: a call is taken when `max(tat, now) + interval` stays within
     /// `tolerance` of now.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn wait_ms(&self, tat: i64, now_ms: i64) -> u64 {
         let due = tat.max(now_ms) + self.interval_ms - self.tolerance_ms;
         u64::try_from(due - now_ms).unwrap_or(0).max(1)

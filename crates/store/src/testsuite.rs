@@ -1,6 +1,8 @@
 //! The behaviours every [`Store`] must have. Each function takes a fresh,
-//! empty store and checks one behaviour; a store implementation's tests call
-//! [`run_all`] (or each function) with stores of its own making.
+//! empty store and checks one behaviour; a store implementation's tests
+//! invoke [`store_suite!`](crate::store_suite), which makes each its own
+//! test, with stores of its own making. [`postgres`] is the one PostgreSQL
+//! fixture of the store, end-to-end and bench runs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,42 +14,71 @@ use crate::{Durability, ListQuery, Record, Store, StoreError, StoreErrorKind};
 
 mod audit;
 mod keys;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod rates;
 pub use audit::*;
 pub use keys::*;
 pub use rates::*;
 
-/// Runs every behaviour, each on a new store from `new_store`.
-pub async fn run_all<F, Fut>(new_store: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Arc<dyn Store>>,
-{
-    create_then_get_returns_the_same_record(&*new_store().await).await;
-    create_refuses_a_taken_name(&*new_store().await).await;
-    names_are_scoped_by_kind_and_namespace(&*new_store().await).await;
-    update_checks_the_version(&*new_store().await).await;
-    delete_checks_the_version_and_removes(&*new_store().await).await;
-    list_is_newest_first_and_pages(&*new_store().await).await;
-    list_filters_on_index_and_labels(&*new_store().await).await;
-    list_refuses_a_foreign_continue_token(&*new_store().await).await;
-    deferred_writes_commit_with_the_next_synced_one(&*new_store().await).await;
-    concurrent_writers_all_land(new_store().await).await;
-    a_key_is_claimed_once(&*new_store().await).await;
-    a_failed_create_leaves_its_key_free(&*new_store().await).await;
-    keys_are_scoped_by_namespace_and_tool(&*new_store().await).await;
-    expired_keys_are_replaced_and_purged(&*new_store().await).await;
-    concurrent_claims_of_one_key_have_one_winner(new_store().await).await;
-    events_are_numbered_per_execution_in_order(&*new_store().await).await;
-    count_follows_the_index_columns(&*new_store().await).await;
-    costs_sum_by_group_window_and_currency(&*new_store().await).await;
-    audit_entries_chain_per_namespace(&*new_store().await).await;
-    an_audited_create_lands_with_its_entry_or_not_at_all(&*new_store().await).await;
-    a_settled_call_is_written_with_its_entry(&*new_store().await).await;
-    heads_and_checkpoints_are_per_namespace(&*new_store().await).await;
-    a_rate_cell_allows_its_burst_then_one_per_interval(&*new_store().await).await;
-    concurrent_takers_share_one_allowance(new_store().await).await;
+/// One `#[tokio::test]` per behaviour, each on a new store from `$new`:
+/// an async fn taking the test's name and returning
+/// `Option<(Arc<dyn Store>, Cleanup)>` (`None` skips the test, as a store
+/// whose server is not configured does); the cleanup runs after the
+/// behaviour passed. A store implementation's tests invoke it once.
+#[macro_export]
+macro_rules! store_suite {
+    ($new:path) => {
+        $crate::store_suite!(@each $new;
+            ref create_then_get_returns_the_same_record,
+            ref create_refuses_a_taken_name,
+            ref names_are_scoped_by_kind_and_namespace,
+            ref update_checks_the_version,
+            ref delete_checks_the_version_and_removes,
+            ref list_is_newest_first_and_pages,
+            ref list_filters_on_index_and_labels,
+            ref list_refuses_a_foreign_continue_token,
+            ref deferred_writes_commit_with_the_next_synced_one,
+            arc concurrent_writers_all_land,
+            ref a_key_is_claimed_once,
+            ref a_failed_create_leaves_its_key_free,
+            ref keys_are_scoped_by_namespace_and_tool,
+            ref expired_keys_are_replaced_and_purged,
+            arc concurrent_claims_of_one_key_have_one_winner,
+            ref events_are_numbered_per_execution_in_order,
+            ref count_follows_the_index_columns,
+            ref costs_sum_by_group_window_and_currency,
+            ref audit_entries_chain_per_namespace,
+            ref an_audited_create_lands_with_its_entry_or_not_at_all,
+            ref a_settled_call_is_written_with_its_entry,
+            ref heads_and_checkpoints_are_per_namespace,
+            ref a_rate_cell_allows_its_burst_then_one_per_interval,
+            arc concurrent_takers_share_one_allowance,
+        );
+    };
+    (@each $new:path; $($how:ident $behaviour:ident,)*) => {
+        $(
+            #[tokio::test]
+            async fn $behaviour() {
+                let Some((store, cleanup)) = $new(stringify!($behaviour)).await else {
+                    return;
+                };
+                $crate::store_suite!(@call $how $behaviour store);
+                cleanup.await;
+            }
+        )*
+    };
+    (@call ref $behaviour:ident $store:ident) => {
+        $crate::testsuite::$behaviour(&*$store).await
+    };
+    (@call arc $behaviour:ident $store:ident) => {
+        $crate::testsuite::$behaviour($store.clone()).await
+    };
 }
+
+/// What a store's maker hands [`store_suite!`] to run once the behaviour
+/// passed: drops a database, removes a directory.
+pub type Cleanup = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// A record written once, settled, lands with its audit entry; a taken
 /// name writes neither.

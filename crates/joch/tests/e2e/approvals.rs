@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::harness::{Joch, NS, Webhook, assert_error, rest_tool, wait_for_phase};
+use crate::harness::{Joch, NS, TestStore, Webhook, assert_error, rest_tool, wait_for_phase};
 use crate::policies::apply_policy;
 
 /// Seed 000's policy: external sends need a person.
@@ -30,8 +30,12 @@ async fn seed_policy(joch: &Joch, routing: Value) {
 }
 
 async fn setup(routing: Value) -> (Webhook, Joch) {
+    setup_on(&TestStore::sqlite(), routing).await
+}
+
+async fn setup_on(store: &TestStore, routing: Value) -> (Webhook, Joch) {
     let webhook = Webhook::start().await;
-    let joch = Joch::start().await;
+    let joch = store.joch().start().await;
     joch.create_tool(rest_tool(
         "zendesk.create_ticket",
         &format!("{}/echo", webhook.base),
@@ -205,9 +209,8 @@ async fn the_seed_000_call_approved_through_the_cli_matches_the_seed_record() {
     assert_error(&again, StatusCode::CONFLICT, "approval_decided");
 }
 
-#[tokio::test]
-async fn a_waiting_caller_gets_the_result_once_approved() {
-    let (webhook, joch) = setup(json!({"timeoutSeconds": 60})).await;
+crate::storetest!(a_waiting_caller_gets_the_result_once_approved, |store| {
+    let (webhook, joch) = setup_on(&store, json!({"timeoutSeconds": 60})).await;
     let joch = Arc::new(joch);
     let caller = {
         let joch = Arc::clone(&joch);
@@ -241,63 +244,67 @@ async fn a_waiting_caller_gets_the_result_once_approved() {
         (StatusCode::CREATED, Some("Succeeded"))
     );
     assert_eq!(webhook.hits(), 1);
-}
+});
 
-#[tokio::test]
-async fn a_rejected_call_is_denied_with_the_approvers_message() {
-    let (webhook, joch) = setup(json!({})).await;
-    submit(&joch, seed_call("rej-1")).await;
-    let out = joch.cli(&[
-        "deny",
-        "rej-1",
-        "-n",
-        NS,
-        "--by",
-        "alice",
-        "--message",
-        "use the refund tool instead",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let call = joch.get_call("rej-1").await;
-    assert_eq!(call["status"]["phase"], "Denied");
-    assert_eq!(
-        call["status"]["output"],
-        json!({"success": false, "error": "Denied by approver", "tool_call_id": "rej-1", "reason": "use the refund tool instead"})
-    );
-    assert_eq!(call["spec"]["approval"]["status"], "rejected");
-    // Who rejected it, in fields that say so: nobody approved it.
-    assert_eq!(call["spec"]["approval"]["rejectedBy"], "alice", "{call}");
-    assert!(call["spec"]["approval"]["rejectedAt"].is_string());
-    assert!(
-        call["spec"]["approval"].get("approvedBy").is_none(),
-        "{call}"
-    );
-    assert_eq!(webhook.hits(), 0);
-}
+crate::storetest!(
+    a_rejected_call_is_denied_with_the_approvers_message,
+    |store| {
+        let (webhook, joch) = setup_on(&store, json!({})).await;
+        submit(&joch, seed_call("rej-1")).await;
+        let out = joch.cli(&[
+            "deny",
+            "rej-1",
+            "-n",
+            NS,
+            "--by",
+            "alice",
+            "--message",
+            "use the refund tool instead",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let call = joch.get_call("rej-1").await;
+        assert_eq!(call["status"]["phase"], "Denied");
+        assert_eq!(
+            call["status"]["output"],
+            json!({"success": false, "error": "Denied by approver", "tool_call_id": "rej-1", "reason": "use the refund tool instead"})
+        );
+        assert_eq!(call["spec"]["approval"]["status"], "rejected");
+        // Who rejected it, in fields that say so: nobody approved it.
+        assert_eq!(call["spec"]["approval"]["rejectedBy"], "alice", "{call}");
+        assert!(call["spec"]["approval"]["rejectedAt"].is_string());
+        assert!(
+            call["spec"]["approval"].get("approvedBy").is_none(),
+            "{call}"
+        );
+        assert_eq!(webhook.hits(), 0);
+    }
+);
 
-#[tokio::test]
-async fn an_unanswered_approval_times_out_with_its_fallback() {
-    let (webhook, joch) = setup(json!({"timeoutSeconds": 1})).await;
-    submit(&joch, seed_call("late-1")).await;
-    let call = wait_for_phase(&joch, "late-1", "TimedOut").await;
-    assert_eq!(call["status"]["error"]["code"], "approval_timed_out");
-    assert_eq!(call["status"]["output"]["error"], "Approval timed out");
-    let (_, approval) = joch
-        .get(&format!("/v1/namespaces/{NS}/approvals/late-1"))
-        .await;
-    assert_eq!(
-        (
-            approval["status"]["phase"].as_str(),
-            approval["status"]["decision"].as_str()
-        ),
-        (Some("Expired"), Some("timeout"))
-    );
-    assert_eq!(webhook.hits(), 0);
-}
+crate::storetest!(
+    an_unanswered_approval_times_out_with_its_fallback,
+    |store| {
+        let (webhook, joch) = setup_on(&store, json!({"timeoutSeconds": 1})).await;
+        submit(&joch, seed_call("late-1")).await;
+        let call = wait_for_phase(&joch, "late-1", "TimedOut").await;
+        assert_eq!(call["status"]["error"]["code"], "approval_timed_out");
+        assert_eq!(call["status"]["output"]["error"], "Approval timed out");
+        let (_, approval) = joch
+            .get(&format!("/v1/namespaces/{NS}/approvals/late-1"))
+            .await;
+        assert_eq!(
+            (
+                approval["status"]["phase"].as_str(),
+                approval["status"]["decision"].as_str()
+            ),
+            (Some("Expired"), Some("timeout"))
+        );
+        assert_eq!(webhook.hits(), 0);
+    }
+);
 
 #[tokio::test]
 async fn a_timeout_may_fall_back_to_approve() {
@@ -390,10 +397,9 @@ async fn a_user_input_request_injects_the_value() {
     );
 }
 
-#[tokio::test]
-async fn a_tool_that_requires_approval_waits_for_one() {
+crate::storetest!(a_tool_that_requires_approval_waits_for_one, |store| {
     let webhook = Webhook::start().await;
-    let joch = Joch::start().await;
+    let joch = store.joch().start().await;
     let mut tool = rest_tool(
         "wire",
         &format!("{}/echo", webhook.base),
@@ -420,105 +426,109 @@ async fn a_tool_that_requires_approval_waits_for_one() {
     .await;
     wait_for_phase(&joch, "t1", "Succeeded").await;
     assert_eq!(webhook.hits(), 1);
-}
+});
 
-#[tokio::test]
-async fn an_approval_decided_after_a_restart_runs_the_call_exactly_once() {
-    let webhook = Webhook::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
-    joch.create_tool(rest_tool(
-        "zendesk.create_ticket",
-        &format!("{}/echo", webhook.base),
-        json!({"level": "external_write"}),
-    ))
-    .await;
-    seed_policy(&joch, json!({"timeoutSeconds": 120})).await;
-    submit(&joch, seed_call("restart-1")).await;
-    joch.kill();
-
-    let joch = Joch::start_on(&db, &[]).await;
-    assert_eq!(
-        joch.get_call("restart-1").await["status"]["phase"],
-        "AwaitingApproval",
-        "approvals survive a restart"
-    );
-    let path = approvals("restart-1", "approve");
-    let first = joch.send(Method::POST, &path, Some(json!({"approvedBy": "alice"})));
-    let second = joch.send(Method::POST, &path, Some(json!({"approvedBy": "bob"})));
-    let (a, b) = tokio::join!(first, second);
-    let oks = [a.0, b.0].iter().filter(|s| **s == StatusCode::OK).count();
-    assert_eq!(oks, 1, "one decision wins: {a:?} {b:?}");
-    wait_for_phase(&joch, "restart-1", "Succeeded").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(webhook.hits(), 1);
-}
-
-#[tokio::test]
-async fn an_always_decision_stands_for_later_calls_of_the_tool() {
-    let (webhook, joch) = setup(json!({})).await;
-    let mut first = seed_call("always-1");
-    first["spec"]["sideEffects"] = json!({});
-    submit(&joch, first).await;
-    let (status, approval) = joch
-        .send(
-            Method::POST,
-            &approvals("always-1", "approve"),
-            Some(json!({"approvedBy": "alice", "always": true})),
-        )
-        .await;
-    assert_eq!(
-        (status, approval["status"]["always"].as_bool()),
-        (StatusCode::OK, Some(true))
-    );
-    wait_for_phase(&joch, "always-1", "Succeeded").await;
-
-    let mut second = seed_call("always-2");
-    second["spec"]["sideEffects"] = json!({});
-    let (status, call) = joch.post_call(second).await;
-    assert_eq!(
-        (status, call["status"]["phase"].as_str()),
-        (StatusCode::CREATED, Some("Succeeded")),
-        "{call}"
-    );
-    let standing = &call["status"]["hookDecisions"][1];
-    assert_eq!(standing["decision"], "allow");
-    assert_eq!(
-        standing["reason"],
-        "standing approve by alice (approval always-1)"
-    );
-    assert_eq!(webhook.hits(), 2);
-
-    let (_, grant) = joch
-        .get(&format!(
-            "/v1/namespaces/{NS}/standingapprovals/zendesk.create_ticket"
+crate::storetest!(
+    an_approval_decided_after_a_restart_runs_the_call_exactly_once,
+    |store| {
+        let webhook = Webhook::start().await;
+        let mut joch = store.joch().start().await;
+        joch.create_tool(rest_tool(
+            "zendesk.create_ticket",
+            &format!("{}/echo", webhook.base),
+            json!({"level": "external_write"}),
         ))
         .await;
-    assert_eq!(grant["spec"]["decidedBy"], "alice");
-    let (status, _) = joch
-        .send(
-            Method::DELETE,
-            &format!("/v1/namespaces/{NS}/standingapprovals/zendesk.create_ticket"),
-            None,
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
-    let mut third = seed_call("always-3");
-    third["spec"]["sideEffects"] = json!({});
-    submit(&joch, third).await;
-}
+        seed_policy(&joch, json!({"timeoutSeconds": 120})).await;
+        submit(&joch, seed_call("restart-1")).await;
+        joch.kill();
+
+        let joch = store.joch().start().await;
+        assert_eq!(
+            joch.get_call("restart-1").await["status"]["phase"],
+            "AwaitingApproval",
+            "approvals survive a restart"
+        );
+        let path = approvals("restart-1", "approve");
+        let first = joch.send(Method::POST, &path, Some(json!({"approvedBy": "alice"})));
+        let second = joch.send(Method::POST, &path, Some(json!({"approvedBy": "bob"})));
+        let (a, b) = tokio::join!(first, second);
+        let oks = [a.0, b.0].iter().filter(|s| **s == StatusCode::OK).count();
+        assert_eq!(oks, 1, "one decision wins: {a:?} {b:?}");
+        wait_for_phase(&joch, "restart-1", "Succeeded").await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(webhook.hits(), 1);
+    }
+);
+
+crate::storetest!(
+    an_always_decision_stands_for_later_calls_of_the_tool,
+    |store| {
+        let (webhook, joch) = setup_on(&store, json!({})).await;
+        let mut first = seed_call("always-1");
+        first["spec"]["sideEffects"] = json!({});
+        submit(&joch, first).await;
+        let (status, approval) = joch
+            .send(
+                Method::POST,
+                &approvals("always-1", "approve"),
+                Some(json!({"approvedBy": "alice", "always": true})),
+            )
+            .await;
+        assert_eq!(
+            (status, approval["status"]["always"].as_bool()),
+            (StatusCode::OK, Some(true))
+        );
+        wait_for_phase(&joch, "always-1", "Succeeded").await;
+
+        let mut second = seed_call("always-2");
+        second["spec"]["sideEffects"] = json!({});
+        let (status, call) = joch.post_call(second).await;
+        assert_eq!(
+            (status, call["status"]["phase"].as_str()),
+            (StatusCode::CREATED, Some("Succeeded")),
+            "{call}"
+        );
+        let standing = &call["status"]["hookDecisions"][1];
+        assert_eq!(standing["decision"], "allow");
+        assert_eq!(
+            standing["reason"],
+            "standing approve by alice (approval always-1)"
+        );
+        assert_eq!(webhook.hits(), 2);
+
+        let (_, grant) = joch
+            .get(&format!(
+                "/v1/namespaces/{NS}/standingapprovals/zendesk.create_ticket"
+            ))
+            .await;
+        assert_eq!(grant["spec"]["decidedBy"], "alice");
+        let (status, _) = joch
+            .send(
+                Method::DELETE,
+                &format!("/v1/namespaces/{NS}/standingapprovals/zendesk.create_ticket"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        let mut third = seed_call("always-3");
+        third["spec"]["sideEffects"] = json!({});
+        submit(&joch, third).await;
+    }
+);
 
 #[tokio::test]
 async fn the_servers_fallback_applies_when_the_policy_names_none() {
     let webhook = Webhook::start().await;
-    let joch = Joch::start_with(&[
-        "--approval-timeout-seconds",
-        "1",
-        "--approval-fallback",
-        "approve",
-    ])
-    .await;
+    let joch = Joch::builder()
+        .args(&[
+            "--approval-timeout-seconds",
+            "1",
+            "--approval-fallback",
+            "approve",
+        ])
+        .start()
+        .await;
     joch.create_tool(rest_tool(
         "zendesk.create_ticket",
         &format!("{}/echo", webhook.base),

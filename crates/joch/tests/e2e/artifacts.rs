@@ -118,7 +118,7 @@ async fn a_large_result_is_a_handle_that_artifact_tools_read_and_that_survives_k
     let base = webhook(lines.clone()).await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
+    let mut joch = Joch::builder().db(&db).start().await;
     let logs = rest_tool(
         "logs.fetch",
         &format!("{base}/logs"),
@@ -212,7 +212,7 @@ async fn a_large_result_is_a_handle_that_artifact_tools_read_and_that_survives_k
     );
 
     joch.kill();
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     let response = content(&joch, &id, None).await;
     assert_eq!(response.status(), StatusCode::OK);
     let bytes = response.bytes().await.unwrap();

@@ -42,7 +42,7 @@ fn tamper(db: &std::path::Path, sql: &str) {
 async fn the_audit_chain_names_the_first_tampered_entry() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
@@ -163,160 +163,168 @@ fn run(args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-#[tokio::test]
-async fn an_exported_bundle_verifies_offline_and_a_tampered_one_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
-    let (key, bundle, checkpoints) = (path("k"), path("bundle.jsonl"), path("cp.jsonl"));
-    let (made, text) = run(&["audit", "keygen", "--out", &key]);
-    assert!(made, "{text}");
-    let (again, _) = run(&["audit", "keygen", "--out", &key]);
-    assert!(!again, "an existing key is never overwritten");
-    let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &["--audit-signing-key", &key]).await;
-    joch.create_tool(json!({
+crate::storetest!(
+    an_exported_bundle_verifies_offline_and_a_tampered_one_is_refused,
+    |store| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+        let (key, bundle, checkpoints) = (path("k"), path("bundle.jsonl"), path("cp.jsonl"));
+        let (made, text) = run(&["audit", "keygen", "--out", &key]);
+        assert!(made, "{text}");
+        let (again, _) = run(&["audit", "keygen", "--out", &key]);
+        assert!(!again, "an existing key is never overwritten");
+        let mut joch = store
+            .joch()
+            .args(&["--audit-signing-key", &key])
+            .start()
+            .await;
+        joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
     }))
     .await;
-    for n in 1..=3 {
-        let (status, _) = joch.call("nothing", json!({"n": n})).await;
-        assert_eq!(status, StatusCode::CREATED);
-        if n == 1 {
-            // The signer signs a head it has not seen at once; then, with
-            // the default period of a minute, not before shutdown.
-            crate::audit_tamper::wait_signed(&joch, 1).await;
+        for n in 1..=3 {
+            let (status, _) = joch.call("nothing", json!({"n": n})).await;
+            assert_eq!(status, StatusCode::CREATED);
+            if n == 1 {
+                // The signer signs a head it has not seen at once; then, with
+                // the default period of a minute, not before shutdown.
+                crate::audit_tamper::wait_signed(&joch, 1).await;
+            }
         }
-    }
-    let export = joch.cli(&["audit", "export", "-n", NS]);
-    std::fs::write(&bundle, &export.stdout).unwrap();
-    joch.stop();
-    let joch = Joch::start_on(&db, &[]).await;
-    let signed = joch.cli(&["audit", "checkpoints", "export", "-n", NS]);
-    let last: Value = String::from_utf8_lossy(&signed.stdout)
-        .lines()
-        .last()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .expect("a checkpoint");
-    assert_eq!(last["seq"], 3, "signed on shutdown: {last}");
-    assert_eq!(last["namespace"], NS);
-    std::fs::write(&checkpoints, &signed.stdout).unwrap();
-    drop(joch);
+        let export = joch.cli(&["audit", "export", "-n", NS]);
+        std::fs::write(&bundle, &export.stdout).unwrap();
+        joch.stop();
+        let joch = store.joch().start().await;
+        let signed = joch.cli(&["audit", "checkpoints", "export", "-n", NS]);
+        let last: Value = String::from_utf8_lossy(&signed.stdout)
+            .lines()
+            .last()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .expect("a checkpoint");
+        assert_eq!(last["seq"], 3, "signed on shutdown: {last}");
+        assert_eq!(last["namespace"], NS);
+        std::fs::write(&checkpoints, &signed.stdout).unwrap();
+        drop(joch);
 
-    let public = format!("{key}.pub");
-    let offline = |bundle: &str| {
-        run(&[
+        let public = format!("{key}.pub");
+        let offline = |bundle: &str| {
+            run(&[
+                "audit",
+                "verify",
+                "--bundle",
+                bundle,
+                "--checkpoints",
+                &checkpoints,
+                "--public-key",
+                &public,
+            ])
+        };
+        let (intact, text) = offline(&bundle);
+        assert!(intact, "{text}");
+        assert!(
+            text.contains("audit of e2e: intact (3 entries, offline)"),
+            "{text}"
+        );
+
+        let lines: Vec<String> = std::fs::read_to_string(&bundle)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let tampered = path("tampered.jsonl");
+        let cases = [
+            (
+                "an entry edited",
+                lines.join("\n").replacen("\"Succeeded\"", "\"Failed\"", 1),
+                "broken at entry 1 (entry_edited)",
+            ),
+            (
+                "a middle entry cut",
+                [&lines[0], &lines[2]].map(|l| l.as_str()).join("\n"),
+                "broken at entry 3 (gap)",
+            ),
+            (
+                "the tail cut",
+                lines[..2].join("\n"),
+                "broken at entry 3 (truncated)",
+            ),
+        ];
+        for (what, content, expected) in cases {
+            std::fs::write(&tampered, content).unwrap();
+            let (intact, text) = offline(&tampered);
+            assert!(!intact, "{what}: {text}");
+            assert!(text.contains(expected), "{what}: {text}");
+        }
+
+        // Checkpoints altered, or checked with another key, are refused.
+        let forged = std::fs::read_to_string(&checkpoints)
+            .unwrap()
+            .replace("\"seq\":3", "\"seq\":2");
+        std::fs::write(path("forged.jsonl"), forged).unwrap();
+        let (ok, text) = run(&[
             "audit",
             "verify",
             "--bundle",
-            bundle,
+            &bundle,
+            "--checkpoints",
+            &path("forged.jsonl"),
+            "--public-key",
+            &public,
+        ]);
+        assert!(!ok && text.contains("bad signature"), "{text}");
+        let (made, _) = run(&["audit", "keygen", "--out", &path("other")]);
+        assert!(made);
+        let (ok, text) = run(&[
+            "audit",
+            "verify",
+            "--bundle",
+            &bundle,
             "--checkpoints",
             &checkpoints,
             "--public-key",
-            &public,
-        ])
-    };
-    let (intact, text) = offline(&bundle);
-    assert!(intact, "{text}");
-    assert!(
-        text.contains("audit of e2e: intact (3 entries, offline)"),
-        "{text}"
-    );
-
-    let lines: Vec<String> = std::fs::read_to_string(&bundle)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    let tampered = path("tampered.jsonl");
-    let cases = [
-        (
-            "an entry edited",
-            lines.join("\n").replacen("\"Succeeded\"", "\"Failed\"", 1),
-            "broken at entry 1 (entry_edited)",
-        ),
-        (
-            "a middle entry cut",
-            [&lines[0], &lines[2]].map(|l| l.as_str()).join("\n"),
-            "broken at entry 3 (gap)",
-        ),
-        (
-            "the tail cut",
-            lines[..2].join("\n"),
-            "broken at entry 3 (truncated)",
-        ),
-    ];
-    for (what, content, expected) in cases {
-        std::fs::write(&tampered, content).unwrap();
-        let (intact, text) = offline(&tampered);
-        assert!(!intact, "{what}: {text}");
-        assert!(text.contains(expected), "{what}: {text}");
+            &path("other.pub"),
+        ]);
+        assert!(!ok && text.contains("not this one"), "{text}");
     }
+);
 
-    // Checkpoints altered, or checked with another key, are refused.
-    let forged = std::fs::read_to_string(&checkpoints)
-        .unwrap()
-        .replace("\"seq\":3", "\"seq\":2");
-    std::fs::write(path("forged.jsonl"), forged).unwrap();
-    let (ok, text) = run(&[
-        "audit",
-        "verify",
-        "--bundle",
-        &bundle,
-        "--checkpoints",
-        &path("forged.jsonl"),
-        "--public-key",
-        &public,
-    ]);
-    assert!(!ok && text.contains("bad signature"), "{text}");
-    let (made, _) = run(&["audit", "keygen", "--out", &path("other")]);
-    assert!(made);
-    let (ok, text) = run(&[
-        "audit",
-        "verify",
-        "--bundle",
-        &bundle,
-        "--checkpoints",
-        &checkpoints,
-        "--public-key",
-        &path("other.pub"),
-    ]);
-    assert!(!ok && text.contains("not this one"), "{text}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verify_finds_nothing_while_calls_settle() {
-    let joch = std::sync::Arc::new(Joch::start().await);
-    joch.create_tool(json!({
+crate::storetest!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    verify_finds_nothing_while_calls_settle,
+    |store| {
+        let joch = std::sync::Arc::new(store.joch().start().await);
+        joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
     }))
     .await;
-    let writers: Vec<_> = (0..4)
-        .map(|w| {
-            let joch = std::sync::Arc::clone(&joch);
-            tokio::spawn(async move {
-                for n in 0..150 {
-                    let (status, _) = joch.call("nothing", json!({"w": w, "n": n})).await;
-                    assert_eq!(status, StatusCode::CREATED);
-                }
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let joch = std::sync::Arc::clone(&joch);
+                tokio::spawn(async move {
+                    for n in 0..150 {
+                        let (status, _) = joch.call("nothing", json!({"w": w, "n": n})).await;
+                        assert_eq!(status, StatusCode::CREATED);
+                    }
+                })
             })
-        })
-        .collect();
-    // Records that settle between verify's walk of the chain and its read of
-    // the records are not findings: their entries were appended meanwhile.
-    let mut verified = 0;
-    while !writers.iter().all(|w| w.is_finished()) {
-        let (status, report) = joch.get(&format!("/v1/namespaces/{NS}/audit/verify")).await;
-        assert_eq!(status, StatusCode::OK);
-        assert_eq!(report["intact"], true, "{report}");
-        verified += 1;
+            .collect();
+        // Records that settle between verify's walk of the chain and its read of
+        // the records are not findings: their entries were appended meanwhile.
+        let mut verified = 0;
+        while !writers.iter().all(|w| w.is_finished()) {
+            let (status, report) = joch.get(&format!("/v1/namespaces/{NS}/audit/verify")).await;
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(report["intact"], true, "{report}");
+            verified += 1;
+        }
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        assert!(
+            verified >= 3,
+            "verified only {verified} times while calls settled"
+        );
     }
-    for writer in writers {
-        writer.await.unwrap();
-    }
-    assert!(
-        verified >= 3,
-        "verified only {verified} times while calls settled"
-    );
-}
+);

@@ -3,8 +3,6 @@
 //! deleted and forged, and `joch audit verify` names each; a cut tail is
 //! caught only with signed checkpoints, as docs/audit.md says.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
@@ -12,39 +10,21 @@ use serde_json::{Value, json};
 use sqlx_core::connection::Connection;
 use sqlx_core::executor::Executor;
 
-use crate::harness::{Joch, NS};
+use crate::harness::{Joch, NS, TestStore};
 
-/// Where a test's joch keeps its records, and how the test edits them.
-enum Db {
-    Sqlite(PathBuf),
-    Postgres(String),
-}
-
-impl Db {
-    async fn start(&self, dir: &Path, flags: &[&str]) -> Joch {
-        match self {
-            Db::Sqlite(db) => Joch::start_on(db, flags).await,
-            Db::Postgres(url) => {
-                let mut all = vec!["--store", url.as_str()];
-                all.extend_from_slice(flags);
-                Joch::spawn(&dir.join("unused.db"), &all, &[], "warn", Stdio::inherit()).await
-            }
+/// Runs `sql` on `store`'s database behind joch's back (the same text on
+/// both stores); returns the rows changed.
+async fn tamper(store: &TestStore, sql: &str) -> u64 {
+    match store {
+        TestStore::Sqlite { db, .. } => {
+            let conn = rusqlite::Connection::open(db).expect("open");
+            conn.execute(sql, []).expect(sql) as u64
         }
-    }
-
-    /// Runs `sql` (the same text on both stores); returns the rows changed.
-    async fn tamper(&self, sql: &str) -> u64 {
-        match self {
-            Db::Sqlite(db) => {
-                let conn = rusqlite::Connection::open(db).expect("open");
-                conn.execute(sql, []).expect(sql) as u64
-            }
-            Db::Postgres(url) => {
-                let mut conn = sqlx_postgres::PgConnection::connect(url)
-                    .await
-                    .expect("connect");
-                conn.execute(sql).await.expect(sql).rows_affected()
-            }
+        TestStore::Postgres(url) => {
+            let mut conn = sqlx_postgres::PgConnection::connect(url)
+                .await
+                .expect("connect");
+            conn.execute(sql).await.expect(sql).rows_affected()
         }
     }
 }
@@ -116,7 +96,7 @@ async fn settle_calls(joch: &Joch) -> String {
         .to_owned()
 }
 
-async fn scenario(db: Db) {
+async fn scenario(db: TestStore) {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = dir.path().join("audit.key");
     let key_arg = key.to_str().expect("a path");
@@ -139,7 +119,7 @@ async fn scenario(db: Db) {
         .output()
         .expect("run joch audit keygen");
     assert!(out.status.success(), "{}", text(&out));
-    let mut joch = db.start(dir.path(), &signing).await;
+    let mut joch = db.joch().args(&signing).start().await;
     let replayed = settle_calls(&joch).await;
 
     // A record-mode replay is in the chain, after the six calls.
@@ -164,12 +144,12 @@ async fn scenario(db: Db) {
     // The newest entry cut with its record and the stored checkpoints:
     // nothing inside the database tells, the auditor's checkpoints do.
     let cut = "DELETE FROM audit WHERE namespace = 'e2e' AND seq = 7";
-    assert_eq!(db.tamper(cut).await, 1);
+    assert_eq!(tamper(&db, cut).await, 1);
     let record = format!("DELETE FROM objects WHERE kind = 'ToolCall' AND name = '{replayed}'");
-    assert_eq!(db.tamper(&record).await, 1);
+    assert_eq!(tamper(&db, &record).await, 1);
     let stored = "DELETE FROM objects WHERE kind = 'AuditCheckpoint'";
-    assert!(db.tamper(stored).await >= 1);
-    let mut joch = db.start(dir.path(), &[]).await;
+    assert!(tamper(&db, stored).await >= 1);
+    let mut joch = db.joch().start().await;
     let (intact, _, out) = verify(&joch, &[]);
     assert!(intact, "undetectable without a checkpoint: {out}");
     let (intact, kinds, out) = verify(&joch, &check_args);
@@ -200,9 +180,9 @@ async fn scenario(db: Db) {
             1,
         ),
     ] {
-        assert_eq!(db.tamper(sql).await, rows, "{sql}");
+        assert_eq!(tamper(&db, sql).await, rows, "{sql}");
     }
-    let joch = db.start(dir.path(), &[]).await;
+    let joch = db.joch().start().await;
     let (forged_status, _) = joch
         .get(&format!("/v1/namespaces/{NS}/toolcalls/forged"))
         .await;
@@ -241,16 +221,6 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
     v
 }
 
-#[tokio::test]
-async fn verify_names_each_tampering_on_sqlite() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    scenario(Db::Sqlite(dir.path().join("joch.db"))).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verify_names_each_tampering_on_postgres() {
-    let Some(url) = crate::replicas::fresh_database("audit_tamper").await else {
-        return;
-    };
-    scenario(Db::Postgres(url)).await;
-}
+crate::storetest!(verify_names_each_tampering, |store| {
+    scenario(store).await;
+});

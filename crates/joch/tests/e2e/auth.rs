@@ -28,7 +28,7 @@ pub(crate) async fn token(joch: &Joch, namespace: &str, name: &str, role: &str) 
 
 #[tokio::test]
 async fn tokens_bind_a_namespace_and_a_role() {
-    let joch = Joch::start_with_env(&[("JOCH_ADMIN_TOKEN", ROOT)]).await;
+    let joch = Joch::builder().env("JOCH_ADMIN_TOKEN", ROOT).start().await;
     let tools = format!("/v1/namespaces/{NS}/tools");
     let calls = format!("/v1/namespaces/{NS}/toolcalls");
 
@@ -141,7 +141,7 @@ async fn tokens_bind_a_namespace_and_a_role() {
 
 #[tokio::test]
 async fn an_approver_cannot_decide_on_its_own_call() {
-    let joch = Joch::start_with_env(&[("JOCH_ADMIN_TOKEN", ROOT)]).await;
+    let joch = Joch::builder().env("JOCH_ADMIN_TOKEN", ROOT).start().await;
     let approver = token(&joch, NS, "alice", "approver").await;
     let tool = json!({"metadata": {"name": "refund"}, "spec": {"description": "", "inputSchema": {"type": "object"}, "sideEffects": {"requiresApproval": true}, "backend": {"type": "noop"}}});
     joch.send_as(
@@ -234,15 +234,17 @@ impl Idp {
 async fn jwts_of_the_identity_provider_authenticate_with_their_claims() {
     let idp = Idp::new();
     let jwks = idp.jwks();
-    let joch = Joch::start_with(&[
-        "--jwt-issuer",
-        Idp::ISSUER,
-        "--jwt-audience",
-        "joch",
-        "--jwt-jwks",
-        &jwks,
-    ])
-    .await;
+    let joch = Joch::builder()
+        .args(&[
+            "--jwt-issuer",
+            Idp::ISSUER,
+            "--jwt-audience",
+            "joch",
+            "--jwt-jwks",
+            &jwks,
+        ])
+        .start()
+        .await;
     let tools = format!("/v1/namespaces/{NS}/tools");
     let (status, body) = joch
         .send_as(&idp.jwt("joch", 600, "approver"), Method::GET, &tools, None)
@@ -343,7 +345,10 @@ fn challenge_of(answer: &reqwest::Response) -> &str {
 async fn mcp_clients_discover_the_identity_provider_from_the_challenge() {
     let idp = Idp::new();
     let jwks = idp.jwks();
-    let joch = Joch::start_with(&["--jwt-issuer", Idp::ISSUER, "--jwt-jwks", &jwks]).await;
+    let joch = Joch::builder()
+        .args(&["--jwt-issuer", Idp::ISSUER, "--jwt-jwks", &jwks])
+        .start()
+        .await;
     let base = &joch.base;
     let mcp = format!("{base}/v1/namespaces/{NS}/mcp");
     let metadata = format!("{base}/.well-known/oauth-protected-resource");

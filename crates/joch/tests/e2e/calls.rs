@@ -15,66 +15,66 @@ fn echo_tool(webhook: &Webhook, name: &str, level: &str) -> Value {
     )
 }
 
-#[tokio::test]
-async fn a_call_is_recorded_and_reads_back_identically_after_kill_and_restart() {
-    let webhook = Webhook::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
-    joch.create_tool(echo_tool(
-        &webhook,
-        "zendesk.create_ticket",
-        "external_write",
-    ))
-    .await;
-
-    let (status, call) = joch
-        .post_call(json!({
-            "metadata": {"name": "call_abc123", "labels": {"team": "support"}},
-            "spec": {
-                "toolRef": {"name": "zendesk.create_ticket"},
-                "executionRef": {"name": "exec-20260510-001"},
-                "agentRef": {"name": "support-triage"},
-                "input": {"subject": "Refund request", "priority": "high"},
-                "sideEffects": {"idempotencyKey": "zendesk-create-12345"},
-                "hookContext": {"aosTurnId": "turn-1", "aosStepId": "step-1"},
-                "callerId": "user-42",
-                "skillNames": ["refunds"],
-                "context": {"name": "repo"}
-            }
-        }))
+crate::storetest!(
+    a_call_is_recorded_and_reads_back_identically_after_kill_and_restart,
+    |store| {
+        let webhook = Webhook::start().await;
+        let mut joch = store.joch().start().await;
+        joch.create_tool(echo_tool(
+            &webhook,
+            "zendesk.create_ticket",
+            "external_write",
+        ))
         .await;
-    assert_eq!(status, StatusCode::CREATED, "{call}");
-    assert_eq!(
-        call["metadata"]["name"], "call_abc123",
-        "a caller's id is kept verbatim"
-    );
-    assert_eq!(call["status"]["phase"], "Succeeded");
-    assert_eq!(
-        call["status"]["output"],
-        json!({"echo": {"subject": "Refund request", "priority": "high"}})
-    );
-    assert_eq!(call["status"]["attempts"], 1);
-    assert_eq!(
-        call["spec"]["sideEffects"],
-        json!({"level": "external_write", "idempotent": false, "idempotencyKey": "zendesk-create-12345"})
-    );
-    assert_eq!(call["status"]["checksum"].as_str().map(str::len), Some(64));
-    for field in ["startedAt", "completedAt", "latencyMs"] {
-        assert!(
-            !call["status"][field].is_null(),
-            "status.{field} missing: {call}"
-        );
-    }
-    assert_eq!(webhook.hits(), 1);
 
-    let before = joch.get_call("call_abc123").await;
-    assert_eq!(before, call, "the answer is the record");
-    joch.kill();
-    let joch = Joch::start_on(&db, &[]).await;
-    assert_eq!(joch.get_call("call_abc123").await, before);
-    assert_eq!(webhook.hits(), 1, "a restart runs nothing");
-}
+        let (status, call) = joch
+            .post_call(json!({
+                "metadata": {"name": "call_abc123", "labels": {"team": "support"}},
+                "spec": {
+                    "toolRef": {"name": "zendesk.create_ticket"},
+                    "executionRef": {"name": "exec-20260510-001"},
+                    "agentRef": {"name": "support-triage"},
+                    "input": {"subject": "Refund request", "priority": "high"},
+                    "sideEffects": {"idempotencyKey": "zendesk-create-12345"},
+                    "hookContext": {"aosTurnId": "turn-1", "aosStepId": "step-1"},
+                    "callerId": "user-42",
+                    "skillNames": ["refunds"],
+                    "context": {"name": "repo"}
+                }
+            }))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{call}");
+        assert_eq!(
+            call["metadata"]["name"], "call_abc123",
+            "a caller's id is kept verbatim"
+        );
+        assert_eq!(call["status"]["phase"], "Succeeded");
+        assert_eq!(
+            call["status"]["output"],
+            json!({"echo": {"subject": "Refund request", "priority": "high"}})
+        );
+        assert_eq!(call["status"]["attempts"], 1);
+        assert_eq!(
+            call["spec"]["sideEffects"],
+            json!({"level": "external_write", "idempotent": false, "idempotencyKey": "zendesk-create-12345"})
+        );
+        assert_eq!(call["status"]["checksum"].as_str().map(str::len), Some(64));
+        for field in ["startedAt", "completedAt", "latencyMs"] {
+            assert!(
+                !call["status"][field].is_null(),
+                "status.{field} missing: {call}"
+            );
+        }
+        assert_eq!(webhook.hits(), 1);
+
+        let before = joch.get_call("call_abc123").await;
+        assert_eq!(before, call, "the answer is the record");
+        joch.kill();
+        let joch = store.joch().start().await;
+        assert_eq!(joch.get_call("call_abc123").await, before);
+        assert_eq!(webhook.hits(), 1, "a restart runs nothing");
+    }
+);
 
 #[tokio::test]
 async fn a_json_string_input_is_recorded_as_the_object_with_the_same_checksum() {
@@ -93,10 +93,9 @@ async fn a_json_string_input_is_recorded_as_the_object_with_the_same_checksum() 
     assert_ne!(as_string["metadata"]["name"], as_object["metadata"]["name"]);
 }
 
-#[tokio::test]
-async fn minted_ids_are_unique_time_ordered_uuids() {
+crate::storetest!(minted_ids_are_unique_time_ordered_uuids, |store| {
     let webhook = Webhook::start().await;
-    let joch = Joch::start().await;
+    let joch = store.joch().start().await;
     joch.create_tool(echo_tool(&webhook, "echo", "read_only"))
         .await;
     let mut ids = Vec::new();
@@ -111,44 +110,46 @@ async fn minted_ids_are_unique_time_ordered_uuids() {
     sorted.sort();
     sorted.dedup();
     assert_eq!(sorted, ids, "unique, and sorted as they were minted");
-}
+});
 
-#[tokio::test]
-async fn bad_arguments_are_recorded_as_failed_calls_that_never_run() {
-    let webhook = Webhook::start().await;
-    let joch = Joch::start().await;
-    let mut tool = echo_tool(&webhook, "strict", "external_write");
-    tool["spec"]["inputSchema"] =
-        json!({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}});
-    joch.create_tool(tool).await;
+crate::storetest!(
+    bad_arguments_are_recorded_as_failed_calls_that_never_run,
+    |store| {
+        let webhook = Webhook::start().await;
+        let joch = store.joch().start().await;
+        let mut tool = echo_tool(&webhook, "strict", "external_write");
+        tool["spec"]["inputSchema"] =
+            json!({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}});
+        joch.create_tool(tool).await;
 
-    for (input, code) in [
-        (json!({"n": "seven"}), "input_schema_violation"),
-        (json!({}), "input_schema_violation"),
-        (json!([1, 2]), "invalid_arguments"),
-        (json!("{not json"), "invalid_arguments"),
-    ] {
-        let (status, call) = joch.call("strict", input.clone()).await;
-        assert_eq!(status, StatusCode::CREATED, "{call}");
-        assert_eq!(call["status"]["phase"], "Failed", "{input}");
-        assert_eq!(call["status"]["error"]["code"], code, "{input}");
-        assert_eq!(call["status"]["attempts"], 0);
+        for (input, code) in [
+            (json!({"n": "seven"}), "input_schema_violation"),
+            (json!({}), "input_schema_violation"),
+            (json!([1, 2]), "invalid_arguments"),
+            (json!("{not json"), "invalid_arguments"),
+        ] {
+            let (status, call) = joch.call("strict", input.clone()).await;
+            assert_eq!(status, StatusCode::CREATED, "{call}");
+            assert_eq!(call["status"]["phase"], "Failed", "{input}");
+            assert_eq!(call["status"]["error"]["code"], code, "{input}");
+            assert_eq!(call["status"]["attempts"], 0);
+            assert_eq!(
+                call["spec"]["input"], input,
+                "the record keeps what was sent"
+            );
+            let stored = joch
+                .get_call(call["metadata"]["name"].as_str().unwrap())
+                .await;
+            assert_eq!(stored, call);
+        }
+        let (_, violation) = joch.call("strict", json!({"n": "seven"})).await;
         assert_eq!(
-            call["spec"]["input"], input,
-            "the record keeps what was sent"
+            violation["status"]["error"]["details"]["violations"][0]["path"],
+            "/n"
         );
-        let stored = joch
-            .get_call(call["metadata"]["name"].as_str().unwrap())
-            .await;
-        assert_eq!(stored, call);
+        assert_eq!(webhook.hits(), 0);
     }
-    let (_, violation) = joch.call("strict", json!({"n": "seven"})).await;
-    assert_eq!(
-        violation["status"]["error"]["details"]["violations"][0]["path"],
-        "/n"
-    );
-    assert_eq!(webhook.hits(), 0);
-}
+);
 
 #[tokio::test]
 async fn webhook_failures_are_failed_calls_with_the_reason_recorded() {
@@ -206,38 +207,39 @@ async fn an_output_that_breaks_the_output_schema_fails_the_call_but_is_kept() {
     assert_eq!(call["status"]["output"], json!({"echo": {"a": 1}}));
 }
 
-#[tokio::test]
-async fn wait_false_answers_202_with_the_pending_record_and_settles_in_the_background() {
-    let webhook = Webhook::start().await;
-    let joch = Joch::start().await;
-    joch.create_tool(echo_tool(&webhook, "echo", "external_write"))
-        .await;
-    let (status, pending) = joch
-        .send(
-            reqwest::Method::POST,
-            &format!("/v1/namespaces/{NS}/toolcalls?wait=false"),
-            Some(json!({"spec": {"toolRef": {"name": "echo"}, "input": {"q": 1}}})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{pending}");
-    assert_eq!(pending["status"]["phase"], "Pending");
-    let name = pending["metadata"]["name"].as_str().unwrap().to_owned();
-    let mut settled = Value::Null;
-    for _ in 0..100 {
-        settled = joch.get_call(&name).await;
-        if settled["status"]["phase"] == "Succeeded" {
-            break;
+crate::storetest!(
+    wait_false_answers_202_with_the_pending_record_and_settles_in_the_background,
+    |store| {
+        let webhook = Webhook::start().await;
+        let joch = store.joch().start().await;
+        joch.create_tool(echo_tool(&webhook, "echo", "external_write"))
+            .await;
+        let (status, pending) = joch
+            .send(
+                reqwest::Method::POST,
+                &format!("/v1/namespaces/{NS}/toolcalls?wait=false"),
+                Some(json!({"spec": {"toolRef": {"name": "echo"}, "input": {"q": 1}}})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{pending}");
+        assert_eq!(pending["status"]["phase"], "Pending");
+        let name = pending["metadata"]["name"].as_str().unwrap().to_owned();
+        let mut settled = Value::Null;
+        for _ in 0..100 {
+            settled = joch.get_call(&name).await;
+            if settled["status"]["phase"] == "Succeeded" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(settled["status"]["phase"], "Succeeded", "{settled}");
+        assert_eq!(settled["status"]["output"], json!({"echo": {"q": 1}}));
     }
-    assert_eq!(settled["status"]["phase"], "Succeeded", "{settled}");
-    assert_eq!(settled["status"]["output"], json!({"echo": {"q": 1}}));
-}
+);
 
-#[tokio::test]
-async fn a_reused_call_id_is_refused_and_runs_nothing() {
+crate::storetest!(a_reused_call_id_is_refused_and_runs_nothing, |store| {
     let webhook = Webhook::start().await;
-    let joch = Joch::start().await;
+    let joch = store.joch().start().await;
     // A read-only call is written only once it settles, yet a taken name
     // is refused before it runs too.
     for (n, level) in ["external_write", "read_only"].into_iter().enumerate() {
@@ -250,7 +252,7 @@ async fn a_reused_call_id_is_refused_and_runs_nothing() {
         crate::harness::assert_error(&again, StatusCode::CONFLICT, "already_exists");
         assert_eq!(webhook.hits(), n + 1, "{level}");
     }
-}
+});
 
 #[tokio::test]
 async fn observability_keeps_secrets_out_of_the_record_but_the_caller_gets_the_result() {
@@ -393,56 +395,57 @@ async fn a_namespace_allow_list_bounds_where_tools_may_call() {
     assert_eq!(webhook.hits(), 1);
 }
 
-#[tokio::test]
-async fn rate_limits_answer_429_with_retry_after_and_record_the_decision() {
-    let joch = Joch::start().await;
-    joch.create_tool(json!({
+crate::storetest!(
+    rate_limits_answer_429_with_retry_after_and_record_the_decision,
+    |store| {
+        let joch = store.joch().start().await;
+        joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
     }))
     .await;
-    let limits = json!({"apiVersion": "joch.dev/v1alpha1", "kind": "Namespace", "spec": {"rateLimits": [
-        {"name": "per-agent", "per": "agent", "callsPerMinute": 6, "burst": 2}
-    ]}});
-    let (status, body) = joch
-        .send(
-            reqwest::Method::PUT,
-            &format!("/v1/namespaces/{NS}"),
-            Some(limits),
-        )
-        .await;
-    assert!(status.is_success(), "{body}");
-    let by = |agent: &str, n: u32| {
-        let call = json!({"spec": {"toolRef": {"name": "nothing"}, "agentRef": {"name": agent}, "input": {"n": n}}});
-        joch.http
-            .post(format!("{}/v1/namespaces/{NS}/toolcalls", joch.base))
-            .json(&call)
-            .send()
-    };
-    assert_eq!(by("a", 1).await.unwrap().status(), StatusCode::CREATED);
-    assert_eq!(by("a", 2).await.unwrap().status(), StatusCode::CREATED);
-    let limited = by("a", 3).await.unwrap();
-    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
-    let retry: u64 = limited.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!((1..=10).contains(&retry), "{retry}");
-    let record: Value = limited.json().await.unwrap();
-    assert_eq!(record["status"]["phase"], "Denied");
-    assert_eq!(record["status"]["error"]["code"], "rate_limited");
-    assert_eq!(
-        record["status"]["hookDecisions"][0]["policyId"],
-        "ratelimit/per-agent"
-    );
-    // Another agent has its own allowance.
-    assert_eq!(by("b", 4).await.unwrap().status(), StatusCode::CREATED);
-}
+        let limits = json!({"apiVersion": "joch.dev/v1alpha1", "kind": "Namespace", "spec": {"rateLimits": [
+            {"name": "per-agent", "per": "agent", "callsPerMinute": 6, "burst": 2}
+        ]}});
+        let (status, body) = joch
+            .send(
+                reqwest::Method::PUT,
+                &format!("/v1/namespaces/{NS}"),
+                Some(limits),
+            )
+            .await;
+        assert!(status.is_success(), "{body}");
+        let by = |agent: &str, n: u32| {
+            let call = json!({"spec": {"toolRef": {"name": "nothing"}, "agentRef": {"name": agent}, "input": {"n": n}}});
+            joch.http
+                .post(format!("{}/v1/namespaces/{NS}/toolcalls", joch.base))
+                .json(&call)
+                .send()
+        };
+        assert_eq!(by("a", 1).await.unwrap().status(), StatusCode::CREATED);
+        assert_eq!(by("a", 2).await.unwrap().status(), StatusCode::CREATED);
+        let limited = by("a", 3).await.unwrap();
+        assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+        let retry: u64 = limited.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=10).contains(&retry), "{retry}");
+        let record: Value = limited.json().await.unwrap();
+        assert_eq!(record["status"]["phase"], "Denied");
+        assert_eq!(record["status"]["error"]["code"], "rate_limited");
+        assert_eq!(
+            record["status"]["hookDecisions"][0]["policyId"],
+            "ratelimit/per-agent"
+        );
+        // Another agent has its own allowance.
+        assert_eq!(by("b", 4).await.unwrap().status(), StatusCode::CREATED);
+    }
+);
 
-#[tokio::test]
-async fn a_daily_quota_is_a_rate_limit_over_a_day() {
-    let joch = Joch::start().await;
+crate::storetest!(a_daily_quota_is_a_rate_limit_over_a_day, |store| {
+    let joch = store.joch().start().await;
     joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
@@ -471,7 +474,7 @@ async fn a_daily_quota_is_a_rate_limit_over_a_day() {
         .as_u64()
         .unwrap();
     assert!(wait > 3_600, "the next call is hours away: {wait}");
-}
+});
 
 #[tokio::test]
 async fn a_redirect_to_another_host_is_not_followed() {
@@ -501,7 +504,10 @@ async fn a_redirect_to_another_host_is_not_followed() {
 #[tokio::test]
 async fn calls_that_need_no_intent_are_written_once_unless_they_run_long() {
     let webhook = Webhook::start().await;
-    let joch = Joch::start_with(&["--intent-grace-ms", "100"]).await;
+    let joch = Joch::builder()
+        .args(&["--intent-grace-ms", "100"])
+        .start()
+        .await;
     joch.create_tool(echo_tool(&webhook, "read", "read_only"))
         .await;
     joch.create_tool(echo_tool(&webhook, "write", "external_write"))

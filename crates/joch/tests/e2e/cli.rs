@@ -50,7 +50,7 @@ async fn apply_creates_then_configures_every_example() {
 
 #[tokio::test]
 async fn the_demo_serves_every_example_tool_end_to_end() {
-    let joch = Joch::start_with(&["--demo"]).await;
+    let joch = Joch::builder().args(&["--demo"]).start().await;
     let inputs = [
         ("demo.echo", json!({"hello": "world"})),
         (
@@ -122,7 +122,7 @@ async fn the_demo_serves_every_example_tool_end_to_end() {
 
 #[tokio::test]
 async fn get_describe_and_call_print_what_the_server_holds() {
-    let joch = Joch::start_with(&["--demo"]).await;
+    let joch = Joch::builder().args(&["--demo"]).start().await;
     let call = stdout(&joch.cli(&[
         "call",
         "demo.echo",
@@ -191,6 +191,6 @@ async fn serve_refuses_a_network_address_without_insecure() {
     let _ = loopback.kill();
     let _ = loopback.wait();
     assert!(line.contains("no authentication: loopback only"), "{line}");
-    let insecure = Joch::start_with(&["--insecure"]).await;
+    let insecure = Joch::builder().args(&["--insecure"]).start().await;
     assert_eq!(insecure.get("/healthz").await.0, reqwest::StatusCode::OK);
 }

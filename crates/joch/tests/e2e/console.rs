@@ -49,7 +49,7 @@ async fn send(joch: &Joch, method: Method, path: &str, cookie: &str, form: &str)
 
 #[tokio::test]
 async fn sign_in_sessions_and_csrf_are_guarded() {
-    let joch = Joch::start_with_env(&[("JOCH_ADMIN_TOKEN", ROOT)]).await;
+    let joch = Joch::builder().env("JOCH_ADMIN_TOKEN", ROOT).start().await;
     let page = send(&joch, Method::GET, "/ui/inbox", "", "").await;
     assert_eq!(page.status(), StatusCode::SEE_OTHER);
     assert_eq!(page.headers()[LOCATION], "/ui/signin");
@@ -186,7 +186,10 @@ fn json_error(code: &str) -> Value {
 
 #[tokio::test]
 async fn the_console_is_embedded_and_local_without_authentication() {
-    let joch = Joch::start_with(&["--public-url", "https://joch.example"]).await;
+    let joch = Joch::builder()
+        .args(&["--public-url", "https://joch.example"])
+        .start()
+        .await;
     let page = send(&joch, Method::GET, "/ui/inbox", "", "").await;
     assert_eq!(
         page.status(),
@@ -329,7 +332,7 @@ async fn the_ledger_pages_of_a_million_calls() {
         started.elapsed().as_secs_f64()
     );
 
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     let ns = crate::harness::NS;
     for (what, query) in [
         ("first page", ""),

@@ -375,7 +375,7 @@ async fn the_context_is_durable_isolated_and_loses_no_concurrent_append() {
     let webhook = Webhook::start().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     endpoint(
         &joch,
         "meal.log",
@@ -410,7 +410,7 @@ async fn the_context_is_durable_isolated_and_loses_no_concurrent_append() {
     let mut joch = Arc::try_unwrap(joch_ref).ok().unwrap();
     joch.kill();
 
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     let busy = context(&joch, "busy").await;
     let mut dishes: Vec<i64> = busy["data"]["workflow"]["logged_meals"]
         .as_array()
@@ -488,14 +488,12 @@ async fn a_secret_header_never_lands_in_the_database_the_logs_or_metrics() {
     let db = dir.path().join("joch.db");
     let log = dir.path().join("joch.log");
     let secret = "sk-live-7f3a9c1e5b2d4f60";
-    let joch = Joch::spawn(
-        &db,
-        &[],
-        &[("CRM_API_KEY", secret)],
-        "debug",
-        std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
-    )
-    .await;
+    let joch = Joch::builder()
+        .db(&db)
+        .env("CRM_API_KEY", secret)
+        .log("debug", &log)
+        .start()
+        .await;
     endpoint(
         &joch,
         "crm",

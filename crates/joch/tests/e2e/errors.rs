@@ -325,7 +325,10 @@ async fn each_bad_request_has_its_status_and_code() {
 
 #[tokio::test]
 async fn a_body_over_the_limit_is_413_and_the_limit_is_configurable() {
-    let joch = Joch::start_with(&["--max-body-bytes", "2048"]).await;
+    let joch = Joch::builder()
+        .args(&["--max-body-bytes", "2048"])
+        .start()
+        .await;
     let mut tool = rest_tool("big", "http://127.0.0.1:1/x", json!({}));
     tool["spec"]["description"] = json!("x".repeat(4096));
     let answer = joch

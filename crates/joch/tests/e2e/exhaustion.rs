@@ -59,7 +59,12 @@ async fn half_open_connections_are_cut_within_the_header_timeout() {
     let _ = rlimit::increase_nofile_limit(4096);
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("joch.log");
-    let joch = Joch::start_limited(1024, &["--header-read-timeout-ms", "2000"], &log).await;
+    let joch = Joch::builder()
+        .open_files(1024)
+        .args(&["--header-read-timeout-ms", "2000"])
+        .log("info", &log)
+        .start()
+        .await;
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(
         logged.contains("open_files=\"1024\"") || logged.contains("open_files=1024"),
@@ -114,7 +119,10 @@ async fn half_open_connections_are_cut_within_the_header_timeout() {
 
 #[tokio::test]
 async fn a_connection_beyond_the_cap_is_answered_503_at_once() {
-    let joch = Joch::start_with(&["--max-connections", "4"]).await;
+    let joch = Joch::builder()
+        .args(&["--max-connections", "4"])
+        .start()
+        .await;
     let mut held = Vec::new();
     for _ in 0..4 {
         held.push(TcpStream::connect(addr(&joch)).await.unwrap());
@@ -174,7 +182,10 @@ async fn a_body_that_trickles_is_refused_and_its_connection_cut() {
 
 #[tokio::test]
 async fn an_idle_connection_is_closed_but_a_follow_stays_open() {
-    let joch = Joch::start_with(&["--idle-timeout-seconds", "1"]).await;
+    let joch = Joch::builder()
+        .args(&["--idle-timeout-seconds", "1"])
+        .start()
+        .await;
     let mut idle = TcpStream::connect(addr(&joch)).await.unwrap();
     idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .await
@@ -200,7 +211,10 @@ async fn an_idle_connection_is_closed_but_a_follow_stays_open() {
 
 #[tokio::test]
 async fn follows_are_capped_per_caller_and_freed_when_they_end() {
-    let joch = Joch::start_with(&["--max-streams-per-principal", "2"]).await;
+    let joch = Joch::builder()
+        .args(&["--max-streams-per-principal", "2"])
+        .start()
+        .await;
     let url = |n: u32| {
         format!(
             "{}/v1/namespaces/{NS}/executions/run-{n}/events?follow=true",

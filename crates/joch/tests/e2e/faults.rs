@@ -71,7 +71,7 @@ async fn fifty_kills_lose_no_acknowledged_call_and_repeat_no_side_effect() {
     let (ledger_url, ledger) = start_ledger().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
+    let mut joch = Joch::builder().db(&db).start().await;
     let url = format!("{ledger_url}/ledger");
     joch.create_tool(rest_tool("pay", &url, json!({"level": "financial"})))
         .await;
@@ -131,7 +131,7 @@ async fn fifty_kills_lose_no_acknowledged_call_and_repeat_no_side_effect() {
     for _ in 0..KILLS {
         tokio::time::sleep(Duration::from_millis(20 + next(&mut seed) % 100)).await;
         joch.kill();
-        joch = Joch::start_on(&db, &[]).await;
+        joch = Joch::builder().db(&db).start().await;
         *base.write().unwrap() = joch.base.clone();
     }
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -14,9 +14,12 @@ use axum::routing::post;
 use reqwest::Method;
 use serde_json::{Value, json};
 
+mod stores;
+
+pub use stores::{TestStore, postgres_database};
+
 pub const NS: &str = "e2e";
 
-/// A running `joch serve` process, killed (SIGKILL) on drop.
 /// Where a test server's warnings go: nowhere, so that a green run prints
 /// only what the tests say (many tests provoke warnings on purpose);
 /// `JOCH_TEST_LOG=1` shows them, to debug a failing test.
@@ -27,90 +30,138 @@ pub fn server_log() -> Stdio {
     }
 }
 
+/// How a test starts `joch serve`; [`Joch::builder`] makes one.
+#[derive(Default)]
+pub struct JochBuilder {
+    db: Option<PathBuf>,
+    /// The directory of a [`TestStore`]'s file, kept as long as the server.
+    store_dir: Option<Arc<tempfile::TempDir>>,
+    postgres: Option<String>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    log: Option<(String, PathBuf)>,
+    open_files: Option<u64>,
+}
+
+impl JochBuilder {
+    /// Keeps the records in the SQLite file `db` (a restart on the same
+    /// file finds them), instead of a fresh one.
+    pub fn db(mut self, db: &Path) -> Self {
+        self.db = Some(db.to_owned());
+        self
+    }
+
+    /// Keeps the records in the PostgreSQL database at `url` (`--store`).
+    pub fn postgres(mut self, url: &str) -> Self {
+        self.postgres = Some(url.to_owned());
+        self
+    }
+
+    /// Runs on `store`, the SQLite file or PostgreSQL database of a
+    /// [`storetest!`](crate::storetest).
+    pub fn store(self, store: &TestStore) -> Self {
+        match store {
+            TestStore::Sqlite { db, dir } => Self {
+                store_dir: Some(Arc::clone(dir)),
+                ..self.db(db)
+            },
+            TestStore::Postgres(url) => self.postgres(url),
+        }
+    }
+
+    /// One more `serve` flag.
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.args.push(arg.to_owned());
+        self
+    }
+
+    /// More `serve` flags.
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| (*a).to_owned()));
+        self
+    }
+
+    /// An environment variable of the server process.
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Writes the server's logs at `level` and above to the file `log`.
+    pub fn log(mut self, level: &str, log: &Path) -> Self {
+        self.log = Some((level.to_owned(), log.to_owned()));
+        self
+    }
+
+    /// Runs the server with at most `n` open files (soft and hard limit).
+    pub fn open_files(mut self, n: u64) -> Self {
+        self.open_files = Some(n);
+        self
+    }
+
+    /// Starts the server and waits until it is ready.
+    pub async fn start(self) -> Joch {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = self.db.unwrap_or_else(|| dir.path().join("joch.db"));
+        let mut args = self.args;
+        if let Some(url) = self.postgres {
+            // A killed replica's calls are taken over once its lease lapses:
+            // short, so that recovery scenarios end in seconds.
+            if !args.iter().any(|a| a.starts_with("--lease-seconds")) {
+                args.splice(0..0, ["--lease-seconds".to_owned(), "2".to_owned()]);
+            }
+            args.splice(0..0, ["--store".to_owned(), url]);
+        }
+        let (level, stderr) = match self.log {
+            Some((level, path)) => {
+                let file = std::fs::File::create(path).expect("log file");
+                (level, Stdio::from(file))
+            }
+            None => ("warn".to_owned(), server_log()),
+        };
+        let command = match self.open_files {
+            Some(n) => {
+                let mut sh = Command::new("sh");
+                sh.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_joch"));
+                sh
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_joch")),
+        };
+        let mut joch = Joch::launch(command, &db, &args, &self.env, &level, stderr).await;
+        joch._dir = Some(dir);
+        joch._store_dir = self.store_dir;
+        joch
+    }
+}
+
+/// A running `joch serve` process, killed (SIGKILL) on drop.
 pub struct Joch {
     child: Child,
     pub base: String,
     pub http: reqwest::Client,
     _dir: Option<tempfile::TempDir>,
+    _store_dir: Option<Arc<tempfile::TempDir>>,
 }
 
 impl Joch {
-    /// A server on a fresh database in its own temp dir.
+    /// A server on a fresh SQLite database: `Joch::builder().start()`.
     pub async fn start() -> Joch {
-        Joch::start_with(&[]).await
+        Joch::builder().start().await
     }
 
-    /// A server on a fresh database, with extra `serve` flags.
-    pub async fn start_with(flags: &[&str]) -> Joch {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("joch.db");
-        let mut joch = Joch::start_on(&db, flags).await;
-        joch._dir = Some(dir);
-        joch
-    }
-
-    /// A server on `db`, with extra `serve` flags.
-    pub async fn start_on(db: &Path, flags: &[&str]) -> Joch {
-        Joch::spawn(db, flags, &[], "warn", server_log()).await
-    }
-
-    /// A server on a fresh database, with extra environment variables.
-    pub async fn start_with_env(env: &[(&str, &str)]) -> Joch {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("joch.db");
-        let mut joch = Joch::spawn(&db, &[], env, "warn", server_log()).await;
-        joch._dir = Some(dir);
-        joch
-    }
-
-    /// A server on a fresh database whose info-level logs go to `log`.
-    pub async fn start_logging(flags: &[&str], log: &Path) -> Joch {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = std::fs::File::create(log).expect("log file");
-        let mut joch = Joch::spawn(
-            &dir.path().join("joch.db"),
-            flags,
-            &[],
-            "info",
-            Stdio::from(file),
-        )
-        .await;
-        joch._dir = Some(dir);
-        joch
-    }
-
-    pub async fn spawn(
-        db: &Path,
-        flags: &[&str],
-        env: &[(&str, &str)],
-        level: &str,
-        stderr: Stdio,
-    ) -> Joch {
-        let command = Command::new(env!("CARGO_BIN_EXE_joch"));
-        Joch::launch(command, db, flags, env, level, stderr).await
-    }
-
-    /// A server on a fresh database whose process may have at most
-    /// `open_files` files open (soft and hard limit), logging to `log`.
-    pub async fn start_limited(open_files: u64, flags: &[&str], log: &Path) -> Joch {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = std::fs::File::create(log).expect("log file");
-        let mut command = Command::new("sh");
-        command
-            .arg("-c")
-            .arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\""))
-            .arg(env!("CARGO_BIN_EXE_joch"));
-        let db = dir.path().join("joch.db");
-        let mut joch = Joch::launch(command, &db, flags, &[], "info", Stdio::from(file)).await;
-        joch._dir = Some(dir);
-        joch
+    /// How to start `joch serve`: on a fresh SQLite database in a temp dir,
+    /// logging warnings nowhere (see [`server_log`]), unless told otherwise.
+    pub fn builder() -> JochBuilder {
+        JochBuilder::default()
     }
 
     async fn launch(
         mut command: Command,
         db: &Path,
-        flags: &[&str],
-        env: &[(&str, &str)],
+        flags: &[String],
+        env: &[(String, String)],
         level: &str,
         stderr: Stdio,
     ) -> Joch {
@@ -120,7 +171,7 @@ impl Joch {
             .arg(db)
             .args(flags.iter().filter(|f| !f.starts_with("--log-format")))
             .env("JOCH_LOG", level)
-            .envs(env.iter().copied())
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
@@ -151,6 +202,7 @@ impl Joch {
             base,
             http: reqwest::Client::new(),
             _dir: None,
+            _store_dir: None,
         };
         joch.wait_ready().await;
         joch
@@ -428,10 +480,11 @@ impl Webhook {
     }
 }
 
-/// Polls a call until it reaches `phase` (or fails the test after ~5 s).
+/// Polls a call until it reaches `phase` (or fails the test after ~10 s:
+/// on PostgreSQL, a killed replica's calls wait for its lease to lapse).
 pub async fn wait_for_phase(joch: &Joch, name: &str, phase: &str) -> Value {
     let mut call = Value::Null;
-    for _ in 0..250 {
+    for _ in 0..500 {
         call = joch.get_call(name).await;
         if call["status"]["phase"] == phase {
             return call;

@@ -292,7 +292,10 @@ async fn an_unregistered_tool_is_recorded_with_unknown_side_effects() {
 
 #[tokio::test]
 async fn a_result_that_never_arrives_leaves_the_call_unknown() {
-    let joch = Joch::start_with(&["--hook-result-timeout-seconds", "1"]).await;
+    let joch = Joch::builder()
+        .args(&["--hook-result-timeout-seconds", "1"])
+        .start()
+        .await;
     rpc(
         &joch,
         "steps/toolCallRequest",

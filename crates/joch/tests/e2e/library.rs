@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use joch::{EmbeddedGateway, RemoteGateway, ToolCall, ToolExecutor};
 use joch_core::Phase;
+use joch_tools::{EmbeddedGateway, RemoteGateway, ToolCall, ToolExecutor};
 use serde_json::json;
 
 use crate::harness::{Joch, NS, Webhook, rest_tool};
@@ -142,7 +142,7 @@ async fn the_remote_gateway_speaks_to_a_server_with_the_same_trait() {
         .await
         .unwrap_err();
     assert!(
-        matches!(missing, joch::Error::Api { status: 404, .. }),
+        matches!(missing, joch_tools::Error::Api { status: 404, .. }),
         "{missing}"
     );
 }

@@ -1,5 +1,7 @@
 //! End-to-end tests: the real `joch` binary over HTTP, with real webhooks,
-//! on real SQLite files. One test binary, a module per area.
+//! on real SQLite files, and on PostgreSQL where the store makes a
+//! difference (`storetest!`, with `JOCH_TEST_POSTGRES`). One test binary, a
+//! module per area; `harness` starts servers (`Joch::builder()`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -17,6 +19,7 @@ mod console;
 mod costs;
 mod crash;
 mod declarative;
+mod docs;
 mod elicitation;
 mod errors;
 mod events;

@@ -684,7 +684,10 @@ async fn an_upstreams_question_is_refused_not_answered_for_a_user() {
 
 #[tokio::test]
 async fn an_idle_mcp_session_expires() {
-    let joch = Joch::start_with(&["--mcp-session-idle-seconds", "1"]).await;
+    let joch = Joch::builder()
+        .args(&["--mcp-session-idle-seconds", "1"])
+        .start()
+        .await;
     let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
     let post = |session: Option<String>, body: Value| {
         let mut request = joch

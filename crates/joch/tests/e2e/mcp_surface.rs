@@ -226,7 +226,7 @@ async fn url_questions_reach_only_clients_that_take_them_and_withdrawn_ones_are_
 async fn a_token_limited_to_some_tools_sees_a_servers_resources_only_if_it_may_read_them() {
     const ROOT: &str = "root-secret-for-surface-tests";
     let url = start_docs().await;
-    let joch = Joch::start_with_env(&[("JOCH_ADMIN_TOKEN", ROOT)]).await;
+    let joch = Joch::builder().env("JOCH_ADMIN_TOKEN", ROOT).start().await;
     let (status, body) = joch
         .send_as(
             ROOT,

@@ -132,7 +132,11 @@ async fn json_logs_have_one_line_per_settled_call() {
     let webhook = Webhook::start().await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("joch.log");
-    let joch = Joch::start_logging(&["--log-format=json"], &log).await;
+    let joch = Joch::builder()
+        .arg("--log-format=json")
+        .log("info", &log)
+        .start()
+        .await;
     joch.create_tool(rest_tool(
         "echo",
         &format!("{}/echo", webhook.base),

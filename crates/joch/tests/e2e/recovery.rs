@@ -14,109 +14,110 @@ fn submit(tool: &str) -> serde_json::Value {
     json!({"spec": {"toolRef": {"name": tool}, "input": {"x": 1}}})
 }
 
-#[tokio::test]
-async fn a_risky_call_interrupted_while_running_becomes_unknown_and_is_never_rerun() {
-    let webhook = Webhook::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
-    joch.create_tool(rest_tool(
-        "pay",
-        &format!("{}/hang-first", webhook.base),
-        json!({"level": "financial"}),
-    ))
-    .await;
-    let path = format!("/v1/namespaces/{NS}/toolcalls?wait=false");
-    let (_, pending) = joch.send(Method::POST, &path, Some(submit("pay"))).await;
-    let name = pending["metadata"]["name"].as_str().unwrap().to_owned();
-    wait_for_hits(&webhook, 1).await;
-    joch.kill();
-
-    let joch = Joch::start_on(&db, &[]).await;
-    let call = joch.get_call(&name).await;
-    assert_eq!(call["status"]["phase"], "Unknown", "{call}");
-    assert_eq!(call["status"]["error"]["code"], "interrupted");
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert_eq!(
-        webhook.hits(),
-        1,
-        "a non-idempotent call is never re-run automatically"
-    );
-
-    let listed = joch.cli(&["get", "toolcalls", "-n", NS, "--phase", "Unknown"]);
-    assert!(String::from_utf8_lossy(&listed.stdout).contains(&name));
-
-    let resolved = joch.cli(&[
-        "resolve",
-        &name,
-        "-n",
-        NS,
-        "--succeeded",
-        "--reason",
-        "bank shows the transfer",
-        "--output",
-        r#"{"ok":true}"#,
-    ]);
-    assert!(
-        resolved.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resolved.stderr)
-    );
-    let call = joch.get_call(&name).await;
-    assert_eq!(call["status"]["phase"], "Succeeded");
-    assert_eq!(call["status"]["output"], json!({"ok": true}));
-    assert_eq!(
-        call["status"]["resolution"]["reason"],
-        "bank shows the transfer"
-    );
-    let again = joch
-        .send(
-            Method::POST,
-            &format!("/v1/namespaces/{NS}/toolcalls/{name}/resolve"),
-            Some(json!({"phase": "Failed", "reason": "x"})),
-        )
+crate::storetest!(
+    a_risky_call_interrupted_while_running_becomes_unknown_and_is_never_rerun,
+    |store| {
+        let webhook = Webhook::start().await;
+        let mut joch = store.joch().start().await;
+        joch.create_tool(rest_tool(
+            "pay",
+            &format!("{}/hang-first", webhook.base),
+            json!({"level": "financial"}),
+        ))
         .await;
-    assert_error(&again, StatusCode::CONFLICT, "not_unknown");
-}
+        let path = format!("/v1/namespaces/{NS}/toolcalls?wait=false");
+        let (_, pending) = joch.send(Method::POST, &path, Some(submit("pay"))).await;
+        let name = pending["metadata"]["name"].as_str().unwrap().to_owned();
+        wait_for_hits(&webhook, 1).await;
+        joch.kill();
 
-#[tokio::test]
-async fn an_idempotent_call_interrupted_while_running_is_rerun_once() {
-    let webhook = Webhook::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
-    let tool = rest_tool(
-        "sync",
-        &format!("{}/hang-first", webhook.base),
-        json!({"level": "external_write", "idempotent": true}),
-    );
-    joch.create_tool(tool).await;
-    let (_, pending) = joch
-        .send(
-            Method::POST,
-            &format!("/v1/namespaces/{NS}/toolcalls?wait=false"),
-            Some(submit("sync")),
-        )
-        .await;
-    let name = pending["metadata"]["name"].as_str().unwrap().to_owned();
-    wait_for_hits(&webhook, 1).await;
-    joch.kill();
+        let joch = store.joch().start().await;
+        // At once on SQLite; on PostgreSQL once the killed replica's lease lapses.
+        let call = wait_for_phase(&joch, &name, "Unknown").await;
+        assert_eq!(call["status"]["phase"], "Unknown", "{call}");
+        assert_eq!(call["status"]["error"]["code"], "interrupted");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(
+            webhook.hits(),
+            1,
+            "a non-idempotent call is never re-run automatically"
+        );
 
-    let joch = Joch::start_on(&db, &[]).await;
-    let call = wait_for_phase(&joch, &name, "Succeeded").await;
-    assert_eq!(
-        call["status"]["attempts"], 2,
-        "the re-run is recorded as a second attempt"
-    );
-    assert_eq!(webhook.hits(), 2);
-}
+        let listed = joch.cli(&["get", "toolcalls", "-n", NS, "--phase", "Unknown"]);
+        assert!(String::from_utf8_lossy(&listed.stdout).contains(&name));
+
+        let resolved = joch.cli(&[
+            "resolve",
+            &name,
+            "-n",
+            NS,
+            "--succeeded",
+            "--reason",
+            "bank shows the transfer",
+            "--output",
+            r#"{"ok":true}"#,
+        ]);
+        assert!(
+            resolved.status.success(),
+            "{}",
+            String::from_utf8_lossy(&resolved.stderr)
+        );
+        let call = joch.get_call(&name).await;
+        assert_eq!(call["status"]["phase"], "Succeeded");
+        assert_eq!(call["status"]["output"], json!({"ok": true}));
+        assert_eq!(
+            call["status"]["resolution"]["reason"],
+            "bank shows the transfer"
+        );
+        let again = joch
+            .send(
+                Method::POST,
+                &format!("/v1/namespaces/{NS}/toolcalls/{name}/resolve"),
+                Some(json!({"phase": "Failed", "reason": "x"})),
+            )
+            .await;
+        assert_error(&again, StatusCode::CONFLICT, "not_unknown");
+    }
+);
+
+crate::storetest!(
+    an_idempotent_call_interrupted_while_running_is_rerun_once,
+    |store| {
+        let webhook = Webhook::start().await;
+        let mut joch = store.joch().start().await;
+        let tool = rest_tool(
+            "sync",
+            &format!("{}/hang-first", webhook.base),
+            json!({"level": "external_write", "idempotent": true}),
+        );
+        joch.create_tool(tool).await;
+        let (_, pending) = joch
+            .send(
+                Method::POST,
+                &format!("/v1/namespaces/{NS}/toolcalls?wait=false"),
+                Some(submit("sync")),
+            )
+            .await;
+        let name = pending["metadata"]["name"].as_str().unwrap().to_owned();
+        wait_for_hits(&webhook, 1).await;
+        joch.kill();
+
+        let joch = store.joch().start().await;
+        let call = wait_for_phase(&joch, &name, "Succeeded").await;
+        assert_eq!(
+            call["status"]["attempts"], 2,
+            "the re-run is recorded as a second attempt"
+        );
+        assert_eq!(webhook.hits(), 2);
+    }
+);
 
 #[tokio::test]
 async fn a_pending_call_never_started_is_run_on_restart() {
     let webhook = Webhook::start().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     joch.create_tool(rest_tool(
         "write",
         &format!("{}/echo", webhook.base),
@@ -138,7 +139,7 @@ async fn a_pending_call_never_started_is_run_on_restart() {
             .await
             .unwrap();
     }
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     let call = wait_for_phase(&joch, "left-pending", "Succeeded").await;
     assert_eq!(call["status"]["output"], json!({"echo": {"a": 1}}));
     assert_eq!(webhook.hits(), 1);
@@ -161,7 +162,7 @@ async fn a_decision_whose_decider_stopped_before_acting_is_carried_out_on_restar
     let webhook = Webhook::start().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
+    let mut joch = Joch::builder().db(&db).start().await;
     let side_effects = json!({"level": "external_write", "requiresApproval": true});
     joch.create_tool(rest_tool(
         "write",
@@ -207,7 +208,7 @@ async fn a_decision_whose_decider_stopped_before_acting_is_carried_out_on_restar
             .unwrap();
     }
 
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = Joch::builder().db(&db).start().await;
     let call = wait_for_phase(&joch, edited, "Succeeded").await;
     assert_eq!(
         call["status"]["output"],
@@ -234,16 +235,13 @@ async fn a_decision_whose_decider_stopped_before_acting_is_carried_out_on_restar
 
     // Carried out once: a second restart finds nothing left to do.
     drop(joch);
-    let _joch = Joch::start_on(&db, &[]).await;
+    let _joch = Joch::builder().db(&db).start().await;
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(webhook.hits(), 1);
 }
 
-#[tokio::test]
-async fn a_restart_does_not_refill_a_rate_limit() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("joch.db");
-    let mut joch = Joch::start_on(&db, &[]).await;
+crate::storetest!(a_restart_does_not_refill_a_rate_limit, |store| {
+    let mut joch = store.joch().start().await;
     joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
@@ -262,8 +260,8 @@ async fn a_restart_does_not_refill_a_rate_limit() {
     }
     joch.kill();
 
-    let joch = Joch::start_on(&db, &[]).await;
+    let joch = store.joch().start().await;
     let (status, limited) = joch.post_call(call).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{limited}");
     assert_eq!(limited["status"]["error"]["code"], "rate_limited");
-}
+});

@@ -10,47 +10,17 @@ use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use sqlx_core::connection::Connection;
-use sqlx_core::executor::Executor;
 
+pub(crate) use crate::harness::postgres_database as fresh_database;
 use crate::harness::{Joch, NS, Webhook, rest_tool};
 use crate::policies::apply_policy;
 
-/// A fresh database on the test server, or `None` (the test is skipped,
-/// and says so) when no server is configured.
-pub(crate) async fn fresh_database(test: &str) -> Option<String> {
-    let Ok(server) = std::env::var("JOCH_TEST_POSTGRES") else {
-        eprintln!("skipped {test}: JOCH_TEST_POSTGRES is not set (scripts/test sets it)");
-        return None;
-    };
-    let name = format!("joch_e2e_{}_{}", std::process::id(), test);
-    let mut admin = sqlx_postgres::PgConnection::connect(&server)
-        .await
-        .expect("connect to the test server");
-    admin
-        .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
-        .await
-        .expect("drop");
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await
-        .expect("create");
-    let (base, params) = server.split_once('?').unwrap_or((&server, ""));
-    let root = &base[..base.rfind('/').expect("a database in the URL")];
-    Some(format!("{root}/{name}?{params}"))
-}
-
 pub(crate) async fn replica(store: &str) -> Joch {
-    let flags = ["--store", store, "--lease-seconds", "3"];
-    let dir = tempfile::tempdir().expect("tempdir");
-    Joch::spawn(
-        &dir.path().join("unused.db"),
-        &flags,
-        &[],
-        "warn",
-        crate::harness::server_log(),
-    )
-    .await
+    Joch::builder()
+        .postgres(store)
+        .args(&["--lease-seconds", "3"])
+        .start()
+        .await
 }
 
 async fn replicas(store: &str) -> Vec<Joch> {

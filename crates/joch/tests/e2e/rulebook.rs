@@ -42,7 +42,7 @@ async fn token(joch: &Joch, name: &str, role: &str, tools: Option<Value>) -> Str
 }
 
 async fn setup() -> Setup {
-    let joch = Joch::start_with_env(&[("JOCH_ADMIN_TOKEN", ROOT)]).await;
+    let joch = Joch::builder().env("JOCH_ADMIN_TOKEN", ROOT).start().await;
     let tools = format!("/v1/namespaces/{NS}/tools");
     for (name, approval) in [("refund", true), ("crm.lookup", false)] {
         let tool = json!({"metadata": {"name": name}, "spec": {"description": name, "inputSchema": {"type": "object"}, "sideEffects": {"requiresApproval": approval}, "backend": {"type": "noop"}}});
@@ -308,20 +308,20 @@ async fn the_stdio_proxy_acts_as_its_token() {
 
 #[tokio::test]
 async fn the_remote_gateway_keeps_separation_of_duties() {
-    use joch::{RemoteGateway, ToolExecutor};
+    use joch_tools::{RemoteGateway, ToolExecutor};
     let s = setup().await;
     let gateway = RemoteGateway::new(&s.joch.base, NS).with_token(&s.alice);
     let running = tokio::spawn({
         let gateway = gateway.clone();
         async move {
             gateway
-                .execute_tool_call(&joch::ToolCall::new("refund"))
+                .execute_tool_call(&joch_tools::ToolCall::new("refund"))
                 .await
         }
     });
     let name = pending(&s).await;
     match gateway.approve(&name).await {
-        Err(joch::Error::Api { status, code, .. }) => {
+        Err(joch_tools::Error::Api { status, code, .. }) => {
             assert_eq!((status, code.as_str()), (403, "forbidden"));
         }
         other => panic!("alice approved her own call: {other:?}"),

@@ -83,12 +83,12 @@ fn attribute<'a>(span: &'a Value, key: &str) -> Option<&'a Value> {
 #[tokio::test]
 async fn each_call_is_an_execute_tool_span_in_the_callers_trace() {
     let receiver = Receiver::start().await;
-    let joch = Joch::start_with_env(&[
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url.as_str()),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
-        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
-    ])
-    .await;
+    let joch = Joch::builder()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url.as_str())
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "50")
+        .start()
+        .await;
     joch.create_tool(json!({
         "metadata": {"name": "nothing"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}

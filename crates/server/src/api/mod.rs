@@ -17,6 +17,9 @@ mod tokens;
 mod toolcalls;
 mod tools;
 
+#[cfg(test)]
+mod tests;
+
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};

@@ -4,7 +4,7 @@
 //! handlers deserialize (`IntoParams` / `ToSchema` derives), so the document
 //! cannot promise a parameter a handler does not read. Resources are
 //! described by their envelope (`apiVersion`, `kind`, `metadata`, `spec`,
-//! `status`); their specs are documented in the README. Every operation's
+//! `status`); their specs are documented in docs/resources.md. Every operation's
 //! `default` response is the structured error every failure answers with.
 
 use std::sync::LazyLock;

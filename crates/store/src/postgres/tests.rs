@@ -3,7 +3,6 @@
 //! stderr and pass.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sqlx_core::connection::Connection;
@@ -14,82 +13,36 @@ use tokio::sync::Mutex;
 use super::*;
 use crate::StoreErrorKind;
 use crate::testsuite;
+use crate::testsuite::postgres::TestServer;
 
-/// The test server's URL, or `None` after saying on stderr that `test` is skipped.
-fn server(test: &str) -> Option<String> {
-    match std::env::var("JOCH_TEST_POSTGRES") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            eprintln!(
-                "skipped {test}: JOCH_TEST_POSTGRES is not set \
-                 (eval \"$(scripts/postgres start DIR)\" sets it)"
-            );
-            None
-        }
-    }
-}
-
-/// `url` with its database replaced by `database` (its parameters kept).
-fn with_database(url: &str, database: &str) -> String {
-    let (base, params) = match url.split_once('?') {
-        Some((base, params)) => (base, Some(params)),
-        None => (url, None),
-    };
-    let authority = base.find("://").map_or(0, |i| i + 3);
-    let path = base[authority..]
-        .find('/')
-        .map_or(base.len(), |i| authority + i);
-    let mut out = format!("{}/{database}", &base[..path]);
-    if let Some(params) = params {
-        out.push('?');
-        out.push_str(params);
-    }
-    out
+/// The test server, or `None` after saying on stderr that `test` is skipped.
+fn server(test: &str) -> Option<TestServer> {
+    TestServer::from_env(test)
 }
 
 /// Each test's databases: new and empty when made, dropped by `drop_all`.
 struct Databases {
-    server: String,
+    server: TestServer,
     made: Mutex<Vec<String>>,
 }
 
-/// Numbers databases across the tests of this process; the pid tells apart
-/// two test processes on one server.
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-
 impl Databases {
-    fn new(server: String) -> Self {
+    fn new(server: TestServer) -> Self {
         Self {
             server,
             made: Mutex::new(Vec::new()),
         }
     }
 
-    async fn admin(&self) -> PgConnection {
-        PgConnection::connect(&self.server)
-            .await
-            .expect("connect to JOCH_TEST_POSTGRES")
-    }
-
     /// A new, empty database's URL.
     async fn create(&self) -> String {
-        let name = format!(
-            "joch_test_{}_{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut admin = self.admin().await;
-        // A database of that name can only be a leftover of a crashed run.
-        admin
-            .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
-            .await
-            .expect("drop leftover");
-        admin
-            .execute(format!("CREATE DATABASE {name}").as_str())
+        let (name, url) = self
+            .server
+            .unique_database("joch_test")
             .await
             .expect("create database");
-        self.made.lock().await.push(name.clone());
-        with_database(&self.server, &name)
+        self.made.lock().await.push(name);
+        url
     }
 
     async fn store(&self) -> PostgresStore {
@@ -100,24 +53,39 @@ impl Databases {
     }
 
     async fn drop_all(&self) {
-        let mut admin = self.admin().await;
         for name in self.made.lock().await.drain(..) {
-            admin
-                .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
+            self.server
+                .drop_database(&name)
                 .await
                 .expect("drop database");
         }
     }
 }
 
-#[tokio::test]
-async fn postgres_passes_the_store_suite() {
-    let Some(server) = server("postgres_passes_the_store_suite") else {
-        return;
+/// A store on a new database, dropped after the test.
+async fn suite_store(test: &str) -> Option<(Arc<dyn Store>, testsuite::Cleanup)> {
+    let server = server(test)?;
+    let (name, url) = server
+        .unique_database("joch_test")
+        .await
+        .expect("create database");
+    let store = PostgresStore::connect(&url, PostgresOptions::default())
+        .await
+        .expect("connect");
+    let store = Arc::new(store);
+    let closing = Arc::clone(&store);
+    let cleanup = async move {
+        closing.close().await;
+        server.drop_database(&name).await.expect("drop database");
     };
-    let databases = Databases::new(server);
-    testsuite::run_all(|| async { Arc::new(databases.store().await) as Arc<dyn Store> }).await;
-    databases.drop_all().await;
+    Some((store, Box::pin(cleanup)))
+}
+
+/// The store suite, one test per behaviour.
+mod suite {
+    use super::suite_store;
+
+    crate::store_suite!(suite_store);
 }
 
 #[tokio::test]
@@ -230,19 +198,6 @@ async fn an_unreachable_server_is_unavailable_and_its_password_unsaid() {
         .expect("invalid");
     assert_eq!(bad.kind(), StoreErrorKind::InvalidArgument, "{bad}");
     assert!(!bad.to_string().contains("hunter2"), "{bad}");
-}
-
-#[test]
-fn the_database_is_replaced_in_a_url() {
-    assert_eq!(
-        with_database("postgres://joch@127.0.0.1:5432/postgres", "x"),
-        "postgres://joch@127.0.0.1:5432/x"
-    );
-    assert_eq!(
-        with_database("postgres://u:p@h/db?sslmode=disable", "x"),
-        "postgres://u:p@h/x?sslmode=disable"
-    );
-    assert_eq!(with_database("postgres://h:1", "x"), "postgres://h:1/x");
 }
 
 mod audited;

@@ -5,16 +5,18 @@ use joch_core::{Phase, ToolCall};
 use super::*;
 use crate::testsuite;
 
-#[tokio::test]
-async fn sqlite_passes_the_store_suite() {
+/// A store on a new file of its own directory, removed after the test.
+async fn suite_store(_test: &str) -> Option<(Arc<dyn Store>, testsuite::Cleanup)> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let counter = std::sync::atomic::AtomicUsize::new(0);
-    testsuite::run_all(|| {
-        let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = dir.path().join(format!("suite-{n}.db"));
-        async move { Arc::new(SqliteStore::open(path).expect("open")) as Arc<dyn Store> }
-    })
-    .await;
+    let store = SqliteStore::open(dir.path().join("suite.db")).expect("open");
+    Some((Arc::new(store), Box::pin(async move { drop(dir) })))
+}
+
+/// The store suite, one test per behaviour.
+mod suite {
+    use super::suite_store;
+
+    crate::store_suite!(suite_store);
 }
 
 #[tokio::test]

@@ -3,12 +3,12 @@
 //! and a retried call that does not run twice. Run it:
 //!
 //! ```sh
-//! cargo run -p joch --example embedded
+//! cargo run -p joch-tools --example embedded
 //! ```
 
 use std::time::Duration;
 
-use joch::{EmbeddedGateway, ToolCall, ToolExecutor};
+use joch_tools::{EmbeddedGateway, ToolCall, ToolExecutor};
 use serde_json::json;
 
 #[tokio::main]

@@ -1,5 +1,6 @@
 //! Opening a store and wiring the engine over it, as `joch serve` does.
 
+#[cfg(feature = "sqlite")]
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -7,15 +8,21 @@ use joch_backends::{ActionsExecutor, McpClients, NoopBackend, RestConfig, Webhoo
 use joch_core::ToolBackend;
 use joch_engine::policy::StandardPolicyEngine;
 use joch_engine::{Engine, EngineConfig, Running, Workers};
-use joch_store::{FileBlobs, PostgresOptions, PostgresStore, SqliteStore, Store};
+use joch_store::Store;
+#[cfg(feature = "sqlite")]
+use joch_store::{FileBlobs, SqliteStore};
+#[cfg(feature = "postgres")]
+use joch_store::{PostgresOptions, PostgresStore};
 
 use crate::Error;
 
 /// Where the records live.
 #[derive(Debug, Clone)]
 pub enum StoreLocation {
+    #[cfg(feature = "sqlite")]
     /// The embedded default: one SQLite file, this process's alone.
     Sqlite(PathBuf),
+    #[cfg(feature = "postgres")]
     /// A PostgreSQL database that several replicas may share.
     Postgres {
         /// `postgres://user:password@host:port/database`.
@@ -28,8 +35,10 @@ pub enum StoreLocation {
 impl std::fmt::Display for StoreLocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "sqlite")]
             StoreLocation::Sqlite(path) => write!(f, "sqlite {}", path.display()),
             // Never the user or password: this line lands in logs.
+            #[cfg(feature = "postgres")]
             StoreLocation::Postgres { url, .. } => {
                 let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
                 let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
@@ -51,6 +60,7 @@ pub async fn open_engine(
     workers: Workers,
 ) -> Result<Running, Error> {
     let store: Arc<dyn Store> = match location {
+        #[cfg(feature = "sqlite")]
         StoreLocation::Sqlite(db) => {
             let store = SqliteStore::open(db).map_err(|e| {
                 Error::Invalid(format!("cannot open the database {}: {e}", db.display()))
@@ -60,6 +70,7 @@ pub async fn open_engine(
                 .get_or_insert_with(|| Arc::new(FileBlobs::beside(db)));
             Arc::new(store)
         }
+        #[cfg(feature = "postgres")]
         StoreLocation::Postgres {
             url,
             max_connections,

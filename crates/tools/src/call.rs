@@ -10,6 +10,25 @@ use serde_json::{Map, Value, json};
 
 /// A structured tool invocation from the model (seed 004), dispatched to
 /// [`ToolExecutor::execute_tool_call`](crate::ToolExecutor::execute_tool_call).
+///
+/// ```
+/// use joch_tools::{ExecutionContext, ToolCall};
+///
+/// let call = ToolCall {
+///     tool_id: "bash".to_owned(),
+///     params: {
+///         let mut m = serde_json::Map::new();
+///         m.insert("command".to_owned(), serde_json::Value::String("echo hello".to_owned()));
+///         m
+///     },
+///     caller_id: Some("user-42".to_owned()),
+///     context: Some(ExecutionContext::new().with_name("repo")),
+///     tool_call_id: String::new(),
+///     skill_name: None,
+/// };
+/// assert_eq!(call.tool_id, "bash");
+/// assert_eq!(call.params, ToolCall::new("bash").with_param("command", "echo hello").params);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolCall {
     /// The tool, as named by [`ToolExecutor::tool_definitions`](crate::ToolExecutor::tool_definitions).
