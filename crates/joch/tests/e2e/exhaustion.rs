@@ -151,7 +151,10 @@ async fn a_connection_beyond_the_cap_is_answered_503_at_once() {
 
 #[tokio::test]
 async fn a_body_that_trickles_is_refused_and_its_connection_cut() {
-    let joch = Joch::start_with(&["--header-read-timeout-ms", "1000"]).await;
+    let joch = Joch::builder()
+        .args(&["--header-read-timeout-ms", "1000"])
+        .start()
+        .await;
     let mut slow = TcpStream::connect(addr(&joch)).await.unwrap();
     let head = format!(
         "POST /v1/namespaces/{NS}/toolcalls HTTP/1.1\r\nHost: 127.0.0.1\r\n\

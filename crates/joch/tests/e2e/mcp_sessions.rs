@@ -219,7 +219,10 @@ async fn a_session_opened_on_one_replica_is_served_by_another_and_outlives_it() 
 
 #[tokio::test]
 async fn sessions_are_capped_per_principal_with_a_json_refusal() {
-    let joch = Joch::start_with(&["--max-mcp-sessions-per-principal", "2"]).await;
+    let joch = Joch::builder()
+        .args(&["--max-mcp-sessions-per-principal", "2"])
+        .start()
+        .await;
     let first = Session::open(&joch, "one").await;
     let _second = Session::open(&joch, "two").await;
     let refused = post(&joch, None, &initialize("three")).await;
@@ -282,7 +285,7 @@ async fn sessions_that_initialize_and_leave_hold_no_memory() {
 #[tokio::test]
 async fn a_session_serves_only_the_principal_that_opened_it() {
     use crate::auth::{ROOT, token};
-    let joch = Joch::start_with_env(&[("JOCH_ADMIN_TOKEN", ROOT)]).await;
+    let joch = Joch::builder().env("JOCH_ADMIN_TOKEN", ROOT).start().await;
     let alice = token(&joch, NS, "alice-bot", "agent").await;
     let bob = token(&joch, NS, "bob-bot", "agent").await;
     let as_ = |bearer: &str, session: Option<&str>, body: Value| {
