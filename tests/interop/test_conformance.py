@@ -49,18 +49,23 @@ def start_reference_server(tmp_path: Path, modules: Path) -> tuple[subprocess.Po
     return process, f"http://127.0.0.1:{port}/mcp"
 
 
-def run_suite(modules: Path, url: str, out: Path) -> dict[str, bool]:
-    """Every server scenario against `url`: scenario -> passed."""
+def run_suite(modules: Path, url: str, out: Path, scenario: str | None = None) -> dict[str, bool]:
+    """Every server scenario (or one) against `url`: scenario -> passed."""
+    which = ["--scenario", scenario] if scenario else ["--suite", "all"]
     done = subprocess.run(
         [
             str(modules / "node" / "bin" / "node"),
             str(modules / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"),
-            "server", "--url", url, "--suite", "all", "-o", str(out),
+            "server", "--url", url, *which, "-o", str(out),
         ],
         capture_output=True,
         text=True,
         timeout=300,
     )
+    if scenario:
+        # One scenario prints its checks and a tally, not the suite's table.
+        tally = re.search(r"Passed: (\d+)/(\d+), (\d+) failed", done.stdout)
+        return {scenario: bool(tally) and tally[1] == tally[2] and tally[3] == "0"}
     results = {name: mark == "✓" and failed == "0" for mark, name, _, failed in SUMMARY.findall(done.stdout)}
     assert results, f"the suite reported nothing:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     return results
@@ -80,6 +85,13 @@ def test_every_scenario_that_passes_directly_passes_through_joch(joch, tmp_path)
         started = time.monotonic()
         through = run_suite(modules, joch.mcp_url(NAMESPACE), tmp_path / "through")
         took = time.monotonic() - started
+        # Timing-sensitive scenarios (progress, sampling) have been seen to
+        # fail once in about ten runs on a loaded machine: one more try
+        # each, and the flake printed, so that it is seen, not hidden.
+        for scenario in sorted(s for s, ok in through.items() if not ok and direct.get(s)):
+            again = run_suite(modules, joch.mcp_url(NAMESPACE), tmp_path / f"again-{scenario}", scenario)
+            print(f"\nconformance: {scenario} failed through joch once; again: {again}")
+            through[scenario] = again.get(scenario, False)
     finally:
         reference.kill()
         reference.wait()

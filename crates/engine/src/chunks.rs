@@ -48,6 +48,12 @@ impl ChunkFollower {
     pub async fn next(&mut self) -> Option<Value> {
         self.chunks.recv().await
     }
+
+    /// The next chunk already received, if any: what a call reported
+    /// before it ended, to pass on before its result.
+    pub fn try_next(&mut self) -> Option<Value> {
+        self.chunks.try_recv().ok()
+    }
 }
 
 impl Drop for ChunkFollower {

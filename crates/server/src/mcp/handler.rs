@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use joch_core::names::{validate_name, validate_namespace};
 use joch_core::{ObjectRef, Phase, Tool, ToolCall};
-use joch_engine::{Engine, EngineError, ListParams, Principal};
+use joch_engine::{ChunkFollower, Engine, EngineError, ListParams, Principal};
 use rmcp::ErrorData;
 use rmcp::model::{CallToolRequestParams, Extensions, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext, RoleServer};
@@ -260,6 +260,13 @@ impl JochMcp {
                     if let Some(asking) = asking {
                         asking.withdraw(&context.peer).await;
                     }
+                    // What the tool reported before it ended reaches the
+                    // client before its result does.
+                    while let (Some(chunk), Some(token)) =
+                        (chunks.as_mut().and_then(ChunkFollower::try_next), &token)
+                    {
+                        notify(&context.peer, token, &mut reported, progress_message(&chunk)).await;
+                    }
                     return match done {
                         Ok(outcome) => Ok(outcome?.into_response()),
                         Err(e) => Err(EngineError::task("the call's task")(e)),
@@ -280,10 +287,7 @@ impl JochMcp {
                 chunk = until_some(chunks.as_mut().map(|c| c.next())), if chunks.is_some() => {
                     match (chunk, &token) {
                         (Some(chunk), Some(token)) => {
-                            reported += 1;
-                            let progress = ProgressNotificationParam::new(token.clone(), f64::from(reported))
-                                .with_message(progress_message(&chunk));
-                            let _ = context.peer.notify_progress(progress).await;
+                            notify(&context.peer, token, &mut reported, progress_message(&chunk)).await;
                         }
                         _ => chunks = None,
                     }
@@ -317,12 +321,10 @@ impl JochMcp {
         if call.status.phase != Phase::AwaitingApproval {
             return;
         }
-        *reported += 1;
-        let progress = ProgressNotificationParam::new(token.clone(), f64::from(*reported))
-            .with_message(format!(
-                "call {name} is waiting for approval (GET /v1/namespaces/{namespace}/approvals/{name})"
-            ));
-        let _ = peer.notify_progress(progress).await;
+        let waiting = format!(
+            "call {name} is waiting for approval (GET /v1/namespaces/{namespace}/approvals/{name})"
+        );
+        notify(peer, token, reported, waiting).await;
     }
 
     /// Tells the client whenever the namespace's tool list changes, until
@@ -368,6 +370,20 @@ async fn until_some<F: std::future::Future>(future: Option<F>) -> F::Output {
         Some(future) => future.await,
         None => std::future::pending().await,
     }
+}
+
+/// Tells the client one more step of the call's progress, numbered by
+/// joch (`reported`), so that it only ever increases.
+async fn notify(
+    peer: &Peer<RoleServer>,
+    token: &ProgressToken,
+    reported: &mut u32,
+    message: String,
+) {
+    *reported += 1;
+    let progress =
+        ProgressNotificationParam::new(token.clone(), f64::from(*reported)).with_message(message);
+    let _ = peer.notify_progress(progress).await;
 }
 
 /// What a client is told of one chunk of a running call: an upstream's
