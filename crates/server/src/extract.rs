@@ -19,9 +19,14 @@ impl<S: Send + Sync, T: Object> FromRequest<S> for Manifest<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let value = T::upgrade(body_value(req, state).await?);
+        let (format, bytes) = body_bytes(req, state).await?;
+        let value = T::upgrade(format.parse(&bytes)?);
         check_type::<T>(&value)?;
-        Ok(Manifest(typed(value)?))
+        match serde_path_to_error::deserialize(value) {
+            Ok(manifest) => Ok(Manifest(manifest)),
+            // Parsed again only now, so that a good manifest is not copied.
+            Err(first) => Err(every_problem::<T>(T::upgrade(format.parse(&bytes)?), first)),
+        }
     }
 }
 
@@ -47,6 +52,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 }
 
 async fn body_value<S: Send + Sync>(req: Request, state: &S) -> Result<Value, ApiError> {
+    let (format, bytes) = body_bytes(req, state).await?;
+    format.parse(&bytes)
+}
+
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<(Format, Bytes), ApiError> {
     let format = Format::of(req.headers().get(header::CONTENT_TYPE));
     let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -63,7 +73,7 @@ async fn body_value<S: Send + Sync>(req: Request, state: &S) -> Result<Value, Ap
             )
         }
     })?;
-    format.parse(&bytes)
+    Ok((format, bytes))
 }
 
 /// Deserialises a parsed body, naming the field at fault.
@@ -77,6 +87,100 @@ fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
         )
         .with_details(json!({"fields": [{"field": field, "message": e.inner().to_string()}]}))
     })
+}
+
+/// How many unknown fields one answer names before it stops looking.
+const MAX_PROBLEMS: usize = 20;
+
+/// Every unknown field of a manifest (typos, most often), each at its
+/// exact path, found by removing each one and trying again; the first
+/// problem of another kind ends the list, as later ones may follow from it.
+fn every_problem<T: DeserializeOwned>(
+    mut value: Value,
+    first: serde_path_to_error::Error<serde_json::Error>,
+) -> ApiError {
+    let mut problems = Vec::new();
+    let mut error = Some(first);
+    while let Some(e) = error.take() {
+        let (at, message) = (e.path().to_string(), e.inner().to_string());
+        let unknown = unknown_field(&message).and_then(|name| take_key(&mut value, &at, name));
+        let exact = unknown.clone().unwrap_or_else(|| at.clone());
+        problems.push(json!({"field": exact, "message": message}));
+        if unknown.is_some() && problems.len() < MAX_PROBLEMS {
+            error = serde_path_to_error::deserialize::<_, T>(&value).err();
+        }
+    }
+    let message = problems
+        .iter()
+        .map(|p| {
+            format!(
+                "{}: {}",
+                p["field"].as_str().unwrap_or(""),
+                p["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_resource",
+        message,
+    )
+    .with_details(json!({"fields": problems}))
+}
+
+/// The field serde's "unknown field `x`, expected ..." names.
+fn unknown_field(message: &str) -> Option<&str> {
+    message.strip_prefix("unknown field `")?.split('`').next()
+}
+
+/// Removes the unknown key `name` that serde reported at `at` (the key's
+/// own path, or for a tagged enum the enum's: then the first key of that
+/// name below it), answering its exact path.
+fn take_key(value: &mut Value, at: &str, name: &str) -> Option<String> {
+    let at = at.trim_matches('.');
+    let parent = match at.rsplit_once('.') {
+        Some((parent, last)) if last == name => parent,
+        None if at == name => "",
+        _ => at,
+    };
+    let mut node = value;
+    for segment in parent.split('.').filter(|s| !s.is_empty()) {
+        let (key, indexes) = segment.split_once('[').unwrap_or((segment, ""));
+        node = node.get_mut(key)?;
+        for index in indexes.split('[').filter(|i| !i.is_empty()) {
+            node = node.get_mut(index.trim_end_matches(']').parse::<usize>().ok()?)?;
+        }
+    }
+    let found = take_below(node, name)?;
+    Some(match parent {
+        "" => found,
+        parent => joined(parent, &found),
+    })
+}
+
+fn take_below(node: &mut Value, name: &str) -> Option<String> {
+    match node {
+        Value::Object(map) => {
+            if map.remove(name).is_some() {
+                return Some(name.to_owned());
+            }
+            map.iter_mut()
+                .find_map(|(key, child)| take_below(child, name).map(|at| joined(key, &at)))
+        }
+        Value::Array(items) => items.iter_mut().enumerate().find_map(|(i, child)| {
+            take_below(child, name).map(|at| joined(&format!("[{i}]"), &at))
+        }),
+        _ => None,
+    }
+}
+
+/// `a.b`, or `a[0]` for an index.
+fn joined(parent: &str, child: &str) -> String {
+    match child.starts_with('[') {
+        true => format!("{parent}{child}"),
+        false => format!("{parent}.{child}"),
+    }
 }
 
 enum Format {

@@ -322,3 +322,45 @@ async fn health_and_the_openapi_document_answer() {
         document["paths"]
     );
 }
+
+#[tokio::test]
+async fn a_manifests_typos_are_reported_together_each_at_its_exact_path() {
+    let app = app(ServerConfig::default()).await;
+    let tool = json!({
+        "kind": "Tool",
+        "metadata": {"name": "t", "lables": {"team": "a"}},
+        "spec": {
+            "inputSchema": {"type": "object"},
+            "sideEfects": {"level": "read_only"},
+            "backend": {"type": "rest", "endpoint": {"url": "http://127.0.0.1:9/x", "timeout_ms": 5}},
+        },
+    });
+    let answer = app.json(Method::POST, TOOLS, &tool).await;
+    assert_error(
+        &answer,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_resource",
+    );
+    let mut fields: Vec<&str> = answer.1["details"]["fields"]
+        .as_array()
+        .expect("fields")
+        .iter()
+        .map(|f| f["field"].as_str().expect("a path"))
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "metadata.lables",
+            "spec.backend.endpoint.timeout_ms",
+            "spec.sideEfects"
+        ],
+        "{}",
+        answer.1
+    );
+    assert!(
+        answer.1["message"].as_str().unwrap().contains("timeout_ms"),
+        "{}",
+        answer.1
+    );
+}
