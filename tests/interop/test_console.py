@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -119,10 +119,18 @@ def browser():
 
 
 def wait(driver, condition, timeout: float = 15):
-    """Polls `condition`; a live swap may replace an element between two polls."""
-    return WebDriverWait(
-        driver, timeout, poll_frequency=0.05, ignored_exceptions=[StaleElementReferenceException]
-    ).until(condition)
+    """Polls `condition`; a live swap or a navigation may replace an element
+    while it is read, which Chrome reports in one of two ways."""
+
+    def polled(d):
+        try:
+            return condition(d)
+        except WebDriverException as e:
+            if isinstance(e, StaleElementReferenceException) or "does not belong to the document" in str(e):
+                return False
+            raise
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(polled)
 
 
 def sign_in(driver, base: str, token: str) -> None:
