@@ -10,14 +10,16 @@ use std::sync::Arc;
 use joch_core::LabelSelector;
 use joch_core::object::IndexFields;
 
-use crate::{Durability, ListQuery, Record, Store, StoreError, StoreErrorKind};
+use crate::{Durability, ListQuery, Record, Store, StoreErrorKind};
 
 mod audit;
+mod costs;
 mod keys;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod rates;
 pub use audit::*;
+pub use costs::*;
 pub use keys::*;
 pub use rates::*;
 
@@ -80,231 +82,6 @@ macro_rules! store_suite {
 /// passed: drops a database, removes a directory.
 pub type Cleanup = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
-/// A record written once, settled, lands with its audit entry; a taken
-/// name writes neither.
-pub async fn an_audited_create_lands_with_its_entry_or_not_at_all(store: &dyn Store) {
-    let seq = store
-        .create_audited(
-            record("ToolCall", "ns", "c1"),
-            "first".to_owned(),
-            Durability::Sync,
-        )
-        .await
-        .expect("create");
-    assert_eq!(seq, 1);
-    assert_eq!(
-        store.get("ToolCall", "ns", "c1").await.expect("get").body,
-        record("ToolCall", "ns", "c1").body
-    );
-    let taken = store
-        .create_audited(
-            record("ToolCall", "ns", "c1"),
-            "again".to_owned(),
-            Durability::Sync,
-        )
-        .await;
-    assert!(
-        matches!(taken, Err(StoreError::AlreadyExists { .. })),
-        "{taken:?}"
-    );
-    let seq = store
-        .create_audited(
-            record("ToolCall", "ns", "c2"),
-            "second".to_owned(),
-            Durability::Sync,
-        )
-        .await
-        .expect("create");
-    assert_eq!(seq, 2, "the refused create appended nothing");
-    let chain = store.list_audit("ns", 0, 10).await.expect("list");
-    let bodies: Vec<&str> = chain.iter().map(|e| e.body.as_str()).collect();
-    assert_eq!(bodies, ["first", "second"]);
-}
-
-/// Audit entries are numbered per namespace, each linked to the one before
-/// by its hash.
-pub async fn audit_entries_chain_per_namespace(store: &dyn Store) {
-    use joch_core::audit::{GENESIS, chain_hash};
-    // Deferred appends are acknowledged before their commit; the synced last
-    // one is acknowledged after it, so all four are readable then.
-    let appends = [("a", "one"), ("b", "other"), ("a", "two"), ("a", "three")];
-    for (i, (ns, body)) in appends.into_iter().enumerate() {
-        let durability = if i == appends.len() - 1 {
-            Durability::Sync
-        } else {
-            Durability::Deferred
-        };
-        store
-            .append_audit(ns, body.to_owned(), durability)
-            .await
-            .expect("append");
-    }
-    let chain = store.list_audit("a", 0, 10).await.expect("list");
-    let bodies: Vec<&str> = chain.iter().map(|e| e.body.as_str()).collect();
-    assert_eq!(bodies, ["one", "two", "three"]);
-    assert_eq!(chain.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
-    let mut prev = GENESIS.to_owned();
-    for entry in &chain {
-        assert_eq!(entry.prev, prev);
-        assert_eq!(entry.hash, chain_hash(&prev, &entry.body));
-        prev = entry.hash.clone();
-    }
-    let after = store.list_audit("a", 2, 10).await.expect("list");
-    assert_eq!(after.len(), 1);
-    let other = store.list_audit("b", 0, 10).await.expect("list");
-    assert_eq!((other[0].seq, other[0].prev.as_str()), (1, GENESIS));
-}
-
-/// Cost totals: exact sums, grouped, filtered by window, scope and currency;
-/// calls without a cost do not count, and a cost set by an update does.
-pub async fn costs_sum_by_group_window_and_currency(store: &dyn Store) {
-    use crate::{CostGroup, CostQuery, CostTotal};
-    use joch_core::object::IndexedCost;
-    let calls = [
-        (
-            "1",
-            "ns",
-            "search",
-            "bot",
-            "run-1",
-            Some((10_000, "USD", 1_000)),
-        ),
-        (
-            "2",
-            "ns",
-            "search",
-            "bot",
-            "run-2",
-            Some((20_000, "USD", 2_000)),
-        ),
-        (
-            "3",
-            "ns",
-            "refund",
-            "bot",
-            "run-1",
-            Some((500_000, "USD", 3_000)),
-        ),
-        (
-            "4",
-            "ns",
-            "refund",
-            "clerk",
-            "run-3",
-            Some((7, "credits", 3_000)),
-        ),
-        ("5", "ns", "search", "bot", "run-1", None),
-        (
-            "6",
-            "other",
-            "search",
-            "bot",
-            "run-9",
-            Some((1_000_000, "USD", 3_000)),
-        ),
-    ];
-    for (name, ns, tool, agent, execution, cost) in calls {
-        let mut r = record("ToolCall", ns, name);
-        r.index.tool = Some(tool.into());
-        r.index.agent = Some(agent.into());
-        r.index.execution = Some(execution.into());
-        r.index.cost = cost.map(|(micros, currency, at_ms)| IndexedCost {
-            micros,
-            currency: currency.into(),
-            at_ms,
-        });
-        store.create(r, Durability::Sync).await.expect("create");
-    }
-    let totals = |q: CostQuery| async move { store.cost_totals(q).await.expect("costs") };
-    let total = |key: &str, currency: &str, micros: i64, calls: u64| CostTotal {
-        key: key.into(),
-        currency: currency.into(),
-        micros,
-        calls,
-    };
-    let ns = |group_by| CostQuery {
-        namespace: "ns".into(),
-        group_by,
-        ..CostQuery::default()
-    };
-    assert_eq!(
-        totals(ns(CostGroup::Tool)).await,
-        [
-            total("refund", "USD", 500_000, 1),
-            total("search", "USD", 30_000, 2),
-            total("refund", "credits", 7, 1),
-        ]
-    );
-    let run_1 = CostQuery {
-        execution: Some("run-1".into()),
-        ..ns(CostGroup::All)
-    };
-    assert_eq!(totals(run_1).await, [total("", "USD", 510_000, 2)]);
-    let since = CostQuery {
-        since_ms: Some(2_000),
-        currency: Some("USD".into()),
-        ..ns(CostGroup::Agent)
-    };
-    assert_eq!(totals(since).await, [total("bot", "USD", 520_000, 2)]);
-    let everywhere = CostQuery {
-        currency: Some("USD".into()),
-        group_by: CostGroup::Namespace,
-        ..CostQuery::default()
-    };
-    assert_eq!(
-        totals(everywhere).await,
-        [
-            total("other", "USD", 1_000_000, 1),
-            total("ns", "USD", 530_000, 3)
-        ]
-    );
-
-    // A call that settles later gains its cost by an update.
-    let mut r = store.get("ToolCall", "ns", "5").await.expect("get");
-    r.index.cost = Some(IndexedCost {
-        micros: 1,
-        currency: "USD".into(),
-        at_ms: 4_000,
-    });
-    let version = r.resource_version;
-    r.resource_version += 1;
-    store
-        .update(r, version, Durability::Sync)
-        .await
-        .expect("update");
-    let later = CostQuery {
-        since_ms: Some(4_000),
-        ..ns(CostGroup::All)
-    };
-    assert_eq!(totals(later).await, [total("", "USD", 1, 1)]);
-}
-
-/// Counts use the same index filters as lists, checksum included.
-pub async fn count_follows_the_index_columns(store: &dyn Store) {
-    for (name, execution, checksum) in [
-        ("1", "run", "a"),
-        ("2", "run", "a"),
-        ("3", "run", "b"),
-        ("4", "other", "a"),
-    ] {
-        let mut r = record("ToolCall", "ns", name);
-        r.index.execution = Some(execution.into());
-        r.index.checksum = Some(checksum.into());
-        store.create(r, Durability::Sync).await.expect("create");
-    }
-    let mut q = query("ToolCall", "ns", 1);
-    assert_eq!(
-        store.count(q.clone()).await.expect("count"),
-        4,
-        "limit does not cap a count"
-    );
-    q.index.execution = Some("run".into());
-    q.index.checksum = Some("a".into());
-    assert_eq!(store.count(q.clone()).await.expect("count"), 2);
-    q.namespace = "elsewhere".into();
-    assert_eq!(store.count(q).await.expect("count"), 0);
-}
-
 /// Events get 1, 2, 3... per execution, and list oldest first after a cursor.
 pub async fn events_are_numbered_per_execution_in_order(store: &dyn Store) {
     let event = |execution: &str, body: &str| crate::EventRecord {
@@ -359,7 +136,7 @@ pub fn record(kind: &str, namespace: &str, name: &str) -> Record {
     }
 }
 
-fn query(kind: &str, namespace: &str, limit: usize) -> ListQuery {
+pub(crate) fn query(kind: &str, namespace: &str, limit: usize) -> ListQuery {
     ListQuery {
         kind: kind.to_owned(),
         namespace: namespace.to_owned(),

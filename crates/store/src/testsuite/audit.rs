@@ -3,7 +3,8 @@
 use joch_core::audit::Checkpoint;
 use joch_core::{Object, Phase, Time, ToolCall};
 
-use crate::{Durability, Store};
+use super::record;
+use crate::{Durability, Store, StoreError};
 
 /// A ToolCall written settled gets its entry in the same write, by create
 /// or update; one written unsettled gets none.
@@ -88,4 +89,79 @@ pub async fn heads_and_checkpoints_are_per_namespace(store: &dyn Store) {
         [(1, "h"), (2, "h")]
     );
     assert!(store.list_checkpoints("b").await.expect("list").is_empty());
+}
+
+/// A record written once, settled, lands with its audit entry; a taken
+/// name writes neither.
+pub async fn an_audited_create_lands_with_its_entry_or_not_at_all(store: &dyn Store) {
+    let seq = store
+        .create_audited(
+            record("ToolCall", "ns", "c1"),
+            "first".to_owned(),
+            Durability::Sync,
+        )
+        .await
+        .expect("create");
+    assert_eq!(seq, 1);
+    assert_eq!(
+        store.get("ToolCall", "ns", "c1").await.expect("get").body,
+        record("ToolCall", "ns", "c1").body
+    );
+    let taken = store
+        .create_audited(
+            record("ToolCall", "ns", "c1"),
+            "again".to_owned(),
+            Durability::Sync,
+        )
+        .await;
+    assert!(
+        matches!(taken, Err(StoreError::AlreadyExists { .. })),
+        "{taken:?}"
+    );
+    let seq = store
+        .create_audited(
+            record("ToolCall", "ns", "c2"),
+            "second".to_owned(),
+            Durability::Sync,
+        )
+        .await
+        .expect("create");
+    assert_eq!(seq, 2, "the refused create appended nothing");
+    let chain = store.list_audit("ns", 0, 10).await.expect("list");
+    let bodies: Vec<&str> = chain.iter().map(|e| e.body.as_str()).collect();
+    assert_eq!(bodies, ["first", "second"]);
+}
+
+/// Audit entries are numbered per namespace, each linked to the one before
+/// by its hash.
+pub async fn audit_entries_chain_per_namespace(store: &dyn Store) {
+    use joch_core::audit::{GENESIS, chain_hash};
+    // Deferred appends are acknowledged before their commit; the synced last
+    // one is acknowledged after it, so all four are readable then.
+    let appends = [("a", "one"), ("b", "other"), ("a", "two"), ("a", "three")];
+    for (i, (ns, body)) in appends.into_iter().enumerate() {
+        let durability = if i == appends.len() - 1 {
+            Durability::Sync
+        } else {
+            Durability::Deferred
+        };
+        store
+            .append_audit(ns, body.to_owned(), durability)
+            .await
+            .expect("append");
+    }
+    let chain = store.list_audit("a", 0, 10).await.expect("list");
+    let bodies: Vec<&str> = chain.iter().map(|e| e.body.as_str()).collect();
+    assert_eq!(bodies, ["one", "two", "three"]);
+    assert_eq!(chain.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    let mut prev = GENESIS.to_owned();
+    for entry in &chain {
+        assert_eq!(entry.prev, prev);
+        assert_eq!(entry.hash, chain_hash(&prev, &entry.body));
+        prev = entry.hash.clone();
+    }
+    let after = store.list_audit("a", 2, 10).await.expect("list");
+    assert_eq!(after.len(), 1);
+    let other = store.list_audit("b", 0, 10).await.expect("list");
+    assert_eq!((other[0].seq, other[0].prev.as_str()), (1, GENESIS));
 }
