@@ -364,3 +364,27 @@ async fn a_manifests_typos_are_reported_together_each_at_its_exact_path() {
         answer.1
     );
 }
+
+#[tokio::test]
+async fn a_bad_query_parameter_is_named_in_the_details() {
+    let app = app(ServerConfig::default()).await;
+    for (query, parameter) in [
+        ("phase=Done", "phase"),
+        ("limit=0", "limit"),
+        ("labelSelector=%3D%3D", "labelSelector"),
+    ] {
+        let answer = app.get(&format!("{CALLS}?{query}")).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, "bad_request");
+        assert_eq!(
+            answer.1["details"]["parameter"], parameter,
+            "{query}: {}",
+            answer.1
+        );
+    }
+    let answer = app.get("/v1/namespaces/Bad_NS/tools").await;
+    assert_eq!(
+        answer.1["details"]["parameter"], "namespace",
+        "{}",
+        answer.1
+    );
+}
