@@ -5,10 +5,12 @@
 //! result for the engine to persist: it never writes state itself.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
 use joch_core::actions::{Action, ContextChange};
+use joch_core::credential::{UpstreamCredentials, UpstreamRef};
 use joch_core::expr::evaluate_bool;
 use joch_core::{Backend, ErrorCode, Invocation, ToolBackend, ToolFailure};
 use serde_json::{Map, Value, json};
@@ -19,12 +21,23 @@ use joch_core::template::{lookup, render_text, render_value};
 /// Runs declarative tools; its `webhook` actions go through the webhook backend.
 pub struct ActionsExecutor {
     webhook: WebhookBackend,
+    /// Where `spec.auth.oauth2` tokens of Endpoints come from.
+    credentials: Option<Arc<dyn UpstreamCredentials>>,
 }
 
 impl ActionsExecutor {
     /// An executor sending its webhook actions through `webhook`.
     pub fn new(webhook: WebhookBackend) -> Self {
-        Self { webhook }
+        Self {
+            webhook,
+            credentials: None,
+        }
+    }
+
+    /// The same, getting OAuth tokens of Endpoints from `credentials`.
+    pub fn with_credentials(mut self, credentials: Arc<dyn UpstreamCredentials>) -> Self {
+        self.credentials = Some(credentials);
+        self
     }
 }
 
@@ -246,11 +259,20 @@ impl ActionsExecutor {
             Some(template) => render_value(template, &run.scopes)?,
             None => run.scopes["params"].clone(),
         };
-        let secrets = spec
+        let mut secrets = spec
             .secret_headers
             .iter()
             .map(|(header, source)| Ok((header.clone(), crate::secret(source)?)))
             .collect::<Result<BTreeMap<_, _>, String>>()?;
+        if let Some(auth) = &spec.auth {
+            let upstream = UpstreamRef::endpoint(endpoint);
+            let credentials = self.credentials.as_deref();
+            let value =
+                crate::oauth::authorization(auth, run.call.namespace, &upstream, credentials)
+                    .await
+                    .map_err(|e| e.message)?;
+            secrets.insert("authorization".to_owned(), value);
+        }
         self.webhook
             .send(&spec.as_rest(), &secrets, &body, &run.call)
             .await

@@ -10,12 +10,14 @@
 mod actions;
 mod mcp;
 mod noop;
+mod oauth;
 pub mod outbound;
 mod rest;
 
 pub use actions::ActionsExecutor;
 pub use mcp::McpClients;
 pub use noop::NoopBackend;
+pub use oauth::HttpTokenEndpoint;
 pub use rest::{RestConfig, WebhookBackend, install_crypto_provider};
 
 /// Reads a secret header's value; the value never leaves the request it is

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use joch_core::credential::{UpstreamCredentials, UpstreamRef};
 use joch_core::mcp::McpServerSpec;
 use joch_core::mcp_surface::{CallClient, ClientCapabilities, McpOperation};
 use joch_core::{
@@ -51,11 +52,15 @@ pub struct McpClients {
     progress: ProgressRoutes,
     /// Where notifications not about one call go.
     notices: NoticeSink,
+    /// Where `spec.http.auth.oauth2` tokens come from.
+    credentials: Option<Arc<dyn UpstreamCredentials>>,
 }
 
 struct Connection {
     /// The transport settings it was opened with; a change reopens it.
     spec: McpServerSpec,
+    /// The `Authorization` it was opened with; a refreshed token reopens it.
+    authorization: Option<String>,
     client: Arc<Client>,
 }
 
@@ -63,6 +68,28 @@ impl McpClients {
     /// A backend with no connections yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same, getting OAuth tokens of servers from `credentials`.
+    pub fn with_credentials(mut self, credentials: Arc<dyn UpstreamCredentials>) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    /// The `Authorization` header `server`'s `spec.http.auth` asks for now.
+    async fn authorization(&self, server: &McpServer) -> Result<Option<String>, CallError> {
+        let Some(auth) = server.spec.http.as_ref().and_then(|h| h.auth.as_ref()) else {
+            return Ok(None);
+        };
+        let upstream = UpstreamRef::mcp_server(&server.metadata.name);
+        crate::oauth::authorization(
+            auth,
+            &server.metadata.namespace,
+            &upstream,
+            self.credentials.as_deref(),
+        )
+        .await
+        .map(Some)
     }
 
     fn slot(
@@ -89,10 +116,13 @@ impl McpClients {
         server: &McpServer,
         caps: ClientCapabilities,
     ) -> Result<Arc<Client>, CallError> {
+        let authorization = self.authorization(server).await?;
         let slot = self.slot(server, caps);
         let mut slot = slot.lock().await;
         if let Some(live) = slot.as_ref() {
-            let same = live.spec.stdio == server.spec.stdio && live.spec.http == server.spec.http;
+            let same = live.spec.stdio == server.spec.stdio
+                && live.spec.http == server.spec.http
+                && live.authorization == authorization;
             if same && !live.client.peer().is_transport_closed() {
                 return Ok(live.client.clone());
             }
@@ -110,9 +140,10 @@ impl McpClients {
                 server.metadata.name.clone(),
             ),
         };
-        let client = Arc::new(connect(server, handler).await?);
+        let client = Arc::new(connect(server, handler, authorization.as_deref()).await?);
         *slot = Some(Connection {
             spec: server.spec.clone(),
+            authorization,
             client: client.clone(),
         });
         Ok(client)
@@ -169,7 +200,11 @@ impl McpClients {
     }
 }
 
-async fn connect(server: &McpServer, handler: Upstream) -> Result<Client, CallError> {
+async fn connect(
+    server: &McpServer,
+    handler: Upstream,
+    authorization: Option<&str>,
+) -> Result<Client, CallError> {
     let name = &server.metadata.name;
     let unavailable = |what: String| {
         CallError::new(
@@ -202,7 +237,9 @@ async fn connect(server: &McpServer, handler: Upstream) -> Result<Client, CallEr
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(unavailable)?;
             let plain = http.headers.iter().map(|(h, v)| (h, v.clone()));
-            for (header, value) in plain.chain(secrets) {
+            let auth_header = "authorization".to_owned();
+            let auth = authorization.map(|value| (&auth_header, value.to_owned()));
+            for (header, value) in plain.chain(secrets).chain(auth) {
                 let header = HeaderName::try_from(header.as_str())
                     .map_err(|e| unavailable(format!("header {header:?}: {e}")))?;
                 let value = HeaderValue::try_from(value)

@@ -125,6 +125,8 @@ words! {
         McpUnavailable = "mcp_unavailable",
         /// The upstream MCP server answered with a protocol error.
         McpError = "mcp_error",
+        /// joch could not obtain a token for the upstream (`spec.auth`).
+        UpstreamAuthFailed = "upstream_auth_failed",
         /// The tool reported an error (MCP `isError`, a failed action).
         ToolError = "tool_error",
         /// A declarative tool's action failed.

@@ -53,6 +53,9 @@ pub struct EndpointSpec {
     /// call time; only the reference is stored.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secret_headers: BTreeMap<String, SecretSource>,
+    /// How joch authenticates to it: a bearer secret or an OAuth 2.0 token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<crate::credential::UpstreamAuth>,
 }
 
 /// Where a secret header's value is read from.
@@ -102,6 +105,9 @@ impl Object for Endpoint {
                     message: "give exactly one of env or file".to_owned(),
                 });
             }
+        }
+        if let Some(auth) = &self.spec.auth {
+            errors.extend(auth.problems("spec.auth"));
         }
         if errors.is_empty() {
             Ok(())

@@ -20,6 +20,7 @@ pub mod backtest;
 pub mod checksum;
 pub mod codes;
 pub mod cost;
+pub mod credential;
 pub mod detect;
 pub mod endpoint;
 pub mod envelope;

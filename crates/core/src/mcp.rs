@@ -112,6 +112,9 @@ pub struct HttpTransport {
     /// joch connects; only the reference is stored.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secret_headers: BTreeMap<String, SecretSource>,
+    /// How joch authenticates to it: a bearer secret or an OAuth 2.0 token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<crate::credential::UpstreamAuth>,
 }
 
 /// `spec.tools.<name>`.
@@ -465,6 +468,9 @@ impl Object for McpServer {
                         "give exactly one of env or file".to_owned(),
                     );
                 }
+            }
+            for e in http.auth.iter().flat_map(|a| a.problems("spec.http.auth")) {
+                problem(&e.field, e.message);
             }
         }
         if let Some(interval) = &self.spec.discovery.refresh_interval {

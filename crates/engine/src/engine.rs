@@ -54,6 +54,12 @@ pub struct EngineConfig {
     pub intent_grace: Duration,
     /// Bounds on MCP sessions (see `mcp_sessions.rs`).
     pub mcp_sessions: crate::McpSessionLimits,
+    /// The token vault's keys (default none: no upstream token can be kept,
+    /// and `spec.auth.oauth2` upstreams fail saying so).
+    pub vault: Option<crate::VaultKeys>,
+    /// The token vault the backends use, built by the opener from `vault`
+    /// (default none: credentials list empty).
+    pub credentials: Option<Arc<crate::Credentials>>,
 }
 
 impl Default for EngineConfig {
@@ -71,6 +77,8 @@ impl Default for EngineConfig {
             artifacts: None,
             intent_grace: Duration::from_millis(100),
             mcp_sessions: crate::McpSessionLimits::default(),
+            vault: None,
+            credentials: None,
         }
     }
 }

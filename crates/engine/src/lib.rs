@@ -26,6 +26,7 @@ mod calls;
 mod chunks;
 mod context;
 mod costs;
+pub mod credentials;
 mod detections;
 mod engine;
 mod envelopes;
@@ -57,6 +58,7 @@ pub use audit::{AuditLine, AuditProblem, AuditReport, CheckpointSigner, Checkpoi
 pub use backtest::Progress;
 pub use batches::{BATCH_LABEL, Batch};
 pub use calls::CallOutcome;
+pub use credentials::{Credentials, VaultKeys};
 pub use chunks::{ChunkFollower, FOLLOW_QUEUE};
 pub use engine::{Engine, EngineConfig, ListParams};
 pub use error::EngineError;

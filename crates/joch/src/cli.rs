@@ -63,6 +63,8 @@ pub enum Command {
     Audit(AuditArgs),
     /// Create, list and revoke a namespace's bearer tokens.
     Token(TokenArgs),
+    /// List and revoke the token vault's upstream credentials.
+    Credentials(crate::credentials::CredentialsArgs),
     /// Serve a namespace's tools over MCP on stdin/stdout; `mcp accept`
     /// adopts changed upstream tool definitions.
     Mcp(McpArgs),
@@ -418,6 +420,11 @@ pub struct ServeArgs {
     /// authentication on; read from the environment only, never a flag.
     #[arg(skip = std::env::var("JOCH_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))]
     pub admin_token: Option<String>,
+    /// The token vault's keys: a file of base64 32-byte keys, one a line;
+    /// the first seals, the others only open (rotation). Overrides
+    /// JOCH_VAULT_KEY (one key, read from the environment only).
+    #[arg(long, env = "JOCH_VAULT_KEY_FILE", value_name = "FILE")]
+    pub vault_key_file: Option<PathBuf>,
     /// Put calls' arguments and results on their trace spans (off: spans
     /// carry names, ids and outcomes only).
     #[arg(long, env = "JOCH_TRACE_CONTENT")]

@@ -4,6 +4,7 @@ mod apply;
 mod audit;
 mod cli;
 mod client;
+mod credentials;
 mod demo;
 mod listen;
 mod logs;
@@ -101,6 +102,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Costs(args) => output::costs(&cli.client, args).await,
         Command::Audit(args) => audit::run(&cli.client, args).await,
         Command::Token(args) => audit::tokens(&cli.client, args).await,
+        Command::Credentials(args) => credentials::run(&cli.client, args).await,
         Command::Mcp(args) => mcp::run(&cli.client, args).await,
         Command::Policy(args) => policytest::run(&cli.client, args).await,
     }

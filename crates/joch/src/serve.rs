@@ -51,6 +51,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             per_namespace: args.max_mcp_sessions_per_namespace,
             per_principal: args.max_mcp_sessions_per_principal,
         },
+        vault: vault_keys(&args)?,
         ..EngineConfig::default()
     };
     let location = match &args.store {
@@ -274,4 +275,19 @@ fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::PrometheusHa
         }
     });
     Ok(handle)
+}
+
+/// The vault's keys: `--vault-key-file`, else `JOCH_VAULT_KEY`, else none.
+fn vault_keys(args: &ServeArgs) -> anyhow::Result<Option<joch_engine::VaultKeys>> {
+    let text = match &args.vault_key_file {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the vault key file {}", path.display()))?,
+        None => match std::env::var("JOCH_VAULT_KEY") {
+            Ok(key) if !key.is_empty() => key,
+            _ => return Ok(None),
+        },
+    };
+    joch_engine::VaultKeys::parse(&text)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("the vault key: {e}"))
 }

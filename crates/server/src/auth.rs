@@ -174,7 +174,7 @@ fn allowed(role: Role, method: &Method, target: &Target) -> bool {
         Role::Agent => agent,
         Role::Approver => {
             agent
-                || (reading && !matches!(rest.first(), Some(&"tokens")))
+                || (reading && !matches!(rest.first(), Some(&"tokens" | &"credentials")))
                 || (*method == Method::POST
                     && matches!(
                         rest.as_slice(),

@@ -4,10 +4,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use joch_backends::{ActionsExecutor, McpClients, NoopBackend, RestConfig, WebhookBackend};
+use joch_backends::{
+    ActionsExecutor, HttpTokenEndpoint, McpClients, NoopBackend, RestConfig, WebhookBackend,
+};
 use joch_core::ToolBackend;
 use joch_engine::policy::StandardPolicyEngine;
-use joch_engine::{Engine, EngineConfig, Running, Workers};
+use joch_engine::{Credentials, Engine, EngineConfig, Running, Workers};
 use joch_store::Store;
 #[cfg(feature = "sqlite")]
 use joch_store::{FileBlobs, SqliteStore};
@@ -95,17 +97,25 @@ pub async fn open_engine(
 /// opened one: the backends, the engine, recovery, then `workers`.
 pub async fn start(
     store: Arc<dyn Store>,
-    config: EngineConfig,
+    mut config: EngineConfig,
     workers: Workers,
 ) -> Result<Running, Error> {
     joch_backends::install_crypto_provider();
     let webhook = WebhookBackend::new(RestConfig::default())
         .map_err(|e| Error::Invalid(format!("cannot build the webhook client: {e}")))?;
-    let actions = ActionsExecutor::new(webhook.clone());
+    let token_endpoint = HttpTokenEndpoint::new()
+        .map_err(|e| Error::Invalid(format!("cannot build the token client: {e}")))?;
+    let credentials = Arc::new(Credentials::new(
+        store.clone(),
+        config.vault.clone(),
+        Arc::new(token_endpoint),
+    ));
+    config.credentials = Some(credentials.clone());
+    let actions = ActionsExecutor::new(webhook.clone()).with_credentials(credentials.clone());
     let backends: Vec<Arc<dyn ToolBackend>> = vec![
         Arc::new(webhook),
         Arc::new(actions),
-        Arc::new(McpClients::new()),
+        Arc::new(McpClients::new().with_credentials(credentials)),
         Arc::new(NoopBackend),
     ];
     let policy = Arc::new(StandardPolicyEngine::default());

@@ -6,6 +6,7 @@ pub(crate) mod artifacts;
 mod audit;
 mod contexts;
 mod costs;
+mod credentials;
 mod executions;
 mod health;
 mod mcpservers;
@@ -128,6 +129,11 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/v1/namespaces/{ns}/tokens",
             get(tokens::list).post(tokens::create),
+        )
+        .route("/v1/namespaces/{ns}/credentials", get(credentials::list))
+        .route(
+            "/v1/namespaces/{ns}/credentials/{name}",
+            axum::routing::delete(credentials::revoke),
         )
         .route(
             "/v1/namespaces/{ns}/tokens/{name}",

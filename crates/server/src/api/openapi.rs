@@ -341,6 +341,28 @@ pub(crate) fn document() -> OpenApi {
             ),
         )
         .path(
+            "/v1/namespaces/{ns}/credentials",
+            PathItem::new(
+                HttpMethod::Get,
+                with_path(
+                    operation("List the token vault's upstream credentials", "credentials"),
+                    &["ns"],
+                )
+                .response("200", ok(any_object())),
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/credentials/{name}",
+            PathItem::new(
+                HttpMethod::Delete,
+                with_path(
+                    operation("Revoke an upstream credential", "credentials"),
+                    &["ns", "name"],
+                )
+                .response("200", ok(any_object())),
+            ),
+        )
+        .path(
             "/v1/namespaces/{ns}/audit",
             PathItem::new(
                 HttpMethod::Get,

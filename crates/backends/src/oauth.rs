@@ -1,0 +1,153 @@
+//! OAuth 2.0 token requests over HTTP (RFC 6749 §4.4, §5), and the
+//! `Authorization` header an upstream's `spec.auth` asks for.
+//!
+//! The request is a few lines of form encoding and JSON; the `oauth2`
+//! crate would add its own HTTP client abstraction and type-state builders
+//! for the one grant joch sends here. Errors name the server's `error` and
+//! `error_description`, never a token or a secret.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use joch_core::credential::{
+    Grant, IssuedToken, OAuth2, TokenEndpoint, UpstreamAuth, UpstreamCredentials, UpstreamRef,
+};
+use joch_core::{CallError, ErrorCode};
+use reqwest::Client;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use serde::Deserialize;
+
+/// How long a token request may take.
+const TOKEN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Token requests with joch's outbound HTTP client.
+#[derive(Debug, Clone)]
+pub struct HttpTokenEndpoint {
+    client: Client,
+}
+
+impl HttpTokenEndpoint {
+    /// A client with its own connection pool; redirects are not followed.
+    pub fn new() -> Result<Self, reqwest::Error> {
+        crate::install_crypto_provider();
+        let client = crate::outbound::client_builder().build()?;
+        Ok(Self { client })
+    }
+}
+
+/// An error answer of a token endpoint (RFC 6749 §5.2).
+#[derive(Deserialize)]
+struct ErrorAnswer {
+    error: String,
+    #[serde(default)]
+    error_description: Option<String>,
+}
+
+fn form(oauth2: &OAuth2) -> Result<String, String> {
+    let grant = match oauth2.grant {
+        Grant::ClientCredentials => "client_credentials",
+        other => return Err(format!("grant {} is not supported yet", other.as_str())),
+    };
+    let mut fields = vec![("grant_type", grant.to_owned())];
+    if !oauth2.scopes.is_empty() {
+        fields.push(("scope", oauth2.scopes.join(" ")));
+    }
+    if let Some(resource) = &oauth2.resource {
+        fields.push(("resource", resource.clone()));
+    }
+    if oauth2.client_secret.is_none() {
+        // A public client identifies itself in the body (RFC 6749 §2.3.1).
+        fields.push(("client_id", oauth2.client_id.clone()));
+    }
+    serde_urlencoded::to_string(fields).map_err(|e| e.to_string())
+}
+
+/// `Basic base64(urlencode(id):urlencode(secret))`, RFC 6749 §2.3.1.
+fn basic(client_id: &str, secret: &str) -> String {
+    let encode = |s: &str| serde_urlencoded::to_string([("", s)]).unwrap_or_default()[1..].to_owned();
+    let pair = format!("{}:{}", encode(client_id), encode(secret));
+    format!("Basic {}", STANDARD.encode(pair))
+}
+
+#[async_trait]
+impl TokenEndpoint for HttpTokenEndpoint {
+    async fn request(&self, oauth2: &OAuth2) -> Result<IssuedToken, String> {
+        crate::outbound::check_url(&oauth2.token_url)?;
+        let mut request = self
+            .client
+            .post(&oauth2.token_url)
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(ACCEPT, "application/json")
+            .timeout(TOKEN_TIMEOUT)
+            .body(form(oauth2)?);
+        if let Some(source) = &oauth2.client_secret {
+            let secret = crate::secret(source)?;
+            request = request.header(AUTHORIZATION, basic(&oauth2.client_id, &secret));
+        }
+        let url = &oauth2.token_url;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("token endpoint {url} cannot be reached: {e}"))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| format!("token endpoint {url} answer cannot be read: {e}"))?;
+        if !status.is_success() {
+            let said = serde_json::from_slice::<ErrorAnswer>(&body)
+                .map(|e| match e.error_description {
+                    Some(d) => format!(": {} ({d})", e.error),
+                    None => format!(": {}", e.error),
+                })
+                .unwrap_or_default();
+            return Err(format!(
+                "token endpoint {url} answered HTTP {}{said}",
+                status.as_u16()
+            ));
+        }
+        let token: IssuedToken = serde_json::from_slice(&body)
+            .map_err(|_| format!("token endpoint {url} answered no access_token"))?;
+        if token.access_token.is_empty() {
+            return Err(format!("token endpoint {url} answered an empty access_token"));
+        }
+        Ok(token)
+    }
+}
+
+/// The `Authorization` value for `upstream` under `auth`: a bearer secret
+/// read now, or an OAuth token from `credentials` (the vault).
+pub(crate) async fn authorization(
+    auth: &UpstreamAuth,
+    namespace: &str,
+    upstream: &UpstreamRef,
+    credentials: Option<&dyn UpstreamCredentials>,
+) -> Result<String, CallError> {
+    let failed = |message: String| CallError::new(ErrorCode::UpstreamAuthFailed, message);
+    match (&auth.bearer, &auth.oauth2, credentials) {
+        (Some(source), _, _) => crate::secret(source)
+            .map(|token| format!("Bearer {token}"))
+            .map_err(failed),
+        (None, Some(oauth2), Some(credentials)) => {
+            credentials
+                .authorization(namespace, upstream, oauth2)
+                .await
+        }
+        (None, Some(_), None) => Err(failed(
+            "this joch has no token vault: oauth2 upstreams need one".to_owned(),
+        )),
+        (None, None, _) => Err(failed("spec.auth names no method".to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_credentials_are_basic_and_url_encoded() {
+        assert_eq!(basic("a b", "p:w"), format!("Basic {}", STANDARD.encode("a+b:p%3Aw")));
+    }
+}

@@ -1,0 +1,313 @@
+//! Upstream credentials: how an `Endpoint` or an HTTP `McpServer`
+//! authenticates to what it calls (`spec.auth`), the `Credential` record
+//! in which the token vault keeps an obtained token (sealed: never in
+//! clear), and the seams through which backends get a token without
+//! knowing where it is kept.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::endpoint::SecretSource;
+use crate::names::validate_name;
+use crate::object::{Object, check_type};
+use crate::{CallError, FieldError, ObjectMeta, Time, ValidationError};
+
+/// `spec.auth` of an Endpoint, `spec.http.auth` of an McpServer: exactly
+/// one of `bearer` and `oauth2`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpstreamAuth {
+    /// A static token read from the server's environment or a file, sent
+    /// as `Authorization: Bearer <token>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer: Option<SecretSource>,
+    /// A token obtained from an OAuth 2.0 authorization server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth2: Option<OAuth2>,
+}
+
+/// `auth.oauth2`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OAuth2 {
+    /// How the token is obtained.
+    pub grant: Grant,
+    /// The authorization server's token endpoint (`http://` or `https://`).
+    pub token_url: String,
+    /// joch's client id at that server.
+    pub client_id: String,
+    /// joch's client secret, sent with HTTP Basic (RFC 6749 §2.3.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<SecretSource>,
+    /// Scopes asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// The resource indicator (RFC 8707) sent with the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+}
+
+/// `auth.oauth2.grant`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grant {
+    /// One service token for joch itself (RFC 6749 §4.4).
+    ClientCredentials,
+    /// Each end user's own token, after consent (not supported yet).
+    AuthorizationCode,
+    /// The caller's JWT exchanged for an upstream token (RFC 8693; not
+    /// supported yet).
+    TokenExchange,
+}
+
+impl Grant {
+    /// The name written in manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Grant::ClientCredentials => "client_credentials",
+            Grant::AuthorizationCode => "authorization_code",
+            Grant::TokenExchange => "token_exchange",
+        }
+    }
+}
+
+fn is_http_url(url: &str) -> bool {
+    url.starts_with("http://") || url.starts_with("https://")
+}
+
+fn secret_problem(field: String, source: &SecretSource) -> Option<FieldError> {
+    (source.env.is_some() == source.file.is_some()).then(|| FieldError {
+        field,
+        message: "give exactly one of env or file".to_owned(),
+    })
+}
+
+impl UpstreamAuth {
+    /// Every mistake in it, each at its exact path under `at` (e.g.
+    /// `spec.auth`).
+    pub fn problems(&self, at: &str) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let mut problem = |field: String, message: &str| {
+            errors.push(FieldError {
+                field,
+                message: message.to_owned(),
+            })
+        };
+        match (&self.bearer, &self.oauth2) {
+            (Some(bearer), None) => {
+                errors.extend(secret_problem(format!("{at}.bearer"), bearer));
+            }
+            (None, Some(oauth2)) => errors.extend(oauth2.problems(&format!("{at}.oauth2"))),
+            _ => problem(at.to_owned(), "give exactly one of bearer or oauth2"),
+        }
+        errors
+    }
+}
+
+impl OAuth2 {
+    fn problems(&self, at: &str) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let mut problem = |field: &str, message: String| {
+            errors.push(FieldError {
+                field: format!("{at}.{field}"),
+                message,
+            })
+        };
+        if self.grant != Grant::ClientCredentials {
+            problem(
+                "grant",
+                format!(
+                    "grant {} is not supported yet; use client_credentials",
+                    self.grant.as_str()
+                ),
+            );
+        }
+        if !is_http_url(&self.token_url) {
+            problem(
+                "tokenUrl",
+                format!(
+                    "must be an http:// or https:// URL, got {:?}",
+                    self.token_url
+                ),
+            );
+        }
+        if self.client_id.trim().is_empty() {
+            problem("clientId", "must not be empty".to_owned());
+        }
+        if let Some(resource) = self.resource.as_deref().filter(|r| !is_http_url(r)) {
+            problem(
+                "resource",
+                format!("must be an http:// or https:// URL, got {resource:?}"),
+            );
+        }
+        for (i, scope) in self.scopes.iter().enumerate() {
+            if scope.is_empty() || scope.contains(char::is_whitespace) {
+                problem(
+                    &format!("scopes[{i}]"),
+                    "must be one non-empty word".to_owned(),
+                );
+            }
+        }
+        if let Some(secret) = &self.client_secret {
+            errors.extend(secret_problem(format!("{at}.clientSecret"), secret));
+        }
+        errors
+    }
+}
+
+/// The resource whose `auth` a token is for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpstreamRef {
+    /// `Endpoint` or `McpServer`.
+    pub kind: String,
+    /// Its name in the namespace.
+    pub name: String,
+}
+
+impl UpstreamRef {
+    /// An Endpoint of the namespace.
+    pub fn endpoint(name: &str) -> Self {
+        Self {
+            kind: crate::Endpoint::KIND.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// An McpServer of the namespace.
+    pub fn mcp_server(name: &str) -> Self {
+        Self {
+            kind: crate::McpServer::KIND.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// What a token endpoint issued (RFC 6749 §5.1). Debug never shows the
+/// tokens.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuedToken {
+    /// The access token.
+    pub access_token: String,
+    /// A refresh token, when the server gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
+    /// Seconds it is valid for, when the server said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<u64>,
+    /// The scopes granted, when the server said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+}
+
+impl std::fmt::Debug for IssuedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedToken")
+            .field("expires_in", &self.expires_in)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Asks an authorization server's token endpoint for a token. Implemented
+/// over HTTP by the backends; errors never contain a token or a secret.
+#[async_trait]
+pub trait TokenEndpoint: Send + Sync {
+    /// The token `oauth2` describes (its grant, client, scopes, resource).
+    async fn request(&self, oauth2: &OAuth2) -> Result<IssuedToken, String>;
+}
+
+/// Gives backends the `Authorization` header value for an upstream: from
+/// the token vault, fetched or refreshed as needed. Errors never contain a
+/// token.
+#[async_trait]
+pub trait UpstreamCredentials: Send + Sync {
+    /// `Bearer <token>` for `upstream` of `namespace` under `oauth2`.
+    async fn authorization(
+        &self,
+        namespace: &str,
+        upstream: &UpstreamRef,
+        oauth2: &OAuth2,
+    ) -> Result<String, CallError>;
+}
+
+/// A token held by the vault, for one namespace, user and upstream. The
+/// token itself is only in `spec.sealed`, encrypted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Credential {
+    /// Always `joch.dev/v1alpha1`.
+    #[serde(default = "api_version")]
+    pub api_version: String,
+    /// Always `Credential`.
+    #[serde(default = "credential_kind")]
+    pub kind: String,
+    /// Name (derived from upstream and user), namespace.
+    pub metadata: ObjectMeta,
+    /// Whose, for what, and the sealed token.
+    pub spec: CredentialSpec,
+}
+
+fn api_version() -> String {
+    crate::API_VERSION.to_owned()
+}
+
+fn credential_kind() -> String {
+    Credential::KIND.to_owned()
+}
+
+/// `Credential.spec`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CredentialSpec {
+    /// The Endpoint or McpServer it authenticates to.
+    pub upstream: UpstreamRef,
+    /// The end user it acts for; absent: joch's own service token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// How it was obtained.
+    pub grant: Grant,
+    /// The scopes granted, as the server said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// When it was obtained.
+    pub obtained_at: Time,
+    /// When the access token expires, if the server said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Time>,
+    /// The id of the vault key it is sealed under.
+    pub key_id: String,
+    /// base64 of nonce ‖ AES-256-GCM ciphertext of the token.
+    pub sealed: String,
+}
+
+impl Credential {
+    /// The record name for `upstream` and `user` (`service` for none).
+    pub fn name_for(upstream: &UpstreamRef, user: Option<&str>) -> String {
+        let who = user.map_or("service".to_owned(), |u| {
+            format!("user-{}", &crate::token::hash(u)[..16])
+        });
+        format!("{}.{}.{who}", upstream.kind.to_lowercase(), upstream.name)
+    }
+}
+
+impl Object for Credential {
+    const KIND: &'static str = "Credential";
+    const PLURAL: &'static str = "credentials";
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_type::<Credential>(&self.api_version, &self.kind)?;
+        validate_name("metadata.name", &self.metadata.name)
+    }
+}
+
+#[cfg(test)]
+mod tests;

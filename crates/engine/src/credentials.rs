@@ -1,0 +1,261 @@
+//! The token vault: upstream tokens kept as `Credential` records, one per
+//! namespace, upstream and user, sealed with AES-256-GCM (see `vault.rs`).
+//! A token is fetched when there is none, and again shortly before it
+//! expires; one refresh per record at a time in this process (concurrent
+//! calls wait for it and share its result). A token is never in a record
+//! in clear, nor in an event, a log line or an error.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use joch_core::credential::{
+    Credential, CredentialSpec, IssuedToken, OAuth2, TokenEndpoint, UpstreamCredentials,
+    UpstreamRef,
+};
+use joch_core::{CallError, ErrorCode, ObjectMeta, Principal, Time};
+use joch_store::{Durability, ListQuery, Store, StoreError};
+use serde::{Deserialize, Serialize};
+
+use crate::EngineError;
+
+mod vault;
+
+pub use vault::{VaultKey, VaultKeys};
+
+/// A token is refreshed when it expires within this margin.
+const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+
+/// What a `Credential` seals.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Sealed {
+    access_token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refresh_token: Option<String>,
+    /// The token URL and client it was issued to: a changed `spec.auth`
+    /// gets a new token.
+    issuer: String,
+}
+
+/// The vault and the token requests behind it.
+pub struct Credentials {
+    store: Arc<dyn Store>,
+    keys: Option<VaultKeys>,
+    endpoint: Arc<dyn TokenEndpoint>,
+    /// One lock per record name: a refresh in flight is awaited, not repeated.
+    refreshing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("key", &self.keys.as_ref().map(VaultKeys::current_id))
+            .finish_non_exhaustive()
+    }
+}
+
+fn failed(message: impl Into<String>) -> CallError {
+    CallError::new(ErrorCode::UpstreamAuthFailed, message)
+}
+
+fn issuer(oauth2: &OAuth2) -> String {
+    format!("{} {}", oauth2.token_url, oauth2.client_id)
+}
+
+fn aad(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+impl Credentials {
+    /// A vault over `store`; without `keys` no token can be kept, and an
+    /// oauth2 upstream fails with a message saying so.
+    pub fn new(
+        store: Arc<dyn Store>,
+        keys: Option<VaultKeys>,
+        endpoint: Arc<dyn TokenEndpoint>,
+    ) -> Self {
+        Self {
+            store,
+            keys,
+            endpoint,
+            refreshing: Mutex::default(),
+        }
+    }
+
+    fn lock(&self, key: String) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
+        locks.entry(key).or_default().clone()
+    }
+
+    /// The stored token of `name`, if it opens, was issued for `oauth2`
+    /// and does not expire within the margin. Sealed under an old key, it
+    /// is sealed again under the current one.
+    async fn usable(
+        &self,
+        keys: &VaultKeys,
+        stored: &mut Credential,
+        oauth2: &OAuth2,
+    ) -> Option<String> {
+        let meta = &stored.metadata;
+        let aad = aad(&meta.namespace, &meta.name);
+        let plain = keys
+            .open(&stored.spec.key_id, &stored.spec.sealed, &aad)
+            .ok()?;
+        let sealed: Sealed = serde_json::from_slice(&plain).ok()?;
+        let margin = chrono::Duration::from_std(REFRESH_MARGIN).expect("small");
+        let fresh = stored
+            .spec
+            .expires_at
+            .is_none_or(|at| at.0 - margin > Utc::now());
+        if sealed.issuer != issuer(oauth2) || !fresh {
+            return None;
+        }
+        if stored.spec.key_id != keys.current_id() {
+            stored.spec.sealed = keys.seal(&plain, &aad);
+            stored.spec.key_id = keys.current_id().to_owned();
+            // Another replica may have rotated it first: either copy opens.
+            let _ = self
+                .store
+                .update_object(stored, Durability::Sync)
+                .await;
+        }
+        Some(sealed.access_token)
+    }
+
+    /// Seals `token` into the record `name`, created or replaced.
+    #[allow(clippy::too_many_arguments)]
+    async fn keep(
+        &self,
+        keys: &VaultKeys,
+        namespace: &str,
+        upstream: &UpstreamRef,
+        oauth2: &OAuth2,
+        token: &IssuedToken,
+        stored: Option<Credential>,
+    ) -> Result<(), StoreError> {
+        let name = Credential::name_for(upstream, None);
+        let sealed = Sealed {
+            access_token: token.access_token.clone(),
+            refresh_token: token.refresh_token.clone(),
+            issuer: issuer(oauth2),
+        };
+        let plain = serde_json::to_vec(&sealed).expect("strings serialise");
+        let now = Utc::now();
+        let spec = CredentialSpec {
+            upstream: upstream.clone(),
+            user: None,
+            grant: oauth2.grant,
+            scope: token.scope.clone(),
+            obtained_at: Time(now),
+            expires_at: token
+                .expires_in
+                .map(|s| Time(now + chrono::Duration::seconds(s.min(i64::MAX as u64) as i64))),
+            key_id: keys.current_id().to_owned(),
+            sealed: keys.seal(&plain, &aad(namespace, &name)),
+        };
+        match stored {
+            Some(mut credential) => {
+                credential.spec = spec;
+                self.store
+                    .update_object(&mut credential, Durability::Sync)
+                    .await
+            }
+            None => {
+                let mut credential = Credential {
+                    api_version: joch_core::API_VERSION.to_owned(),
+                    kind: <Credential as joch_core::Object>::KIND.to_owned(),
+                    metadata: ObjectMeta {
+                        name,
+                        namespace: namespace.to_owned(),
+                        creation_timestamp: Some(Time(now)),
+                        ..ObjectMeta::default()
+                    },
+                    spec,
+                };
+                self.store
+                    .create_object(&mut credential, Durability::Sync)
+                    .await
+            }
+        }
+    }
+
+    async fn stored(&self, namespace: &str, name: &str) -> Result<Option<Credential>, CallError> {
+        match self.store.get_object::<Credential>(namespace, name).await {
+            Ok(c) => Ok(Some(c)),
+            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(failed(format!("the token vault cannot be read: {e}"))),
+        }
+    }
+}
+
+impl crate::Engine {
+    /// The namespace's credentials, sealed (surfaces show who, for what
+    /// and until when, never `spec.sealed`). Only an admin may list them.
+    pub async fn list_credentials(
+        &self,
+        by: &Principal,
+        namespace: &str,
+    ) -> Result<Vec<Credential>, EngineError> {
+        crate::rules::acts_in(by, namespace)?;
+        crate::rules::administers(by, "manage credentials")?;
+        let query = ListQuery {
+            namespace: namespace.to_owned(),
+            limit: 5_000,
+            ..ListQuery::default()
+        };
+        Ok(self.inner.store.list_objects(query).await?.items)
+    }
+
+    /// Deletes a credential as `by` (an admin): the next call that needs
+    /// it obtains a new token.
+    pub async fn revoke_credential(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Credential, EngineError> {
+        crate::rules::acts_in(by, namespace)?;
+        crate::rules::administers(by, "manage credentials")?;
+        Ok(self.inner.store.delete_object(namespace, name, None).await?)
+    }
+}
+
+#[async_trait]
+impl UpstreamCredentials for Credentials {
+    async fn authorization(
+        &self,
+        namespace: &str,
+        upstream: &UpstreamRef,
+        oauth2: &OAuth2,
+    ) -> Result<String, CallError> {
+        let keys = self.keys.as_ref().ok_or_else(|| {
+            failed("no vault key is configured (JOCH_VAULT_KEY or --vault-key-file): oauth2 upstreams need one")
+        })?;
+        let name = Credential::name_for(upstream, None);
+        let lock = self.lock(format!("{namespace}/{name}"));
+        let _one_at_a_time = lock.lock().await;
+        let mut stored = self.stored(namespace, &name).await?;
+        if let Some(credential) = stored.as_mut() {
+            if let Some(token) = self.usable(keys, credential, oauth2).await {
+                return Ok(format!("Bearer {token}"));
+            }
+        }
+        let token = self.endpoint.request(oauth2).await.map_err(|e| {
+            failed(format!(
+                "no token for {} {:?}: {e}",
+                upstream.kind, upstream.name
+            ))
+        })?;
+        if let Err(e) = self
+            .keep(keys, namespace, upstream, oauth2, &token, stored)
+            .await
+        {
+            // Another replica kept one meanwhile: this token is as good.
+            tracing::debug!(credential = %name, error = %e, "token not kept");
+        }
+        Ok(format!("Bearer {}", token.access_token))
+    }
+}

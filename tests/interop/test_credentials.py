@@ -1,0 +1,257 @@
+"""Upstream credentials (`spec.auth`) and the token vault, end to end: joch
+obtains tokens from a real OAuth authorization server on loopback and calls
+an MCP server protected by the official Python SDK's server-side
+authorization, and a protected JSON endpoint; the tokens are kept sealed in
+the vault, refreshed once when calls race, listed and revoked; and no token
+value is found in joch's database files or its logs."""
+
+from __future__ import annotations
+
+import base64
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import NAMESPACE, start_joch
+from upstream_oauth import (
+    CLIENT_ID,
+    CLIENT_SECRET,
+    AuthorizationServer,
+    ProtectedMcp,
+    ProtectedRest,
+)
+
+ROOT = "root-secret-for-credentials"
+VAULT_KEY = base64.b64encode(bytes(range(32))).decode()
+STATIC_BEARER = "static-bearer-never-logged"
+
+
+@pytest.fixture
+def authorization():
+    server = AuthorizationServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def vaulted(tmp_path: Path):
+    env = {
+        "JOCH_ADMIN_TOKEN": ROOT,
+        "JOCH_VAULT_KEY": VAULT_KEY,
+        "JOCH_LOG": "debug",
+        "UPSTREAM_CLIENT_SECRET": CLIENT_SECRET,
+        "UPSTREAM_BEARER": STATIC_BEARER,
+    }
+    server = start_joch(tmp_path, env)
+    server.token = ROOT
+    yield server
+    server.process.kill()
+    server.process.wait()
+
+
+def oauth2(authorization: AuthorizationServer, resource: str | None = None) -> dict:
+    spec = {
+        "grant": "client_credentials",
+        "tokenUrl": authorization.token_url,
+        "clientId": CLIENT_ID,
+        "clientSecret": {"env": "UPSTREAM_CLIENT_SECRET"},
+        "scopes": ["tools"],
+    }
+    if resource:
+        spec["resource"] = resource
+    return {"oauth2": spec}
+
+
+def protected_server(url: str, auth: dict, name: str = "protected") -> dict:
+    return {
+        "apiVersion": "joch.dev/v1alpha1",
+        "kind": "McpServer",
+        "metadata": {"name": name},
+        "spec": {"http": {"url": url, "auth": auth}},
+    }
+
+
+def wait_for_tool(joch, name: str) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        status, _ = joch.api("GET", f"/v1/namespaces/{NAMESPACE}/tools/{name}")
+        if status == 200:
+            return
+        time.sleep(0.1)
+    server = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/mcpservers/protected")
+    raise AssertionError(f"tool {name} never appeared: {server.get('status')}")
+
+
+def call(joch, tool: str, arguments: dict | None = None) -> dict:
+    body = {"spec": {"toolRef": {"name": tool}, "input": arguments or {}}}
+    return joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/toolcalls", body)
+
+
+def echo_tool(joch, endpoint: str) -> None:
+    joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/tools", {
+        "name": f"echo_{endpoint}",
+        "parameters": [{"name": "n", "type": "integer"}],
+        "actions": [{"type": "webhook", "endpoint": endpoint, "body": {"n": "{{params.n}}"}}],
+    })
+
+
+def endpoint(name: str, url: str, auth: dict) -> dict:
+    return {"kind": "Endpoint", "metadata": {"name": name}, "spec": {"url": url, "auth": auth}}
+
+
+def assert_nowhere(secrets: list[str], tmp_path: Path, joch) -> None:
+    """None of `secrets` in the database files, the blobs, or joch's log."""
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "jwks.json"]
+    assert any(p.name == "joch.db" for p in files)
+    logs = "".join(joch.stderr)
+    assert "credential" in logs or logs, "joch logged at debug"
+    for secret in secrets:
+        for path in files:
+            assert secret.encode() not in path.read_bytes(), f"{secret[:6]}... in {path.name}"
+        assert secret not in logs, f"{secret[:6]}... in joch's log"
+
+
+def test_client_credentials_reach_the_protected_mcp_server(authorization, vaulted, tmp_path):
+    upstream = ProtectedMcp(authorization)
+    try:
+        vaulted.apply(protected_server(upstream.url, oauth2(authorization, upstream.url)))
+        wait_for_tool(vaulted, "protected.whoami")
+        first = call(vaulted, "protected.whoami")
+        assert first["status"]["phase"] == "Succeeded", first
+        assert "hello joch-client" in str(first["status"]["output"])
+        # Listing and calling shared one token, asked for joch's client
+        # with Basic authentication and the server's URL as the resource.
+        assert [r.get("resource") for r in authorization.requests] == [upstream.url]
+        assert authorization.requests[0]["scope"] == "tools"
+        second = call(vaulted, "protected.whoami")
+        assert second["status"]["phase"] == "Succeeded", second
+        assert len(authorization.requests) == 1, "the kept token was used again"
+
+        listed = vaulted.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"]
+        assert [c["metadata"]["name"] for c in listed] == ["mcpserver.protected.service"]
+        spec = listed[0]["spec"]
+        assert spec["upstream"] == {"kind": "McpServer", "name": "protected"}
+        assert spec["grant"] == "client_credentials" and spec["keyId"].startswith("k-")
+        assert "sealed" not in spec
+        assert_nowhere([*authorization.issued, CLIENT_SECRET], tmp_path, vaulted)
+    finally:
+        upstream.stop()
+
+
+def test_without_auth_the_protected_server_refuses_joch(authorization, vaulted):
+    upstream = ProtectedMcp(authorization)
+    try:
+        server = {**protected_server(upstream.url, {}), "spec": {"http": {"url": upstream.url}}}
+        status, answer = vaulted.api("POST", f"/v1/namespaces/{NAMESPACE}/mcpservers", server)
+        assert status == 201, answer
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            got = vaulted.ok("GET", f"/v1/namespaces/{NAMESPACE}/mcpservers/protected")
+            if got.get("status", {}).get("phase") == "Unavailable":
+                break
+            time.sleep(0.1)
+        assert got["status"]["phase"] == "Unavailable", got
+    finally:
+        upstream.stop()
+
+
+def test_a_bearer_secret_and_an_oauth_token_reach_a_protected_endpoint(authorization, vaulted, tmp_path):
+    rest = ProtectedRest(authorization, STATIC_BEARER)
+    try:
+        vaulted.apply(endpoint("static", rest.url, {"bearer": {"env": "UPSTREAM_BEARER"}}))
+        vaulted.apply(endpoint("oauth", rest.url, oauth2(authorization)))
+        for name in ["static", "oauth"]:
+            echo_tool(vaulted, name)
+            done = call(vaulted, f"echo_{name}", {"n": 1})
+            assert done["status"]["phase"] == "Succeeded", done
+        assert rest.seen[0] == STATIC_BEARER
+        assert rest.seen[1] in authorization.issued
+        assert_nowhere([STATIC_BEARER, *authorization.issued, CLIENT_SECRET], tmp_path, vaulted)
+    finally:
+        rest.stop()
+
+
+def test_an_expiring_token_is_refreshed_once_when_calls_race(vaulted):
+    # Tokens live 61 s and joch refreshes within 60 s of expiry: each is
+    # good for about a second.
+    authorization = AuthorizationServer(lifetime=61)
+    rest = ProtectedRest(authorization, STATIC_BEARER)
+    try:
+        vaulted.apply(endpoint("oauth", rest.url, oauth2(authorization)))
+        echo_tool(vaulted, "oauth")
+        assert call(vaulted, "echo_oauth", {"n": 0})["status"]["phase"] == "Succeeded"
+        assert len(authorization.requests) == 1
+        time.sleep(1.2)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            done = list(pool.map(lambda n: call(vaulted, "echo_oauth", {"n": n}), range(1, 9)))
+        assert all(d["status"]["phase"] == "Succeeded" for d in done), done
+        assert len(authorization.requests) == 2, "one refresh for eight racing calls"
+        assert len(set(rest.seen[1:])) == 1, "they all used the refreshed token"
+    finally:
+        rest.stop()
+        authorization.stop()
+
+
+def test_a_revoked_credential_is_obtained_again_and_only_admins_manage_them(authorization, vaulted):
+    rest = ProtectedRest(authorization, STATIC_BEARER)
+    try:
+        vaulted.apply(endpoint("oauth", rest.url, oauth2(authorization)))
+        echo_tool(vaulted, "oauth")
+        call(vaulted, "echo_oauth", {"n": 1})
+        listed = vaulted.cli("--token", ROOT, "credentials", "list", "-n", NAMESPACE)
+        assert listed.startswith("endpoint.oauth.service\tEndpoint/oauth\t(service)\t"), listed
+
+        agent = vaulted.ok("POST", f"/v1/namespaces/{NAMESPACE}/tokens", {"name": "bot", "role": "approver"})
+        vaulted.token = agent["token"]
+        status, refused = vaulted.api("GET", f"/v1/namespaces/{NAMESPACE}/credentials")
+        assert (status, refused["code"]) == (403, "forbidden"), refused
+        status, refused = vaulted.api("DELETE", f"/v1/namespaces/{NAMESPACE}/credentials/endpoint.oauth.service")
+        assert status == 403, refused
+        vaulted.token = ROOT
+
+        out = vaulted.cli("--token", ROOT, "credentials", "revoke", "endpoint.oauth.service", "-n", NAMESPACE)
+        assert "revoked" in out
+        assert vaulted.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"] == []
+        call(vaulted, "echo_oauth", {"n": 2})
+        assert len(authorization.requests) == 2, "a new token after the revocation"
+        status, missing = vaulted.api("DELETE", f"/v1/namespaces/{NAMESPACE}/credentials/nope")
+        assert (status, missing["code"]) == (404, "not_found"), missing
+    finally:
+        rest.stop()
+
+
+def test_a_failing_token_request_fails_the_call_saying_why(authorization, tmp_path):
+    joch = start_joch(tmp_path, {"JOCH_VAULT_KEY": VAULT_KEY, "UPSTREAM_CLIENT_SECRET": "wrong"})
+    rest = ProtectedRest(authorization, STATIC_BEARER)
+    try:
+        joch.apply(endpoint("oauth", rest.url, oauth2(authorization)))
+        echo_tool(joch, "oauth")
+        failed = call(joch, "echo_oauth", {"n": 1})
+        assert failed["status"]["phase"] == "Failed", failed
+        message = failed["status"]["error"]["message"]
+        assert "HTTP 401: invalid_client" in message, message
+        assert "wrong" not in str(failed)
+    finally:
+        rest.stop()
+        joch.process.kill()
+
+
+def test_auth_mistakes_are_named_at_their_paths(vaulted):
+    bad = protected_server("http://127.0.0.1:9/mcp", {"oauth2": {
+        "grant": "authorization_code", "tokenUrl": "ftp://as", "clientId": "",
+        "clientSecret": {"env": "A", "file": "/b"},
+    }})
+    status, answer = vaulted.api("POST", f"/v1/namespaces/{NAMESPACE}/mcpservers", bad)
+    assert (status, answer["code"]) == (422, "invalid_resource"), answer
+    fields = [f["field"] for f in answer["details"]["fields"]]
+    assert fields == [
+        "spec.http.auth.oauth2.grant",
+        "spec.http.auth.oauth2.tokenUrl",
+        "spec.http.auth.oauth2.clientId",
+        "spec.http.auth.oauth2.clientSecret",
+    ], answer
+    status, answer = vaulted.api("POST", f"/v1/namespaces/{NAMESPACE}/endpoints",
+                                 endpoint("e", "http://127.0.0.1:9/", {}))
+    assert [f["field"] for f in answer["details"]["fields"]] == ["spec.auth"], answer

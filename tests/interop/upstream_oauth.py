@@ -1,0 +1,206 @@
+"""A protected upstream on loopback, for joch's upstream credentials:
+
+- `AuthorizationServer`: an OAuth 2.0 authorization server (RFC 8414
+  metadata, a token endpoint for the client_credentials grant with HTTP
+  Basic client authentication, RFC 8707 `resource`), issuing opaque random
+  tokens with a lifetime the test sets;
+- `ProtectedMcp`: an MCP server built with the official Python SDK's
+  server-side authorization (`AuthSettings` + a `TokenVerifier`): 401 with a
+  `WWW-Authenticate` challenge and RFC 9728 metadata without a valid token;
+- `ProtectedRest`: a plain JSON endpoint that takes the same tokens.
+
+Every issued token is remembered, so that the tests can search joch's
+database and logs for them."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import uvicorn
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+
+from conftest import free_port
+
+CLIENT_ID = "joch-client"
+CLIENT_SECRET = "client-secret-never-logged"
+
+
+def _serve(handler_of) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            handler_of(self, "GET")
+
+        def do_POST(self) -> None:
+            handler_of(self, "POST")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _answer(request: BaseHTTPRequestHandler, status: int, body: dict) -> None:
+    payload = json.dumps(body).encode()
+    request.send_response(status)
+    request.send_header("content-type", "application/json")
+    request.send_header("content-length", str(len(payload)))
+    request.end_headers()
+    request.wfile.write(payload)
+
+
+class AuthorizationServer:
+    def __init__(self, lifetime: int = 3600) -> None:
+        self.lifetime = lifetime
+        self.lock = threading.Lock()
+        # token -> {client_id, scopes, resource, exp}
+        self.issued: dict[str, dict] = {}
+        self.requests: list[dict] = []
+        self.server = _serve(self._serve)
+        self.issuer = f"http://127.0.0.1:{self.server.server_port}"
+
+    @property
+    def token_url(self) -> str:
+        return f"{self.issuer}/token"
+
+    def _serve(self, request: BaseHTTPRequestHandler, method: str) -> None:
+        path = urllib.parse.urlsplit(request.path).path
+        if (method, path) == ("GET", "/.well-known/oauth-authorization-server"):
+            return _answer(request, 200, {
+                "issuer": self.issuer,
+                "token_endpoint": self.token_url,
+                "grant_types_supported": ["client_credentials"],
+                "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+            })
+        if (method, path) != ("POST", "/token"):
+            return _answer(request, 404, {"error": "not_found"})
+        length = int(request.headers.get("content-length") or 0)
+        form = dict(urllib.parse.parse_qsl(request.rfile.read(length).decode()))
+        basic = request.headers.get("authorization", "")
+        client = base64.b64decode(basic.removeprefix("Basic ")).decode() if basic.startswith("Basic ") else ""
+        with self.lock:
+            self.requests.append(form)
+        if client != f"{CLIENT_ID}:{CLIENT_SECRET}":
+            return _answer(request, 401, {"error": "invalid_client"})
+        if form.get("grant_type") != "client_credentials":
+            return _answer(request, 400, {"error": "unsupported_grant_type"})
+        # A slow server widens the window in which racing calls could each ask.
+        time.sleep(0.2)
+        token = "at-" + secrets.token_urlsafe(24)
+        with self.lock:
+            self.issued[token] = {
+                "client_id": CLIENT_ID,
+                "scopes": form.get("scope", "").split(),
+                "resource": form.get("resource"),
+                "exp": int(time.time()) + self.lifetime,
+            }
+        _answer(request, 200, {
+            "access_token": token,
+            "token_type": "Bearer",
+            "expires_in": self.lifetime,
+            "scope": form.get("scope", ""),
+        })
+
+    def valid(self, token: str) -> dict | None:
+        with self.lock:
+            grant = self.issued.get(token)
+        return grant if grant and grant["exp"] > time.time() else None
+
+    def stop(self) -> None:
+        self.server.shutdown()
+
+
+class Verifier:
+    """The SDK's TokenVerifier over the authorization server's tokens."""
+
+    def __init__(self, authorization: AuthorizationServer) -> None:
+        self.authorization = authorization
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        grant = self.authorization.valid(token)
+        if grant is None:
+            return None
+        return AccessToken(
+            token=token,
+            client_id=grant["client_id"],
+            scopes=grant["scopes"],
+            expires_at=grant["exp"],
+            resource=grant["resource"],
+        )
+
+
+class ProtectedMcp:
+    """An MCP server requiring a token of `authorization` with scope `tools`
+    issued for its own URL (RFC 8707)."""
+
+    def __init__(self, authorization: AuthorizationServer) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        server = MCPServer(
+            name="protected",
+            log_level="WARNING",
+            token_verifier=Verifier(authorization),
+            auth=AuthSettings(
+                issuer_url=authorization.issuer,
+                resource_server_url=self.url,
+                required_scopes=["tools"],
+                # A token issued for another resource is refused (RFC 8707).
+                validate_token_resource=True,
+            ),
+        )
+
+        @server.tool()
+        def whoami() -> str:
+            """Says which client's token reached it."""
+            from mcp.server.auth.middleware.auth_context import get_access_token
+
+            token = get_access_token()
+            return f"hello {token.client_id if token else 'nobody'}"
+
+        config = uvicorn.Config(
+            server.streamable_http_app(), host="127.0.0.1", port=self.port, log_level="error"
+        )
+        self.uvicorn = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.uvicorn.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.uvicorn.started:
+            assert time.monotonic() < deadline, "the protected MCP server did not start"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.uvicorn.should_exit = True
+        self.thread.join(timeout=10)
+
+
+class ProtectedRest:
+    """POST /echo answers the body, given a valid token of `authorization`
+    or the static `bearer`."""
+
+    def __init__(self, authorization: AuthorizationServer, bearer: str) -> None:
+        self.authorization = authorization
+        self.bearer = bearer
+        self.seen: list[str] = []
+        self.server = _serve(self._serve)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/echo"
+
+    def _serve(self, request: BaseHTTPRequestHandler, method: str) -> None:
+        length = int(request.headers.get("content-length") or 0)
+        body = json.loads(request.rfile.read(length) or b"{}")
+        token = request.headers.get("authorization", "").removeprefix("Bearer ")
+        self.seen.append(token)
+        if token != self.bearer and self.authorization.valid(token) is None:
+            return _answer(request, 401, {"error": "invalid_token"})
+        _answer(request, 200, {"echo": body})
+
+    def stop(self) -> None:
+        self.server.shutdown()
