@@ -126,7 +126,6 @@ impl Credentials {
     }
 
     /// Seals `token` into the record `name`, created or replaced.
-    #[allow(clippy::too_many_arguments)]
     async fn keep(
         &self,
         keys: &VaultKeys,
