@@ -255,3 +255,32 @@ def test_auth_mistakes_are_named_at_their_paths(vaulted):
     status, answer = vaulted.api("POST", f"/v1/namespaces/{NAMESPACE}/endpoints",
                                  endpoint("e", "http://127.0.0.1:9/", {}))
     assert [f["field"] for f in answer["details"]["fields"]] == ["spec.auth"], answer
+
+
+def test_a_rotated_vault_key_opens_old_tokens_and_seals_them_again(authorization, tmp_path):
+    rest = ProtectedRest(authorization, STATIC_BEARER)
+    env = {"JOCH_ADMIN_TOKEN": ROOT, "UPSTREAM_CLIENT_SECRET": CLIENT_SECRET}
+    first = start_joch(tmp_path, {**env, "JOCH_VAULT_KEY": VAULT_KEY})
+    first.token = ROOT
+    try:
+        first.apply(endpoint("oauth", rest.url, oauth2(authorization)))
+        echo_tool(first, "oauth")
+        call(first, "echo_oauth", {"n": 1})
+        (old,) = first.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"]
+        first.process.kill()
+        first.process.wait()
+
+        new_key = base64.b64encode(bytes(range(32, 64))).decode()
+        keys = tmp_path / "vault-keys"
+        keys.write_text(f"{new_key}\n# the previous key, until every token is sealed again\n{VAULT_KEY}\n")
+        second = start_joch(tmp_path, {**env, "JOCH_VAULT_KEY_FILE": str(keys)})
+        second.token = ROOT
+        done = call(second, "echo_oauth", {"n": 2})
+        assert done["status"]["phase"] == "Succeeded", done
+        assert len(authorization.requests) == 1, "the old key still opened the token"
+        (now,) = second.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"]
+        assert now["spec"]["keyId"] != old["spec"]["keyId"], "sealed again under the new key"
+        second.process.kill()
+        second.process.wait()
+    finally:
+        rest.stop()
