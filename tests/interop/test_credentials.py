@@ -51,14 +51,17 @@ def vaulted(tmp_path: Path):
     server.process.wait()
 
 
-def oauth2(authorization: AuthorizationServer, resource: str | None = None) -> dict:
+def oauth2(authorization: AuthorizationServer | None, resource: str | None = None) -> dict:
+    """client_credentials at `authorization`'s token endpoint; with None,
+    joch discovers it from the upstream."""
     spec = {
         "grant": "client_credentials",
-        "tokenUrl": authorization.token_url,
         "clientId": CLIENT_ID,
         "clientSecret": {"env": "UPSTREAM_CLIENT_SECRET"},
         "scopes": ["tools"],
     }
+    if authorization:
+        spec["tokenUrl"] = authorization.token_url
     if resource:
         spec["resource"] = resource
     return {"oauth2": spec}
@@ -138,6 +141,22 @@ def test_client_credentials_reach_the_protected_mcp_server(authorization, vaulte
         assert spec["grant"] == "client_credentials" and spec["keyId"].startswith("k-")
         assert "sealed" not in spec
         assert_nowhere([*authorization.issued, CLIENT_SECRET], tmp_path, vaulted, "mcpserver.protected.service")
+    finally:
+        upstream.stop()
+
+
+def test_the_token_endpoint_and_resource_are_discovered_from_the_401(authorization, vaulted):
+    upstream = ProtectedMcp(authorization)
+    try:
+        # No tokenUrl, no resource: the 401's resource_metadata (RFC 9728)
+        # names the authorization server, whose RFC 8414 metadata names
+        # the token endpoint; the resource metadata names the resource.
+        vaulted.apply(protected_server(upstream.url, oauth2(None)))
+        wait_for_tool(vaulted, "protected.whoami")
+        done = call(vaulted, "protected.whoami")
+        assert done["status"]["phase"] == "Succeeded", done
+        assert [r.get("resource") for r in authorization.requests] == [upstream.url]
+        assert ("GET", "/.well-known/oauth-authorization-server") in authorization.seen
     finally:
         upstream.stop()
 

@@ -65,6 +65,7 @@ class AuthorizationServer:
         # token -> {client_id, scopes, resource, exp}
         self.issued: dict[str, dict] = {}
         self.requests: list[dict] = []
+        self.seen: list[tuple[str, str]] = []
         self.server = _serve(self._serve)
         self.issuer = f"http://127.0.0.1:{self.server.server_port}"
 
@@ -74,6 +75,7 @@ class AuthorizationServer:
 
     def _serve(self, request: BaseHTTPRequestHandler, method: str) -> None:
         path = urllib.parse.urlsplit(request.path).path
+        self.seen.append((method, path))
         if (method, path) == ("GET", "/.well-known/oauth-authorization-server"):
             return _answer(request, 200, {
                 "issuer": self.issuer,

@@ -268,7 +268,13 @@ impl ActionsExecutor {
             let upstream = UpstreamRef::endpoint(endpoint);
             let credentials = self.credentials.as_deref();
             let value =
-                crate::oauth::authorization(auth, run.call.namespace, &upstream, credentials)
+                crate::oauth::authorization(
+                auth,
+                run.call.namespace,
+                &upstream,
+                &spec.url,
+                credentials,
+            )
                     .await
                     .map_err(|e| e.message)?;
             secrets.insert("authorization".to_owned(), value);

@@ -78,7 +78,12 @@ impl McpClients {
 
     /// The `Authorization` header `server`'s `spec.http.auth` asks for now.
     async fn authorization(&self, server: &McpServer) -> Result<Option<String>, CallError> {
-        let Some(auth) = server.spec.http.as_ref().and_then(|h| h.auth.as_ref()) else {
+        let Some((http, auth)) = server
+            .spec
+            .http
+            .as_ref()
+            .and_then(|h| Some((h, h.auth.as_ref()?)))
+        else {
             return Ok(None);
         };
         let upstream = UpstreamRef::mcp_server(&server.metadata.name);
@@ -86,6 +91,7 @@ impl McpClients {
             auth,
             &server.metadata.namespace,
             &upstream,
+            &http.url,
             self.credentials.as_deref(),
         )
         .await

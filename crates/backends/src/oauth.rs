@@ -6,6 +6,8 @@
 //! for the one grant joch sends here. Errors name the server's `error` and
 //! `error_description`, never a token or a secret.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,13 +21,17 @@ use reqwest::Client;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde::Deserialize;
 
-/// How long a token request may take.
+mod discovery;
+
+/// How long a token request (or a discovery request) may take.
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Token requests with joch's outbound HTTP client.
 #[derive(Debug, Clone)]
 pub struct HttpTokenEndpoint {
     client: Client,
+    /// Discovery's findings by upstream URL, kept while joch runs.
+    discovered: Arc<Mutex<HashMap<String, discovery::Discovered>>>,
 }
 
 impl HttpTokenEndpoint {
@@ -33,7 +39,10 @@ impl HttpTokenEndpoint {
     pub fn new() -> Result<Self, reqwest::Error> {
         crate::install_crypto_provider();
         let client = crate::outbound::client_builder().build()?;
-        Ok(Self { client })
+        Ok(Self {
+            client,
+            discovered: Arc::default(),
+        })
     }
 }
 
@@ -45,7 +54,7 @@ struct ErrorAnswer {
     error_description: Option<String>,
 }
 
-fn form(oauth2: &OAuth2) -> Result<String, String> {
+fn form(oauth2: &OAuth2, resource: Option<&str>) -> Result<String, String> {
     let grant = match oauth2.grant {
         Grant::ClientCredentials => "client_credentials",
         other => return Err(format!("grant {} is not supported yet", other.as_str())),
@@ -54,8 +63,8 @@ fn form(oauth2: &OAuth2) -> Result<String, String> {
     if !oauth2.scopes.is_empty() {
         fields.push(("scope", oauth2.scopes.join(" ")));
     }
-    if let Some(resource) = &oauth2.resource {
-        fields.push(("resource", resource.clone()));
+    if let Some(resource) = resource {
+        fields.push(("resource", resource.to_owned()));
     }
     if oauth2.client_secret.is_none() {
         // A public client identifies itself in the body (RFC 6749 §2.3.1).
@@ -71,22 +80,54 @@ fn basic(client_id: &str, secret: &str) -> String {
     format!("Basic {}", STANDARD.encode(pair))
 }
 
+impl HttpTokenEndpoint {
+    /// The token endpoint and resource indicator for `oauth2`: as written,
+    /// or discovered from the upstream (once per upstream URL).
+    async fn token_url(
+        &self,
+        oauth2: &OAuth2,
+        upstream_url: &str,
+    ) -> Result<(String, Option<String>), String> {
+        if let Some(url) = &oauth2.token_url {
+            return Ok((url.clone(), oauth2.resource.clone()));
+        }
+        let known = self
+            .discovered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(upstream_url)
+            .cloned();
+        let found = match known {
+            Some(found) => found,
+            None => {
+                let found = discovery::discover(&self.client, upstream_url).await?;
+                self.discovered
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(upstream_url.to_owned(), found.clone());
+                found
+            }
+        };
+        Ok((found.token_url, oauth2.resource.clone().or(found.resource)))
+    }
+}
+
 #[async_trait]
 impl TokenEndpoint for HttpTokenEndpoint {
-    async fn request(&self, oauth2: &OAuth2) -> Result<IssuedToken, String> {
-        crate::outbound::check_url(&oauth2.token_url)?;
+    async fn request(&self, oauth2: &OAuth2, upstream_url: &str) -> Result<IssuedToken, String> {
+        let (url, resource) = self.token_url(oauth2, upstream_url).await?;
+        crate::outbound::check_url(&url)?;
         let mut request = self
             .client
-            .post(&oauth2.token_url)
+            .post(&url)
             .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(ACCEPT, "application/json")
             .timeout(TOKEN_TIMEOUT)
-            .body(form(oauth2)?);
+            .body(form(oauth2, resource.as_deref())?);
         if let Some(source) = &oauth2.client_secret {
             let secret = crate::secret(source)?;
             request = request.header(AUTHORIZATION, basic(&oauth2.client_id, &secret));
         }
-        let url = &oauth2.token_url;
         let response = request
             .send()
             .await
@@ -123,6 +164,7 @@ pub(crate) async fn authorization(
     auth: &UpstreamAuth,
     namespace: &str,
     upstream: &UpstreamRef,
+    url: &str,
     credentials: Option<&dyn UpstreamCredentials>,
 ) -> Result<String, CallError> {
     let failed = |message: String| CallError::new(ErrorCode::UpstreamAuthFailed, message);
@@ -132,7 +174,7 @@ pub(crate) async fn authorization(
             .map_err(failed),
         (None, Some(oauth2), Some(credentials)) => {
             credentials
-                .authorization(namespace, upstream, oauth2)
+                .authorization(namespace, upstream, url, oauth2)
                 .await
         }
         (None, Some(_), None) => Err(failed(

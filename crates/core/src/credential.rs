@@ -32,8 +32,11 @@ pub struct UpstreamAuth {
 pub struct OAuth2 {
     /// How the token is obtained.
     pub grant: Grant,
-    /// The authorization server's token endpoint (`http://` or `https://`).
-    pub token_url: String,
+    /// The authorization server's token endpoint (`http://` or `https://`);
+    /// absent: discovered from the upstream's 401 challenge (RFC 9728, then
+    /// RFC 8414 or OpenID discovery), as MCP's authorization says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_url: Option<String>,
     /// joch's client id at that server.
     pub client_id: String,
     /// joch's client secret, sent with HTTP Basic (RFC 6749 §2.3.1).
@@ -42,7 +45,8 @@ pub struct OAuth2 {
     /// Scopes asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
-    /// The resource indicator (RFC 8707) sent with the request.
+    /// The resource indicator (RFC 8707) sent with the request; absent with
+    /// discovery: the `resource` of the upstream's metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
 }
@@ -122,13 +126,10 @@ impl OAuth2 {
                 ),
             );
         }
-        if !is_http_url(&self.token_url) {
+        if let Some(url) = self.token_url.as_deref().filter(|u| !is_http_url(u)) {
             problem(
                 "tokenUrl",
-                format!(
-                    "must be an http:// or https:// URL, got {:?}",
-                    self.token_url
-                ),
+                format!("must be an http:// or https:// URL, got {url:?}"),
             );
         }
         if self.client_id.trim().is_empty() {
@@ -213,8 +214,9 @@ impl std::fmt::Debug for IssuedToken {
 /// over HTTP by the backends; errors never contain a token or a secret.
 #[async_trait]
 pub trait TokenEndpoint: Send + Sync {
-    /// The token `oauth2` describes (its grant, client, scopes, resource).
-    async fn request(&self, oauth2: &OAuth2) -> Result<IssuedToken, String>;
+    /// The token `oauth2` describes (its grant, client, scopes, resource)
+    /// for the upstream at `upstream_url` (where discovery starts).
+    async fn request(&self, oauth2: &OAuth2, upstream_url: &str) -> Result<IssuedToken, String>;
 }
 
 /// Gives backends the `Authorization` header value for an upstream: from
@@ -222,11 +224,13 @@ pub trait TokenEndpoint: Send + Sync {
 /// token.
 #[async_trait]
 pub trait UpstreamCredentials: Send + Sync {
-    /// `Bearer <token>` for `upstream` of `namespace` under `oauth2`.
+    /// `Bearer <token>` for `upstream` (at `url`) of `namespace` under
+    /// `oauth2`.
     async fn authorization(
         &self,
         namespace: &str,
         upstream: &UpstreamRef,
+        url: &str,
         oauth2: &OAuth2,
     ) -> Result<String, CallError>;
 }

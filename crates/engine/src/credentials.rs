@@ -62,7 +62,8 @@ fn failed(message: impl Into<String>) -> CallError {
 }
 
 fn issuer(oauth2: &OAuth2) -> String {
-    format!("{} {}", oauth2.token_url, oauth2.client_id)
+    let token_url = oauth2.token_url.as_deref().unwrap_or("(discovered)");
+    format!("{token_url} {}", oauth2.client_id)
 }
 
 fn aad(namespace: &str, name: &str) -> String {
@@ -228,6 +229,7 @@ impl UpstreamCredentials for Credentials {
         &self,
         namespace: &str,
         upstream: &UpstreamRef,
+        url: &str,
         oauth2: &OAuth2,
     ) -> Result<String, CallError> {
         let keys = self.keys.as_ref().ok_or_else(|| {
@@ -242,7 +244,7 @@ impl UpstreamCredentials for Credentials {
                 return Ok(format!("Bearer {token}"));
             }
         }
-        let token = self.endpoint.request(oauth2).await.map_err(|e| {
+        let token = self.endpoint.request(oauth2, url).await.map_err(|e| {
             failed(format!(
                 "no token for {} {:?}: {e}",
                 upstream.kind, upstream.name

@@ -19,6 +19,10 @@ fn mistakes_are_reported_at_their_exact_paths() {
     }});
     let cases = [
         (json!({"bearer": {"env": "T"}}), vec![]),
+        (
+            json!({"oauth2": {"grant": "client_credentials", "clientId": "discovered"}}),
+            vec![],
+        ),
         (good, vec![]),
         (json!({}), vec!["spec.auth"]),
         (
