@@ -161,9 +161,11 @@ impl Engine {
             return self.call_artifact_tool(by, namespace, call).await;
         }
         let span = tracing_spans::call_span(namespace, &call);
-        self.call_traced(by, namespace, call, paused)
-            .instrument(span)
-            .await
+        let (by, namespace) = (by.clone(), namespace.to_owned());
+        self.to_completion("a call", move |engine| {
+            async move { engine.call_traced(&by, &namespace, call, paused).await }.instrument(span)
+        })
+        .await
     }
 
     async fn call_traced(
@@ -208,6 +210,19 @@ impl Engine {
     /// the store. If its idempotency key is held by a settled call, that
     /// call is returned; by an unsettled one, `IdempotencyKeyInUse`.
     pub async fn submit(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        call: ToolCall,
+    ) -> Result<CallOutcome, EngineError> {
+        let (by, namespace) = (by.clone(), namespace.to_owned());
+        self.to_completion("a submitted call", move |engine| async move {
+            engine.submit_now(&by, &namespace, call).await
+        })
+        .await
+    }
+
+    async fn submit_now(
         &self,
         by: &Principal,
         namespace: &str,
