@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use joch_core::{CallError, ErrorCode, Phase, Policy, Principal, Tool, ToolCall};
-use joch_store::Durability;
+use joch_store::{Durability, timing};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
@@ -30,6 +30,9 @@ pub struct CallOutcome {
     /// True when this is an earlier call with the same idempotency key,
     /// returned from the record without running anything.
     pub replayed: bool,
+    /// Where the call's time went, for a call made through
+    /// [`Engine::call`] (a surface may answer it as `Server-Timing`).
+    pub timings: Option<joch_store::timing::Timings>,
 }
 
 impl CallOutcome {
@@ -56,6 +59,7 @@ impl CallOutcome {
             record,
             output: None,
             replayed,
+            timings: None,
         }
     }
 }
@@ -163,7 +167,15 @@ impl Engine {
         let span = tracing_spans::call_span(namespace, &call);
         let (by, namespace) = (by.clone(), namespace.to_owned());
         self.to_completion("a call", move |engine| {
-            async move { engine.call_traced(&by, &namespace, call, paused).await }.instrument(span)
+            async move {
+                let traced = engine.call_traced(&by, &namespace, call, paused);
+                let (outcome, timings) = timing::measured(traced).await;
+                outcome.map(|outcome| CallOutcome {
+                    timings: Some(timings),
+                    ..outcome
+                })
+            }
+            .instrument(span)
         })
         .await
     }
