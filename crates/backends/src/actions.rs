@@ -267,16 +267,15 @@ impl ActionsExecutor {
         if let Some(auth) = &spec.auth {
             let upstream = UpstreamRef::endpoint(endpoint);
             let credentials = self.credentials.as_deref();
-            let value =
-                crate::oauth::authorization(
+            let value = crate::oauth::authorization(
                 auth,
                 run.call.namespace,
                 &upstream,
                 &spec.url,
                 credentials,
             )
-                    .await
-                    .map_err(|e| e.message)?;
+            .await
+            .map_err(|e| e.message)?;
             secrets.insert("authorization".to_owned(), value);
         }
         self.webhook

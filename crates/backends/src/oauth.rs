@@ -75,7 +75,8 @@ fn form(oauth2: &OAuth2, resource: Option<&str>) -> Result<String, String> {
 
 /// `Basic base64(urlencode(id):urlencode(secret))`, RFC 6749 §2.3.1.
 fn basic(client_id: &str, secret: &str) -> String {
-    let encode = |s: &str| serde_urlencoded::to_string([("", s)]).unwrap_or_default()[1..].to_owned();
+    let encode =
+        |s: &str| serde_urlencoded::to_string([("", s)]).unwrap_or_default()[1..].to_owned();
     let pair = format!("{}:{}", encode(client_id), encode(secret));
     format!("Basic {}", STANDARD.encode(pair))
 }
@@ -152,7 +153,9 @@ impl TokenEndpoint for HttpTokenEndpoint {
         let token: IssuedToken = serde_json::from_slice(&body)
             .map_err(|_| format!("token endpoint {url} answered no access_token"))?;
         if token.access_token.is_empty() {
-            return Err(format!("token endpoint {url} answered an empty access_token"));
+            return Err(format!(
+                "token endpoint {url} answered an empty access_token"
+            ));
         }
         Ok(token)
     }
@@ -190,6 +193,9 @@ mod tests {
 
     #[test]
     fn client_credentials_are_basic_and_url_encoded() {
-        assert_eq!(basic("a b", "p:w"), format!("Basic {}", STANDARD.encode("a+b:p%3Aw")));
+        assert_eq!(
+            basic("a b", "p:w"),
+            format!("Basic {}", STANDARD.encode("a+b:p%3Aw"))
+        );
     }
 }

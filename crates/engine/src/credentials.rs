@@ -118,10 +118,7 @@ impl Credentials {
             stored.spec.sealed = keys.seal(&plain, &aad);
             stored.spec.key_id = keys.current_id().to_owned();
             // Another replica may have rotated it first: either copy opens.
-            let _ = self
-                .store
-                .update_object(stored, Durability::Sync)
-                .await;
+            let _ = self.store.update_object(stored, Durability::Sync).await;
         }
         Some(sealed.access_token)
     }
@@ -219,7 +216,11 @@ impl crate::Engine {
     ) -> Result<Credential, EngineError> {
         crate::rules::acts_in(by, namespace)?;
         crate::rules::administers(by, "manage credentials")?;
-        Ok(self.inner.store.delete_object(namespace, name, None).await?)
+        Ok(self
+            .inner
+            .store
+            .delete_object(namespace, name, None)
+            .await?)
     }
 }
 

@@ -58,8 +58,8 @@ pub use audit::{AuditLine, AuditProblem, AuditReport, CheckpointSigner, Checkpoi
 pub use backtest::Progress;
 pub use batches::{BATCH_LABEL, Batch};
 pub use calls::CallOutcome;
-pub use credentials::{Credentials, VaultKeys};
 pub use chunks::{ChunkFollower, FOLLOW_QUEUE};
+pub use credentials::{Credentials, VaultKeys};
 pub use engine::{Engine, EngineConfig, ListParams};
 pub use error::EngineError;
 pub use events::Event;

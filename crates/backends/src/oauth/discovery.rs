@@ -110,7 +110,10 @@ fn server_metadata_urls(issuer: &str) -> Result<Vec<String>, String> {
         well_known(issuer, "oauth-authorization-server")?,
         well_known(issuer, "openid-configuration")?,
     ];
-    let appended = format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/'));
+    let appended = format!(
+        "{}/.well-known/openid-configuration",
+        issuer.trim_end_matches('/')
+    );
     if !urls.contains(&appended) {
         urls.push(appended);
     }
@@ -154,8 +157,11 @@ mod tests {
             Some("https://r/.well-known/oauth-protected-resource/mcp")
         );
         assert_eq!(
-            parameter("Bearer resource_metadata=https://x/m, scope=a", "resource_metadata")
-                .as_deref(),
+            parameter(
+                "Bearer resource_metadata=https://x/m, scope=a",
+                "resource_metadata"
+            )
+            .as_deref(),
             Some("https://x/m")
         );
         assert_eq!(parameter("Bearer realm=\"x\"", "resource_metadata"), None);
@@ -164,15 +170,24 @@ mod tests {
     #[test]
     fn well_known_urls_insert_the_suffix_before_the_path() {
         let cases = [
-            ("https://as.example", "https://as.example/.well-known/oauth-authorization-server"),
-            ("https://as.example/", "https://as.example/.well-known/oauth-authorization-server"),
+            (
+                "https://as.example",
+                "https://as.example/.well-known/oauth-authorization-server",
+            ),
+            (
+                "https://as.example/",
+                "https://as.example/.well-known/oauth-authorization-server",
+            ),
             (
                 "https://as.example/tenant/1",
                 "https://as.example/.well-known/oauth-authorization-server/tenant/1",
             ),
         ];
         for (issuer, expected) in cases {
-            assert_eq!(well_known(issuer, "oauth-authorization-server").unwrap(), expected);
+            assert_eq!(
+                well_known(issuer, "oauth-authorization-server").unwrap(),
+                expected
+            );
         }
         assert_eq!(
             server_metadata_urls("https://as.example/t").unwrap()[2],
