@@ -98,11 +98,13 @@ class Joch:
         return done.stdout
 
 
-def start_joch(tmp_path: Path, env: dict[str, str] | None = None) -> Joch:
-    """`joch serve` on a free loopback port and a fresh database."""
+def start_joch(tmp_path: Path, env: dict[str, str] | None = None, store: str | None = None) -> Joch:
+    """`joch serve` on a free loopback port and a fresh database (or the
+    PostgreSQL database `store`, as one of its replicas)."""
     binary = _required_env("JOCH_BIN")
+    database = ["--store", store] if store else ["--db", str(tmp_path / "joch.db")]
     process = subprocess.Popen(
-        [binary, "serve", "--addr", "127.0.0.1:0", "--db", str(tmp_path / "joch.db")],
+        [binary, "serve", "--addr", "127.0.0.1:0", *database],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -8,7 +8,13 @@ value is found in joch's database files or its logs."""
 from __future__ import annotations
 
 import base64
+import glob
+import os
+import secrets
+import shutil
+import subprocess
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -305,3 +311,53 @@ def test_a_rotated_vault_key_opens_old_tokens_and_seals_them_again(authorization
         second.process.wait()
     finally:
         rest.stop()
+
+
+def fresh_postgres_database() -> tuple[str, str]:
+    """A new database on the test cluster (JOCH_TEST_POSTGRES): its URL and
+    the psql binary's directory."""
+    url = os.environ.get("JOCH_TEST_POSTGRES")
+    if not url:
+        pytest.skip("JOCH_TEST_POSTGRES is not set (scripts/test sets it)")
+    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+    bin_dir = os.path.dirname(shutil.which("psql") or "") or (bins[-1] if bins else "")
+    name = f"credentials_{secrets.token_hex(4)}"
+    subprocess.run([f"{bin_dir}/psql", url, "-qc", f"CREATE DATABASE {name}"], check=True)
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{name}")), bin_dir
+
+
+def test_replicas_refresh_once_and_postgres_holds_no_token(tmp_path):
+    store, bin_dir = fresh_postgres_database()
+    authorization = AuthorizationServer(lifetime=61)
+    rest = ProtectedRest(authorization, STATIC_BEARER)
+    env = {"JOCH_ADMIN_TOKEN": ROOT, "JOCH_VAULT_KEY": VAULT_KEY, "UPSTREAM_CLIENT_SECRET": CLIENT_SECRET}
+    replicas = []
+    try:
+        for name in ["a", "b"]:
+            (tmp_path / name).mkdir()
+            replica = start_joch(tmp_path / name, env, store=store)
+            replica.token = ROOT
+            replicas.append(replica)
+        a, b = replicas
+        a.apply(endpoint("oauth", rest.url, oauth2(authorization)))
+        echo_tool(a, "oauth")
+        assert call(a, "echo_oauth", {"n": 0})["status"]["phase"] == "Succeeded"
+        assert call(b, "echo_oauth", {"n": 0})["status"]["phase"] == "Succeeded"
+        assert len(authorization.requests) == 1, "b used the token a kept"
+        time.sleep(1.2)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            done = list(pool.map(lambda n: call(replicas[n % 2], "echo_oauth", {"n": n}), range(8)))
+        assert all(d["status"]["phase"] == "Succeeded" for d in done), done
+        assert len(authorization.requests) == 2, "one refresh across both replicas"
+
+        dump = subprocess.run([f"{bin_dir}/pg_dump", store], check=True, capture_output=True, text=True).stdout
+        assert "endpoint.oauth.service" in dump
+        for token in [*authorization.issued, CLIENT_SECRET]:
+            assert token not in dump, f"{token[:6]}... in PostgreSQL"
+    finally:
+        for replica in replicas:
+            replica.process.kill()
+            replica.process.wait()
+        rest.stop()
+        authorization.stop()

@@ -281,8 +281,12 @@ pub struct CredentialSpec {
     pub expires_at: Option<Time>,
     /// The id of the vault key it is sealed under.
     pub key_id: String,
-    /// base64 of nonce ‖ AES-256-GCM ciphertext of the token.
+    /// base64 of nonce ‖ AES-256-GCM ciphertext of the token (empty while
+    /// the first token is being obtained).
     pub sealed: String,
+    /// A replica is obtaining a new token until then; others wait for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refreshing_until: Option<Time>,
 }
 
 impl Credential {

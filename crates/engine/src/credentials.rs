@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::EngineError;
 
+mod lease;
 mod vault;
 
 pub use vault::{VaultKey, VaultKeys};
@@ -152,6 +153,7 @@ impl Credentials {
                 .map(|s| Time(now + chrono::Duration::seconds(s.min(i64::MAX as u64) as i64))),
             key_id: keys.current_id().to_owned(),
             sealed: keys.seal(&plain, &aad(namespace, &name)),
+            refreshing_until: None,
         };
         match stored {
             Some(mut credential) => {
@@ -239,18 +241,38 @@ impl UpstreamCredentials for Credentials {
         let name = Credential::name_for(upstream, None);
         let lock = self.lock(format!("{namespace}/{name}"));
         let _one_at_a_time = lock.lock().await;
-        let mut stored = self.stored(namespace, &name).await?;
-        if let Some(credential) = stored.as_mut() {
-            if let Some(token) = self.usable(keys, credential, oauth2).await {
-                return Ok(format!("Bearer {token}"));
+        let deadline = tokio::time::Instant::now() + 2 * lease::REFRESH_LEASE;
+        let claimed = loop {
+            let mut stored = self.stored(namespace, &name).await?;
+            if let Some(credential) = stored.as_mut() {
+                if let Some(token) = self.usable(keys, credential, oauth2).await {
+                    return Ok(format!("Bearer {token}"));
+                }
             }
-        }
-        let token = self.endpoint.request(oauth2, url).await.map_err(|e| {
-            failed(format!(
-                "no token for {} {:?}: {e}",
-                upstream.kind, upstream.name
-            ))
-        })?;
+            match self.claim(namespace, upstream, oauth2, stored).await? {
+                lease::Claim::Won(credential) => break credential,
+                lease::Claim::Busy if tokio::time::Instant::now() < deadline => {
+                    Self::pause().await
+                }
+                lease::Claim::Busy => {
+                    return Err(failed(format!(
+                        "another replica is still obtaining the token for {} {:?}",
+                        upstream.kind, upstream.name
+                    )));
+                }
+            }
+        };
+        let token = match self.endpoint.request(oauth2, url).await {
+            Ok(token) => token,
+            Err(e) => {
+                self.release(claimed).await;
+                return Err(failed(format!(
+                    "no token for {} {:?}: {e}",
+                    upstream.kind, upstream.name
+                )));
+            }
+        };
+        let stored = Some(claimed);
         if let Err(e) = self
             .keep(keys, namespace, upstream, oauth2, &token, stored)
             .await
