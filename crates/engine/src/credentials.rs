@@ -250,7 +250,7 @@ impl UpstreamCredentials for Credentials {
                 }
             }
             match self.claim(namespace, upstream, oauth2, stored).await? {
-                lease::Claim::Won(credential) => break credential,
+                lease::Claim::Won(credential) => break *credential,
                 lease::Claim::Busy if tokio::time::Instant::now() < deadline => {
                     Self::pause().await
                 }

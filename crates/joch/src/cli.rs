@@ -36,6 +36,8 @@ pub struct ClientArgs {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once at start: boxing `serve`'s many flags would save nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Run the gateway.
     Serve(ServeArgs),

@@ -22,7 +22,7 @@ const POLL: Duration = Duration::from_millis(100);
 /// The outcome of a claim.
 pub(super) enum Claim {
     /// This replica refreshes; the record is as its claim wrote it.
-    Won(Credential),
+    Won(Box<Credential>),
     /// Another replica is refreshing; read again after a pause.
     Busy,
 }
@@ -77,7 +77,7 @@ impl Credentials {
             }
         };
         match written {
-            Ok(credential) => Ok(Claim::Won(credential)),
+            Ok(credential) => Ok(Claim::Won(Box::new(credential))),
             Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => Ok(Claim::Busy),
             Err(e) => Err(failed(format!("the token vault cannot be written: {e}"))),
         }
