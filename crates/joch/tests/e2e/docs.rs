@@ -108,7 +108,11 @@ async fn apply(joch: &Joch, mut manifest: Value, n: usize) -> (StatusCode, Value
         Some("McpServer") => {
             // Accepting the manifest is what is checked here, not the
             // upstream server: `true` exits at once, leaving it Unavailable.
-            manifest["spec"]["stdio"] = json!({"command": "true"});
+            // An http one is kept: its `auth` fails before any request (no
+            // vault key, its secret unset), leaving it Unavailable too.
+            if manifest["spec"].get("http").is_none() {
+                manifest["spec"]["stdio"] = json!({"command": "true"});
+            }
             "mcpservers"
         }
         Some("Namespace") => {
