@@ -169,7 +169,12 @@ class ProtectedMcp:
             return f"hello {token.client_id if token else 'nobody'}"
 
         config = uvicorn.Config(
-            server.streamable_http_app(), host="127.0.0.1", port=self.port, log_level="error"
+            server.streamable_http_app(),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="error",
+            # joch holds a stream open: do not wait for it to close.
+            timeout_graceful_shutdown=0.2,
         )
         self.uvicorn = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.uvicorn.run, daemon=True)
