@@ -6,8 +6,10 @@
 //!
 //! - `viewer.rs`: who is looking (session or local) and the CSRF check;
 //! - `signin.rs`: token sign-in and sign-out;
+//! - `oidc.rs`: sign-in through the identity provider (OpenID Connect);
 //! - `inbox.rs`: pending approvals, live, and decisions;
 //! - `ledger.rs`: ToolCalls filtered and paged, a call's page, replay and resolve;
+//! - `audit.rs`: a call's audit entries and their checks;
 //! - `artifacts.rs`: a call's artifacts shown, previewed or offered;
 //! - `executions.rs`: runs and one run's live timeline in lanes;
 //! - `upstreams.rs`: MCP servers and their held-back definitions;
@@ -17,10 +19,12 @@
 
 mod artifacts;
 mod assets;
+mod audit;
 mod executions;
 mod inbox;
 mod layout;
 mod ledger;
+mod oidc;
 mod overview;
 mod settings;
 mod signin;
@@ -44,6 +48,8 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/ui/", get(|| async { Redirect::to("/ui/inbox") }))
         .route("/ui/assets/{file}", get(assets::serve))
         .route("/ui/signin", get(signin::form).post(signin::sign_in))
+        .route("/ui/signin/oidc", get(oidc::start))
+        .route("/ui/signin/oidc/callback", get(oidc::callback))
         .route("/ui/signout", post(signin::sign_out))
         .route("/ui/inbox", get(inbox::show))
         .route("/ui/inbox/stream", get(inbox::stream))
