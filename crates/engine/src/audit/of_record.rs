@@ -83,8 +83,8 @@ impl Engine {
             });
         }
         let mut records = Vec::new();
-        let call: Option<ToolCall> = self.stored(namespace, name).await?;
-        let approval: Option<Approval> = self.stored(namespace, name).await?;
+        let call: Option<ToolCall> = self.stored_record(namespace, name).await?;
+        let approval: Option<Approval> = self.stored_record(namespace, name).await?;
         let current = [
             (ToolCall::KIND, call.and_then(|c| c.audit_entry(now()))),
             (Approval::KIND, approval.and_then(|a| a.audit_entry(now()))),
@@ -103,7 +103,7 @@ impl Engine {
         Ok(RecordAudit { entries, records })
     }
 
-    async fn stored<T: Object>(&self, namespace: &str, name: &str) -> Result<Option<T>, EngineError> {
+    async fn stored_record<T: Object>(&self, namespace: &str, name: &str) -> Result<Option<T>, EngineError> {
         match self.inner.store.get_object(namespace, name).await {
             Ok(record) => Ok(Some(record)),
             Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => Ok(None),

@@ -8,6 +8,7 @@
 //! - `signin.rs`: token sign-in and sign-out;
 //! - `oidc.rs`: sign-in through the identity provider (OpenID Connect);
 //! - `inbox.rs`: pending approvals, live, and decisions;
+//! - `argsform.rs`: the edit form generated from the tool's input schema;
 //! - `ledger.rs`: ToolCalls filtered and paged, a call's page, replay and resolve;
 //! - `audit.rs`: a call's audit entries and their checks;
 //! - `artifacts.rs`: a call's artifacts shown, previewed or offered;
@@ -15,8 +16,10 @@
 //! - `upstreams.rs`: MCP servers and their held-back definitions;
 //! - `settings.rs`: policies (read) and tokens (admin);
 //! - `overview.rs`: rates, latencies, costs and budget burn, as SVG;
+//! - `trends.rs`: the overview's per-tool charts over time;
 //! - `layout.rs`: the page shell; `assets.rs`: embedded static files.
 
+mod argsform;
 mod artifacts;
 mod assets;
 mod audit;
@@ -28,6 +31,7 @@ mod oidc;
 mod overview;
 mod settings;
 mod signin;
+mod trends;
 mod upstreams;
 mod viewer;
 

@@ -14,7 +14,7 @@
 //! session cookie goes with that same-site navigation.
 
 use axum::Extension;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
@@ -23,6 +23,7 @@ use serde::Deserialize;
 use super::layout::{Section, page};
 use super::signin::signin_page;
 use super::viewer::{SESSION_COOKIE, Visitor, cookie, set_cookie};
+use crate::extract::Query;
 use crate::{AppState, OidcClient};
 
 /// The cookie binding a started sign-in to the browser.

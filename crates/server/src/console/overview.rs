@@ -1,8 +1,9 @@
 //! `/ui/overview`: the namespace at a glance over its most recent calls
 //! (up to [`WINDOW`]): calls per second, calls over time, per tool the
 //! failure and denial rates and p50/p99 latency, today's cost per tool and
-//! agent, each budget's burn, and the approvals waiting. Charts are SVG
-//! drawn here; nothing is loaded from outside.
+//! agent, each budget's burn, and the approvals waiting; per tool over
+//! time in `trends.rs`. Charts are SVG drawn here; nothing is loaded from
+//! outside. The window bounds the page's cost whatever the ledger's size.
 
 use std::collections::BTreeMap;
 
@@ -78,7 +79,7 @@ pub(crate) async fn show(
                 .map(|t| t.0.timestamp_millis())
         })
         .collect();
-    let money = money(&state, &viewer).await?;
+    let spending = spending(&state, &viewer).await?;
     let body = html! {
         h1 { "Overview" }
         (summary(ns, &times, waiting))
@@ -86,14 +87,16 @@ pub(crate) async fn show(
         (over_time(&times))
         h2 { "Per tool" }
         (tool_table(per_tool(&calls)))
-        (money)
+        h2 { "Per tool over time" }
+        (super::trends::section(&calls))
+        (spending)
     };
     Ok(page(Some(&viewer), Section::Overview, "Overview", body))
 }
 
 /// Today's cost per tool and agent and each budget's burn, when the
 /// engine's read rule lets the viewer read costs and budgets.
-async fn money(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError> {
+async fn spending(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError> {
     let (engine, ns) = (&state.engine, viewer.namespace.as_str());
     let by = &viewer.principal;
     if may_read(by, "costs").is_err() || may_read(by, "budgets").is_err() {
