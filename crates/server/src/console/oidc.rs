@@ -16,7 +16,7 @@
 use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{AppendHeaders, IntoResponse, Redirect, Response};
 use maud::html;
 use serde::Deserialize;
 
@@ -187,16 +187,14 @@ async fn finished(state: &AppState, headers: &HeaderMap, back: Callback) -> Resu
     let session = set_cookie(state, SESSION_COOKIE, &opened.id, Some(ttl.as_secs()));
     let cleared = set_cookie(state, BINDING_COOKIE, "", Some(0));
     let body = html! {
-        meta http-equiv="refresh" content="0; url=/ui/inbox";
         h1 { "Signed in" }
         p { a href="/ui/inbox" { "Go to the inbox" } }
     };
     let shown = page(None, Section::SignIn, "Signed in", body);
-    Ok((
-        [(header::SET_COOKIE, session), (header::SET_COOKIE, cleared)],
-        shown,
-    )
-        .into_response())
+    // Appended: an array of headers would insert, keeping only the last.
+    let cookies = AppendHeaders([(header::SET_COOKIE, session), (header::SET_COOKIE, cleared)]);
+    let refresh = [(header::REFRESH, "0; url=/ui/inbox")];
+    Ok((cookies, refresh, shown).into_response())
 }
 
 /// The code and verifier exchanged at the token endpoint for an ID token.
