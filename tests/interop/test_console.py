@@ -263,7 +263,8 @@ def test_edited_arguments_are_checked_then_reach_the_tool(setup, browser):
     subject.clear()  # against the schema (required, minLength 1): the browser refuses
     card(browser, "c-edit").find_element(By.CSS_SELECTOR, "button[value=edit]").click()
     assert subject.get_attribute("validationMessage"), "the browser names the problem"
-    assert browser.find_element(By.ID, "alert").text == "" and caller.is_alive(), "nothing was sent"
+    alert = browser.find_element(By.ID, "alert").text
+    assert alert == "" and caller.is_alive(), f"nothing was sent: {alert!r} {caller.is_alive()}"
     subject.send_keys("typo in subject")
     card(browser, "c-edit").find_element(By.CSS_SELECTOR, "details summary").click()
     area = card(browser, "c-edit").find_element(By.CSS_SELECTOR, "textarea[name=input]")

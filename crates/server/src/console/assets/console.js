@@ -36,7 +36,7 @@
     el.reportValidity();
   }
   document.addEventListener("htmx:confirm", function (e) {
-    var submitter = e.detail.triggerEvent && e.detail.triggerEvent.submitter;
+    var submitter = e.detail.triggeringEvent && e.detail.triggeringEvent.submitter;
     if (!submitter || submitter.value !== "edit") return;
     var area = e.target.querySelector("textarea[name=input]");
     var value;
