@@ -186,9 +186,9 @@ impl Engine {
             None => self.principal_by_hash(&stored.token_hash).await?,
         };
         Ok(principal.map(|principal| ConsoleSession {
-                principal,
-                csrf: stored.csrf,
-            }))
+            principal,
+            csrf: stored.csrf,
+        }))
     }
 
     /// Ends the session `id` (signing out); a session already gone is fine.

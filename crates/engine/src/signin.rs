@@ -167,7 +167,10 @@ mod tests {
             pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r7wW1gXk-cFgxk"),
             "QNqBtUGXmxNHCkvrQFE4isHtTqC8SDl0Yy3NFHzmYuU"
         );
-        assert_eq!(pkce_challenge(""), "47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU");
+        assert_eq!(
+            pkce_challenge(""),
+            "47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
+        );
     }
 
     #[tokio::test]

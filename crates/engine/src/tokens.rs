@@ -334,8 +334,14 @@ mod tests {
         let id = jwt_with(json!("console"), "support", json!({"nonce": "n1"}));
         let principal = idp.id_token_principal(&id, "console", "n1");
         assert_eq!(principal.map(|p| p.name).as_deref(), Some("carol"));
-        assert!(idp.id_token_principal(&id, "console", "n2").is_none(), "another sign-in");
-        assert!(idp.id_token_principal(&id, "other", "n1").is_none(), "another client");
+        assert!(
+            idp.id_token_principal(&id, "console", "n2").is_none(),
+            "another sign-in"
+        );
+        assert!(
+            idp.id_token_principal(&id, "other", "n1").is_none(),
+            "another client"
+        );
         let access = jwt(json!(BASE), "support");
         assert!(idp.id_token_principal(&access, "console", "n1").is_none());
         assert!(idp.principal(&id).is_none(), "not an access token for joch");

@@ -27,7 +27,6 @@ use joch_engine::Engine;
 pub use discovery::resource_audiences;
 pub use error::ApiError;
 
-
 /// HTTP settings, each with a documented default.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {

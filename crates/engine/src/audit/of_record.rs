@@ -103,7 +103,11 @@ impl Engine {
         Ok(RecordAudit { entries, records })
     }
 
-    async fn stored_record<T: Object>(&self, namespace: &str, name: &str) -> Result<Option<T>, EngineError> {
+    async fn stored_record<T: Object>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<T>, EngineError> {
         match self.inner.store.get_object(namespace, name).await {
             Ok(record) => Ok(Some(record)),
             Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => Ok(None),

@@ -393,15 +393,32 @@ pub(crate) async fn signed_in(joch: &Joch, token: &str) -> String {
 #[tokio::test]
 async fn reading_policies_is_one_rule_on_both_surfaces() {
     use crate::auth::{ROOT as API_ROOT, token};
-    let joch = Joch::builder().env("JOCH_ADMIN_TOKEN", API_ROOT).start().await;
+    let joch = Joch::builder()
+        .env("JOCH_ADMIN_TOKEN", API_ROOT)
+        .start()
+        .await;
     let ns = crate::harness::NS;
     for (role, allowed) in [("agent", false), ("approver", true)] {
         let secret = token(&joch, ns, &format!("a-{role}"), role).await;
         let path = format!("/v1/namespaces/{ns}/policies");
         let (status, body) = joch.send_as(&secret, Method::GET, &path, None).await;
         let session = signed_in(&joch, &secret).await;
-        let page = send(&joch, Method::GET, &format!("/ui/policies?ns={ns}"), &session, "").await;
-        let overview = send(&joch, Method::GET, &format!("/ui/overview?ns={ns}"), &session, "").await;
+        let page = send(
+            &joch,
+            Method::GET,
+            &format!("/ui/policies?ns={ns}"),
+            &session,
+            "",
+        )
+        .await;
+        let overview = send(
+            &joch,
+            Method::GET,
+            &format!("/ui/overview?ns={ns}"),
+            &session,
+            "",
+        )
+        .await;
         let overview = overview.text().await.unwrap();
         if allowed {
             assert_eq!(status, StatusCode::OK, "{body}");
@@ -410,9 +427,15 @@ async fn reading_policies_is_one_rule_on_both_surfaces() {
             assert!(overview.contains("Cost today"));
         } else {
             assert_eq!(status, StatusCode::FORBIDDEN);
-            assert_eq!(body["message"], "a principal with role agent cannot read policies");
+            assert_eq!(
+                body["message"],
+                "a principal with role agent cannot read policies"
+            );
             assert_eq!(json(page).await, (status, body), "the same refusal");
-            assert!(!overview.contains("href=\"/ui/policies?"), "not in the menu");
+            assert!(
+                !overview.contains("href=\"/ui/policies?"),
+                "not in the menu"
+            );
             assert!(!overview.contains("Cost today"), "costs are not read");
         }
     }

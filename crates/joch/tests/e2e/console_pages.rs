@@ -50,7 +50,9 @@ async fn a_calls_page_shows_its_audit_entry_and_its_verification() {
 
     tamper(
         &db,
-        &format!("UPDATE audit SET body = replace(body, 'Succeeded', 'Failed') WHERE namespace = '{NS}' AND seq = 1"),
+        &format!(
+            "UPDATE audit SET body = replace(body, 'Succeeded', 'Failed') WHERE namespace = '{NS}' AND seq = 1"
+        ),
     );
     let html = page(&joch, &format!("/ui/calls/call-1?ns={NS}")).await;
     assert!(html.contains("hashes: NO, links: yes"), "{html}");

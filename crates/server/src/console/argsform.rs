@@ -28,12 +28,24 @@ pub(crate) fn fields(prefix: &str, schema: &Value, input: &Value) -> Vec<Markup>
         .iter()
         .filter_map(|(name, property)| {
             let id = format!("{prefix}-arg-{name}");
-            field(&id, name, property, required.contains(&name.as_str()), current.get(name))
+            field(
+                &id,
+                name,
+                property,
+                required.contains(&name.as_str()),
+                current.get(name),
+            )
         })
         .collect()
 }
 
-fn field(id: &str, name: &str, p: &Value, required: bool, current: Option<&Value>) -> Option<Markup> {
+fn field(
+    id: &str,
+    name: &str,
+    p: &Value,
+    required: bool,
+    current: Option<&Value>,
+) -> Option<Markup> {
     let kind = p.get("type").and_then(Value::as_str)?;
     let number = |key: &str| p.get(key).and_then(Value::as_f64).map(|n| n.to_string());
     let text = current.map(|v| match v {
@@ -99,8 +111,14 @@ mod tests {
             .map(Markup::into_string)
             .collect();
         assert!(html.contains(r#"id="c1-arg-subject" type="text" data-arg="subject" data-type="string" required minlength="1" value="hi""#), "{html}");
-        assert!(html.contains(r#"<option value="high" selected>high</option>"#), "{html}");
-        assert!(html.contains(r#"step="1" min="1" max="5" value="2""#), "{html}");
+        assert!(
+            html.contains(r#"<option value="high" selected>high</option>"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"step="1" min="1" max="5" value="2""#),
+            "{html}"
+        );
         assert!(html.contains(r#"data-type="boolean" checked"#), "{html}");
         assert!(!html.contains("tags"), "an array stays in the JSON");
         assert!(fields("c1", &json!({"type": "object"}), &input).is_empty());

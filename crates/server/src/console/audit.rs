@@ -51,7 +51,14 @@ fn shown(audit: &RecordAudit) -> Markup {
 }
 
 fn row(e: &CheckedEntry) -> Markup {
-    let text = |key: &str| e.line.entry.get(key).and_then(|v| v.as_str()).unwrap_or("").to_owned();
+    let text = |key: &str| {
+        e.line
+            .entry
+            .get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_owned()
+    };
     let ok = |good: bool| if good { "yes" } else { "NO" };
     html! {
         tr {

@@ -84,9 +84,15 @@ pub(crate) async fn show(
 /// The execution's call context (the state its declarative tools share).
 async fn call_context(state: &AppState, viewer: &Viewer, name: &str) -> Result<Markup, ApiError> {
     let (by, ns) = (&viewer.principal, viewer.namespace.as_str());
-    match state.engine.read_resource::<CallContext>(by, ns, name).await {
+    match state
+        .engine
+        .read_resource::<CallContext>(by, ns, name)
+        .await
+    {
         Ok(context) => Ok(json_block("Call context", &Value::Object(context.data))),
-        Err(EngineError::NotFound { .. }) => Ok(html! { p.note { "No call context: no declarative tool of this execution has written one." } }),
+        Err(EngineError::NotFound { .. }) => Ok(
+            html! { p.note { "No call context: no declarative tool of this execution has written one." } },
+        ),
         Err(e) => Err(e.into()),
     }
 }

@@ -142,7 +142,10 @@ async fn rendered(
         if schemas.contains_key(tool) {
             continue;
         }
-        let schema = match engine.get_tool(&viewer.principal, &viewer.namespace, tool).await {
+        let schema = match engine
+            .get_tool(&viewer.principal, &viewer.namespace, tool)
+            .await
+        {
             Ok(t) => t.spec.input_schema,
             Err(EngineError::NotFound { .. }) => Value::Null,
             Err(e) => return Err(e),

@@ -99,7 +99,10 @@ async fn discover(oidc: &OidcClient) -> Result<Discovery, Failure> {
 }
 
 fn redirect_uri(state: &AppState) -> String {
-    format!("{}{CALLBACK}", state.config.public_url.trim_end_matches('/'))
+    format!(
+        "{}{CALLBACK}",
+        state.config.public_url.trim_end_matches('/')
+    )
 }
 
 /// Starts a sign-in and sends the browser to the provider.
@@ -132,7 +135,11 @@ async fn started(state: &AppState) -> Result<Response, Failure> {
         ("code_challenge_method", "S256"),
     ])
     .unwrap_or_default();
-    let separator = if endpoints.authorization_endpoint.contains('?') { '&' } else { '?' };
+    let separator = if endpoints.authorization_endpoint.contains('?') {
+        '&'
+    } else {
+        '?'
+    };
     let to = format!("{}{separator}{query}", endpoints.authorization_endpoint);
     let ttl = joch_engine::SIGN_IN_TTL.as_secs();
     let binding = set_cookie(state, BINDING_COOKIE, &sign_in.binding, Some(ttl))
@@ -161,10 +168,17 @@ pub(crate) async fn callback(
     }
 }
 
-async fn finished(state: &AppState, headers: &HeaderMap, back: Callback) -> Result<Response, Failure> {
+async fn finished(
+    state: &AppState,
+    headers: &HeaderMap,
+    back: Callback,
+) -> Result<Response, Failure> {
     let oidc = client(state)?;
     if let Some(error) = back.error {
-        let detail = back.error_description.map(|d| format!(" ({d})")).unwrap_or_default();
+        let detail = back
+            .error_description
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default();
         return Err(Failure::Refused(format!("{error}{detail}")));
     }
     let (Some(code), Some(sign_in)) = (back.code, back.state) else {
@@ -227,7 +241,9 @@ async fn exchange(
     if !answer.status().is_success() {
         let status = answer.status();
         let text = answer.text().await.unwrap_or_default();
-        return Err(Failure::Refused(format!("token endpoint answered {status}: {text}")));
+        return Err(Failure::Refused(format!(
+            "token endpoint answered {status}: {text}"
+        )));
     }
     let tokens: Tokens = answer
         .json()

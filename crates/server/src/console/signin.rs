@@ -33,7 +33,11 @@ pub(crate) fn signin_page(
     error: Option<&str>,
     status: StatusCode,
 ) -> Response {
-    let issuer = state.config.console_oidc.as_ref().map(|o| o.issuer.as_str());
+    let issuer = state
+        .config
+        .console_oidc
+        .as_ref()
+        .map(|o| o.issuer.as_str());
     let body = html! {
         h1 { "Sign in to joch" }
         @if let Some(error) = error {

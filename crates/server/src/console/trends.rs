@@ -65,7 +65,12 @@ pub(crate) fn section(calls: &[ToolCall]) -> Markup {
         b.latencies.extend(c.status.latency_ms);
     }
     let mut busiest: Vec<(&str, Vec<Bucket>)> = tools.into_iter().collect();
-    busiest.sort_by_key(|(name, b)| (std::cmp::Reverse(b.iter().map(|b| b.calls).sum::<usize>()), *name));
+    busiest.sort_by_key(|(name, b)| {
+        (
+            std::cmp::Reverse(b.iter().map(|b| b.calls).sum::<usize>()),
+            *name,
+        )
+    });
     let seconds = width as f64 / 1000.0;
     html! {
         p.note { (BUCKETS) " buckets of " (format!("{seconds:.1}")) " s each, the " (TOOLS) " busiest tools." }
@@ -84,9 +89,19 @@ pub(crate) fn section(calls: &[ToolCall]) -> Markup {
 
 /// A line chart of `values` (and a dashed `second` series), labelled with
 /// its range for screen readers.
-fn chart(what: &str, values: &[Option<f64>], second: Option<&[Option<f64>]>, color: &str, unit: &str) -> Markup {
+fn chart(
+    what: &str,
+    values: &[Option<f64>],
+    second: Option<&[Option<f64>]>,
+    color: &str,
+    unit: &str,
+) -> Markup {
     let all = values.iter().chain(second.unwrap_or(&[])).flatten();
-    let top = all.clone().copied().fold(0.0_f64, f64::max).max(f64::EPSILON);
+    let top = all
+        .clone()
+        .copied()
+        .fold(0.0_f64, f64::max)
+        .max(f64::EPSILON);
     let label = format!("{what}: up to {top:.1}{unit}");
     html! {
         svg viewBox={ "0 0 " (W) " " (H + 12.0) } width="100%" height="72" role="img" aria-label=(label) {
@@ -107,7 +122,9 @@ fn points(values: &[Option<f64>], top: f64) -> String {
     values
         .iter()
         .enumerate()
-        .filter_map(|(i, v)| v.map(|v| format!("{:.1},{:.1}", i as f64 * step, 12.0 + H - H * v / top)))
+        .filter_map(|(i, v)| {
+            v.map(|v| format!("{:.1},{:.1}", i as f64 * step, 12.0 + H - H * v / top))
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -169,7 +169,8 @@ pub async fn audit_entries_chain_per_namespace(store: &dyn Store) {
 /// A record's entries are found by its name (a ToolCall's and its
 /// Approval's alike), in chain order, within the namespace only.
 pub async fn a_records_audit_entries_are_found_by_name(store: &dyn Store) {
-    let entry = |kind: &str, name: &str| format!(r#"{{"kind":"{kind}","name":"{name}","phase":"x"}}"#);
+    let entry =
+        |kind: &str, name: &str| format!(r#"{{"kind":"{kind}","name":"{name}","phase":"x"}}"#);
     let appends = [
         ("a", entry("ToolCall", "c1")),
         ("a", entry("ToolCall", "c2")),
