@@ -10,8 +10,9 @@
 //!   `approver` role, except when the deciding policy asked the caller's
 //!   own user (`askUser`, or a `userInput` value): that decision is
 //!   recorded as such (`status.askedUser`).
-//! - Replaying and resolving a call, and accepting an upstream tool's
-//!   changed definition, and managing tokens, take the `admin` role.
+//! - Replaying and resolving a call, accepting an upstream tool's changed
+//!   definition, and managing tokens and upstream credentials take the
+//!   `admin` role.
 //! - A hook-mode call's result is reported by the principal that made it.
 //! - Reading: an `agent` reads what it calls with (tools, its calls,
 //!   executions, approvals, call contexts, artifacts); an `approver` reads
