@@ -251,9 +251,7 @@ impl UpstreamCredentials for Credentials {
             }
             match self.claim(namespace, upstream, oauth2, stored).await? {
                 lease::Claim::Won(credential) => break *credential,
-                lease::Claim::Busy if tokio::time::Instant::now() < deadline => {
-                    Self::pause().await
-                }
+                lease::Claim::Busy if tokio::time::Instant::now() < deadline => Self::pause().await,
                 lease::Claim::Busy => {
                     return Err(failed(format!(
                         "another replica is still obtaining the token for {} {:?}",

@@ -40,7 +40,9 @@ impl Credentials {
         let now = Utc::now();
         let until = Time(now + chrono::Duration::from_std(REFRESH_LEASE).expect("small"));
         let written = match stored {
-            Some(c) if c.spec.refreshing_until.is_some_and(|t| t.0 > now) => return Ok(Claim::Busy),
+            Some(c) if c.spec.refreshing_until.is_some_and(|t| t.0 > now) => {
+                return Ok(Claim::Busy);
+            }
             Some(mut credential) => {
                 credential.spec.refreshing_until = Some(until);
                 self.store
