@@ -190,6 +190,32 @@ impl crate::Engine {
         Ok(tool)
     }
 
+    /// [`get_tool`](Self::get_tool) from the snapshot the call path reads
+    /// (dropped on every write of a Tool): what a surface needs of the
+    /// called tool beside the call, without a store read per call.
+    pub async fn cached_tool(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<std::sync::Arc<Tool>, EngineError> {
+        acts_in(by, namespace)?;
+        let key = format!("{namespace}/{name}");
+        let found = self
+            .inner
+            .tools
+            .get_or_load(&key, self.inner.store.get_object(namespace, name))
+            .await;
+        match found {
+            Ok(tool) if sees(by, &tool) => Ok(tool),
+            Ok(_) | Err(joch_store::StoreError::NotFound { .. }) => Err(EngineError::NotFound {
+                kind: "Tool".to_owned(),
+                name: name.to_owned(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The tools of `namespace` that exist for `by`, in name order.
     pub async fn list_tools(
         &self,
