@@ -20,11 +20,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use reqwest::Client;
-use rmcp::model::ProtocolVersion;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use rmcp::model::CallToolRequestParams;
+use rmcp::model::ProtocolVersion;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::soak::process::Joch;
@@ -94,7 +94,12 @@ pub(crate) async fn compare(settings: &Settings, webhook: &str) -> Result<()> {
         }
         for (scenario, against, base, mcp) in [
             ("mcp_vs_rest", "rest", &rest, &mcp),
-            ("mcp_vs_rest_execution", "rest_execution", &in_execution, &mcp),
+            (
+                "mcp_vs_rest_execution",
+                "rest_execution",
+                &in_execution,
+                &mcp,
+            ),
             ("mcp_stateless_vs_rest", "rest", &rest, &stateless),
         ] {
             lines.push(format!(

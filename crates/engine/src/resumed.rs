@@ -56,7 +56,9 @@ impl Engine {
         // Withdrawn by us, not decided by an approver first: the call is ours to end.
         let approval = self.get_approval(namespace, name).await?;
         let call = self.get_call(namespace, name).await?;
-        if approval.status.phase != ApprovalPhase::Expired || call.status.phase != Phase::AwaitingApproval {
+        if approval.status.phase != ApprovalPhase::Expired
+            || call.status.phase != Phase::AwaitingApproval
+        {
             return Ok(call);
         }
         let rejection = Rejection::refused(
@@ -78,8 +80,8 @@ impl Engine {
     ) -> Result<ToolCall, EngineError> {
         acts_in(by, namespace)?;
         let call = self.get_call(namespace, name).await?;
-        let made_it = !by.is_authenticated()
-            || call.status.principal.as_ref().is_some_and(|p| by.is(p));
+        let made_it =
+            !by.is_authenticated() || call.status.principal.as_ref().is_some_and(|p| by.is(p));
         if !made_it {
             return Err(EngineError::NotFound {
                 kind: "ToolCall".to_owned(),

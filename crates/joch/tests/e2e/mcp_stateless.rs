@@ -82,7 +82,10 @@ async fn input_required_is_answered_on_another_replica_after_the_approval() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(url.contains(&format!("/v1/namespaces/{NS}/approvals/")), "{url}");
+    assert!(
+        url.contains(&format!("/v1/namespaces/{NS}/approvals/")),
+        "{url}"
+    );
     assert_eq!(webhook.hits(), 0, "nothing ran before the decision");
 
     // The state names no call of this tool: refused, nothing decided.
@@ -159,9 +162,16 @@ async fn the_clients_user_approves_through_the_form_of_input_required() {
     let (_, approvals) = joch.get(&format!("/v1/namespaces/{NS}/approvals")).await;
     let approval = &approvals["items"][0];
     assert_eq!(approval["status"]["phase"], "Approved", "{approval}");
-    assert_eq!(approval["status"]["decidedBy"], "mcp-elicitation:e2e-approver");
+    assert_eq!(
+        approval["status"]["decidedBy"],
+        "mcp-elicitation:e2e-approver"
+    );
     let (_, calls) = joch.get(&format!("/v1/namespaces/{NS}/toolcalls")).await;
-    assert_eq!(calls["items"].as_array().unwrap().len(), 1, "one call, resumed: {calls}");
+    assert_eq!(
+        calls["items"].as_array().unwrap().len(),
+        1,
+        "one call, resumed: {calls}"
+    );
 }
 
 /// A client that runs its calls as tasks (and takes no elicitation).
@@ -203,7 +213,10 @@ async fn a_task_outlives_a_kill_9_of_the_replica_that_started_it() {
     let waiting = task_of(&client_a, &id).await;
     assert_eq!(waiting["status"], "working", "{waiting}");
     assert!(
-        waiting["statusMessage"].as_str().unwrap().contains("/approvals/"),
+        waiting["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("/approvals/"),
         "{waiting}"
     );
     drop(client_a);
@@ -231,13 +244,18 @@ async fn a_task_waiting_for_a_person_is_cancelled_and_never_runs() {
     let client = stateless(&joch, Tasker).await;
     let id = start_task(&client, 2).await;
 
-    client.cancel_task(CancelTaskParams::new(&id)).await.unwrap();
+    client
+        .cancel_task(CancelTaskParams::new(&id))
+        .await
+        .unwrap();
     let task = task_of(&client, &id).await;
     assert_eq!(task["status"], "cancelled", "{task}");
     let call = joch.get_call(&id).await;
     assert_eq!(call["status"]["phase"], "Failed", "{call}");
     assert_eq!(call["status"]["error"]["code"], "cancelled", "{call}");
-    let (_, approval) = joch.get(&format!("/v1/namespaces/{NS}/approvals/{id}")).await;
+    let (_, approval) = joch
+        .get(&format!("/v1/namespaces/{NS}/approvals/{id}"))
+        .await;
     assert_eq!(approval["status"]["phase"], "Expired", "{approval}");
     // Approving it now is refused: it was withdrawn.
     let (status, _) = joch

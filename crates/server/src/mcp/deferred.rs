@@ -27,8 +27,8 @@ use joch_core::{Approval, Tool, ToolCall};
 use joch_engine::{EngineError, Principal};
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequestParams, ElicitRequest, ElicitRequestParams, InputRequest,
-    InputRequiredResult, MetaObject, ProtocolVersion,
+    CallToolRequestParams, ElicitRequest, ElicitRequestParams, InputRequest, InputRequiredResult,
+    MetaObject, ProtocolVersion,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::json;
@@ -115,7 +115,10 @@ impl JochMcp {
         let call = self.resumed(by, namespace, name, Duration::ZERO).await?;
         if call.tool_name() != request.name {
             return Err(ErrorData::invalid_params(
-                format!("requestState names a call of another tool than {:?}", request.name),
+                format!(
+                    "requestState names a call of another tool than {:?}",
+                    request.name
+                ),
                 None,
             ));
         }
@@ -126,8 +129,15 @@ impl JochMcp {
         if let (Some(answer), false) = (answer, call.status.phase.is_terminal()) {
             if let Ok(approval) = self.engine.get_approval(namespace, name).await {
                 let decider = elicit::decider_name(&call);
-                elicit::decide_by_answer(&self.engine, &approval, tool, answer, decider, by.clone())
-                    .await;
+                elicit::decide_by_answer(
+                    &self.engine,
+                    &approval,
+                    tool,
+                    answer,
+                    decider,
+                    by.clone(),
+                )
+                .await;
             }
         }
         let call = self.resumed(by, namespace, name, RETRY_WAIT).await?;
@@ -136,7 +146,9 @@ impl JochMcp {
         }
         let state = format!("{STATE_PREFIX}{name}");
         let url = self.approval_url_of(namespace, name);
-        Ok(Err(InputRequiredResult::from_request_state(state).with_meta(approval_meta(&url))))
+        Ok(Err(
+            InputRequiredResult::from_request_state(state).with_meta(approval_meta(&url))
+        ))
     }
 
     pub(super) async fn resumed(

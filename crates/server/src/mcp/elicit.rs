@@ -192,12 +192,26 @@ async fn record(
 ) {
     let decided = match verdict {
         Verdict::Approve(d) => {
-            let decision = ApprovalDecision { by, for_user: true, ..d };
-            engine.approve(&caller, namespace, name, decision).await.map(drop)
+            let decision = ApprovalDecision {
+                by,
+                for_user: true,
+                ..d
+            };
+            engine
+                .approve(&caller, namespace, name, decision)
+                .await
+                .map(drop)
         }
         Verdict::Reject(d) => {
-            let decision = ApprovalDecision { by, for_user: true, ..d };
-            engine.reject(&caller, namespace, name, decision).await.map(drop)
+            let decision = ApprovalDecision {
+                by,
+                for_user: true,
+                ..d
+            };
+            engine
+                .reject(&caller, namespace, name, decision)
+                .await
+                .map(drop)
         }
     };
     match decided {

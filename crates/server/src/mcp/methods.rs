@@ -8,20 +8,21 @@
 
 use joch_core::mcp_surface::McpOperation;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
-    UpdateTaskParams, CallToolResult, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
     ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value, json};
 
 use super::convert::{call_result, is_mcp_tool, refused, tool_definition};
-use super::{deferred, tasks};
 use super::handler::{JochMcp, Ran};
+use super::{deferred, tasks};
 
 /// What joch says of itself in `initialize`: tools, and the upstream
 /// servers' resources, prompts, completion and logging, each of whose
@@ -99,7 +100,10 @@ impl ServerHandler for JochMcp {
         // a person answers `input_required` and is resumed by a retry.
         let defer = deferred::stateless(&context);
         let ran = if defer && deferred::is_retry(&request) {
-            match self.resume(&by, &namespace, &request, tool.as_deref()).await? {
+            match self
+                .resume(&by, &namespace, &request, tool.as_deref())
+                .await?
+            {
                 Ok(settled) => Ok(Ran::Settled(Box::new(settled))),
                 Err(waiting) => return Ok(waiting.into()),
             }
@@ -117,7 +121,9 @@ impl ServerHandler for JochMcp {
                 call_result(&settled, tool_is_mcp)
             }
             Ok(Ran::Deferred(approval)) => {
-                return Ok(self.input_required(&approval, tool.as_deref(), &context).into());
+                return Ok(self
+                    .input_required(&approval, tool.as_deref(), &context)
+                    .into());
             }
             Err(e) => {
                 let e = crate::ApiError::from(e);

@@ -58,7 +58,8 @@ pub(crate) fn front(
         let engine = engine.clone();
         let public_url: Arc<str> = public_url.trim_end_matches('/').into();
         move || {
-            Ok(JochMcp::for_http(engine.clone(), progress_every).with_public_url(public_url.clone()))
+            Ok(JochMcp::for_http(engine.clone(), progress_every)
+                .with_public_url(public_url.clone()))
         }
     };
     Front {

@@ -102,7 +102,10 @@ impl JochMcp {
                     .await
                     .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
                 let asked = self.input_required(&approval, tool.as_deref(), context);
-                let link = asked.meta.as_ref().and_then(|m| m.get("joch.dev/approvalUrl"));
+                let link = asked
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.get("joch.dev/approvalUrl"));
                 base.status_message = link
                     .and_then(Value::as_str)
                     .map(|url| format!("waiting for approval: {url}"));
@@ -129,7 +132,11 @@ impl JochMcp {
         let Some(answer) = params.input_responses.get(APPROVAL_INPUT) else {
             return Ok(());
         };
-        let Ok(approval) = self.engine.get_approval(&namespace, &call.metadata.name).await else {
+        let Ok(approval) = self
+            .engine
+            .get_approval(&namespace, &call.metadata.name)
+            .await
+        else {
             return Ok(());
         };
         let tool = self
@@ -138,8 +145,15 @@ impl JochMcp {
             .await
             .ok();
         let decider = elicit::decider_name(&call);
-        elicit::decide_by_answer(&self.engine, &approval, tool.as_deref(), answer, decider, by)
-            .await;
+        elicit::decide_by_answer(
+            &self.engine,
+            &approval,
+            tool.as_deref(),
+            answer,
+            decider,
+            by,
+        )
+        .await;
         Ok(())
     }
 
@@ -160,7 +174,10 @@ impl JochMcp {
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
-    fn caller(&self, context: &RequestContext<RoleServer>) -> Result<(Principal, String), ErrorData> {
+    fn caller(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(Principal, String), ErrorData> {
         Ok((
             self.principal(&context.extensions)?,
             self.namespace(&context.extensions)?,
