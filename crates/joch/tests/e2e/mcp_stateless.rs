@@ -86,7 +86,7 @@ async fn input_required_is_answered_on_another_replica_after_the_approval() {
         url.contains(&format!("/v1/namespaces/{NS}/approvals/")),
         "{url}"
     );
-    assert_eq!(webhook.hits(), 0, "nothing ran before the decision");
+    assert_eq!(webhook.recorded().len(), 0, "nothing ran before the decision");
 
     // The state names no call of this tool: refused, nothing decided.
     let mut forged = CallToolRequestParams::new("other").with_request_state(state.clone());
@@ -110,7 +110,7 @@ async fn input_required_is_answered_on_another_replica_after_the_approval() {
         panic!("not complete: {again:?}")
     };
     assert_eq!(again.structured_content, done.structured_content);
-    assert_eq!(webhook.hits(), 1, "the approved call ran once");
+    assert_eq!(webhook.recorded().len(), 1, "the approved call ran once");
     let name = state.strip_prefix("toolcall/").unwrap();
     let call = b.get_call(name).await;
     assert_eq!(call["status"]["phase"], "Succeeded", "{call}");
@@ -154,7 +154,7 @@ async fn the_clients_user_approves_through_the_form_of_input_required() {
     // rmcp's client drives the rounds: asks its user, retries with the answer.
     let done = client.call_tool(ticket(7)).await.unwrap();
     assert_eq!(done.is_error, Some(false), "{done:?}");
-    assert_eq!(webhook.hits(), 1);
+    assert_eq!(webhook.recorded().len(), 1);
     let asked = user.asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert_eq!(asked[0]["requestedSchema"]["required"][0], "approve");
@@ -233,7 +233,7 @@ async fn a_task_outlives_a_kill_9_of_the_replica_that_started_it() {
     };
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["isError"], false, "{done}");
-    assert_eq!(webhook.hits(), 1, "the task's call ran once, on B");
+    assert_eq!(webhook.recorded().len(), 1, "the task's call ran once, on B");
 }
 
 #[tokio::test]
@@ -268,5 +268,5 @@ async fn a_task_waiting_for_a_person_is_cancelled_and_never_runs() {
     assert!(status.is_client_error(), "{status}");
     // Another task id is no task of this client's.
     assert!(client.get_task(GetTaskParams::new("nope")).await.is_err());
-    assert_eq!(webhook.hits(), 0);
+    assert_eq!(webhook.recorded().len(), 0);
 }
