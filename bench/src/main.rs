@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 mod abandoned;
 mod at_rest;
+mod breakdown;
 mod floor;
 mod mcp;
 mod open_loop;
@@ -562,8 +563,9 @@ async fn run(
     Ok(all)
 }
 
-/// One call, including reading and parsing the whole answer.
-async fn one_call(client: &Client, target: &Target, i: usize) -> Result<()> {
+/// One call, including reading and parsing the whole answer; for a call
+/// through joch, the `Server-Timing` value it was answered with.
+async fn one_call(client: &Client, target: &Target, i: usize) -> Result<Option<String>> {
     let input = json!({"n": i, "text": "hello"});
     match target {
         Target::Direct(url) => {
@@ -574,6 +576,7 @@ async fn one_call(client: &Client, target: &Target, i: usize) -> Result<()> {
                 .await?
                 .error_for_status()?;
             response.json::<Value>().await?;
+            Ok(None)
         }
         Target::Joch { urls, tool } => {
             let call = json!({"spec": {"toolRef": {"name": tool}, "input": input}});
@@ -583,15 +586,20 @@ async fn one_call(client: &Client, target: &Target, i: usize) -> Result<()> {
                 .send()
                 .await?;
             let status = response.status();
+            let timing = response
+                .headers()
+                .get("server-timing")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
             let body: Value = response.json().await?;
             let phase = body.pointer("/status/phase").and_then(Value::as_str);
             ensure!(
                 status.as_u16() == 201 && phase == Some("Succeeded"),
                 "HTTP {status}, phase {phase:?}: {body}"
             );
+            Ok(timing)
         }
     }
-    Ok(())
 }
 
 /// A percentile of the latencies (1.0: the largest), in milliseconds.

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use reqwest::Client;
 use tokio::task::JoinSet;
 
+use crate::breakdown::{self, Breakdown};
 use crate::{Args, Latencies, Target, latencies, one_call, percentile_ms};
 
 /// For each offered rate: the direct baseline, then each joch scenario.
@@ -25,7 +26,7 @@ pub async fn open_loop(
             "\nopen loop: {rate} calls/s offered for {} s (latency from each call's start; +p99 against direct at the same rate)",
             args.offered_seconds
         );
-        let (direct, _) =
+        let (direct, _, _) =
             at_rate(client, calls, rate, &Target::Direct(webhook_url.to_owned())).await?;
         let direct_p99 = percentile_ms(&direct, 0.99);
         println!(
@@ -34,7 +35,7 @@ pub async fn open_loop(
             percentile_ms(&direct, 0.50)
         );
         for (scenario, target) in servers {
-            let (joch, failures) = at_rate(client, calls, rate, target).await?;
+            let (joch, failures, mut stages) = at_rate(client, calls, rate, target).await?;
             let (p50, p99) = (percentile_ms(&joch, 0.50), percentile_ms(&joch, 0.99));
             let added = p99 - direct_p99;
             println!(
@@ -43,6 +44,7 @@ pub async fn open_loop(
             println!(
                 "RESULTO scenario=joch_{scenario} rate={rate} calls={calls} p50_ms={p50:.3} p99_ms={p99:.3} added_p99_ms={added:.3} failures={failures}"
             );
+            breakdown::report(scenario, rate, &mut stages);
             anyhow::ensure!(
                 failures == 0,
                 "joch_{scenario}: {failures} calls failed at {rate}/s"
@@ -52,13 +54,14 @@ pub async fn open_loop(
     Ok(())
 }
 
-/// `calls` calls started `1/rate` s apart, each timed from its own start.
+/// `calls` calls started `1/rate` s apart, each timed from its own start,
+/// with the stages of those answered with `Server-Timing`.
 async fn at_rate(
     client: &Client,
     calls: usize,
     rate: usize,
     target: &Target,
-) -> Result<(Latencies, usize)> {
+) -> Result<(Latencies, usize, Vec<(Duration, Breakdown)>)> {
     let every = Duration::from_secs(1) / u32::try_from(rate.max(1)).unwrap_or(u32::MAX);
     let start = tokio::time::Instant::now();
     let mut running = JoinSet::new();
@@ -68,16 +71,24 @@ async fn at_rate(
         let (client, target) = (client.clone(), target.clone());
         running.spawn(async move {
             let started = Instant::now();
-            let failed = one_call(&client, &target, i).await.is_err();
-            (started.elapsed(), failed)
+            let answered = one_call(&client, &target, i).await;
+            (started.elapsed(), answered)
         });
     }
     let mut all = latencies()?;
     let mut failures = 0;
+    let mut stages = Vec::with_capacity(calls);
     while let Some(done) = running.join_next().await {
-        let (elapsed, failed) = done.context("a call's task panicked")?;
+        let (elapsed, answered) = done.context("a call's task panicked")?;
         all.saturating_record(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
-        failures += usize::from(failed);
+        match answered {
+            Ok(timing) => stages.extend(
+                timing
+                    .and_then(|t| breakdown::parse(&t, elapsed))
+                    .map(|b| (elapsed, b)),
+            ),
+            Err(_) => failures += 1,
+        }
     }
-    Ok((all, failures))
+    Ok((all, failures, stages))
 }

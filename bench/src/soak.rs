@@ -44,6 +44,8 @@ pub(crate) struct Soak {
 struct Sample {
     at_s: u64,
     rss_kib: u64,
+    anon_kib: u64,
+    mapped_kib: u64,
     open_files: u64,
     metric_lines: u64,
     metric_bytes: u64,
@@ -244,17 +246,22 @@ async fn sample_loop(joch: &Joch, client: &Client, base: &str, until: Instant) -
             Ok(r) => r.text().await.unwrap_or_default(),
             Err(_) => String::new(),
         };
+        let (anon_kib, mapped_kib) = joch.rss_parts_kib().unwrap_or_default();
         let sample = Sample {
             at_s: started.elapsed().as_secs(),
             rss_kib: joch.rss_kib().unwrap_or(0),
+            anon_kib,
+            mapped_kib,
             open_files: joch.open_files().unwrap_or(0),
             metric_lines: metrics.lines().count() as u64,
             metric_bytes: metrics.len() as u64,
         };
         println!(
-            "soak sample t={}s rss_kib={} open_files={} metric_lines={} metric_bytes={}",
+            "soak sample t={}s rss_kib={} anon_kib={} mapped_kib={} open_files={} metric_lines={} metric_bytes={}",
             sample.at_s,
             sample.rss_kib,
+            sample.anon_kib,
+            sample.mapped_kib,
             sample.open_files,
             sample.metric_lines,
             sample.metric_bytes
@@ -294,8 +301,10 @@ fn report(baseline: &Run, loaded: &Run, seconds: u64) {
     // "After the first minute", or a sixth of a shorter run.
     let warm_s = 60.min(seconds / 6);
     let last = loaded.samples.last().copied();
-    let fields: [Field; 4] = [
+    let fields: [Field; 6] = [
         ("rss_kib", |s| s.rss_kib),
+        ("anon_kib", |s| s.anon_kib),
+        ("mapped_kib", |s| s.mapped_kib),
         ("open_files", |s| s.open_files),
         ("metric_lines", |s| s.metric_lines),
         ("metric_bytes", |s| s.metric_bytes),

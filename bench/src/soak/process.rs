@@ -65,10 +65,23 @@ impl Joch {
 
     /// Resident memory, in KiB.
     pub(crate) fn rss_kib(&self) -> Option<u64> {
+        self.status_kib("VmRSS")
+    }
+
+    /// Resident memory by where it comes from, in KiB: the heap and other
+    /// anonymous memory, and mapped files (SQLite's `-shm` index among
+    /// them), shared memory included.
+    pub(crate) fn rss_parts_kib(&self) -> Option<(u64, u64)> {
+        let mapped = self.status_kib("RssFile")? + self.status_kib("RssShmem")?;
+        Some((self.status_kib("RssAnon")?, mapped))
+    }
+
+    /// A `kB` figure of `/proc/<pid>/status`.
+    fn status_kib(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
             .trim()
             .trim_end_matches("kB")
             .trim()

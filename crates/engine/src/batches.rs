@@ -55,6 +55,23 @@ impl Engine {
         calls: Vec<ToolCall>,
         wait: bool,
     ) -> Result<Batch, EngineError> {
+        let (by, namespace, execution) = (by.clone(), namespace.to_owned(), execution.to_owned());
+        self.to_completion("a batch", move |engine| async move {
+            engine
+                .run_batch_now(&by, &namespace, &execution, calls, wait)
+                .await
+        })
+        .await
+    }
+
+    async fn run_batch_now(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        execution: &str,
+        calls: Vec<ToolCall>,
+        wait: bool,
+    ) -> Result<Batch, EngineError> {
         let started = std::time::Instant::now();
         let mut run = self.execution_for_batch(namespace, execution).await?;
         let number = run.status.batches;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use joch_core::{CallError, ErrorCode, Phase, Policy, Principal, Tool, ToolCall};
-use joch_store::Durability;
+use joch_store::{Durability, timing};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
@@ -30,6 +30,9 @@ pub struct CallOutcome {
     /// True when this is an earlier call with the same idempotency key,
     /// returned from the record without running anything.
     pub replayed: bool,
+    /// Where the call's time went, for a call made through
+    /// [`Engine::call`] (a surface may answer it as `Server-Timing`).
+    pub timings: Option<joch_store::timing::Timings>,
 }
 
 impl CallOutcome {
@@ -56,6 +59,7 @@ impl CallOutcome {
             record,
             output: None,
             replayed,
+            timings: None,
         }
     }
 }
@@ -161,9 +165,19 @@ impl Engine {
             return self.call_artifact_tool(by, namespace, call).await;
         }
         let span = tracing_spans::call_span(namespace, &call);
-        self.call_traced(by, namespace, call, paused)
+        let (by, namespace) = (by.clone(), namespace.to_owned());
+        self.to_completion("a call", move |engine| {
+            async move {
+                let traced = engine.call_traced(&by, &namespace, call, paused);
+                let (outcome, timings) = timing::measured(traced).await;
+                outcome.map(|outcome| CallOutcome {
+                    timings: Some(timings),
+                    ..outcome
+                })
+            }
             .instrument(span)
-            .await
+        })
+        .await
     }
 
     async fn call_traced(
@@ -208,6 +222,19 @@ impl Engine {
     /// the store. If its idempotency key is held by a settled call, that
     /// call is returned; by an unsettled one, `IdempotencyKeyInUse`.
     pub async fn submit(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        call: ToolCall,
+    ) -> Result<CallOutcome, EngineError> {
+        let (by, namespace) = (by.clone(), namespace.to_owned());
+        self.to_completion("a submitted call", move |engine| async move {
+            engine.submit_now(&by, &namespace, call).await
+        })
+        .await
+    }
+
+    async fn submit_now(
         &self,
         by: &Principal,
         namespace: &str,

@@ -165,6 +165,24 @@ impl Engine {
         }
     }
 
+    /// Runs `work` as a task of its own and waits for it. A caller that goes
+    /// away (its connection closed, its future dropped) cannot stop what it
+    /// started halfway: between a call's record and its settlement, it would
+    /// leave the call `Pending` or `Running` on a live replica with nothing
+    /// to finish it.
+    pub(crate) async fn to_completion<T, F>(
+        &self,
+        what: &'static str,
+        work: impl FnOnce(Engine) -> F,
+    ) -> Result<T, EngineError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, EngineError>> + Send + 'static,
+    {
+        let work = tracing::Instrument::in_current_span(work(self.clone()));
+        tokio::spawn(work).await.map_err(EngineError::task(what))?
+    }
+
     /// A receiver that changes whenever a Tool of any namespace is created,
     /// replaced or deleted.
     pub fn tool_changes(&self) -> watch::Receiver<u64> {

@@ -9,6 +9,7 @@ use joch_core::{
     Tool, ToolCall, ToolOutput,
 };
 use joch_store::Durability;
+use joch_store::timing::{self, Stage};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
@@ -172,11 +173,13 @@ impl Engine {
         let invoke = backend
             .invoke_output(invocation)
             .instrument(tracing::info_span!("backend", backend = kind));
+        timing::enter(Stage::Backend);
         let (result, version) = if written {
             (invoke.await, None)
         } else {
             self.invoke_unwritten(&call, invoke).await
         };
+        timing::enter(Stage::Settle);
         if let Some(version) = version {
             call.metadata.resource_version = version;
         }
@@ -447,6 +450,7 @@ impl Engine {
             record: call,
             output: answer,
             replayed: false,
+            timings: None,
         })
     }
 }

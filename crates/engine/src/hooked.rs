@@ -90,9 +90,16 @@ impl Engine {
     ) -> Result<HookVerdict, EngineError> {
         call.spec.mode = CallMode::Hook;
         let span = crate::tracing_spans::call_span(namespace, &call);
-        self.hook_request_traced(by, namespace, call, deferred)
+        let (by, namespace) = (by.clone(), namespace.to_owned());
+        self.to_completion("a hook request", move |engine| {
+            async move {
+                engine
+                    .hook_request_traced(&by, &namespace, call, deferred)
+                    .await
+            }
             .instrument(span)
-            .await
+        })
+        .await
     }
 
     async fn hook_request_traced(
@@ -156,6 +163,20 @@ impl Engine {
     /// the same call again returns the settled verdict; a call that timed
     /// out waiting (`Unknown`) still takes its late result.
     pub async fn hook_result(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+        result: HookResult,
+    ) -> Result<HookVerdict, EngineError> {
+        let (by, namespace, name) = (by.clone(), namespace.to_owned(), name.to_owned());
+        self.to_completion("a hook result", move |engine| async move {
+            engine.hook_result_now(&by, &namespace, &name, result).await
+        })
+        .await
+    }
+
+    async fn hook_result_now(
         &self,
         by: &Principal,
         namespace: &str,

@@ -146,6 +146,7 @@ impl Engine {
             record: call,
             output: None,
             replayed: false,
+            timings: None,
         })
     }
 }

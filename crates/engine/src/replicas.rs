@@ -3,11 +3,13 @@
 //! Each replica hears the others' writes through [`Store::changes`], so its
 //! caches and waiting callers act on them at once. Each holds a lease (a
 //! `ReplicaLease` record it renews); the calls it runs carry its name in
-//! `status.replica`. When a lease lapses, the survivors race to delete it,
-//! conditionally on its version: the one whose delete wins, and only that
-//! one, reconciles the dead replica's unfinished calls by the same rules as
-//! a restart (`recovery.rs`). Every step of that reconciliation is itself a
-//! conditional update, so a call is re-run at most once even then.
+//! `status.replica`. When a lease lapses, the survivors race to claim it
+//! with a conditional update: the one whose claim wins reconciles the dead
+//! replica's unfinished calls by the same rules as a restart
+//! (`recovery.rs`), then deletes the lease. A claim lapses like a lease, so
+//! a reconciliation that fails or whose reaper dies is taken up again. Every
+//! step of that reconciliation is itself a conditional update, so a call is
+//! re-run at most once even then.
 
 use std::time::Duration;
 
@@ -30,6 +32,19 @@ const LEASE_NAMESPACE: &str = "joch-system";
 #[serde(rename_all = "camelCase")]
 struct Lease {
     expires_at_ms: i64,
+    /// The survivor reconciling this lapsed replica's calls, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reaper: Option<String>,
+}
+
+impl Lease {
+    fn body(expires_at_ms: i64, reaper: Option<&str>) -> String {
+        let lease = Lease {
+            expires_at_ms,
+            reaper: reaper.map(str::to_owned),
+        };
+        serde_json::to_string(&lease).expect("a lease serialises")
+    }
 }
 
 impl Inner {
@@ -108,7 +123,7 @@ impl Engine {
                     tracing::warn!(error = %e, "cannot renew this replica's lease");
                     continue;
                 }
-                if let Err(e) = engine.reap_lapsed_replicas(&me).await {
+                if let Err(e) = engine.reap_lapsed_replicas(&me, ttl).await {
                     tracing::warn!(error = %e, "cannot reconcile the calls of a lapsed replica");
                 }
             }
@@ -118,7 +133,7 @@ impl Engine {
     async fn renew_lease(&self, me: &str, ttl: Duration) -> Result<(), EngineError> {
         let store = &self.inner.store;
         let expires_at_ms = now().0.timestamp_millis() + ttl.as_millis() as i64;
-        let body = serde_json::to_string(&Lease { expires_at_ms }).expect("a lease serialises");
+        let body = Lease::body(expires_at_ms, None);
         match store.get(LEASE_KIND, LEASE_NAMESPACE, me).await {
             Ok(mut lease) => {
                 let version = lease.resource_version;
@@ -143,9 +158,11 @@ impl Engine {
         Ok(())
     }
 
-    /// Takes over each lapsed lease whose conditional delete this replica
-    /// wins, and reconciles that replica's calls.
-    async fn reap_lapsed_replicas(&self, me: &str) -> Result<(), EngineError> {
+    /// Claims each lapsed lease (or lapsed claim) whose conditional update
+    /// this replica wins, reconciles that replica's calls, and only then
+    /// deletes the lease: a reconciliation that fails is retried once the
+    /// claim lapses, here or on another survivor.
+    async fn reap_lapsed_replicas(&self, me: &str, ttl: Duration) -> Result<(), EngineError> {
         let store = &self.inner.store;
         let query = ListQuery {
             kind: LEASE_KIND.to_owned(),
@@ -154,31 +171,37 @@ impl Engine {
             ..ListQuery::default()
         };
         let now_ms = now().0.timestamp_millis();
-        for lease in store.list(query).await?.items {
+        for mut lease in store.list(query).await?.items {
             let lapsed = serde_json::from_str::<Lease>(&lease.body)
                 .map_or(true, |l| l.expires_at_ms < now_ms);
             if lease.name == me || !lapsed {
                 continue;
             }
-            let won = store
-                .delete(
-                    LEASE_KIND,
-                    LEASE_NAMESPACE,
-                    &lease.name,
-                    Some(lease.resource_version),
-                )
-                .await;
-            match won {
-                Ok(_) => {
-                    let report = self.recover_replica(&lease.name).await?;
-                    tracing::warn!(replica = %lease.name, ?report, "took over the calls of a replica whose lease lapsed");
-                }
-                // Another survivor took it, or the replica renewed just now.
+            let version = lease.resource_version;
+            lease.resource_version += 1;
+            lease.body = Lease::body(now_ms + ttl.as_millis() as i64, Some(me));
+            match store.update(lease.clone(), version, Durability::Sync).await {
+                Ok(_) => {}
+                // Another survivor claimed it, or the replica renewed just now.
                 Err(e)
                     if matches!(
                         e.kind(),
                         StoreErrorKind::Conflict | StoreErrorKind::NotFound
-                    ) => {}
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            let report = self.recover_replica(&lease.name).await?;
+            tracing::warn!(replica = %lease.name, ?report, "took over the calls of a replica whose lease lapsed");
+            let claimed = Some(lease.resource_version);
+            match store
+                .delete(LEASE_KIND, LEASE_NAMESPACE, &lease.name, claimed)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.kind() == StoreErrorKind::Conflict => {}
                 Err(e) => return Err(e.into()),
             }
         }

@@ -26,6 +26,7 @@ pub mod postgres;
 mod record;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod timing;
 mod typed;
 
 #[cfg(any(test, feature = "testsuite"))]

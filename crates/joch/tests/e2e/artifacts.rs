@@ -55,6 +55,12 @@ async fn webhook(lines: String) -> String {
     base
 }
 
+/// A tool whose few megabytes of answer are given time on a busy machine.
+fn patient(mut tool: Value) -> Value {
+    tool["spec"]["backend"]["endpoint"]["timeoutMs"] = json!(10_000);
+    tool
+}
+
 fn with_spec(mut tool: Value, extra: Value) -> Value {
     let spec = tool["spec"].as_object_mut().unwrap();
     spec.extend(extra.as_object().cloned().unwrap_or_default());
@@ -124,7 +130,7 @@ async fn a_large_result_is_a_handle_that_artifact_tools_read_and_that_survives_k
         &format!("{base}/logs"),
         json!({"level": "read_only"}),
     );
-    joch.create_tool(with_spec(logs, json!({"inline": false})))
+    joch.create_tool(with_spec(patient(logs), json!({"inline": false})))
         .await;
 
     let call = call_in(&joch, "call-logs", "logs.fetch", "run-1").await;
@@ -234,7 +240,7 @@ async fn an_artifact_tool_called_in_a_batch_reads_the_handle_in_its_place() {
         &format!("{base}/logs"),
         json!({"level": "read_only"}),
     );
-    joch.create_tool(with_spec(logs, json!({"inline": false})))
+    joch.create_tool(with_spec(patient(logs), json!({"inline": false})))
         .await;
     let call = call_in(&joch, "call-logs", "logs.fetch", "run-b").await;
     assert_eq!(call["status"]["phase"], "Succeeded", "{call}");

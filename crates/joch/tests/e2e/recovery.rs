@@ -112,6 +112,35 @@ crate::storetest!(
     }
 );
 
+/// A caller that hangs up mid-call does not stop the call: it settles, and
+/// is not left `Running` with nothing to finish it.
+#[tokio::test]
+async fn a_call_whose_caller_hangs_up_still_settles() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    let tool = rest_tool(
+        "send",
+        &format!("{}/slow-echo", webhook.base),
+        json!({"level": "external_write"}),
+    );
+    joch.create_tool(tool).await;
+    let call = json!({"metadata": {"name": "call-hung-up"}, "spec": {"toolRef": {"name": "send"}, "input": {"x": 1}}});
+    let hung_up = reqwest::Client::new()
+        .post(format!("{}/v1/namespaces/{NS}/toolcalls", joch.base))
+        .json(&call)
+        .timeout(std::time::Duration::from_millis(100))
+        .send()
+        .await;
+    assert!(
+        hung_up.is_err(),
+        "the caller left before the answer: {hung_up:?}"
+    );
+
+    let settled = wait_for_phase(&joch, "call-hung-up", "Succeeded").await;
+    assert_eq!(settled["status"]["output"], json!({"echo": {"x": 1}}));
+    assert_eq!(webhook.hits(), 1);
+}
+
 #[tokio::test]
 async fn a_pending_call_never_started_is_run_on_restart() {
     let webhook = Webhook::start().await;

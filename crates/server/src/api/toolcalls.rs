@@ -65,6 +65,7 @@ pub(crate) async fn create(
         (false, false, _) => StatusCode::ACCEPTED,
     };
     let replayed = outcome.replayed;
+    let timings = outcome.timings.map(|t| t.server_timing());
     let mut call = outcome.into_response();
     let location = format!("/v1/namespaces/{ns}/toolcalls/{}", call.metadata.name);
     let mut response_headers = HeaderMap::new();
@@ -73,6 +74,11 @@ pub(crate) async fn create(
     }
     if let Some(seconds) = limited {
         response_headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    // Where the call's time went (docs/operations.md), for a caller's own
+    // measurements and the bench's attribution of a tail.
+    if let Some(value) = timings.and_then(|t| HeaderValue::from_str(&t).ok()) {
+        response_headers.insert("server-timing", value);
     }
     if replayed {
         response_headers.insert(REPLAYED_HEADER, HeaderValue::from_static("true"));

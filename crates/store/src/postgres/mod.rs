@@ -164,6 +164,16 @@ fn describe(e: &sqlx_core::Error) -> String {
     }
 }
 
+/// A write of a measured call (`timing`): its whole round trip to
+/// PostgreSQL counts as its commit (the writes are not queued here).
+async fn timed<T>(write: impl Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let written = write.await;
+    let zero = std::time::Duration::ZERO;
+    crate::timing::waited(zero, started.elapsed(), zero);
+    written
+}
+
 fn unavailable(e: sqlx_core::Error) -> StoreError {
     StoreError::Unavailable(describe(&e))
 }
@@ -171,7 +181,7 @@ fn unavailable(e: sqlx_core::Error) -> StoreError {
 #[async_trait]
 impl Store for PostgresStore {
     async fn create(&self, record: Record, _: Durability) -> Result<(), StoreError> {
-        writes::create(&self.pool, &record, None).await
+        timed(writes::create(&self.pool, &record, None)).await
     }
 
     async fn create_claimed(
@@ -180,7 +190,7 @@ impl Store for PostgresStore {
         claim: IdempotencyClaim,
         _: Durability,
     ) -> Result<(), StoreError> {
-        writes::create(&self.pool, &record, Some(&claim)).await
+        timed(writes::create(&self.pool, &record, Some(&claim))).await
     }
 
     async fn create_audited(
@@ -189,9 +199,7 @@ impl Store for PostgresStore {
         audit: String,
         _: Durability,
     ) -> Result<u64, StoreError> {
-        self.audited
-            .write(audited::Write::Create(record), audit)
-            .await
+        timed(self.audited.write(audited::Write::Create(record), audit)).await
     }
 
     async fn purge_expired_keys(&self, now_ms: i64) -> Result<usize, StoreError> {
@@ -204,7 +212,7 @@ impl Store for PostgresStore {
         expected_version: u64,
         _: Durability,
     ) -> Result<(), StoreError> {
-        writes::update(&self.pool, &record, expected_version).await
+        timed(writes::update(&self.pool, &record, expected_version)).await
     }
 
     async fn update_audited(
@@ -218,7 +226,7 @@ impl Store for PostgresStore {
             record,
             expected: expected_version,
         };
-        self.audited.write(write, audit).await
+        timed(self.audited.write(write, audit)).await
     }
 
     async fn delete(

@@ -69,17 +69,22 @@ impl SqliteStore {
 
     async fn write(&self, write: Write, durability: Durability) -> Result<Written, StoreError> {
         let (reply, answer) = oneshot::channel();
+        let sent = std::time::Instant::now();
         self.writes
             .send(WriteRequest {
                 write,
                 durability,
+                queued: sent,
                 reply,
             })
             .await
             .map_err(|_| StoreError::Unavailable("the writer has stopped".to_owned()))?;
-        answer.await.map_err(|_| {
+        let answer = answer.await.map_err(|_| {
             StoreError::Unavailable("the writer stopped before answering".to_owned())
-        })?
+        })?;
+        let handoff = sent.elapsed().saturating_sub(answer.queue + answer.commit);
+        crate::timing::waited(answer.queue, answer.commit, handoff);
+        answer.result
     }
 }
 

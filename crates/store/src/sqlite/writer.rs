@@ -8,6 +8,8 @@
 //! a sync runs, new writes queue up and form the next batch, so the batch
 //! size grows with load by itself.
 
+use std::time::{Duration, Instant};
+
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
@@ -55,7 +57,17 @@ pub(super) enum Write {
 pub(super) struct WriteRequest {
     pub write: Write,
     pub durability: Durability,
-    pub reply: oneshot::Sender<Result<Written, StoreError>>,
+    /// When it was sent: its wait for a batch to begin is the call's queue.
+    pub queued: Instant,
+    pub reply: oneshot::Sender<Answer>,
+}
+
+/// A write's result, with how long it waited for its batch to begin and
+/// then for its answer (its commit, for a synced write).
+pub(super) struct Answer {
+    pub result: Result<Written, StoreError>,
+    pub queue: Duration,
+    pub commit: Duration,
 }
 
 /// What a write hands back.
@@ -97,7 +109,12 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>) {
 }
 
 fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>, syncing: &mut bool) {
-    let started = std::time::Instant::now();
+    let started = Instant::now();
+    let answer = |request_queued: Instant, result| Answer {
+        result,
+        queue: started.saturating_duration_since(request_queued),
+        commit: started.elapsed(),
+    };
     metrics::histogram!("joch_store_batch_size").record(batch.len() as f64);
     let sync = batch.iter().any(|r| r.durability == Durability::Sync);
     // IMMEDIATE: the write lock is taken at BEGIN, where the busy timeout
@@ -113,9 +130,8 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>, syncing: &
         Err(e) => {
             let message = e.to_string();
             for request in batch.drain(..) {
-                let _ = request
-                    .reply
-                    .send(Err(StoreError::Unavailable(message.clone())));
+                let failed = Err(StoreError::Unavailable(message.clone()));
+                let _ = request.reply.send(answer(request.queued, failed));
             }
             return;
         }
@@ -127,19 +143,19 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>, syncing: &
         let result = apply_atomically(&tx, &request.write);
         match request.durability {
             Durability::Deferred => {
-                let _ = request.reply.send(result);
+                let _ = request.reply.send(answer(request.queued, result));
             }
-            Durability::Sync => synced.push((request.reply, result)),
+            Durability::Sync => synced.push((request.reply, request.queued, result)),
         }
     }
     let committed = tx.commit().map_err(|e| unavailable(e).to_string());
     metrics::histogram!("joch_store_commit_seconds").record(started.elapsed().as_secs_f64());
-    for (reply, result) in synced {
-        let answer = match &committed {
+    for (reply, queued, result) in synced {
+        let result = match &committed {
             Ok(()) => result,
             Err(message) => Err(StoreError::Unavailable(message.clone())),
         };
-        let _ = reply.send(answer);
+        let _ = reply.send(answer(queued, result));
     }
 }
 
