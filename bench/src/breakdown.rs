@@ -46,7 +46,10 @@ pub fn report(scenario: &str, rate: usize, calls: &mut [(Duration, Breakdown)]) 
     }
     calls.sort_by_key(|(elapsed, _)| *elapsed);
     let tail = &calls[calls.len() * 99 / 100..];
-    let mut line = format!("RESULTB scenario=joch_{scenario} rate={rate} measured={}", calls.len());
+    let mut line = format!(
+        "RESULTB scenario=joch_{scenario} rate={rate} measured={}",
+        calls.len()
+    );
     let mut table = format!("  {:<20}", "  stage ms");
     for (i, stage) in STAGES.iter().enumerate() {
         let mut values: Vec<f64> = calls.iter().map(|(_, b)| b[i]).collect();

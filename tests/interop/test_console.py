@@ -250,19 +250,39 @@ def test_denying_gives_the_model_the_message(setup, browser):
 
 
 def test_edited_arguments_are_checked_then_reach_the_tool(setup, browser):
+    """The edit form is generated from the tool's input schema: the browser
+    checks its fields first; the JSON fallback carries the rest, and the
+    engine checks the whole against the schema."""
     joch, webhook, tokens = setup
     sign_in(browser, joch.base, tokens["alice"])
     caller = Caller(joch.base, tokens["bot"], "c-edit", {"subject": "typo in subjcet"})
+    subject = card(browser, "c-edit").find_element(By.ID, "c-edit-arg-subject")
+    assert subject.get_attribute("value") == "typo in subjcet"
+    assert subject.get_attribute("required") and subject.get_attribute("minlength") == "1"
+    check_page(browser, "inbox-edit")
+    subject.clear()  # against the schema (required, minLength 1): the browser refuses
+    card(browser, "c-edit").find_element(By.CSS_SELECTOR, "button[value=edit]").click()
+    assert subject.get_attribute("validationMessage"), "the browser names the problem"
+    alert = browser.find_element(By.ID, "alert").text
+    assert alert == "" and caller.is_alive(), f"nothing was sent: {alert!r} {caller.is_alive()}"
+    subject.send_keys("typo in subject")
+    card(browser, "c-edit").find_element(By.CSS_SELECTOR, "details summary").click()
     area = card(browser, "c-edit").find_element(By.CSS_SELECTOR, "textarea[name=input]")
     area.clear()
-    area.send_keys(json.dumps({"subject": ""}))  # against the schema (minLength 1)
+    area.send_keys(json.dumps({"priority": 1}))  # not in the schema: the engine refuses
     card(browser, "c-edit").find_element(By.CSS_SELECTOR, "button[value=edit]").click()
     alert = wait(browser, lambda d: d.find_element(By.ID, "alert").text)
     assert "invalid_resource" in alert and "input" in alert, alert
     assert caller.is_alive(), "a refused edit decides nothing"
+    card(browser, "c-edit").find_element(By.CSS_SELECTOR, "details summary").click()
     area = card(browser, "c-edit").find_element(By.CSS_SELECTOR, "textarea[name=input]")
+    if not area.is_displayed():
+        card(browser, "c-edit").find_element(By.CSS_SELECTOR, "details summary").click()
     area.clear()
-    area.send_keys(json.dumps({"subject": "typo in subject"}))
+    area.send_keys("{}")
+    subject = card(browser, "c-edit").find_element(By.ID, "c-edit-arg-subject")
+    subject.clear()
+    subject.send_keys("typo in subject")
     card(browser, "c-edit").find_element(By.CSS_SELECTOR, "button[value=edit]").click()
     _, call = caller.result()
     assert call["status"]["phase"] == "Succeeded", call
@@ -530,6 +550,10 @@ def test_the_overview_shows_rates_latency_cost_and_budget_burn(setup, browser):
     assert "0.5000 USD" in main and "support-bot" in main
     meter = browser.find_element(By.CSS_SELECTOR, "meter[aria-label='lookups burn']")
     assert float(meter.get_attribute("value")) == 0.5 and float(meter.get_attribute("max")) == 1.0
+    trend = browser.find_element(By.XPATH, "//figure[figcaption[normalize-space()='priced.lookup']]")
+    labels = [c.get_attribute("aria-label") for c in trend.find_elements(By.CSS_SELECTOR, "svg[role=img]")]
+    assert [label.split(":")[0] for label in labels] == [
+        "calls per second", "p50 and p99 latency, ms", "failure and denial rate, %"], labels
     check_page(browser, "overview")
 
 

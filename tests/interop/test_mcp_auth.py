@@ -49,11 +49,14 @@ def hs256(claims: dict) -> str:
 
 
 class IdentityProvider:
-    """An OAuth authorization server: metadata (RFC 8414), dynamic client
-    registration, an authorization endpoint that approves at once, and a
-    token endpoint issuing a JWT whose `aud` is the `resource` asked for."""
+    """An OAuth authorization server: metadata (RFC 8414, and as OpenID
+    Connect discovery), dynamic client registration, an authorization
+    endpoint that approves at once, and a token endpoint issuing a JWT whose
+    `aud` is the `resource` asked for, and for an `openid` scope an ID token
+    for the client with the authorization request's nonce."""
 
-    def __init__(self) -> None:
+    def __init__(self, role: str = "agent") -> None:
+        self.role = role
         self.seen: list[tuple[str, str, dict]] = []
         self.codes: dict[str, dict] = {}
         provider = self
@@ -83,6 +86,7 @@ class IdentityProvider:
         self.seen.append((method, url.path, params))
         route = {
             ("GET", "/.well-known/oauth-authorization-server"): self.metadata,
+            ("GET", "/.well-known/openid-configuration"): self.metadata,
             ("POST", "/register"): self.register,
             ("GET", "/authorize"): self.authorize,
             ("POST", "/token"): self.token,
@@ -125,12 +129,15 @@ class IdentityProvider:
         claims = {
             "iss": self.issuer,
             "sub": "carol@example.com",
-            "aud": params["resource"],
+            "aud": params.get("resource", self.issuer),
             "exp": int(time.time()) + 600,
             "namespace": NAMESPACE,
-            "role": "agent",
+            "role": self.role,
         }
-        return 200, {}, {"access_token": hs256(claims), "token_type": "Bearer", "expires_in": 600}
+        answer = {"access_token": hs256(claims), "token_type": "Bearer", "expires_in": 600}
+        if "openid" in asked.get("scope", "").split():
+            answer["id_token"] = hs256({**claims, "aud": asked["client_id"], "nonce": asked.get("nonce")})
+        return 200, {}, answer
 
     def jwks(self, path: Path) -> Path:
         path.write_text(json.dumps({"keys": [{"kty": "oct", "kid": "idp-1", "alg": "HS256", "k": b64url(KEY)}]}))

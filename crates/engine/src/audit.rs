@@ -4,6 +4,7 @@
 //! settles it; `verify_audit` checks the chain and the records against each
 //! other in both directions, and the checkpoint signer signs chain heads.
 
+mod of_record;
 mod signer;
 mod verify;
 
@@ -14,6 +15,7 @@ use serde::Serialize;
 
 use crate::{Engine, EngineError};
 
+pub use of_record::{CheckedEntry, RecordAudit};
 pub use signer::{CheckpointSigner, CheckpointSigning};
 pub use verify::{AuditProblem, AuditReport};
 

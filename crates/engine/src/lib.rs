@@ -49,12 +49,16 @@ mod rules;
 mod running;
 mod schema;
 mod sessions;
+mod signin;
 mod telemetry;
 mod tokens;
 mod tracing_spans;
 
 pub use approvals::{ApprovalDecision, InboxItem};
-pub use audit::{AuditLine, AuditProblem, AuditReport, CheckpointSigner, CheckpointSigning};
+pub use audit::{
+    AuditLine, AuditProblem, AuditReport, CheckedEntry, CheckpointSigner, CheckpointSigning,
+    RecordAudit,
+};
 pub use backtest::Progress;
 pub use batches::{BATCH_LABEL, Batch};
 pub use calls::CallOutcome;
@@ -75,6 +79,8 @@ pub use mcp_surface::{AttachedClient, UpstreamNotice};
 pub use recovery::{RecoveryReport, Resolve};
 pub use replay::{Replay, ReplayMode};
 pub use resources::Configurable;
+pub use rules::may_read;
 pub use running::{Running, Workers};
 pub use sessions::{ConsoleSession, SessionOpened};
+pub use signin::{SIGN_IN_TTL, SignInPending, SignInStarted, pkce_challenge};
 pub use tokens::JwtConfig;

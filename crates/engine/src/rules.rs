@@ -13,6 +13,9 @@
 //! - Replaying and resolving a call, and accepting an upstream tool's
 //!   changed definition, and managing tokens, take the `admin` role.
 //! - A hook-mode call's result is reported by the principal that made it.
+//! - Reading: an `agent` reads what it calls with (tools, its calls,
+//!   executions, approvals, call contexts, artifacts); an `approver` reads
+//!   everything but tokens; an `admin` reads everything ([`may_read`]).
 //!
 //! The local caller (no authentication configured) has no identity: the
 //! rules that compare identities do not apply to it, and a decision is
@@ -133,6 +136,37 @@ pub(crate) fn administers(by: &Principal, act: &str) -> Result<(), EngineError> 
     )))
 }
 
+/// What an `agent` reads, by plural (REST path segment): what it calls
+/// tools with and what those calls made.
+const AGENT_READS: [&str; 6] = [
+    "tools",
+    "toolcalls",
+    "executions",
+    "approvals",
+    "callcontexts",
+    "artifacts",
+];
+
+/// Refuses `by` reading a namespace's `plural` (a resource's
+/// `Object::PLURAL`, or a read-only collection: `costs`, `audit`, ...),
+/// as the REST read gate and every console page ask: an agent reads
+/// [`AGENT_READS`], an approver everything but `tokens`, an admin
+/// everything. The local caller is an admin.
+pub fn may_read(by: &Principal, plural: &str) -> Result<(), EngineError> {
+    let allowed = match by.role {
+        Role::Admin => true,
+        Role::Approver => plural != "tokens",
+        Role::Agent => AGENT_READS.contains(&plural),
+    };
+    if allowed {
+        return Ok(());
+    }
+    Err(EngineError::Forbidden(format!(
+        "a principal with role {} cannot read {plural}",
+        by.role.as_str()
+    )))
+}
+
 /// Refuses a hook-mode result reported by anyone but the principal that
 /// made the call (or an admin).
 pub(crate) fn may_report(call: &ToolCall, by: &Principal) -> Result<(), EngineError> {
@@ -147,6 +181,31 @@ pub(crate) fn may_report(call: &ToolCall, by: &Principal) -> Result<(), EngineEr
 }
 
 impl crate::Engine {
+    /// A namespace's resources of kind `T`, newest first, if `by` may read
+    /// them ([`may_read`]) in that namespace.
+    pub async fn read_resources<T: joch_core::Object>(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        params: crate::ListParams,
+    ) -> Result<crate::ObjectList<T>, EngineError> {
+        acts_in(by, namespace)?;
+        may_read(by, T::PLURAL)?;
+        self.list_resources(namespace, params).await
+    }
+
+    /// One resource of kind `T`, if `by` may read that kind there.
+    pub async fn read_resource<T: joch_core::Object>(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<T, EngineError> {
+        acts_in(by, namespace)?;
+        may_read(by, T::PLURAL)?;
+        self.get_resource(namespace, name).await
+    }
+
     /// True when the namespace's tool `name` exists for `by`. A tool that
     /// does not exist is seen only by a principal without a selector (its
     /// answer is then the usual `tool_not_found`).

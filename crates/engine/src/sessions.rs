@@ -21,15 +21,56 @@ use crate::engine::now;
 use crate::{Engine, EngineError};
 
 /// Kind and namespace of session records, which no API serves.
-const SESSION_KIND: &str = "ConsoleSession";
-const SESSION_NAMESPACE: &str = "joch-system";
+pub(crate) const SESSION_KIND: &str = "ConsoleSession";
+pub(crate) const SESSION_NAMESPACE: &str = "joch-system";
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Stored {
+    /// The token signed in with (empty for a sign-in through the identity
+    /// provider).
+    #[serde(default)]
     token_hash: String,
+    /// The principal an ID token gave, kept for the session's life: the
+    /// identity provider is not asked again until the session ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    principal: Option<SignedIn>,
     csrf: String,
     expires_at_ms: i64,
+}
+
+/// The principal of an identity provider's ID token (kind `Jwt`).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SignedIn {
+    name: String,
+    namespace: Option<String>,
+    role: joch_core::token::Role,
+    #[serde(default)]
+    tools: Option<joch_core::ToolSelector>,
+}
+
+impl From<Principal> for SignedIn {
+    fn from(p: Principal) -> Self {
+        SignedIn {
+            name: p.name,
+            namespace: p.namespace,
+            role: p.role,
+            tools: p.tools,
+        }
+    }
+}
+
+impl From<SignedIn> for Principal {
+    fn from(s: SignedIn) -> Self {
+        Principal {
+            kind: PrincipalKind::Jwt,
+            name: s.name,
+            namespace: s.namespace,
+            role: s.role,
+            tools: s.tools,
+        }
+    }
 }
 
 /// A session just opened: what the browser is given.
@@ -52,7 +93,7 @@ pub struct ConsoleSession {
     pub csrf: String,
 }
 
-fn secret() -> String {
+pub(crate) fn secret() -> String {
     format!(
         "{}{}",
         uuid::Uuid::new_v4().simple(),
@@ -73,11 +114,32 @@ impl Engine {
             Some(p) if matches!(p.kind, PrincipalKind::Root | PrincipalKind::Token) => {}
             _ => return Ok(None),
         }
+        self.store_session(hash(token), None, ttl).await.map(Some)
+    }
+
+    /// Opens a session for `principal`, given by the identity provider's
+    /// ID token (see `signin.rs`), lasting `ttl`.
+    pub(crate) async fn open_principal_session(
+        &self,
+        principal: Principal,
+        ttl: Duration,
+    ) -> Result<SessionOpened, EngineError> {
+        self.store_session(String::new(), Some(principal.into()), ttl)
+            .await
+    }
+
+    async fn store_session(
+        &self,
+        token_hash: String,
+        principal: Option<SignedIn>,
+        ttl: Duration,
+    ) -> Result<SessionOpened, EngineError> {
         let id = secret();
         let expires =
             now().0 + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX / 2);
         let stored = Stored {
-            token_hash: hash(token),
+            token_hash,
+            principal,
             csrf: secret(),
             expires_at_ms: expires.timestamp_millis(),
         };
@@ -92,11 +154,11 @@ impl Engine {
             body,
         };
         self.inner.store.create(record, Durability::Sync).await?;
-        Ok(Some(SessionOpened {
+        Ok(SessionOpened {
             id,
             csrf: stored.csrf,
             expires_at: Time(expires),
-        }))
+        })
     }
 
     /// The session `id` stands for, if it is open, unexpired and its token
@@ -119,13 +181,14 @@ impl Engine {
             self.close_session(id).await?;
             return Ok(None);
         }
-        Ok(self
-            .principal_by_hash(&stored.token_hash)
-            .await?
-            .map(|principal| ConsoleSession {
-                principal,
-                csrf: stored.csrf,
-            }))
+        let principal = match stored.principal {
+            Some(signed_in) => Some(signed_in.into()),
+            None => self.principal_by_hash(&stored.token_hash).await?,
+        };
+        Ok(principal.map(|principal| ConsoleSession {
+            principal,
+            csrf: stored.csrf,
+        }))
     }
 
     /// Ends the session `id` (signing out); a session already gone is fine.

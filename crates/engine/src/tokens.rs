@@ -37,6 +37,8 @@ struct Claims {
     #[serde(default)]
     joch_tools: Option<ToolSelector>,
     aud: Audience,
+    #[serde(default)]
+    nonce: Option<String>,
 }
 
 /// `aud`: one string or several (RFC 7519 §4.1.3).
@@ -57,7 +59,35 @@ impl Audience {
 }
 
 impl JwtConfig {
+    /// The principal of an access token: its `aud` one of `audiences`.
     fn principal(&self, token: &str) -> Option<Principal> {
+        self.verified(token, |claims| {
+            self.audiences.iter().any(|aud| {
+                claims
+                    .aud
+                    .contains(&aud.replace("{namespace}", &claims.namespace))
+            })
+        })
+    }
+
+    /// The principal of an OpenID Connect ID token issued to the console
+    /// (`aud` = `client_id`) for the sign-in that sent `nonce`: verified
+    /// and mapped to a principal exactly as an access token is.
+    pub fn id_token_principal(
+        &self,
+        id_token: &str,
+        client_id: &str,
+        nonce: &str,
+    ) -> Option<Principal> {
+        self.verified(id_token, |claims| {
+            claims.aud.contains(client_id) && claims.nonce.as_deref() == Some(nonce)
+        })
+    }
+
+    /// Checks the signature (by a key of the JWKS), `iss`, `exp`, the
+    /// namespace claim and then `accepts` (read only once the claims are,
+    /// as an accepted audience may name the token's own namespace).
+    fn verified(&self, token: &str, accepts: impl Fn(&Claims) -> bool) -> Option<Principal> {
         let header = jsonwebtoken::decode_header(token).ok()?;
         let jwk = match &header.kid {
             Some(kid) => self.keys.find(kid)?,
@@ -66,20 +96,13 @@ impl JwtConfig {
         let key = jsonwebtoken::DecodingKey::from_jwk(jwk).ok()?;
         let mut validation = jsonwebtoken::Validation::new(header.alg);
         validation.set_issuer(&[&self.issuer]);
-        // Checked below instead: an accepted audience may name the token's
-        // own namespace, known only once the claims are read.
         validation.validate_aud = false;
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .ok()?
             .claims;
         joch_core::names::validate_namespace(&claims.namespace).ok()?;
-        let accepted = self.audiences.iter().any(|aud| {
-            claims
-                .aud
-                .contains(&aud.replace("{namespace}", &claims.namespace))
-        });
-        if !accepted {
+        if !accepts(&claims) {
             return None;
         }
         Some(Principal {
@@ -258,10 +281,17 @@ mod tests {
     }
 
     fn jwt(aud: serde_json::Value, namespace: &str) -> String {
+        jwt_with(aud, namespace, json!({}))
+    }
+
+    fn jwt_with(aud: serde_json::Value, namespace: &str, extra: serde_json::Value) -> String {
         let mut header = Header::new(Algorithm::HS256);
         header.kid = Some("k1".to_owned());
-        let claims = json!({"sub": "carol", "iss": "https://idp.example", "aud": aud,
+        let mut claims = json!({"sub": "carol", "iss": "https://idp.example", "aud": aud,
             "exp": chrono::Utc::now().timestamp() + 600, "namespace": namespace, "role": "agent"});
+        if let (Some(claims), Some(extra)) = (claims.as_object_mut(), extra.as_object()) {
+            claims.extend(extra.clone());
+        }
         jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(SECRET)).expect("signed")
     }
 
@@ -296,5 +326,24 @@ mod tests {
         let exact = config(&["joch"]);
         assert!(exact.principal(&jwt(json!("joch"), "support")).is_some());
         assert!(exact.principal(&jwt(json!(BASE), "support")).is_none());
+    }
+
+    #[test]
+    fn an_id_token_is_the_consoles_for_its_own_sign_in() {
+        let idp = config(&[BASE]);
+        let id = jwt_with(json!("console"), "support", json!({"nonce": "n1"}));
+        let principal = idp.id_token_principal(&id, "console", "n1");
+        assert_eq!(principal.map(|p| p.name).as_deref(), Some("carol"));
+        assert!(
+            idp.id_token_principal(&id, "console", "n2").is_none(),
+            "another sign-in"
+        );
+        assert!(
+            idp.id_token_principal(&id, "other", "n1").is_none(),
+            "another client"
+        );
+        let access = jwt(json!(BASE), "support");
+        assert!(idp.id_token_principal(&access, "console", "n1").is_none());
+        assert!(idp.principal(&id).is_none(), "not an access token for joch");
     }
 }

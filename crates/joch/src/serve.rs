@@ -86,6 +86,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             } else {
                 Vec::new()
             },
+            console_oidc: console_oidc(&args, jwt.as_ref()),
             authorization_servers: jwt.map(|jwt| jwt.issuer).into_iter().collect(),
             public_url,
             ..ServerConfig::default()
@@ -176,6 +177,21 @@ fn public_url(configured: Option<&str>, addr: std::net::SocketAddr) -> anyhow::R
         "--public-url {url}: expected an http(s) URL without query or fragment"
     );
     Ok(parsed.as_str().trim_end_matches('/').to_owned())
+}
+
+/// The console as a client of the identity provider, when a client id is
+/// given.
+fn console_oidc(
+    args: &ServeArgs,
+    jwt: Option<&joch_engine::JwtConfig>,
+) -> Option<joch_server::OidcClient> {
+    Some(joch_server::OidcClient {
+        issuer: jwt?.issuer.clone(),
+        client_id: args.oidc_client_id.clone()?,
+        client_secret: std::env::var("JOCH_OIDC_CLIENT_SECRET")
+            .ok()
+            .filter(|s| !s.is_empty()),
+    })
 }
 
 /// The identity provider whose JWTs authenticate, if one is configured.

@@ -20,7 +20,7 @@ use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use joch_core::token::Role;
-use joch_engine::Principal;
+use joch_engine::{EngineError, Principal};
 
 use crate::mcp::NAMESPACE_HEADER;
 use crate::{ApiError, AppState, discovery};
@@ -86,7 +86,11 @@ pub(crate) async fn authorize(
                 .into_response();
         }
     }
-    if !allowed(principal.role, request.method(), &target) {
+    if *request.method() == Method::GET {
+        if let Err(e) = reads(&principal, &target) {
+            return ApiError::from(e).into_response();
+        }
+    } else if !allowed(principal.role, request.method(), &target) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
@@ -146,35 +150,34 @@ impl Target {
     }
 }
 
+/// Whether `principal` may read what a GET reaches: the engine's rule
+/// ([`joch_engine::may_read`], which the console asks too). The MCP stream
+/// is a calling surface, open to every role.
+fn reads(principal: &Principal, target: &Target) -> Result<(), EngineError> {
+    match target.rest.first().map(String::as_str) {
+        Some("mcp") => Ok(()),
+        first => joch_engine::may_read(principal, first.unwrap_or("")),
+    }
+}
+
+/// Whether `role` reaches a route that writes.
 fn allowed(role: Role, method: &Method, target: &Target) -> bool {
     if role == Role::Admin {
         return true;
     }
     let rest: Vec<&str> = target.rest.iter().map(String::as_str).collect();
-    let reading = *method == Method::GET;
-    let agent = match (reading, rest.as_slice()) {
-        (true, [kind, ..]) => matches!(
-            *kind,
-            "tools"
-                | "toolcalls"
-                | "executions"
-                | "approvals"
-                | "callcontexts"
-                | "mcp"
-                | "artifacts"
-        ),
-        (false, ["toolcalls"]) => *method == Method::POST,
-        (false, ["executions", _, "batches" | "complete"]) => *method == Method::POST,
-        (false, ["executions", _, "artifacttools", _]) => *method == Method::POST,
-        (false, ["mcp"]) => true,
-        (false, ["hooks", ..]) => *method == Method::POST,
+    let agent = match rest.as_slice() {
+        ["toolcalls"] => *method == Method::POST,
+        ["executions", _, "batches" | "complete"] => *method == Method::POST,
+        ["executions", _, "artifacttools", _] => *method == Method::POST,
+        ["mcp"] => true,
+        ["hooks", ..] => *method == Method::POST,
         _ => false,
     };
     match role {
         Role::Agent => agent,
         Role::Approver => {
             agent
-                || (reading && !matches!(rest.first(), Some(&"tokens")))
                 || (*method == Method::POST
                     && matches!(
                         rest.as_slice(),

@@ -52,6 +52,23 @@ pub struct ServerConfig {
     pub max_streams_per_principal: usize,
     /// How long a console session lasts after sign-in (default 8 h).
     pub console_session_ttl: Duration,
+    /// The console's client at the JWT issuer, for "Sign in with" it
+    /// (OpenID Connect; default none: token sign-in only).
+    pub console_oidc: Option<OidcClient>,
+}
+
+/// The console as a client of the identity provider (OpenID Connect,
+/// authorization code with PKCE). Its redirect URI is
+/// `{public_url}/ui/signin/oidc/callback`.
+#[derive(Debug, Clone)]
+pub struct OidcClient {
+    /// The issuer, whose `/.well-known/openid-configuration` names the
+    /// endpoints; its ID tokens are verified with the JWT settings' keys.
+    pub issuer: String,
+    /// The console's `client_id` (the ID token's `aud`).
+    pub client_id: String,
+    /// The client secret, for a confidential client (sent with HTTP Basic).
+    pub client_secret: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -64,6 +81,7 @@ impl Default for ServerConfig {
             authorization_servers: Vec::new(),
             max_streams_per_principal: 256,
             console_session_ttl: Duration::from_secs(8 * 60 * 60),
+            console_oidc: None,
         }
     }
 }

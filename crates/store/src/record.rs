@@ -307,6 +307,11 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<AuditRecord>, StoreError>;
 
+    /// The namespace's audit entries about records named `name` (a ToolCall
+    /// and its Approval share the name), in order; served by an index, not
+    /// a walk of the chain.
+    async fn audit_of(&self, namespace: &str, name: &str) -> Result<Vec<AuditRecord>, StoreError>;
+
     /// Each namespace's newest audit entry, for signing checkpoints.
     async fn audit_heads(&self) -> Result<Vec<AuditRecord>, StoreError>;
 

@@ -54,6 +54,7 @@ macro_rules! store_suite {
             ref an_audited_create_lands_with_its_entry_or_not_at_all,
             ref a_settled_call_is_written_with_its_entry,
             ref heads_and_checkpoints_are_per_namespace,
+            ref a_records_audit_entries_are_found_by_name,
             ref a_rate_cell_allows_its_burst_then_one_per_interval,
             arc concurrent_takers_share_one_allowance,
         );

@@ -150,12 +150,20 @@ mod tests {
         let ((), timings) = measured(async {
             tokio::time::sleep(Duration::from_millis(5)).await;
             // Longer than the stage itself: all of it was the store's.
-            waited(Duration::from_secs(3), Duration::from_secs(4), Duration::ZERO);
+            waited(
+                Duration::from_secs(3),
+                Duration::from_secs(4),
+                Duration::ZERO,
+            );
             enter(Stage::Backend);
             tokio::time::sleep(Duration::from_millis(30)).await;
             enter(Stage::Settle);
             tokio::time::sleep(Duration::from_millis(10)).await;
-            waited(Duration::ZERO, Duration::from_millis(2), Duration::from_millis(1));
+            waited(
+                Duration::ZERO,
+                Duration::from_millis(2),
+                Duration::from_millis(1),
+            );
         })
         .await;
         assert_eq!(timings.queue, Duration::from_secs(3));

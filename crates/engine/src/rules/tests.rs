@@ -155,3 +155,24 @@ fn a_principal_acts_in_its_own_namespace_only() {
     ));
     assert!(acts_in(&Principal::root(), "other").is_ok());
 }
+
+#[test]
+fn reading_follows_the_role() {
+    let local = Principal::local();
+    for (plural, agent, approver) in [
+        ("tools", true, true),
+        ("toolcalls", true, true),
+        ("artifacts", true, true),
+        ("policies", false, true),
+        ("mcpservers", false, true),
+        ("costs", false, true),
+        ("audit", false, true),
+        ("tokens", false, false),
+    ] {
+        let by = |role| may_read(&token("t", role), plural).is_ok();
+        assert_eq!(by(Role::Agent), agent, "agent reads {plural}");
+        assert_eq!(by(Role::Approver), approver, "approver reads {plural}");
+        assert!(by(Role::Admin), "admin reads {plural}");
+        assert!(may_read(&local, plural).is_ok(), "local reads {plural}");
+    }
+}

@@ -376,3 +376,67 @@ fn next_page(html: &str) -> Option<String> {
     let query = before.rsplit("href=\"/ui/calls?").next()?;
     Some(query.replace("&amp;", "&"))
 }
+
+/// The session cookie of a console signed in with `token`.
+pub(crate) async fn signed_in(joch: &Joch, token: &str) -> String {
+    let form = send(joch, Method::GET, "/ui/signin", "", "").await;
+    let (csrf, _) = set_cookie(&form, "joch_csrf").expect("a CSRF cookie");
+    let value = csrf.trim_start_matches("joch_csrf=").to_owned();
+    let body = format!("csrf={value}&token={token}");
+    let signed = send(joch, Method::POST, "/ui/signin", &csrf, &body).await;
+    assert_eq!(signed.status(), StatusCode::SEE_OTHER);
+    set_cookie(&signed, "joch_session").expect("a session").0
+}
+
+/// Reading policies is the engine's rule, asked by the REST gate and the
+/// console page alike: an agent is refused on both, an approver reads both.
+#[tokio::test]
+async fn reading_policies_is_one_rule_on_both_surfaces() {
+    use crate::auth::{ROOT as API_ROOT, token};
+    let joch = Joch::builder()
+        .env("JOCH_ADMIN_TOKEN", API_ROOT)
+        .start()
+        .await;
+    let ns = crate::harness::NS;
+    for (role, allowed) in [("agent", false), ("approver", true)] {
+        let secret = token(&joch, ns, &format!("a-{role}"), role).await;
+        let path = format!("/v1/namespaces/{ns}/policies");
+        let (status, body) = joch.send_as(&secret, Method::GET, &path, None).await;
+        let session = signed_in(&joch, &secret).await;
+        let page = send(
+            &joch,
+            Method::GET,
+            &format!("/ui/policies?ns={ns}"),
+            &session,
+            "",
+        )
+        .await;
+        let overview = send(
+            &joch,
+            Method::GET,
+            &format!("/ui/overview?ns={ns}"),
+            &session,
+            "",
+        )
+        .await;
+        let overview = overview.text().await.unwrap();
+        if allowed {
+            assert_eq!(status, StatusCode::OK, "{body}");
+            assert_eq!(page.status(), StatusCode::OK);
+            assert!(overview.contains("href=\"/ui/policies?"), "in the menu");
+            assert!(overview.contains("Cost today"));
+        } else {
+            assert_eq!(status, StatusCode::FORBIDDEN);
+            assert_eq!(
+                body["message"],
+                "a principal with role agent cannot read policies"
+            );
+            assert_eq!(json(page).await, (status, body), "the same refusal");
+            assert!(
+                !overview.contains("href=\"/ui/policies?"),
+                "not in the menu"
+            );
+            assert!(!overview.contains("Cost today"), "costs are not read");
+        }
+    }
+}

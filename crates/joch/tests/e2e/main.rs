@@ -16,6 +16,7 @@ mod backtest;
 mod calls;
 mod cli;
 mod console;
+mod console_pages;
 mod costs;
 mod crash;
 mod declarative;

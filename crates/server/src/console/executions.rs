@@ -11,13 +11,14 @@ use axum::extract::State;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream, StreamExt};
+use joch_core::actions::CallContext;
 use joch_core::{EventKind, Execution};
-use joch_engine::{Engine, Event, ListParams};
+use joch_engine::{Engine, EngineError, Event, ListParams};
 use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::layout::{Section, page};
+use super::layout::{Section, json_block, page};
 use super::viewer::Viewer;
 use crate::extract::{Path, Query};
 use crate::{ApiError, AppState};
@@ -36,7 +37,7 @@ pub(crate) async fn list(
     };
     let runs = state
         .engine
-        .list_resources::<Execution>(&viewer.namespace, params)
+        .read_resources::<Execution>(&viewer.principal, &viewer.namespace, params)
         .await?
         .items;
     let body = html! {
@@ -66,6 +67,7 @@ pub(crate) async fn show(
         viewer.namespace,
         events.len()
     );
+    let context = call_context(&state, &viewer, &name).await?;
     let title = format!("Execution {name}");
     let body = html! {
         h1 { (title) }
@@ -73,8 +75,26 @@ pub(crate) async fn show(
         div hx-ext="sse" sse-connect=(stream) {
             div #timeline sse-swap="timeline" aria-live="polite" { (timeline(&viewer, &events)) }
         }
+        h2 { "Call context" }
+        (context)
     };
     Ok(page(Some(&viewer), Section::Executions, &title, body))
+}
+
+/// The execution's call context (the state its declarative tools share).
+async fn call_context(state: &AppState, viewer: &Viewer, name: &str) -> Result<Markup, ApiError> {
+    let (by, ns) = (&viewer.principal, viewer.namespace.as_str());
+    match state
+        .engine
+        .read_resource::<CallContext>(by, ns, name)
+        .await
+    {
+        Ok(context) => Ok(json_block("Call context", &Value::Object(context.data))),
+        Err(EngineError::NotFound { .. }) => Ok(
+            html! { p.note { "No call context: no declarative tool of this execution has written one." } },
+        ),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The timeline again whenever the execution has new events.

@@ -3,6 +3,7 @@
 //! decision is one call of the engine's approve / edit / reject entry
 //! points with the viewer's principal, so the rulebook is the API's.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use futures_util::stream::{self, Stream, StreamExt};
 use joch_core::ApprovalActionKind;
-use joch_engine::{ApprovalDecision, Engine, InboxItem};
+use joch_engine::{ApprovalDecision, Engine, EngineError, InboxItem};
 use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
@@ -33,7 +34,7 @@ pub(crate) async fn show(
         .engine
         .inbox(&viewer.principal, &viewer.namespace)
         .await?;
-    let shown = list(&viewer, &items);
+    let shown = rendered(&state.engine, &viewer, &items).await?;
     let stream = format!(
         "/ui/inbox/stream?ns={}&seen={}",
         viewer.namespace,
@@ -111,7 +112,13 @@ fn live(
                     }
                 };
                 first = false;
-                let html = list(&viewer, &items).into_string();
+                let html = match rendered(&engine, &viewer, &items).await {
+                    Ok(list) => list.into_string(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "inbox stream stopped");
+                        return None;
+                    }
+                };
                 let print = fingerprint(&html);
                 if last.as_deref() == Some(print.as_str()) {
                     continue;
@@ -123,24 +130,49 @@ fn live(
     )
 }
 
-fn list(viewer: &Viewer, items: &[InboxItem]) -> Markup {
-    html! {
+/// The list, with each tool's input schema for its edit form.
+async fn rendered(
+    engine: &Engine,
+    viewer: &Viewer,
+    items: &[InboxItem],
+) -> Result<Markup, EngineError> {
+    let mut schemas: HashMap<String, Value> = HashMap::new();
+    for item in items {
+        let tool = tool_of(item);
+        if schemas.contains_key(tool) {
+            continue;
+        }
+        let schema = match engine
+            .get_tool(&viewer.principal, &viewer.namespace, tool)
+            .await
+        {
+            Ok(t) => t.spec.input_schema,
+            Err(EngineError::NotFound { .. }) => Value::Null,
+            Err(e) => return Err(e),
+        };
+        schemas.insert(tool.to_owned(), schema);
+    }
+    Ok(html! {
         @if items.is_empty() {
             p.card { "No call is waiting for approval." }
         }
-        @for item in items { (card(viewer, item)) }
-    }
+        @for item in items { (card(viewer, item, schemas.get(tool_of(item)).unwrap_or(&Value::Null))) }
+    })
 }
 
-fn card(viewer: &Viewer, item: &InboxItem) -> Markup {
-    let a = &item.approval;
-    let name = &a.metadata.name;
-    let tool = a
+fn tool_of(item: &InboxItem) -> &str {
+    item.approval
         .spec
         .payload
         .get("tool")
         .and_then(Value::as_str)
-        .unwrap_or("?");
+        .unwrap_or("?")
+}
+
+fn card(viewer: &Viewer, item: &InboxItem, schema: &Value) -> Markup {
+    let a = &item.approval;
+    let name = &a.metadata.name;
+    let tool = tool_of(item);
     let call = item.call.as_ref();
     let agent = call
         .and_then(|c| c.spec.agent_ref.as_ref())
@@ -184,14 +216,14 @@ fn card(viewer: &Viewer, item: &InboxItem) -> Markup {
             h3.note { "Arguments as recorded" }
             (json_block("Arguments", input))
             @match &item.may_decide {
-                Ok(()) => (actions(viewer, item)),
+                Ok(()) => (actions(viewer, item, schema)),
                 Err(why) => p.note { "You cannot decide this one: " (why) },
             }
         }
     }
 }
 
-fn actions(viewer: &Viewer, item: &InboxItem) -> Markup {
+fn actions(viewer: &Viewer, item: &InboxItem, schema: &Value) -> Markup {
     let a = &item.approval;
     let name = &a.metadata.name;
     let url = format!("/ui/approvals/{name}/decide?ns={}", viewer.namespace);
@@ -202,8 +234,11 @@ fn actions(viewer: &Viewer, item: &InboxItem) -> Markup {
         .as_ref()
         .map_or(Value::Null, |c| c.spec.input.clone());
     let pretty = serde_json::to_string_pretty(&input).unwrap_or_default();
+    let fields = super::argsform::fields(name, schema, &input);
     html! {
-        form hx-post=(url) hx-target="#inbox" hx-swap="innerHTML" {
+        // The browser's validation runs for an edit only (console.js), not
+        // for an approval or denial that leaves the fields alone.
+        form hx-post=(url) hx-target="#inbox" hx-swap="innerHTML" novalidate {
             div.actions {
                 fieldset {
                     legend { "Approve" }
@@ -221,8 +256,17 @@ fn actions(viewer: &Viewer, item: &InboxItem) -> Markup {
                 @if !user_input {
                     fieldset {
                         legend { "Edit the arguments" }
-                        label for=(id("input")) { "Arguments (JSON, checked against the tool's input schema)" }
-                        textarea id=(id("input")) name="input" rows="6" { (pretty) }
+                        @for f in &fields { (f) }
+                        @if fields.is_empty() {
+                            label for=(id("input")) { "Arguments (JSON, checked against the tool's input schema)" }
+                            textarea id=(id("input")) name="input" rows="6" { (pretty) }
+                        } @else {
+                            details {
+                                summary { "All arguments as JSON" }
+                                label for=(id("input")) { "Arguments (JSON; the fields above replace their keys)" }
+                                textarea id=(id("input")) name="input" rows="6" { (pretty) }
+                            }
+                        }
                         button type="submit" name="verb" value="edit" { "Approve with these arguments" }
                     }
                 }
@@ -318,5 +362,5 @@ pub(crate) async fn decide(
         Verb::Deny => engine.reject(by, ns, &name, decision).await?,
     };
     let items = engine.inbox(by, ns).await?;
-    Ok(Html(list(&viewer, &items).into_string()).into_response())
+    Ok(Html(rendered(engine, &viewer, &items).await?.into_string()).into_response())
 }

@@ -3,7 +3,6 @@
 //! token htmx sends with every action.
 
 use axum::response::{Html, IntoResponse, Response};
-use joch_core::token::Role;
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 
@@ -98,11 +97,17 @@ fn navigation(viewer: &Viewer, current: Section) -> Markup {
         Section::Ledger,
         Section::Executions,
     ];
-    if viewer.principal.role >= Role::Approver {
-        sections.extend([Section::Upstreams, Section::Policies]);
-    }
-    if viewer.principal.role >= Role::Admin {
-        sections.push(Section::Tokens);
+    // A page shows in the menu when the engine's read rule lets its
+    // resources be read (the page itself asks the same rule).
+    let reads = |plural| joch_engine::may_read(&viewer.principal, plural).is_ok();
+    for (section, plural) in [
+        (Section::Upstreams, "mcpservers"),
+        (Section::Policies, "policies"),
+        (Section::Tokens, "tokens"),
+    ] {
+        if reads(plural) {
+            sections.push(section);
+        }
     }
     let ns = &viewer.namespace;
     html! {

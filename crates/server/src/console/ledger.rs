@@ -194,6 +194,7 @@ pub(crate) async fn show(
         Err(e) => return Err(e.into()),
     };
     let artifacts = super::artifacts::section(&state.engine, &viewer, &call).await?;
+    let audit = super::audit::section(&state.engine, &viewer, &name).await?;
     let title = format!("Call {name}");
     let body = html! {
         h1 { (title) }
@@ -214,6 +215,7 @@ pub(crate) async fn show(
         h2 { "Hook decisions" }
         (decisions(&call))
         @if let Some(a) = &approval { (approval_section(a)) }
+        (audit)
         (call_actions(&viewer, &call))
     };
     Ok(page(Some(&viewer), Section::Ledger, &title, body))

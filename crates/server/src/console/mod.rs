@@ -6,24 +6,32 @@
 //!
 //! - `viewer.rs`: who is looking (session or local) and the CSRF check;
 //! - `signin.rs`: token sign-in and sign-out;
+//! - `oidc.rs`: sign-in through the identity provider (OpenID Connect);
 //! - `inbox.rs`: pending approvals, live, and decisions;
+//! - `argsform.rs`: the edit form generated from the tool's input schema;
 //! - `ledger.rs`: ToolCalls filtered and paged, a call's page, replay and resolve;
+//! - `audit.rs`: a call's audit entries and their checks;
 //! - `artifacts.rs`: a call's artifacts shown, previewed or offered;
 //! - `executions.rs`: runs and one run's live timeline in lanes;
 //! - `upstreams.rs`: MCP servers and their held-back definitions;
 //! - `settings.rs`: policies (read) and tokens (admin);
 //! - `overview.rs`: rates, latencies, costs and budget burn, as SVG;
+//! - `trends.rs`: the overview's per-tool charts over time;
 //! - `layout.rs`: the page shell; `assets.rs`: embedded static files.
 
+mod argsform;
 mod artifacts;
 mod assets;
+mod audit;
 mod executions;
 mod inbox;
 mod layout;
 mod ledger;
+mod oidc;
 mod overview;
 mod settings;
 mod signin;
+mod trends;
 mod upstreams;
 mod viewer;
 
@@ -44,6 +52,8 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/ui/", get(|| async { Redirect::to("/ui/inbox") }))
         .route("/ui/assets/{file}", get(assets::serve))
         .route("/ui/signin", get(signin::form).post(signin::sign_in))
+        .route("/ui/signin/oidc", get(oidc::start))
+        .route("/ui/signin/oidc/callback", get(oidc::callback))
         .route("/ui/signout", post(signin::sign_out))
         .route("/ui/inbox", get(inbox::show))
         .route("/ui/inbox/stream", get(inbox::stream))

@@ -1,8 +1,9 @@
 //! `/ui/overview`: the namespace at a glance over its most recent calls
 //! (up to [`WINDOW`]): calls per second, calls over time, per tool the
 //! failure and denial rates and p50/p99 latency, today's cost per tool and
-//! agent, each budget's burn, and the approvals waiting. Charts are SVG
-//! drawn here; nothing is loaded from outside.
+//! agent, each budget's burn, and the approvals waiting; per tool over
+//! time in `trends.rs`. Charts are SVG drawn here; nothing is loaded from
+//! outside. The window bounds the page's cost whatever the ledger's size.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +12,7 @@ use axum::extract::State;
 use axum::response::Response;
 use chrono::{Datelike, TimeZone, Utc};
 use joch_core::{Budget, Phase, Time, ToolCall};
-use joch_engine::{CostGroup, CostTotal, ListParams};
+use joch_engine::{CostGroup, CostTotal, ListParams, may_read};
 use maud::{Markup, html};
 
 use super::layout::{Section, page};
@@ -69,6 +70,41 @@ pub(crate) async fn show(
         ..ListParams::default()
     };
     let calls = engine.list_calls(ns, params).await?.items;
+    let waiting = engine.inbox(&viewer.principal, ns).await?.len();
+    let times: Vec<i64> = calls
+        .iter()
+        .filter_map(|c| {
+            c.metadata
+                .creation_timestamp
+                .map(|t| t.0.timestamp_millis())
+        })
+        .collect();
+    let spending = spending(&state, &viewer).await?;
+    let body = html! {
+        h1 { "Overview" }
+        (summary(ns, &times, waiting))
+        h2 { "Calls over time" }
+        (over_time(&times))
+        h2 { "Per tool" }
+        (tool_table(per_tool(&calls)))
+        h2 { "Per tool over time" }
+        (super::trends::section(&calls))
+        (spending)
+    };
+    Ok(page(Some(&viewer), Section::Overview, "Overview", body))
+}
+
+/// Today's cost per tool and agent and each budget's burn, when the
+/// engine's read rule lets the viewer read costs and budgets.
+async fn spending(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError> {
+    let (engine, ns) = (&state.engine, viewer.namespace.as_str());
+    let by = &viewer.principal;
+    if may_read(by, "costs").is_err() || may_read(by, "budgets").is_err() {
+        return Ok(html! {
+            h2 { "Cost and budgets" }
+            p.note { "A principal with role " (by.role.as_str()) " does not read costs or budgets." }
+        });
+    }
     let now = Utc::now();
     let today = Utc.from_utc_datetime(&now.date_naive().and_hms_opt(0, 0, 0).unwrap_or_default());
     let month = Utc
@@ -84,25 +120,10 @@ pub(crate) async fn show(
         .costs(ns, CostGroup::Agent, Some(Time(month)))
         .await?;
     let budgets = engine
-        .list_resources::<Budget>(ns, ListParams::default())
+        .read_resources::<Budget>(by, ns, ListParams::default())
         .await?
         .items;
-    let waiting = engine.inbox(&viewer.principal, ns).await?.len();
-    let times: Vec<i64> = calls
-        .iter()
-        .filter_map(|c| {
-            c.metadata
-                .creation_timestamp
-                .map(|t| t.0.timestamp_millis())
-        })
-        .collect();
-    let body = html! {
-        h1 { "Overview" }
-        (summary(ns, &times, waiting))
-        h2 { "Calls over time" }
-        (over_time(&times))
-        h2 { "Per tool" }
-        (tool_table(per_tool(&calls)))
+    Ok(html! {
         h2 { "Cost today" }
         div.actions {
             div { h3 { "Per tool" } (cost_table("Tool", &by_tool)) }
@@ -110,8 +131,7 @@ pub(crate) async fn show(
         }
         h2 { "Budgets" }
         (budget_table(&budgets, [(&by_tool, &by_agent), (&this_month, &month_by_agent)]))
-    };
-    Ok(page(Some(&viewer), Section::Overview, "Overview", body))
+    })
 }
 
 fn summary(ns: &str, times: &[i64], waiting: usize) -> Markup {

@@ -1,6 +1,6 @@
-//! `/ui/policies` (approvers and admins: each policy with its version and
-//! rules) and `/ui/tokens` (admins: list, issue, revoke; the engine refuses
-//! anyone else).
+//! `/ui/policies` (each policy with its version and rules, for whom the
+//! engine's read rule lets read them) and `/ui/tokens` (admins: list,
+//! issue, revoke; the engine refuses anyone else).
 
 use axum::Extension;
 use axum::extract::State;
@@ -19,35 +19,18 @@ use super::viewer::Viewer;
 use crate::extract::Path;
 use crate::{ApiError, AppState};
 
-/// Refuses a viewer below `role`, as the API's authorization does for the
-/// same resources.
-fn require(viewer: &Viewer, role: Role) -> Result<(), ApiError> {
-    if viewer.principal.role >= role {
-        return Ok(());
-    }
-    Err(ApiError::new(
-        StatusCode::FORBIDDEN,
-        "forbidden",
-        format!(
-            "a token with role {} may not see this page",
-            viewer.principal.role.as_str()
-        ),
-    ))
-}
-
 /// The namespace's policies.
 pub(crate) async fn policies(
     State(state): State<AppState>,
     Extension(viewer): Extension<Viewer>,
 ) -> Result<Response, ApiError> {
-    require(&viewer, Role::Approver)?;
     let params = ListParams {
         limit: Some(500),
         ..ListParams::default()
     };
     let policies = state
         .engine
-        .list_resources::<Policy>(&viewer.namespace, params)
+        .read_resources::<Policy>(&viewer.principal, &viewer.namespace, params)
         .await?
         .items;
     let body = html! {

@@ -1,4 +1,5 @@
-//! `/ui/signin` and `/ui/signout`: a token in, a session cookie out.
+//! `/ui/signin` and `/ui/signout`: a token in, a session cookie out (or
+//! the identity provider's sign-in, `oidc.rs`).
 
 use axum::Extension;
 use axum::extract::{Form, State};
@@ -18,17 +19,32 @@ pub(crate) async fn form(
 ) -> Result<Response, ApiError> {
     match visitor {
         Some(Extension(visitor)) if state.engine.auth_required().await? => {
-            Ok(signin_page(&visitor.csrf, None, StatusCode::OK))
+            Ok(signin_page(&state, &visitor.csrf, None, StatusCode::OK))
         }
         _ => Ok(Redirect::to("/ui/inbox").into_response()),
     }
 }
 
-fn signin_page(csrf: &str, error: Option<&str>, status: StatusCode) -> Response {
+/// The sign-in page: a token form, and "Sign in with" the identity
+/// provider when the console is its client.
+pub(crate) fn signin_page(
+    state: &AppState,
+    csrf: &str,
+    error: Option<&str>,
+    status: StatusCode,
+) -> Response {
+    let issuer = state
+        .config
+        .console_oidc
+        .as_ref()
+        .map(|o| o.issuer.as_str());
     let body = html! {
         h1 { "Sign in to joch" }
         @if let Some(error) = error {
             p.alert role="alert" { (error) }
+        }
+        @if let Some(issuer) = issuer {
+            p.card { a.button.primary href="/ui/signin/oidc" { "Sign in with " (issuer) } }
         }
         form method="post" action="/ui/signin" class="card" {
             input type="hidden" name="csrf" value=(csrf);
@@ -57,6 +73,7 @@ pub(crate) async fn sign_in(
     let Some(opened) = state.engine.open_session(form.token.trim(), ttl).await? else {
         let csrf = visitor.map(|v| v.0.csrf).unwrap_or_default();
         return Ok(signin_page(
+            &state,
             &csrf,
             Some("That token is unknown, expired or revoked."),
             StatusCode::UNAUTHORIZED,

@@ -38,7 +38,7 @@ pub(crate) async fn show(
     };
     let servers = state
         .engine
-        .list_resources::<McpServer>(ns, params)
+        .read_resources::<McpServer>(&viewer.principal, ns, params)
         .await?
         .items;
     let mut sections = Vec::new();
@@ -50,7 +50,7 @@ pub(crate) async fn show(
             };
             let accepted = match state
                 .engine
-                .get_resource::<Tool>(ns, &server.tool_name(upstream))
+                .read_resource::<Tool>(&viewer.principal, ns, &server.tool_name(upstream))
                 .await
             {
                 Ok(t) => {

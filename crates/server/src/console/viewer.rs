@@ -94,7 +94,7 @@ async fn guarded(state: AppState, request: Request, next: Next) -> Result<Respon
     let viewer = viewer(&state, &headers, request.uri().query(), &visitor_csrf)
         .await
         .map_err(IntoResponse::into_response)?;
-    let public = path == "/ui/signin";
+    let public = path == "/ui/signin" || path.starts_with("/ui/signin/");
     let expected = match &viewer {
         Some(viewer) => viewer.csrf.clone(),
         None if public => visitor_csrf.clone(),

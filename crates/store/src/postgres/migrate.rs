@@ -60,6 +60,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "rate limits shared by replicas",
         include_str!("../../migrations/postgres/0008_rate_cells.sql"),
     ),
+    (
+        9,
+        "audit entries by record",
+        include_str!("../../migrations/postgres/0009_audit_by_record.sql"),
+    ),
 ];
 
 /// [`MIGRATIONS`] as a source for sqlx's migrator. (The `sqlx::migrate!`

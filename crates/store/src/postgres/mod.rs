@@ -272,6 +272,10 @@ impl Store for PostgresStore {
         reads::list_audit(&self.pool, namespace, after, limit).await
     }
 
+    async fn audit_of(&self, namespace: &str, name: &str) -> Result<Vec<AuditRecord>, StoreError> {
+        reads::audit_of(&self.pool, namespace, name).await
+    }
+
     async fn audit_heads(&self) -> Result<Vec<AuditRecord>, StoreError> {
         reads::audit_heads(&self.pool).await
     }

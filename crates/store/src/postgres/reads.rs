@@ -230,6 +230,29 @@ pub(super) async fn list_audit(
     .fetch_all(pool)
     .await
     .map_err(unavailable)?;
+    audit_rows(namespace, &rows)
+}
+
+/// Served by `audit_by_record` (the same expression as the index).
+pub(super) async fn audit_of(
+    pool: &PgPool,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<AuditRecord>, StoreError> {
+    let rows = query(
+        "SELECT seq, prev, hash, body FROM audit
+         WHERE namespace = $1 AND substring(body from '\"name\":\"([^\"]*)\"') = $2
+         ORDER BY seq",
+    )
+    .bind(namespace)
+    .bind(name)
+    .fetch_all(pool)
+    .await
+    .map_err(unavailable)?;
+    audit_rows(namespace, &rows)
+}
+
+fn audit_rows(namespace: &str, rows: &[PgRow]) -> Result<Vec<AuditRecord>, StoreError> {
     rows.iter()
         .map(|r| {
             Ok(AuditRecord {

@@ -259,6 +259,13 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn audit_of(&self, namespace: &str, name: &str) -> Result<Vec<AuditRecord>, StoreError> {
+        let (namespace, name) = (namespace.to_owned(), name.to_owned());
+        self.readers
+            .run(move |conn| rows::audit_of(conn, &namespace, &name))
+            .await
+    }
+
     async fn audit_heads(&self) -> Result<Vec<AuditRecord>, StoreError> {
         self.readers.run(rows::audit_heads).await
     }

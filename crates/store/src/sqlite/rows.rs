@@ -415,6 +415,35 @@ pub(super) fn list_audit(
     rows.collect::<Result<_, _>>().map_err(unavailable)
 }
 
+/// Served by `audit_by_record` (the same expression as the index; named,
+/// as without statistics the planner would walk the namespace's chain).
+pub(super) fn audit_of(
+    conn: &Connection,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<AuditRecord>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, prev, hash, body FROM audit INDEXED BY audit_by_record
+             WHERE namespace = CAST(?1 AS TEXT)
+               AND (CASE WHEN json_valid(body) THEN json_extract(body, '$.name') END) = ?2
+             ORDER BY seq",
+        )
+        .map_err(unavailable)?;
+    let rows = stmt
+        .query_map(params![namespace, name], |r| {
+            Ok(AuditRecord {
+                namespace: namespace.to_owned(),
+                seq: u64::try_from(r.get::<_, i64>(0)?).unwrap_or_default(),
+                prev: r.get(1)?,
+                hash: r.get(2)?,
+                body: r.get(3)?,
+            })
+        })
+        .map_err(unavailable)?;
+    rows.collect::<Result<_, _>>().map_err(unavailable)
+}
+
 pub(super) fn audit_heads(conn: &Connection) -> Result<Vec<AuditRecord>, StoreError> {
     let mut stmt = conn
         .prepare_cached(

@@ -165,3 +165,32 @@ pub async fn audit_entries_chain_per_namespace(store: &dyn Store) {
     let other = store.list_audit("b", 0, 10).await.expect("list");
     assert_eq!((other[0].seq, other[0].prev.as_str()), (1, GENESIS));
 }
+
+/// A record's entries are found by its name (a ToolCall's and its
+/// Approval's alike), in chain order, within the namespace only.
+pub async fn a_records_audit_entries_are_found_by_name(store: &dyn Store) {
+    let entry =
+        |kind: &str, name: &str| format!(r#"{{"kind":"{kind}","name":"{name}","phase":"x"}}"#);
+    let appends = [
+        ("a", entry("ToolCall", "c1")),
+        ("a", entry("ToolCall", "c2")),
+        ("a", "not json".to_owned()),
+        ("b", entry("ToolCall", "c1")),
+        ("a", entry("Approval", "c1")),
+        ("a", entry("ToolCall", "c10")),
+    ];
+    for (ns, body) in appends {
+        store
+            .append_audit(ns, body, Durability::Sync)
+            .await
+            .expect("append");
+    }
+    let found = store.audit_of("a", "c1").await.expect("read");
+    let seqs: Vec<u64> = found.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [1, 4]);
+    assert!(found[1].body.contains("Approval"));
+    assert_eq!(found[0].namespace, "a");
+    let other = store.audit_of("b", "c1").await.expect("read");
+    assert_eq!(other.len(), 1);
+    assert!(store.audit_of("a", "c3").await.expect("read").is_empty());
+}

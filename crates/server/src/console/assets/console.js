@@ -1,6 +1,7 @@
 // joch console: countdowns to approval deadlines, errors of htmx actions
-// shown in the page's alert region, and edited arguments checked to be a
-// JSON object before they are sent (the server then checks the schema).
+// shown in the page's alert region, and edited arguments checked (the
+// generated fields by the browser, the JSON to be an object) and merged
+// before they are sent (the server then checks the schema).
 (function () {
   function tick() {
     document.querySelectorAll("[data-deadline]").forEach(function (el) {
@@ -24,18 +25,37 @@
     var region = alertRegion();
     if (region) region.textContent = "";
   });
+  // The edit form: each generated field checked by the browser (the
+  // schema's constraints), the JSON checked to be an object, then the
+  // fields written into the JSON, which alone is sent.
+  function refuse(e, el, message) {
+    e.preventDefault();
+    var details = el.closest("details");
+    if (details) details.open = true;
+    if (message !== undefined) el.setCustomValidity(message);
+    el.reportValidity();
+  }
   document.addEventListener("htmx:confirm", function (e) {
-    var submitter = e.detail.triggerEvent && e.detail.triggerEvent.submitter;
+    var submitter = e.detail.triggeringEvent && e.detail.triggeringEvent.submitter;
     if (!submitter || submitter.value !== "edit") return;
     var area = e.target.querySelector("textarea[name=input]");
+    var value;
     try {
-      var value = JSON.parse(area.value);
+      value = JSON.parse(area.value);
       if (value === null || typeof value !== "object" || Array.isArray(value)) throw new Error("not an object");
       area.setCustomValidity("");
     } catch (err) {
-      e.preventDefault();
-      area.setCustomValidity("The arguments must be a JSON object");
-      area.reportValidity();
+      return refuse(e, area, "The arguments must be a JSON object");
     }
+    var fields = e.target.querySelectorAll("[data-arg]");
+    for (var i = 0; i < fields.length; i++) {
+      var f = fields[i], key = f.getAttribute("data-arg"), type = f.getAttribute("data-type");
+      if (!f.checkValidity()) return refuse(e, f);
+      if (type === "boolean") value[key] = f.checked;
+      else if (f.value === "") delete value[key];
+      else if (type === "integer" || type === "number") value[key] = Number(f.value);
+      else value[key] = f.value;
+    }
+    if (fields.length) area.value = JSON.stringify(value, null, 2);
   });
 })();

@@ -1,0 +1,82 @@
+//! Console pages over plain HTTP on a local joch (no authentication): what
+//! a call's page says of its audit, and an execution's call context.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::harness::{Joch, NS};
+
+async fn page(joch: &Joch, path: &str) -> String {
+    let answer = reqwest::get(format!("{}{path}", joch.base)).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::OK, "{path}");
+    answer.text().await.unwrap()
+}
+
+fn tamper(db: &std::path::Path, sql: &str) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    assert_eq!(conn.execute(sql, []).unwrap(), 1, "{sql}");
+}
+
+/// A call's page shows its entry, checked; a record edited behind joch's
+/// back, or an entry rewritten, shows as not verified.
+#[tokio::test]
+async fn a_calls_page_shows_its_audit_entry_and_its_verification() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("joch.db");
+    let joch = Joch::builder().db(&db).start().await;
+    joch.create_tool(json!({
+        "metadata": {"name": "nothing"},
+        "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
+    }))
+    .await;
+    for n in 1..=2 {
+        let call = json!({"metadata": {"name": format!("call-{n}")},
+            "spec": {"toolRef": {"name": "nothing"}, "input": {"n": n}}});
+        assert_eq!(joch.post_call(call).await.0, StatusCode::CREATED);
+    }
+    let path = format!("/ui/calls/call-2?ns={NS}");
+    let html = page(&joch, &path).await;
+    assert!(html.contains("data-audit=\"intact\""), "{html}");
+    assert!(html.contains("#2") && html.contains("hashes: yes, links: yes"));
+    assert!(html.contains("ToolCall as stored matches its latest entry."));
+
+    tamper(
+        &db,
+        r#"UPDATE objects SET body = replace(body, '"n":2', '"n":9') WHERE kind = 'ToolCall' AND name = 'call-2'"#,
+    );
+    let html = page(&joch, &path).await;
+    assert!(html.contains("data-audit=\"broken\""), "{html}");
+    assert!(html.contains("differs from its latest entry"));
+
+    tamper(
+        &db,
+        &format!(
+            "UPDATE audit SET body = replace(body, 'Succeeded', 'Failed') WHERE namespace = '{NS}' AND seq = 1"
+        ),
+    );
+    let html = page(&joch, &format!("/ui/calls/call-1?ns={NS}")).await;
+    assert!(html.contains("hashes: NO, links: yes"), "{html}");
+}
+
+/// An execution's page shows the call context its declarative tools wrote.
+#[tokio::test]
+async fn an_executions_page_shows_its_call_context() {
+    let joch = Joch::start().await;
+    let tool = json!({
+        "name": "remember",
+        "description": "Remembers a word",
+        "parameters": [{"name": "word", "type": "string", "required": true}],
+        "actions": [{"type": "context.set", "data": {"flags.seen": "{{params.word}}"}}],
+        "on_success": [{"type": "respond", "message": "noted"}]
+    });
+    joch.create_tool(tool).await;
+    let call = json!({"spec": {"toolRef": {"name": "remember"}, "input": {"word": "kestrel"},
+        "executionRef": {"name": "run-1"}, "callerId": "user-42"}});
+    let (status, body) = joch.post_call(call).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let html = page(&joch, &format!("/ui/executions/run-1?ns={NS}")).await;
+    assert!(html.contains("Call context"), "{html}");
+    assert!(html.contains("kestrel"), "{html}");
+    let none = page(&joch, &format!("/ui/executions/run-2?ns={NS}")).await;
+    assert!(none.contains("No call context"), "{none}");
+}

@@ -1,0 +1,96 @@
+"""Signing in to the console through the identity provider (OpenID Connect,
+authorization code with PKCE), in Debian's Chromium, against a real
+`joch serve` and the loopback identity provider of test_mcp_auth.py."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from conftest import NAMESPACE, start_joch
+from test_console import browser, check_page, wait  # noqa: F401 (a fixture)
+from test_mcp_auth import IdentityProvider
+
+CLIENT_ID = "joch-console"
+
+
+@pytest.fixture(scope="module")
+def oidc(tmp_path_factory):
+    idp = IdentityProvider(role="approver")
+    tmp: Path = tmp_path_factory.mktemp("console-oidc")
+    env = {
+        "JOCH_JWT_ISSUER": idp.issuer,
+        "JOCH_JWT_JWKS": str(idp.jwks(tmp / "jwks.json")),
+        "JOCH_OIDC_CLIENT_ID": CLIENT_ID,
+    }
+    joch = start_joch(tmp, env)
+    yield joch, idp
+    joch.process.kill()
+    joch.process.wait()
+    idp.server.shutdown()
+
+
+def test_signing_in_with_the_issuer_runs_the_code_flow_with_pkce(oidc, browser):
+    joch, idp = oidc
+    browser.delete_all_cookies()
+    browser.get(f"{joch.base}/ui/inbox")
+    assert browser.current_url.endswith("/ui/signin")
+    link = browser.find_element(By.LINK_TEXT, f"Sign in with {idp.issuer}")
+    check_page(browser, "signin-oidc")
+    link.click()
+    wait(browser, lambda d: d.current_url.startswith(f"{joch.base}/ui/inbox"))
+    who = browser.find_element(By.CSS_SELECTOR, ".who").text
+    assert "carol@example.com" in who and "approver" in who and NAMESPACE in who
+    session = browser.get_cookie("joch_session")
+    assert session["httpOnly"] and session["sameSite"] == "Strict"
+    assert browser.get_cookie("joch_oidc") is None, "the binding is cleared"
+
+    asked = next(p for m, path, p in idp.seen if path == "/authorize")
+    assert asked["client_id"] == CLIENT_ID and asked["scope"] == "openid"
+    assert asked["code_challenge_method"] == "S256" and asked["nonce"]
+    assert asked["redirect_uri"] == f"{joch.base}/ui/signin/oidc/callback"
+    exchanged = next(p for m, path, p in idp.seen if path == "/token")
+    assert exchanged["code_verifier"] and "client_secret" not in exchanged
+
+    # The provider's redirect, replayed, signs nobody in: the sign-in was
+    # taken once.
+    callback = f"{joch.base}/ui/signin/oidc/callback?" + urllib.parse.urlencode(
+        {"code": "stolen", "state": asked["state"]}
+    )
+    browser.delete_all_cookies()
+    browser.get(callback)
+    alert = browser.find_element(By.CSS_SELECTOR, "p.alert").text
+    assert "unknown, expired or was started in another browser" in alert
+    browser.get(f"{joch.base}/ui/inbox")
+    assert browser.current_url.endswith("/ui/signin")
+
+
+def test_a_sign_in_started_in_another_browser_is_refused(oidc, browser):
+    joch, idp = oidc
+    browser.delete_all_cookies()
+    browser.get(f"{joch.base}/ui/signin")
+    start = f"{joch.base}/ui/signin/oidc"
+    # Another browser starts a sign-in and lures this one to its callback.
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    try:
+        urllib.request.build_opener(NoRedirect).open(start, timeout=10)
+        raise AssertionError("a redirect to the provider was expected")
+    except urllib.error.HTTPError as answer:
+        assert answer.code == 303, answer.code
+        to_provider = answer.headers["location"]
+    try:
+        urllib.request.build_opener(NoRedirect).open(to_provider, timeout=10)
+    except urllib.error.HTTPError as answer:
+        callback = answer.headers["location"]
+    browser.get(callback)
+    assert "started in another browser" in browser.find_element(By.CSS_SELECTOR, "p.alert").text
+    browser.get(f"{joch.base}/ui/inbox")
+    assert browser.current_url.endswith("/ui/signin")
