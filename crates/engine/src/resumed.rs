@@ -4,7 +4,8 @@
 //! gets is the call's record, on whichever replica it reaches: the tool
 //! ran once, when the decision was made, and every retry reads that
 //! outcome. The name is not a credential: only the principal that made the
-//! call may resume it (another gets `NotFound`, as for no call at all).
+//! call may resume it (another gets `NotFound`, as for no call at all), or
+//! cancel it while it still waits for a person.
 
 use std::time::Duration;
 
