@@ -86,7 +86,11 @@ async fn input_required_is_answered_on_another_replica_after_the_approval() {
         url.contains(&format!("/v1/namespaces/{NS}/approvals/")),
         "{url}"
     );
-    assert_eq!(webhook.recorded().len(), 0, "nothing ran before the decision");
+    assert_eq!(
+        webhook.recorded().len(),
+        0,
+        "nothing ran before the decision"
+    );
 
     // The state names no call of this tool: refused, nothing decided.
     let mut forged = CallToolRequestParams::new("other").with_request_state(state.clone());
@@ -233,7 +237,11 @@ async fn a_task_outlives_a_kill_9_of_the_replica_that_started_it() {
     };
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["isError"], false, "{done}");
-    assert_eq!(webhook.recorded().len(), 1, "the task's call ran once, on B");
+    assert_eq!(
+        webhook.recorded().len(),
+        1,
+        "the task's call ran once, on B"
+    );
 }
 
 #[tokio::test]
@@ -269,4 +277,47 @@ async fn a_task_waiting_for_a_person_is_cancelled_and_never_runs() {
     // Another task id is no task of this client's.
     assert!(client.get_task(GetTaskParams::new("nope")).await.is_err());
     assert_eq!(webhook.recorded().len(), 0);
+}
+
+#[tokio::test]
+async fn a_requeststate_is_no_credential_another_agent_cannot_resume_the_call() {
+    use crate::auth::{ROOT, token};
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let joch = Joch::builder().env("JOCH_ADMIN_TOKEN", ROOT).start().await;
+    let tool = json!({"metadata": {"name": "ticket.create"}, "spec": {"description": "",
+        "inputSchema": {"type": "object"}, "sideEffects": {"requiresApproval": true},
+        "backend": {"type": "noop"}}});
+    let (status, _) = joch
+        .send_as(
+            ROOT,
+            reqwest::Method::POST,
+            &format!("/v1/namespaces/{NS}/tools"),
+            Some(tool),
+        )
+        .await;
+    assert!(status.is_success(), "{status}");
+    let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
+    let as_agent = async |name: &str| {
+        let secret = token(&joch, NS, name, "agent").await;
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(secret);
+        let discover = ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        };
+        ().serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), discover)
+            .await
+            .expect("server/discover")
+    };
+    let maker = as_agent("bot-a").await;
+    let other = as_agent("bot-b").await;
+    let CallToolResponse::InputRequired(first) = maker.call_tool_once(ticket(1)).await.unwrap()
+    else {
+        panic!("not input_required")
+    };
+    let stolen = ticket(1).with_request_state(first.request_state.unwrap());
+    let refused = other.call_tool_once(stolen).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("no call of yours"),
+        "{refused}"
+    );
 }
