@@ -7,9 +7,12 @@
 //! Per tool (the built-in no-op, and a read-only webhook), it prints each
 //! surface's p50 at one caller, its calls/s at `--mcp-concurrency`, joch's
 //! CPU per call, and MCP's ratio to REST: CPU per call (target ≤ 1.3×)
-//! and added p50 at one caller (target ≤ 0.2 ms). An MCP session is an
-//! execution (its calls share a timeline), so REST is measured twice:
-//! plain, and with an `executionRef` per caller, the same work MCP asks for.
+//! and added p50 at one caller (target ≤ 0.2 ms). MCP is measured twice:
+//! with a session (protocol 2025-11-25: `initialize`, `Mcp-Session-Id`),
+//! whose calls share an execution's timeline, and stateless (protocol
+//! 2026-07-28: `server/discover`, each request on its own). So REST is
+//! measured twice too: plain, the same work as stateless MCP, and with an
+//! `executionRef` per caller, the same work as a session's calls.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,10 +20,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use reqwest::Client;
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
+use rmcp::model::ProtocolVersion;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::soak::process::Joch;
@@ -50,7 +54,10 @@ enum Surface {
     Rest,
     /// REST, each caller's calls in an execution of its own.
     RestInExecution,
+    /// MCP with a session (protocol before 2026-07-28).
     Mcp,
+    /// MCP 2026-07-28: no session, every request stands alone.
+    McpStateless,
 }
 
 type McpClient = RunningService<RoleClient, ()>;
@@ -73,19 +80,30 @@ pub(crate) async fn compare(settings: &Settings, webhook: &str) -> Result<()> {
         let in_execution =
             measure(settings, &joch, &client, tool, Surface::RestInExecution).await?;
         let mcp = measure(settings, &joch, &client, tool, Surface::Mcp).await?;
+        let stateless = measure(settings, &joch, &client, tool, Surface::McpStateless).await?;
         for (name, f) in [
             ("rest", &rest),
             ("rest_execution", &in_execution),
             ("mcp", &mcp),
+            ("mcp_stateless", &stateless),
         ] {
             println!(
                 "{tool:<10} {name:<14} {:>7.3} {:>8.3} {:>12.3} {:>8.0}",
                 f.p50_ms, f.p99_ms, f.cpu_ms, f.calls_per_s
             );
         }
-        for (against, base) in [("rest", &rest), ("rest_execution", &in_execution)] {
+        for (scenario, against, base, mcp) in [
+            ("mcp_vs_rest", "rest", &rest, &mcp),
+            (
+                "mcp_vs_rest_execution",
+                "rest_execution",
+                &in_execution,
+                &mcp,
+            ),
+            ("mcp_stateless_vs_rest", "rest", &rest, &stateless),
+        ] {
             lines.push(format!(
-                "RESULT scenario=mcp_vs_{against} tool={tool} {against}_p50_ms={:.3} mcp_p50_ms={:.3} \
+                "RESULT scenario={scenario} tool={tool} {against}_p50_ms={:.3} mcp_p50_ms={:.3} \
                  added_p50_ms={:.3} {against}_cpu_ms={:.3} mcp_cpu_ms={:.3} cpu_ratio={:.2} \
                  {against}_calls_per_s={:.0} mcp_calls_per_s={:.0} throughput_ratio={:.2}",
                 base.p50_ms,
@@ -206,10 +224,19 @@ impl Caller {
                     format!("bench-run-{n}")
                 }),
             },
-            Surface::Mcp => {
+            Surface::Mcp | Surface::McpStateless => {
                 let url = format!("http://{}/v1/namespaces/{NAMESPACE}/mcp", joch.addr);
                 let transport = StreamableHttpClientTransport::from_uri(url);
-                let session = ().serve(transport).await.context("MCP initialize")?;
+                let session = if surface == Surface::Mcp {
+                    ().serve(transport).await.context("MCP initialize")?
+                } else {
+                    let discover = ClientLifecycleMode::Discover {
+                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    };
+                    ().serve_with_lifecycle(transport, discover)
+                        .await
+                        .context("MCP server/discover")?
+                };
                 Caller::Mcp {
                     session,
                     tool: tool.to_owned(),

@@ -45,6 +45,7 @@ mod recovery;
 mod replay;
 mod replicas;
 mod resources;
+mod resumed;
 mod rules;
 mod running;
 mod schema;

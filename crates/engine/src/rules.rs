@@ -219,13 +219,7 @@ impl crate::Engine {
         if by.tools.is_none() {
             return Ok(true);
         }
-        let key = format!("{namespace}/{name}");
-        let found = self
-            .inner
-            .tools
-            .get_or_load(&key, self.inner.store.get_object(namespace, name))
-            .await;
-        match found {
+        match self.snapshot_tool(namespace, name).await {
             Ok(tool) => Ok(sees(by, &tool)),
             Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
@@ -248,6 +242,39 @@ impl crate::Engine {
             });
         }
         Ok(tool)
+    }
+
+    /// [`get_tool`](Self::get_tool) from the snapshot the call path reads
+    /// (dropped on every write of a Tool): what a surface needs of the
+    /// called tool beside the call, without a store read per call.
+    pub async fn cached_tool(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<std::sync::Arc<Tool>, EngineError> {
+        acts_in(by, namespace)?;
+        match self.snapshot_tool(namespace, name).await {
+            Ok(tool) if sees(by, &tool) => Ok(tool),
+            Ok(_) | Err(joch_store::StoreError::NotFound { .. }) => Err(EngineError::NotFound {
+                kind: "Tool".to_owned(),
+                name: name.to_owned(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The Tool from the call path's snapshot, loaded once per write.
+    async fn snapshot_tool(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<std::sync::Arc<Tool>, joch_store::StoreError> {
+        let key = format!("{namespace}/{name}");
+        self.inner
+            .tools
+            .get_or_load(&key, self.inner.store.get_object(namespace, name))
+            .await
     }
 
     /// The tools of `namespace` that exist for `by`, in name order.

@@ -105,6 +105,7 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         &config.mcp_allowed_hosts,
         config.mcp_progress_every,
         limit,
+        &config.public_url,
     ));
     let state = AppState {
         engine,

@@ -32,6 +32,7 @@ mod library;
 mod load;
 mod mcp;
 mod mcp_sessions;
+mod mcp_stateless;
 mod mcp_surface;
 mod metrics;
 mod openapi;

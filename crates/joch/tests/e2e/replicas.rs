@@ -170,7 +170,7 @@ async fn an_approval_decided_on_another_replica_answers_the_waiting_caller() {
 }
 
 /// Waits for an approval to be pending, as `joch` lists it, and approves it there.
-async fn approve_the_pending_call(joch: &Joch, by: &str) {
+pub(crate) async fn approve_the_pending_call(joch: &Joch, by: &str) {
     let approval = loop {
         let (_, list) = joch.get(&format!("/v1/namespaces/{NS}/approvals")).await;
         let pending = list["items"]

@@ -130,54 +130,7 @@ impl Asking {
             return;
         };
         let (engine, namespace) = (engine.clone(), self.approval.metadata.namespace.clone());
-        tokio::spawn(async move {
-            let decided = match verdict {
-                Verdict::Approve(d) => {
-                    engine
-                        .approve(
-                            &caller,
-                            &namespace,
-                            &name,
-                            ApprovalDecision {
-                                by,
-                                for_user: true,
-                                ..d
-                            },
-                        )
-                        .await
-                }
-                Verdict::Reject(d) => {
-                    engine
-                        .reject(
-                            &caller,
-                            &namespace,
-                            &name,
-                            ApprovalDecision {
-                                by,
-                                for_user: true,
-                                ..d
-                            },
-                        )
-                        .await
-                }
-            };
-            match decided {
-                Ok(_) => {}
-                // Another approver, or the deadline, decided first: theirs stands.
-                Err(
-                    EngineError::Refused {
-                        code: "approval_decided",
-                        ..
-                    }
-                    | EngineError::NotFound { .. },
-                ) => {
-                    tracing::debug!(approval = %name, "elicitation answered after the approval was decided");
-                }
-                Err(e) => {
-                    tracing::warn!(approval = %name, error = %e, "elicitation answer could not be recorded");
-                }
-            }
-        });
+        tokio::spawn(async move { record(&engine, &namespace, &name, verdict, by, caller).await });
     }
 
     /// The call ended before the user answered (decided elsewhere, or timed
@@ -187,6 +140,95 @@ impl Asking {
         let _ = peer
             .notify_cancelled(CancelledNotificationParam::new(Some(self.id), Some(reason)))
             .await;
+    }
+}
+
+/// Whom the user's answer to a question about `call` is recorded as.
+pub(super) fn decider_name(call: &joch_core::ToolCall) -> String {
+    match &call.spec.agent_ref {
+        Some(agent) => format!("mcp-elicitation:{}", agent.name),
+        None => "mcp-elicitation".to_owned(),
+    }
+}
+
+/// The form put to a client of protocol 2026-07-28 in an `input_required`
+/// answer: the question a live session's client would be sent.
+pub(super) fn form(approval: &Approval, tool: Option<&Tool>) -> ElicitRequestParams {
+    request(approval, tool).1
+}
+
+/// Decides `approval` by a client's answer to [`form`], sent with its retry,
+/// as an answer to a live question decides; returns once recorded (or
+/// dropped: an answer that does not fit, or comes after another decision).
+pub(super) async fn decide_by_answer(
+    engine: &Engine,
+    approval: &Approval,
+    tool: Option<&Tool>,
+    answer: &Value,
+    by: String,
+    caller: Principal,
+) {
+    let name = &approval.metadata.name;
+    let (question, _) = request(approval, tool);
+    let verdict = serde_json::from_value::<ElicitResult>(answer.clone())
+        .ok()
+        .and_then(|result| verdict(&question, &result));
+    let Some(verdict) = verdict else {
+        tracing::warn!(approval = %name, %answer, "input response does not fit the question; left undecided");
+        return;
+    };
+    let namespace = &approval.metadata.namespace;
+    record(engine, namespace, name, verdict, by, caller).await;
+}
+
+/// Records the user's verdict through the engine, like any approver's.
+async fn record(
+    engine: &Engine,
+    namespace: &str,
+    name: &str,
+    verdict: Verdict,
+    by: String,
+    caller: Principal,
+) {
+    let decided = match verdict {
+        Verdict::Approve(d) => {
+            let decision = ApprovalDecision {
+                by,
+                for_user: true,
+                ..d
+            };
+            engine
+                .approve(&caller, namespace, name, decision)
+                .await
+                .map(drop)
+        }
+        Verdict::Reject(d) => {
+            let decision = ApprovalDecision {
+                by,
+                for_user: true,
+                ..d
+            };
+            engine
+                .reject(&caller, namespace, name, decision)
+                .await
+                .map(drop)
+        }
+    };
+    match decided {
+        Ok(()) => {}
+        // Another approver, or the deadline, decided first: theirs stands.
+        Err(
+            EngineError::Refused {
+                code: "approval_decided",
+                ..
+            }
+            | EngineError::NotFound { .. },
+        ) => {
+            tracing::debug!(approval = %name, "elicitation answered after the approval was decided");
+        }
+        Err(e) => {
+            tracing::warn!(approval = %name, error = %e, "elicitation answer could not be recorded");
+        }
     }
 }
 

@@ -70,7 +70,9 @@ impl Front {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v >= STATELESS_VERSION);
         if stateless {
-            return Ok(self.pass(request).await);
+            // No session to route by: the JSON answer of a request whose
+            // first message ends it is one write, no SSE framing.
+            return Ok(self.direct.handle(request).await.map(Body::new));
         }
         let by = request
             .extensions()

@@ -39,6 +39,8 @@ pub struct JochMcp {
     principal: Option<Principal>,
     /// What the session subscribed to and its log level.
     pub(super) surface: super::surface::SharedSurface,
+    /// joch's external URL, for links given to clients (none over stdio).
+    pub(super) public_url: Option<std::sync::Arc<str>>,
 }
 
 impl JochMcp {
@@ -51,7 +53,14 @@ impl JochMcp {
             progress_every,
             principal: None,
             surface: Default::default(),
+            public_url: None,
         }
+    }
+
+    /// Links given to clients start with `url` (no trailing slash).
+    pub fn with_public_url(mut self, url: std::sync::Arc<str>) -> Self {
+        self.public_url = Some(url);
+        self
     }
 
     /// A session over stdio, fixed to one namespace, acting as `principal`
@@ -69,6 +78,7 @@ impl JochMcp {
             progress_every,
             principal: Some(principal),
             surface: Default::default(),
+            public_url: None,
         }
     }
 
@@ -212,7 +222,10 @@ impl JochMcp {
     /// Runs the call; while it waits for a person, tells a client that
     /// asked for progress (`_meta.progressToken`) every `progress_every`,
     /// and asks the client's user through elicitation when the client and
-    /// the approval allow it (`elicit.rs`).
+    /// the approval allow it (`elicit.rs`). With `defer` (protocol
+    /// 2026-07-28, which has no session to ask on), a call that waits for a
+    /// person ends the request at once with its Approval: the client is
+    /// answered `input_required` and retries (`deferred.rs`).
     pub(super) async fn run_call(
         &self,
         by_principal: &Principal,
@@ -220,16 +233,14 @@ impl JochMcp {
         call: ToolCall,
         tool: Option<&Tool>,
         context: &RequestContext<RoleServer>,
-    ) -> Result<ToolCall, EngineError> {
+        defer: bool,
+    ) -> Result<Ran, EngineError> {
         let name = call.metadata.name.clone();
-        let by = match &call.spec.agent_ref {
-            Some(agent) => format!("mcp-elicitation:{}", agent.name),
-            None => "mcp-elicitation".to_owned(),
-        };
+        let by = elicit::decider_name(&call);
         let engine = self.engine.clone();
         let ns = namespace.to_owned();
         let (paused_tx, paused_rx) = tokio::sync::oneshot::channel();
-        let mut paused = elicit::client_can_answer(&context.peer).then_some(paused_rx);
+        let mut paused = (defer || elicit::client_can_answer(&context.peer)).then_some(paused_rx);
         let paused_tx = paused.is_some().then_some(paused_tx);
         let caller = by_principal.clone();
         let token = context.meta.get_progress_token();
@@ -268,12 +279,18 @@ impl JochMcp {
                         notify(&context.peer, token, &mut reported, progress_message(&chunk)).await;
                     }
                     return match done {
-                        Ok(outcome) => Ok(outcome?.into_response()),
+                        Ok(outcome) => Ok(Ran::Settled(Box::new(outcome?.into_response()))),
                         Err(e) => Err(EngineError::task("the call's task")(e)),
                     };
                 }
                 approval = until_some(paused.as_mut()), if paused.is_some() => {
                     paused = None;
+                    if let (true, Ok(approval)) = (defer, &approval) {
+                        // The call is recorded and its Approval written:
+                        // the engine's task would only wait for the decision.
+                        running.abort();
+                        return Ok(Ran::Deferred(Box::new(approval.clone())));
+                    }
                     // Sent from this task, so that it rides this request's stream.
                     if let Some(approval) = approval.ok().filter(elicit::may_ask) {
                         asking = elicit::Asking::start(&context.peer, approval, tool).await;
@@ -360,6 +377,26 @@ impl JochMcp {
             .into_iter()
             .map(|t| (t.metadata.name, t.metadata.resource_version))
             .collect()
+    }
+}
+
+/// How [`JochMcp::run_call`] ended.
+pub(super) enum Ran {
+    Settled(Box<ToolCall>),
+    /// The call waits for a person, who decides its Approval.
+    Deferred(Box<joch_core::Approval>),
+}
+
+impl Ran {
+    /// The settled call; a call run without `defer` always settles.
+    pub(super) fn settled(self) -> Result<ToolCall, EngineError> {
+        match self {
+            Ran::Settled(call) => Ok(*call),
+            Ran::Deferred(approval) => Err(EngineError::Refused {
+                code: "approval_pending",
+                message: format!("call {} waits for approval", approval.metadata.name),
+            }),
+        }
     }
 }
 

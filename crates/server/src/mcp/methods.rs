@@ -8,18 +8,21 @@
 
 use joch_core::mcp_surface::McpOperation;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
     ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value, json};
 
 use super::convert::{call_result, is_mcp_tool, refused, tool_definition};
-use super::handler::JochMcp;
+use super::handler::{JochMcp, Ran};
+use super::{deferred, tasks};
 
 /// What joch says of itself in `initialize`: tools, and the upstream
 /// servers' resources, prompts, completion and logging, each of whose
@@ -31,6 +34,7 @@ pub fn server_config() -> ServerConfig {
         "prompts": {"listChanged": true},
         "completions": {},
         "logging": {},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
     }))
     .expect("the capabilities are valid");
     ServerConfig::new(capabilities)
@@ -83,23 +87,43 @@ impl ServerHandler for JochMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let namespace = self.namespace(&context.extensions)?;
         let by = self.principal(&context.extensions)?;
-        let call = self.call_for(&request, &context);
         let tool = self
             .engine
-            .get_tool(&by, &namespace, request.name.as_ref())
+            .cached_tool(&by, &namespace, request.name.as_ref())
             .await
             .ok();
-        let tool_is_mcp = tool.as_ref().is_some_and(is_mcp_tool);
-        let result = match self
-            .run_call(&by, &namespace, call, tool.as_ref(), &context)
-            .await
-        {
-            Ok(settled) => {
+        let tool_is_mcp = tool.as_deref().is_some_and(is_mcp_tool);
+        if tasks::wanted(&context) && !deferred::is_retry(&request) {
+            return self.start_task(&by, &namespace, &request, &context).await;
+        }
+        // Protocol 2026-07-28 has no session to wait on: a call deferred to
+        // a person answers `input_required` and is resumed by a retry.
+        let defer = deferred::stateless(&context);
+        let ran = if defer && deferred::is_retry(&request) {
+            match self
+                .resume(&by, &namespace, &request, tool.as_deref())
+                .await?
+            {
+                Ok(settled) => Ok(Ran::Settled(Box::new(settled))),
+                Err(waiting) => return Ok(waiting.into()),
+            }
+        } else {
+            let call = self.call_for(&request, &context);
+            self.run_call(&by, &namespace, call, tool.as_deref(), &context, defer)
+                .await
+        };
+        let result = match ran {
+            Ok(Ran::Settled(settled)) => {
                 // A new handle widens the artifact tools' callId enum.
                 if settled.handle().is_some() && !settled.spec.from_artifact_tool {
                     let _ = context.peer.notify_tool_list_changed().await;
                 }
                 call_result(&settled, tool_is_mcp)
+            }
+            Ok(Ran::Deferred(approval)) => {
+                return Ok(self
+                    .input_required(&approval, tool.as_deref(), &context)
+                    .into());
             }
             Err(e) => {
                 let e = crate::ApiError::from(e);
@@ -109,6 +133,30 @@ impl ServerHandler for JochMcp {
         let result: CallToolResult = serde_json::from_value(result)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.get_task_of(request, &context).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.update_task_of(request, &context).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_task_of(request, &context).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

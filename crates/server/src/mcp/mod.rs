@@ -5,6 +5,7 @@
 //! stdio for `joch mcp`.
 
 mod convert;
+mod deferred;
 mod elicit;
 mod front;
 mod handler;
@@ -12,6 +13,7 @@ mod methods;
 mod relay;
 mod sessions;
 mod surface;
+mod tasks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,12 +27,14 @@ pub use handler::{JochMcp, NAMESPACE_HEADER};
 pub use methods::server_config;
 
 /// The MCP endpoint's parts, to mount at the MCP paths with [`serve`].
-/// `allowed_hosts` guards against DNS rebinding (empty: any `Host`).
+/// `allowed_hosts` guards against DNS rebinding (empty: any `Host`);
+/// `public_url` prefixes the links joch gives clients (an Approval's).
 pub(crate) fn front(
     engine: Engine,
     allowed_hosts: &[String],
     progress_every: Duration,
     max_body_bytes: usize,
+    public_url: &str,
 ) -> Front {
     let idle = engine.mcp_session_limits().idle;
     let running = Arc::new(sessions::Running::default());
@@ -52,7 +56,11 @@ pub(crate) fn front(
     }));
     let factory = {
         let engine = engine.clone();
-        move || Ok(JochMcp::for_http(engine.clone(), progress_every))
+        let public_url: Arc<str> = public_url.trim_end_matches('/').into();
+        move || {
+            Ok(JochMcp::for_http(engine.clone(), progress_every)
+                .with_public_url(public_url.clone()))
+        }
     };
     Front {
         sessions: StreamableHttpService::new(factory.clone(), manager.clone(), config),

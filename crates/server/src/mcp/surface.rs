@@ -182,8 +182,9 @@ impl JochMcp {
         let mut call: ToolCall = self.call_named(&tool, input, context);
         call.spec.operation = operation;
         let settled = self
-            .run_call(&by, &namespace, call, None, context)
+            .run_call(&by, &namespace, call, None, context, false)
             .await
+            .and_then(super::handler::Ran::settled)
             .map_err(|e| {
                 let e = crate::ApiError::from(e);
                 ErrorData::invalid_request(e.message.clone(), Some(json!({"code": e.code})))

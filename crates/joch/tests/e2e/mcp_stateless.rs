@@ -1,0 +1,323 @@
+//! MCP protocol 2026-07-28 through joch's front, with rmcp's client in
+//! `server/discover` mode (no session): a call deferred to a person answers
+//! `input_required`, and the retry carrying its `requestState` gets the
+//! decided outcome, on whichever replica it reaches, the tool having run once;
+//! a client of the tasks extension gets its call as a task, which outlives
+//! the replica that started it and can be cancelled while it waits.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
+    ElicitRequestParams, ElicitResult, ElicitationAction, GetTaskParams, Implementation,
+    ProtocolVersion,
+};
+use rmcp::service::{RequestContext, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData};
+use serde_json::{Value, json};
+
+use crate::harness::{Joch, NS, Webhook, rest_tool};
+use crate::policies::apply_policy;
+use crate::replicas::{approve_the_pending_call, fresh_database, replica};
+
+/// A 2026-07-28 client of `joch`'s MCP front, answering as `handler` does.
+async fn stateless<H: ClientHandler>(joch: &Joch, handler: H) -> RunningService<RoleClient, H> {
+    let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
+    let discover = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    handler
+        .serve_with_lifecycle(StreamableHttpClientTransport::from_uri(url), discover)
+        .await
+        .expect("server/discover")
+}
+
+fn ticket(n: u64) -> CallToolRequestParams {
+    let Value::Object(args) = json!({"n": n}) else {
+        unreachable!()
+    };
+    CallToolRequestParams::new("ticket.create").with_arguments(args)
+}
+
+/// A webhook tool whose calls a person approves.
+async fn approved_writes(joch: &Joch, webhook: &Webhook, routing: Value) {
+    joch.create_tool(rest_tool(
+        "ticket.create",
+        &format!("{}/record", webhook.base),
+        json!({"level": "external_write"}),
+    ))
+    .await;
+    apply_policy(
+        joch,
+        "people-approve-writes",
+        json!({"version": "1", "rules": [
+            {"when": {"tool.name": "ticket.create"}, "require": {"approval": "human", "approvalRouting": routing}}
+        ]}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn input_required_is_answered_on_another_replica_after_the_approval() {
+    let Some(store) = fresh_database("mcp_input_required").await else {
+        return;
+    };
+    let webhook = Webhook::start().await;
+    let (a, b) = tokio::join!(replica(&store), replica(&store));
+    approved_writes(&a, &webhook, json!({})).await;
+
+    // On A: recorded, deferred, answered at once with where to decide.
+    let client_a = stateless(&a, ()).await;
+    let first = client_a.call_tool_once(ticket(1)).await.unwrap();
+    let CallToolResponse::InputRequired(first) = first else {
+        panic!("not input_required: {first:?}")
+    };
+    let state = first.request_state.clone().expect("a requestState");
+    assert!(
+        first.input_requests.is_none(),
+        "a client without elicitation is asked nothing: {first:?}"
+    );
+    let url = first.meta.as_ref().unwrap()["joch.dev/approvalUrl"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        url.contains(&format!("/v1/namespaces/{NS}/approvals/")),
+        "{url}"
+    );
+    assert_eq!(
+        webhook.recorded().len(),
+        0,
+        "nothing ran before the decision"
+    );
+
+    // The state names no call of this tool: refused, nothing decided.
+    let mut forged = CallToolRequestParams::new("other").with_request_state(state.clone());
+    forged.arguments = Some(Default::default());
+    assert!(client_a.call_tool_once(forged).await.is_err());
+    let bogus = ticket(1).with_request_state("toolcall/not-a-call");
+    assert!(client_a.call_tool_once(bogus).await.is_err());
+
+    // Decided on B; the retry reaches B too and gets the outcome.
+    approve_the_pending_call(&b, "bob").await;
+    let client_b = stateless(&b, ()).await;
+    let retry = ticket(1).with_request_state(state.clone());
+    let done = client_b.call_tool_once(retry.clone()).await.unwrap();
+    let CallToolResponse::Complete(done) = done else {
+        panic!("not complete: {done:?}")
+    };
+    assert_eq!(done.is_error, Some(false), "{done:?}");
+    // Again, on A: the same outcome, read from the record; the tool ran once.
+    let again = client_a.call_tool_once(retry).await.unwrap();
+    let CallToolResponse::Complete(again) = again else {
+        panic!("not complete: {again:?}")
+    };
+    assert_eq!(again.structured_content, done.structured_content);
+    assert_eq!(webhook.recorded().len(), 1, "the approved call ran once");
+    let name = state.strip_prefix("toolcall/").unwrap();
+    let call = b.get_call(name).await;
+    assert_eq!(call["status"]["phase"], "Succeeded", "{call}");
+}
+
+/// A user who approves whatever they are asked, and says what they saw.
+#[derive(Clone, Default)]
+struct Approver {
+    asked: Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl ClientHandler for Approver {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_elicitation().build(),
+            Implementation::new("e2e-approver", "1"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&request).unwrap());
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true})))
+    }
+}
+
+#[tokio::test]
+async fn the_clients_user_approves_through_the_form_of_input_required() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    approved_writes(&joch, &webhook, json!({"askUser": true})).await;
+    let user = Approver::default();
+    let client = stateless(&joch, user.clone()).await;
+
+    // rmcp's client drives the rounds: asks its user, retries with the answer.
+    let done = client.call_tool(ticket(7)).await.unwrap();
+    assert_eq!(done.is_error, Some(false), "{done:?}");
+    assert_eq!(webhook.recorded().len(), 1);
+    let asked = user.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["requestedSchema"]["required"][0], "approve");
+
+    let (_, approvals) = joch.get(&format!("/v1/namespaces/{NS}/approvals")).await;
+    let approval = &approvals["items"][0];
+    assert_eq!(approval["status"]["phase"], "Approved", "{approval}");
+    assert_eq!(
+        approval["status"]["decidedBy"],
+        "mcp-elicitation:e2e-approver"
+    );
+    let (_, calls) = joch.get(&format!("/v1/namespaces/{NS}/toolcalls")).await;
+    assert_eq!(
+        calls["items"].as_array().unwrap().len(),
+        1,
+        "one call, resumed: {calls}"
+    );
+}
+
+/// A client that runs its calls as tasks (and takes no elicitation).
+#[derive(Clone, Default)]
+struct Tasker;
+
+impl ClientHandler for Tasker {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_tasks().build(),
+            Implementation::new("e2e-tasker", "1"),
+        )
+    }
+}
+
+async fn start_task(client: &RunningService<RoleClient, Tasker>, n: u64) -> String {
+    match client.call_tool_once(ticket(n)).await.unwrap() {
+        CallToolResponse::Task(created) => created.task.task_id,
+        other => panic!("not a task: {other:?}"),
+    }
+}
+
+async fn task_of(client: &RunningService<RoleClient, Tasker>, id: &str) -> Value {
+    let got = client.get_task(GetTaskParams::new(id)).await.unwrap();
+    serde_json::to_value(got).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_task_outlives_a_kill_9_of_the_replica_that_started_it() {
+    let Some(store) = fresh_database("mcp_task_kill").await else {
+        return;
+    };
+    let webhook = Webhook::start().await;
+    let (mut a, b) = tokio::join!(replica(&store), replica(&store));
+    approved_writes(&a, &webhook, json!({})).await;
+
+    let client_a = stateless(&a, Tasker).await;
+    let id = start_task(&client_a, 1).await;
+    let waiting = task_of(&client_a, &id).await;
+    assert_eq!(waiting["status"], "working", "{waiting}");
+    assert!(
+        waiting["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("/approvals/"),
+        "{waiting}"
+    );
+    drop(client_a);
+    a.kill();
+
+    approve_the_pending_call(&b, "bob").await;
+    let client_b = stateless(&b, Tasker).await;
+    let done = loop {
+        let task = task_of(&client_b, &id).await;
+        if task["status"] != "working" {
+            break task;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_eq!(
+        webhook.recorded().len(),
+        1,
+        "the task's call ran once, on B"
+    );
+}
+
+#[tokio::test]
+async fn a_task_waiting_for_a_person_is_cancelled_and_never_runs() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    approved_writes(&joch, &webhook, json!({})).await;
+    let client = stateless(&joch, Tasker).await;
+    let id = start_task(&client, 2).await;
+
+    client
+        .cancel_task(CancelTaskParams::new(&id))
+        .await
+        .unwrap();
+    let task = task_of(&client, &id).await;
+    assert_eq!(task["status"], "cancelled", "{task}");
+    let call = joch.get_call(&id).await;
+    assert_eq!(call["status"]["phase"], "Failed", "{call}");
+    assert_eq!(call["status"]["error"]["code"], "cancelled", "{call}");
+    let (_, approval) = joch
+        .get(&format!("/v1/namespaces/{NS}/approvals/{id}"))
+        .await;
+    assert_eq!(approval["status"]["phase"], "Expired", "{approval}");
+    // Approving it now is refused: it was withdrawn.
+    let (status, _) = joch
+        .send(
+            reqwest::Method::POST,
+            &format!("/v1/namespaces/{NS}/approvals/{id}/approve"),
+            Some(json!({"approvedBy": "bob"})),
+        )
+        .await;
+    assert!(status.is_client_error(), "{status}");
+    // Another task id is no task of this client's.
+    assert!(client.get_task(GetTaskParams::new("nope")).await.is_err());
+    assert_eq!(webhook.recorded().len(), 0);
+}
+
+#[tokio::test]
+async fn a_requeststate_is_no_credential_another_agent_cannot_resume_the_call() {
+    use crate::auth::{ROOT, token};
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let joch = Joch::builder().env("JOCH_ADMIN_TOKEN", ROOT).start().await;
+    let tool = json!({"metadata": {"name": "ticket.create"}, "spec": {"description": "",
+        "inputSchema": {"type": "object"}, "sideEffects": {"requiresApproval": true},
+        "backend": {"type": "noop"}}});
+    let (status, _) = joch
+        .send_as(
+            ROOT,
+            reqwest::Method::POST,
+            &format!("/v1/namespaces/{NS}/tools"),
+            Some(tool),
+        )
+        .await;
+    assert!(status.is_success(), "{status}");
+    let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
+    let as_agent = async |name: &str| {
+        let secret = token(&joch, NS, name, "agent").await;
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(secret);
+        let discover = ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        };
+        ().serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), discover)
+            .await
+            .expect("server/discover")
+    };
+    let maker = as_agent("bot-a").await;
+    let other = as_agent("bot-b").await;
+    let CallToolResponse::InputRequired(first) = maker.call_tool_once(ticket(1)).await.unwrap()
+    else {
+        panic!("not input_required")
+    };
+    let stolen = ticket(1).with_request_state(first.request_state.unwrap());
+    let refused = other.call_tool_once(stolen).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("no call of yours"),
+        "{refused}"
+    );
+}

@@ -1,0 +1,189 @@
+//! Protocol 2026-07-28: a call deferred to a person answers `input_required`
+//! (SEP-2322), and the client's retry gets the decided outcome.
+//!
+//! A 2026-07-28 request has no session to hold a question open on, so a
+//! `tools/call` whose call waits for approval ends at once: the call is
+//! recorded `AwaitingApproval` with its Approval, and the client gets
+//! - `inputRequests.approval`: the question for its user, when the client
+//!   declared elicitation: a form for an `askUser` approval or a
+//!   `userInput` value (the form a session's client is sent live,
+//!   `elicit.rs`), else (URL mode) the link where the Approval is decided;
+//! - `requestState`: `toolcall/<name>`, the ToolCall's name and nothing
+//!   else. The state is the record in the store, so the retry is served by
+//!   whichever replica it reaches; the engine lets only the principal that
+//!   made the call resume it (`Engine::resume_call`);
+//! - `_meta["joch.dev/approvalUrl"]`: the same link, for any client.
+//!
+//! The retry (same `tools/call`, with `requestState` and perhaps the
+//! form's answer in `inputResponses.approval`) records the answer as the
+//! user's decision, then waits up to [`RETRY_WAIT`] for the call to
+//! settle: settled, it gets the call's result, read from the record (the
+//! tool ran once, when the decision was made; another retry reads the same
+//! outcome); still waiting, `input_required` again with the state only.
+
+use std::time::Duration;
+
+use joch_core::{Approval, Tool, ToolCall};
+use joch_engine::{EngineError, Principal};
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolRequestParams, ElicitRequest, ElicitRequestParams, InputRequest, InputRequiredResult,
+    MetaObject, ProtocolVersion,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::json;
+
+use super::elicit;
+use super::handler::JochMcp;
+
+/// What a `requestState` joch gives starts with; the call's name follows.
+const STATE_PREFIX: &str = "toolcall/";
+/// The key of the question in `inputRequests` and of its answer in `inputResponses`.
+const APPROVAL_INPUT: &str = "approval";
+/// `_meta` key of the link where the Approval is decided.
+const META_APPROVAL_URL: &str = "joch.dev/approvalUrl";
+/// How long a retry waits for the decision before answering
+/// `input_required` again (the client then retries after a pause).
+pub(super) const RETRY_WAIT: Duration = Duration::from_secs(10);
+
+/// True for a request of protocol 2026-07-28 or later (no session).
+pub(super) fn stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
+
+/// True when the request retries a call joch answered `input_required`.
+pub(super) fn is_retry(request: &CallToolRequestParams) -> bool {
+    request.request_state.is_some()
+}
+
+impl JochMcp {
+    /// The `input_required` answer for a call waiting on `approval`.
+    pub(super) fn input_required(
+        &self,
+        approval: &Approval,
+        tool: Option<&Tool>,
+        context: &RequestContext<RoleServer>,
+    ) -> InputRequiredResult {
+        let url = self.approval_url(approval);
+        let elicitation = context.client_capabilities().and_then(|c| c.elicitation);
+        // A client that declares elicitation without naming a mode takes forms.
+        let form = elicitation
+            .as_ref()
+            .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        let by_url = elicitation.as_ref().is_some_and(|e| e.url.is_some());
+        let question = if form && elicit::may_ask(approval) {
+            Some(elicit::form(approval, tool))
+        } else if by_url {
+            Some(ElicitRequestParams::UrlElicitationParams {
+                meta: None,
+                message: format!(
+                    "A call of tool {:?} waits for approval: decide it there.",
+                    approval.spec.payload["tool"].as_str().unwrap_or("?")
+                ),
+                url: url.clone(),
+                elicitation_id: approval.metadata.name.clone(),
+            })
+        } else {
+            None
+        };
+        let requests = question.map(|params| {
+            let request = InputRequest::Elicitation(ElicitRequest::new(params));
+            [(APPROVAL_INPUT.to_owned(), request)].into()
+        });
+        let state = format!("{STATE_PREFIX}{}", approval.metadata.name);
+        InputRequiredResult::new(requests, Some(state)).with_meta(approval_meta(&url))
+    }
+
+    /// A retry with a `requestState`: records the answer it carries, then
+    /// the call's outcome, or `input_required` again while it still waits.
+    pub(super) async fn resume(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        request: &CallToolRequestParams,
+        tool: Option<&Tool>,
+    ) -> Result<Result<ToolCall, InputRequiredResult>, ErrorData> {
+        let name = request
+            .request_state
+            .as_deref()
+            .and_then(|s| s.strip_prefix(STATE_PREFIX))
+            .filter(|name| !name.is_empty())
+            .ok_or_else(|| ErrorData::invalid_params("requestState is not one joch gave", None))?;
+        // Whose call it is, before anything is decided on it.
+        let call = self.resumed(by, namespace, name, Duration::ZERO).await?;
+        if call.tool_name() != request.name {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "requestState names a call of another tool than {:?}",
+                    request.name
+                ),
+                None,
+            ));
+        }
+        let answer = request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(APPROVAL_INPUT));
+        if let (Some(answer), false) = (answer, call.status.phase.is_terminal()) {
+            if let Ok(approval) = self.engine.get_approval(namespace, name).await {
+                let decider = elicit::decider_name(&call);
+                elicit::decide_by_answer(
+                    &self.engine,
+                    &approval,
+                    tool,
+                    answer,
+                    decider,
+                    by.clone(),
+                )
+                .await;
+            }
+        }
+        let call = self.resumed(by, namespace, name, RETRY_WAIT).await?;
+        if call.status.phase.is_terminal() {
+            return Ok(Ok(call));
+        }
+        let state = format!("{STATE_PREFIX}{name}");
+        let url = self.approval_url_of(namespace, name);
+        Ok(Err(
+            InputRequiredResult::from_request_state(state).with_meta(approval_meta(&url))
+        ))
+    }
+
+    pub(super) async fn resumed(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+        wait: Duration,
+    ) -> Result<ToolCall, ErrorData> {
+        self.engine
+            .resume_call(by, namespace, name, wait)
+            .await
+            .map_err(|e| match e {
+                EngineError::NotFound { .. } => ErrorData::invalid_params(
+                    "requestState names no call of yours in this namespace",
+                    None,
+                ),
+                e => ErrorData::internal_error(e.to_string(), None),
+            })
+    }
+
+    fn approval_url(&self, approval: &Approval) -> String {
+        self.approval_url_of(&approval.metadata.namespace, &approval.metadata.name)
+    }
+
+    /// The Approval resource, where an approver decides (the console has
+    /// no page of one approval yet: its inbox lists them all).
+    fn approval_url_of(&self, namespace: &str, name: &str) -> String {
+        let base = self.public_url.as_deref().unwrap_or_default();
+        format!("{base}/v1/namespaces/{namespace}/approvals/{name}")
+    }
+}
+
+fn approval_meta(url: &str) -> MetaObject {
+    let mut meta = MetaObject::new();
+    meta.insert(META_APPROVAL_URL.to_owned(), json!(url));
+    meta
+}

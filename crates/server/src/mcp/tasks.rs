@@ -1,0 +1,215 @@
+//! The tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`): a
+//! client that declares it gets each `tools/call` as a task, and the task
+//! is the durable ToolCall (task id = the call's name).
+//!
+//! - `tools/call` records the call and answers at once with the task
+//!   (`Engine::submit`: the call runs in the background and settles in the
+//!   store). A refusal that needs no task (an unknown tool) is a result.
+//! - `tasks/get` reads the call, on any replica, after any restart or a
+//!   replica's death: `working` while pending or running; while it waits
+//!   for a person, `input_required` with the question `input_required`
+//!   would ask (`deferred.rs`) if the client can answer it, else `working`
+//!   naming the Approval's link; once settled, `completed` with the
+//!   `tools/call` result (a refusal is a result with `isError`), or
+//!   `cancelled` for a call the caller cancelled.
+//! - `tasks/update` takes the answer to that question (key `approval`),
+//!   deciding the Approval as the user's answer does.
+//! - `tasks/cancel` withdraws a call still waiting for a person
+//!   (`Engine::cancel_call`: `Failed`, `error.code: cancelled`); a call
+//!   already running goes on (cancellation is cooperative).
+//!
+//! Only the principal that made the call sees its task.
+
+use std::time::Duration;
+
+use joch_core::{ErrorCode, Phase, ToolCall};
+use joch_engine::Principal;
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, DetailedTask,
+    GetTaskParams, GetTaskResult, Task, TaskPayload, TaskStatus, UpdateTaskParams,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::Value;
+
+use super::convert::{call_result, is_mcp_tool, refused};
+use super::elicit;
+use super::handler::JochMcp;
+
+/// How often a client is asked to poll a task.
+const POLL_INTERVAL_MS: u64 = 500;
+/// The key of the question in `inputRequests`, as in `input_required`.
+const APPROVAL_INPUT: &str = "approval";
+
+/// True when the request's client declared the tasks extension.
+pub(super) fn wanted(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .is_some_and(|c| c.supports_tasks())
+}
+
+impl JochMcp {
+    /// `tools/call` as a task: recorded, answered with its task at once.
+    pub(super) async fn start_task(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let call = self.call_for(request, context);
+        match self.engine.submit(by, namespace, call).await {
+            Ok(outcome) => Ok(CreateTaskResult::new(task(&outcome.into_response())).into()),
+            Err(e) => {
+                let e = crate::ApiError::from(e);
+                let result = refused(&e.code, &e.message);
+                serde_json::from_value(result)
+                    .map(CallToolResponse::Complete)
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+            }
+        }
+    }
+
+    /// `tasks/get`: the call as it stands.
+    pub(super) async fn get_task_of(
+        &self,
+        params: GetTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let (by, namespace) = self.caller(context)?;
+        let call = self
+            .resumed(&by, &namespace, &params.task_id, Duration::ZERO)
+            .await?;
+        let tool = self
+            .engine
+            .cached_tool(&by, &namespace, call.tool_name())
+            .await
+            .ok();
+        let mut base = task(&call);
+        let payload = match call.status.phase {
+            _ if cancelled(&call) => TaskPayload::Cancelled,
+            phase if phase.is_terminal() => {
+                let result = call_result(&call, tool.as_deref().is_some_and(is_mcp_tool));
+                let Value::Object(result) = result else {
+                    return Err(ErrorData::internal_error("a result is an object", None));
+                };
+                TaskPayload::Completed { result }
+            }
+            Phase::AwaitingApproval => {
+                let approval = self
+                    .engine
+                    .get_approval(&namespace, &call.metadata.name)
+                    .await
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                let asked = self.input_required(&approval, tool.as_deref(), context);
+                let link = asked
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.get("joch.dev/approvalUrl"));
+                base.status_message = link
+                    .and_then(Value::as_str)
+                    .map(|url| format!("waiting for approval: {url}"));
+                match asked.input_requests {
+                    Some(input_requests) => TaskPayload::InputRequired { input_requests },
+                    None => TaskPayload::Working,
+                }
+            }
+            _ => TaskPayload::Working,
+        };
+        Ok(GetTaskResult::new(DetailedTask::new(base, payload)))
+    }
+
+    /// `tasks/update`: the user's answer to the task's question.
+    pub(super) async fn update_task_of(
+        &self,
+        params: UpdateTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let (by, namespace) = self.caller(context)?;
+        let call = self
+            .resumed(&by, &namespace, &params.task_id, Duration::ZERO)
+            .await?;
+        let Some(answer) = params.input_responses.get(APPROVAL_INPUT) else {
+            return Ok(());
+        };
+        let Ok(approval) = self
+            .engine
+            .get_approval(&namespace, &call.metadata.name)
+            .await
+        else {
+            return Ok(());
+        };
+        let tool = self
+            .engine
+            .cached_tool(&by, &namespace, call.tool_name())
+            .await
+            .ok();
+        let decider = elicit::decider_name(&call);
+        elicit::decide_by_answer(
+            &self.engine,
+            &approval,
+            tool.as_deref(),
+            answer,
+            decider,
+            by,
+        )
+        .await;
+        Ok(())
+    }
+
+    /// `tasks/cancel`: withdraws the call if it still waits for a person.
+    pub(super) async fn cancel_task_of(
+        &self,
+        params: CancelTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let (by, namespace) = self.caller(context)?;
+        // Whose task it is, with the same answer as `tasks/get` for another's.
+        self.resumed(&by, &namespace, &params.task_id, Duration::ZERO)
+            .await?;
+        self.engine
+            .cancel_call(&by, &namespace, &params.task_id)
+            .await
+            .map(drop)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    fn caller(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(Principal, String), ErrorData> {
+        Ok((
+            self.principal(&context.extensions)?,
+            self.namespace(&context.extensions)?,
+        ))
+    }
+}
+
+/// The task a call is, without its payload.
+fn task(call: &ToolCall) -> Task {
+    let created = call
+        .metadata
+        .creation_timestamp
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    let updated = call
+        .status
+        .completed_at
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| created.clone());
+    let status = match call.status.phase {
+        _ if cancelled(call) => TaskStatus::Cancelled,
+        phase if phase.is_terminal() => TaskStatus::Completed,
+        // `tasks/get` says `input_required` when the client can answer.
+        _ => TaskStatus::Working,
+    };
+    Task::new(call.metadata.name.clone(), status, created, updated)
+        .with_poll_interval_ms(POLL_INTERVAL_MS)
+}
+
+fn cancelled(call: &ToolCall) -> bool {
+    call.status
+        .error
+        .as_ref()
+        .is_some_and(|e| e.is(ErrorCode::Cancelled))
+}
