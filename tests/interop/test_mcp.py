@@ -585,3 +585,34 @@ def test_joch_mcp_on_stdio_passes_the_question_on_to_its_client(joch):
     (record,) = joch.calls(tool="everything.echo")
     # The proxy names its own client as the agent.
     assert record["spec"]["approval"]["approvedBy"] == "mcp-elicitation:mcp"
+
+
+def test_a_stdio_server_gets_no_joch_secret_from_the_environment(tmp_path):
+    """joch's own settings (its admin token, its vault key) stay out of the
+    servers it runs; what the McpServer names in `env` reaches them."""
+    from conftest import start_joch
+
+    secrets = {"JOCH_ADMIN_TOKEN": "admin-token-not-for-servers", "JOCH_VAULT_KEY": "A" * 43 + "="}
+    joch = start_joch(tmp_path, env=secrets)
+    joch.token = secrets["JOCH_ADMIN_TOKEN"]
+    try:
+        server = stdio_everything()
+        server["spec"]["stdio"]["env"] = {"GIVEN_TO_THE_SERVER": "yes"}
+        applied = joch.apply(server)
+        assert applied["status"]["phase"] == "Connected", applied["status"]
+        call = joch.ok(
+            "POST",
+            f"/v1/namespaces/{NAMESPACE}/toolcalls",
+            {"spec": {"toolRef": {"name": "everything.get-env"}, "input": {}}},
+        )
+        assert call["status"]["phase"] == "Succeeded", call["status"]
+        text = call["status"]["output"]["content"][0]["text"]
+        env = json.loads(text)
+        assert env["GIVEN_TO_THE_SERVER"] == "yes"
+        assert "PATH" in env
+        assert not [k for k in env if k.startswith("JOCH_")], sorted(env)
+        for value in secrets.values():
+            assert value not in text
+    finally:
+        joch.process.kill()
+        joch.process.wait()

@@ -221,6 +221,14 @@ async fn connect(
     let handshake = async {
         if let Some(stdio) = &server.spec.stdio {
             let mut command = tokio::process::Command::new(&stdio.command);
+            // joch's own settings and secrets (JOCH_ADMIN_TOKEN, JOCH_VAULT_KEY,
+            // the store's URL) are not the server's: it gets the rest of the
+            // environment, and what its `spec.stdio.env` names.
+            for (key, _) in std::env::vars_os() {
+                if key.to_string_lossy().starts_with("JOCH_") {
+                    command.env_remove(key);
+                }
+            }
             command
                 .args(&stdio.args)
                 .envs(&stdio.env)
