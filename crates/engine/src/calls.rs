@@ -132,6 +132,14 @@ impl Rejection {
     }
 }
 
+/// What a call came to in its own task: settled, or waiting for another
+/// record to settle (its approval's decision, or the call holding its key).
+enum Reached {
+    Settled(Box<CallOutcome>),
+    Awaiting(String),
+    KeyHeldBy(String),
+}
+
 impl Engine {
     /// Records a call, runs it and returns it settled. The answer is durable
     /// when this returns; the record was durable before the tool's side
@@ -165,55 +173,73 @@ impl Engine {
             return self.call_artifact_tool(by, namespace, call).await;
         }
         let span = tracing_spans::call_span(namespace, &call);
-        let (by, namespace) = (by.clone(), namespace.to_owned());
-        self.to_completion("a call", move |engine| {
-            async move {
-                let traced = engine.call_traced(&by, &namespace, call, paused);
-                let (outcome, timings) = timing::measured(traced).await;
-                outcome.map(|outcome| CallOutcome {
-                    timings: Some(timings),
-                    ..outcome
-                })
+        let (owned_by, owned_namespace, task_span) =
+            (by.clone(), namespace.to_owned(), span.clone());
+        let reached = self
+            .to_completion("a call", move |engine| {
+                async move {
+                    let admitted = engine.admit_and_run(&owned_by, &owned_namespace, call, paused);
+                    let (reached, timings) = timing::measured(admitted).await;
+                    reached.map(|reached| match reached {
+                        Reached::Settled(outcome) => Reached::Settled(Box::new(CallOutcome {
+                            timings: Some(timings),
+                            ..*outcome
+                        })),
+                        waiting => waiting,
+                    })
+                }
+                .instrument(task_span)
+            })
+            .await?;
+        // Waiting for a person or for another call is the caller's: one
+        // that goes away stops waiting, and the call goes on without it.
+        match reached {
+            Reached::Settled(outcome) => Ok(*outcome),
+            Reached::Awaiting(name) => {
+                let settled = self
+                    .wait_settled(namespace, &name)
+                    .instrument(tracing::info_span!(parent: &span, "await_approval"))
+                    .await?;
+                Ok(CallOutcome::stored(settled, false))
             }
-            .instrument(span)
-        })
-        .await
+            Reached::KeyHeldBy(holder) => {
+                let original = self
+                    .wait_settled(namespace, &holder)
+                    .instrument(span)
+                    .await?;
+                telemetry::idempotent_replay(self.call_labels(&original).await);
+                Ok(CallOutcome::stored(original, true))
+            }
+        }
     }
 
-    async fn call_traced(
+    /// Records the call and, unless it waits, runs it to its settlement.
+    async fn admit_and_run(
         &self,
         by: &Principal,
         namespace: &str,
         call: ToolCall,
         paused: Option<tokio::sync::oneshot::Sender<joch_core::Approval>>,
-    ) -> Result<CallOutcome, EngineError> {
+    ) -> Result<Reached, EngineError> {
         match self
             .record(by, namespace, call, Intent::WhenSettled, None)
             .await?
         {
             Admission::New(recorded) if recorded.call.status.phase == Phase::AwaitingApproval => {
-                let name = &recorded.call.metadata.name;
+                let name = recorded.call.metadata.name.clone();
                 if let Some(paused) = paused.filter(|p| !p.is_closed()) {
                     // The Approval was written (synced) before `record` returned.
-                    match self.get_approval(namespace, name).await {
+                    match self.get_approval(namespace, &name).await {
                         Ok(approval) => drop(paused.send(approval)),
                         Err(e) => {
                             tracing::warn!(call = %name, error = %e, "the pending approval could not be read")
                         }
                     }
                 }
-                let settled = self
-                    .wait_settled(namespace, &recorded.call.metadata.name)
-                    .instrument(tracing::info_span!("await_approval"))
-                    .await?;
-                Ok(CallOutcome::stored(settled, false))
+                Ok(Reached::Awaiting(name))
             }
-            Admission::New(recorded) => self.run(*recorded).await,
-            Admission::KeyHeldBy(holder) => {
-                let original = self.wait_settled(namespace, &holder).await?;
-                telemetry::idempotent_replay(self.call_labels(&original).await);
-                Ok(CallOutcome::stored(original, true))
-            }
+            Admission::New(recorded) => Ok(Reached::Settled(Box::new(self.run(*recorded).await?))),
+            Admission::KeyHeldBy(holder) => Ok(Reached::KeyHeldBy(holder)),
         }
     }
 
