@@ -43,5 +43,6 @@ mod replicas;
 mod resources;
 mod rulebook;
 mod streaming;
+mod timings;
 mod traces;
 mod trust;
