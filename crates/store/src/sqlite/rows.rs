@@ -403,16 +403,21 @@ pub(super) fn list_audit(
         .map_err(unavailable)?;
     let rows = stmt
         .query_map(params![namespace, after, limit], |r| {
-            Ok(AuditRecord {
-                namespace: namespace.to_owned(),
-                seq: u64::try_from(r.get::<_, i64>(0)?).unwrap_or_default(),
-                prev: r.get(1)?,
-                hash: r.get(2)?,
-                body: r.get(3)?,
-            })
+            audit_row(namespace, r)
         })
         .map_err(unavailable)?;
     rows.collect::<Result<_, _>>().map_err(unavailable)
+}
+
+/// An entry of `namespace`'s chain from `SELECT seq, prev, hash, body`.
+fn audit_row(namespace: &str, r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
+    Ok(AuditRecord {
+        namespace: namespace.to_owned(),
+        seq: u64::try_from(r.get::<_, i64>(0)?).unwrap_or_default(),
+        prev: r.get(1)?,
+        hash: r.get(2)?,
+        body: r.get(3)?,
+    })
 }
 
 /// Served by `audit_by_record` (the same expression as the index; named,
@@ -431,15 +436,7 @@ pub(super) fn audit_of(
         )
         .map_err(unavailable)?;
     let rows = stmt
-        .query_map(params![namespace, name], |r| {
-            Ok(AuditRecord {
-                namespace: namespace.to_owned(),
-                seq: u64::try_from(r.get::<_, i64>(0)?).unwrap_or_default(),
-                prev: r.get(1)?,
-                hash: r.get(2)?,
-                body: r.get(3)?,
-            })
-        })
+        .query_map(params![namespace, name], |r| audit_row(namespace, r))
         .map_err(unavailable)?;
     rows.collect::<Result<_, _>>().map_err(unavailable)
 }
