@@ -232,3 +232,6 @@ impl Engine {
         Ok(report)
     }
 }
+
+#[cfg(test)]
+mod tests;
