@@ -8,6 +8,7 @@
 //! two replicas (or a decision and a timeout) race.
 
 use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use joch_core::approval::{
@@ -15,18 +16,43 @@ use joch_core::approval::{
 };
 use joch_core::policy::{ApprovalRouting, UserInput};
 use joch_core::{
-    Approval, ApprovalPhase, Object, ObjectMeta, ObjectRef, Principal, StandingApproval, Time,
-    Tool, ToolCall,
+    Approval, ApprovalPhase, ObjectMeta, ObjectRef, Principal, StandingApproval, Time, Tool,
+    ToolCall,
 };
 use joch_store::{Durability, ListQuery, StoreErrorKind};
 use serde_json::{Value, json};
 
 use crate::engine::now;
+use crate::identity::rules::{self, Decider};
 use crate::policy::{Decision, Effect};
-use crate::rules::{self, Decider};
+use crate::signal::Signal;
 use crate::telemetry;
 use crate::{Engine, EngineError, ListParams, ObjectList};
 use joch_core::ApprovalActionKind;
+
+/// What the approvals part keeps besides the store.
+#[derive(Default)]
+pub(crate) struct State {
+    /// Approvals (namespace, name) whose deadline timer runs in this
+    /// process, so that re-arming (at start, or on taking over a dead
+    /// replica's work) starts no second timer.
+    armed: Mutex<HashSet<(String, String)>>,
+    /// Bumped whenever an Approval opens or is decided (here or, heard from
+    /// the store, on another replica), so inboxes re-read at once.
+    changed: Signal,
+}
+
+impl State {
+    /// An Approval opened or was decided.
+    pub(crate) fn changed(&self) {
+        self.changed.bump();
+    }
+
+    fn armed(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
+        // The set stays consistent under a panic elsewhere: inserts and removes are single calls.
+        self.armed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// Why a call waits, and for what.
 pub(crate) struct Deferral {
@@ -173,7 +199,7 @@ impl Engine {
             .create_object(&mut approval, Durability::Sync)
             .await?;
         telemetry::approvals_pending(1.0);
-        self.inner.touched_kind(Approval::KIND);
+        self.inner.approvals.changed();
         self.arm_deadline(&approval);
         Ok(approval)
     }
@@ -187,7 +213,7 @@ impl Engine {
             approval.metadata.namespace.clone(),
             approval.metadata.name.clone(),
         );
-        if !self.armed_deadlines().insert(key.clone()) {
+        if !self.inner.approvals.armed().insert(key.clone()) {
             return;
         }
         let wait = (deadline.0 - now().0).to_std().unwrap_or(Duration::ZERO);
@@ -198,16 +224,8 @@ impl Engine {
             if let Err(e) = engine.expire(ns, name).await {
                 tracing::warn!(approval = %name, error = %e, "approval deadline could not be applied");
             }
-            engine.armed_deadlines().remove(&key);
+            engine.inner.approvals.armed().remove(&key);
         });
-    }
-
-    fn armed_deadlines(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
-        // The set stays consistent under a panic elsewhere: inserts and removes are single calls.
-        self.inner
-            .armed_deadlines
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Re-arms the deadlines of approvals still pending (after a restart).
@@ -230,7 +248,7 @@ impl Engine {
 
     /// Reads an Approval.
     pub async fn get_approval(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
         Ok(self.inner.store.get_object(namespace, name).await?)
     }
 
@@ -240,7 +258,7 @@ impl Engine {
         namespace: &str,
         params: ListParams,
     ) -> Result<ObjectList<Approval>, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
         let query = self.inner.list_query(
             namespace,
             ListParams {
@@ -388,7 +406,7 @@ impl Engine {
             other => other?,
         }
         telemetry::approvals_pending(-1.0);
-        self.inner.touched_kind(Approval::KIND);
+        self.inner.approvals.changed();
         if let (Some(opened), Some(decided)) = (
             approval.metadata.creation_timestamp,
             approval.status.decided_at,

@@ -5,6 +5,8 @@
 //! ([`Blobs::put`]) before the `Artifact` record and the settled call
 //! that name it are written, so no record ever points at a missing blob.
 
+mod tools;
+
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -205,7 +207,7 @@ impl Engine {
 
     /// An artifact's metadata.
     pub async fn get_artifact(&self, namespace: &str, id: &str) -> Result<Artifact, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
         if !is_sha256(id) {
             return Err(EngineError::NotFound {
                 kind: "Artifact".to_owned(),

@@ -65,7 +65,7 @@ impl Engine {
         after: u64,
         limit: usize,
     ) -> Result<Vec<AuditLine>, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
         let records = self.inner.store.list_audit(namespace, after, limit).await?;
         Ok(records
             .into_iter()
@@ -81,7 +81,7 @@ impl Engine {
 
     /// The namespace's signed checkpoints, oldest entry first.
     pub async fn audit_checkpoints(&self, namespace: &str) -> Result<Vec<Checkpoint>, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
         Ok(self.inner.store.list_checkpoints(namespace).await?)
     }
 }

@@ -2,21 +2,64 @@
 //! record it and let it run (`submit`); and what passes between admission
 //! (`admission.rs`) and execution (`execute.rs`).
 
+mod admission;
+mod batches;
+mod chunks;
+mod context;
+mod costs;
+mod execute;
+mod hooked;
+mod hooks;
+mod idempotency;
+mod ratelimit;
+mod replay;
+mod resumed;
+
 use std::sync::Arc;
 use std::time::Duration;
+
+pub use batches::{BATCH_LABEL, Batch};
+pub use chunks::{ChunkFollower, FOLLOW_QUEUE};
+pub use hooked::{Deferred, HookResult, HookVerdict, named_values};
+pub use idempotency::{MAX_KEY_LEN, validate_key};
+pub use replay::{Replay, ReplayMode};
+
+pub(crate) use admission::{Admitting, COMPLETION, RESUMPTION};
+pub(crate) use chunks::Followers;
+pub(crate) use execute::recorded_value;
+pub(crate) use hooks::REPLAY_OVERRIDE_ANNOTATION;
+pub(crate) use ratelimit::Limiters;
 
 use joch_core::{CallError, ErrorCode, Phase, Policy, Principal, Tool, ToolCall};
 use joch_store::{Durability, timing};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use crate::admission::{Admission, Intent};
-use crate::hooks::refusal;
+use crate::calls::admission::{Admission, Intent};
+use crate::calls::hooks::refusal;
+use crate::catalog::schema::Compiled;
 use crate::policy::{Decision, Facts};
-use crate::schema::Compiled;
+use crate::signal::Signal;
 use crate::telemetry;
 use crate::tracing_spans;
 use crate::{Engine, EngineError};
+
+/// What the call path keeps besides the store.
+#[derive(Default)]
+pub(crate) struct State {
+    /// Bumped whenever a call settles, so callers waiting on another call's
+    /// outcome (same idempotency key) re-read the store at once.
+    settled: Signal,
+    /// Surfaces following running calls' output chunks (see `chunks.rs`).
+    followers: Followers,
+}
+
+impl State {
+    /// A call settled, here or (heard from the store) on another replica.
+    pub(crate) fn settled(&self) {
+        self.settled.bump();
+    }
+}
 
 /// What a caller gets back for a call.
 #[derive(Debug, Clone)]
@@ -49,7 +92,7 @@ impl CallOutcome {
                 .status
                 .output
                 .take()
-                .map(|output| crate::envelopes::rewrap(&record, &nonce, output));
+                .map(|output| crate::policy::rewrap(&record, &nonce, output));
         }
         record
     }
@@ -311,7 +354,7 @@ impl Engine {
         namespace: &str,
         name: &str,
     ) -> Result<ToolCall, EngineError> {
-        let mut settled = self.inner.settled.subscribe();
+        let mut settled = self.inner.calls.settled.subscribe();
         loop {
             let call = self.key_holder(namespace, name).await?;
             if call.status.phase.is_terminal() {

@@ -198,8 +198,8 @@ impl crate::Engine {
         by: &Principal,
         namespace: &str,
     ) -> Result<Vec<Credential>, EngineError> {
-        crate::rules::acts_in(by, namespace)?;
-        crate::rules::administers(by, "manage credentials")?;
+        crate::identity::rules::acts_in(by, namespace)?;
+        crate::identity::rules::administers(by, "manage credentials")?;
         let query = ListQuery {
             namespace: namespace.to_owned(),
             limit: 5_000,
@@ -216,8 +216,8 @@ impl crate::Engine {
         namespace: &str,
         name: &str,
     ) -> Result<Credential, EngineError> {
-        crate::rules::acts_in(by, namespace)?;
-        crate::rules::administers(by, "manage credentials")?;
+        crate::identity::rules::acts_in(by, namespace)?;
+        crate::identity::rules::administers(by, "manage credentials")?;
         Ok(self
             .inner
             .store

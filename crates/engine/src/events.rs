@@ -6,6 +6,7 @@
 //! sync: each rides with the call write that follows it, which is synced
 //! before the caller hears of it.
 
+use crate::signal::Signal;
 use std::time::Duration;
 
 use joch_core::{EventKind, Time, ToolCall};
@@ -30,6 +31,20 @@ pub struct Event {
     pub time: Time,
     /// The seed's data fields for this type.
     pub data: Value,
+}
+
+/// What the events part keeps besides the store.
+#[derive(Default)]
+pub(crate) struct State {
+    /// Bumped whenever an event is appended, so followers read at once.
+    appended: Signal,
+}
+
+impl State {
+    /// An event was appended, here or (heard from the store) on another replica.
+    pub(crate) fn appended(&self) {
+        self.appended.bump();
+    }
 }
 
 impl Engine {
@@ -58,7 +73,7 @@ impl Engine {
             .store
             .append_event(record, Durability::Deferred)
             .await?;
-        self.inner.appended.send_modify(|n| *n = n.wrapping_add(1));
+        self.inner.events.appended();
         Ok(())
     }
 
@@ -86,7 +101,7 @@ impl Engine {
         after: u64,
         limit: usize,
     ) -> Result<Vec<Event>, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
         let records = self
             .inner
             .store
@@ -118,6 +133,6 @@ impl Engine {
 
     /// A receiver to pass to [`Engine::wait_for_events`].
     pub fn event_notifications(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.inner.appended.subscribe()
+        self.inner.events.appended.subscribe()
     }
 }

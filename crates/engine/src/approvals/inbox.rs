@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::ApprovalDecision;
-use crate::rules;
+use crate::identity::rules;
 use crate::{Engine, EngineError, ListParams};
 
 /// Most pending approvals an inbox shows at once.
@@ -63,7 +63,7 @@ impl Engine {
 
     /// A receiver that changes whenever an Approval opens or is decided.
     pub fn approval_changes(&self) -> watch::Receiver<u64> {
-        self.inner.approvals_changed.subscribe()
+        self.inner.approvals.changed.subscribe()
     }
 
     /// Approves with edited arguments once they fit the tool's input
@@ -89,7 +89,7 @@ impl Engine {
         }
         if let Some(tool) = approval.spec.payload.get("tool").and_then(Value::as_str) {
             let tool: Tool = self.get_resource(namespace, tool).await?;
-            let compiled = self.inner.schemas.get(&tool)?;
+            let compiled = self.inner.catalog.schemas(&tool)?;
             compiled.check_input(input).map_err(|e| {
                 let detail = e.details.map(|d| format!(" ({d})")).unwrap_or_default();
                 ValidationError::field("input", format!("{}{detail}", e.message))

@@ -15,8 +15,8 @@ use joch_core::{
 use serde_json::{Map, Value, json};
 
 use super::{ApprovalDecision, Standing};
-use crate::admission::{Admitting, COMPLETION, RESUMPTION};
 use crate::calls::Rejection;
+use crate::calls::{Admitting, COMPLETION, RESUMPTION};
 use crate::policy::Facts;
 use crate::telemetry;
 use crate::{Engine, EngineError};
@@ -165,7 +165,7 @@ impl Engine {
         }
         let tool = self.resolve_tool(&namespace, &call).await?;
         let policies = self.policies(&namespace).await?;
-        let schemas = self.inner.schemas.get(&tool).ok();
+        let schemas = self.inner.catalog.schemas(&tool).ok();
         let mut rejection = None;
         let mut args = match (&call.spec.input, call.status.input_withheld) {
             (Value::Object(args), false) => args.clone(),

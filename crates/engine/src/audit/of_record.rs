@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::AuditLine;
 use crate::engine::now;
-use crate::rules::{acts_in, may_read};
+use crate::identity::rules::{acts_in, may_read};
 use crate::{Engine, EngineError};
 
 /// One entry and what was checked of it.
@@ -55,7 +55,7 @@ impl Engine {
     ) -> Result<RecordAudit, EngineError> {
         acts_in(by, namespace)?;
         may_read(by, "audit")?;
-        crate::resources::valid_namespace(namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
         let store = &self.inner.store;
         let mut entries = Vec::new();
         for record in store.audit_of(namespace, name).await? {

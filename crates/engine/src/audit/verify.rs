@@ -79,7 +79,7 @@ impl Engine {
     /// match its latest entry, and each record an entry names must exist.
     /// Reports every finding. Reads the whole namespace, a page at a time.
     pub async fn verify_audit(&self, namespace: &str) -> Result<AuditReport, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
         let store = &self.inner.store;
         let mut walk = ChainWalk::new();
         for checkpoint in store.list_checkpoints(namespace).await? {

@@ -6,9 +6,8 @@ use serde_json::{Map, Value};
 
 use super::steps::{Admitting, Verdict};
 use crate::approvals::Deferral;
+use crate::calls::REPLAY_OVERRIDE_ANNOTATION;
 use crate::calls::Rejection;
-use crate::detections;
-use crate::hooks::REPLAY_OVERRIDE_ANNOTATION;
 use crate::policy::{self, Effect, Facts};
 use crate::telemetry;
 use crate::{Engine, EngineError};
@@ -36,14 +35,10 @@ impl Engine {
         let count = self.tool_call_count(&a.call).await?;
         let mut request = Facts::request(&a.call, &a.tool, &a.args, count, overridden);
         let policies = a.policies.clone();
-        let reads_spend = self
-            .inner
-            .spend_readers
-            .get_or_load(&namespace, async {
-                Ok::<_, EngineError>(policies.iter().any(reads_spend))
-            })
+        let reads_spend = (self.inner.catalog)
+            .reads_spend(&namespace, &policies, reads_spend)
             .await?;
-        if *reads_spend {
+        if reads_spend {
             request.value["cost"] = self.spend_facts(&a.call, &a.tool).await?;
         }
         let found = request.detect_input(self.detectors(&namespace, &policies).await?);
@@ -84,10 +79,10 @@ fn modify(a: &mut Admitting<'_>, patches: &[&joch_core::policy::Patch], request:
     }
     let detectors = request.detectors.as_deref();
     let mut original = Value::Object(a.args.clone());
-    detections::redact_detected(&mut original, patches, detectors);
+    crate::policy::redact_detected(&mut original, patches, detectors);
     a.call.status.original_input.get_or_insert(original);
     let mut patched = Value::Object(std::mem::take(&mut a.args));
-    detections::apply_patches(&mut patched, patches, detectors);
+    crate::policy::apply_patches(&mut patched, patches, detectors);
     a.args = match patched {
         Value::Object(map) => map,
         _ => Map::new(),

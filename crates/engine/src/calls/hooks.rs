@@ -17,19 +17,7 @@ impl Engine {
     /// Every policy of the namespace, in name order (the order decisions are
     /// combined and recorded in).
     pub(crate) async fn policies(&self, namespace: &str) -> Result<Arc<Vec<Policy>>, EngineError> {
-        self.inner
-            .policies
-            .get_or_load(namespace, async {
-                let query = ListQuery {
-                    namespace: namespace.to_owned(),
-                    limit: 1000,
-                    ..ListQuery::default()
-                };
-                let mut policies = self.inner.store.list_objects::<Policy>(query).await?.items;
-                policies.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-                Ok(policies)
-            })
-            .await
+        self.inner.catalog.policies(namespace).await
     }
 
     /// `toolCallCount`: calls with this checksum in the call's execution,

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::engine::now;
-use crate::sessions::{SESSION_NAMESPACE, secret};
+use crate::identity::sessions::{SESSION_NAMESPACE, secret};
 use crate::{Engine, EngineError, SessionOpened};
 
 /// Kind of the pending sign-in records, which no API serves.

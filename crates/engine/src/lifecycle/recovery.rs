@@ -145,7 +145,7 @@ impl Engine {
             report.resumed += 1;
         }
         let args = call.spec.input.as_object().cloned().unwrap_or_default();
-        let schemas = self.inner.schemas.get(&tool).ok();
+        let schemas = self.inner.catalog.schemas(&tool).ok();
         let policies = self.policies(&ns).await?;
         let facts = match policies.is_empty() {
             true => None,
@@ -242,8 +242,8 @@ impl Engine {
         name: &str,
         resolve: Resolve,
     ) -> Result<ToolCall, EngineError> {
-        crate::rules::acts_in(by, namespace)?;
-        crate::rules::administers(by, "resolve calls")?;
+        crate::identity::rules::acts_in(by, namespace)?;
+        crate::identity::rules::administers(by, "resolve calls")?;
         let mut call = self.get_call(namespace, name).await?;
         if call.status.phase != Phase::Unknown {
             return Err(EngineError::Refused {
@@ -271,7 +271,7 @@ impl Engine {
             _ => None,
         };
         self.store_settled(&mut call).await?;
-        self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
+        self.inner.calls.settled();
         Ok(call)
     }
 }

@@ -65,7 +65,8 @@ impl Drop for ChunkFollower {
 fn followers(engine: &Engine) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<Value>>> {
     engine
         .inner
-        .chunk_followers
+        .calls
+        .followers
         .lock()
         .unwrap_or_else(|e| e.into_inner())
 }

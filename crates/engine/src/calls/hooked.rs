@@ -15,12 +15,12 @@ use joch_store::{Durability, ListQuery};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use crate::admission::{Admission, Intent};
 use crate::calls::CallOutcome;
+use crate::calls::admission::{Admission, Intent};
+use crate::calls::execute::Concluding;
 use crate::engine::now;
-use crate::execute::Concluding;
+use crate::identity::rules;
 use crate::policy::Facts;
-use crate::rules;
 use crate::{Engine, EngineError};
 
 /// What joch tells the agent: run it as asked, run it with these
@@ -235,7 +235,7 @@ impl Engine {
                 Some(facts)
             }
         };
-        let schemas = self.inner.schemas.get(&tool).ok();
+        let schemas = self.inner.catalog.schemas(&tool).ok();
         let latency_ms = call
             .status
             .started_at
@@ -273,15 +273,7 @@ impl Engine {
         if let Some(tool) = self.resolve_surface_tool(namespace, call).await? {
             return Ok(tool);
         }
-        let key = format!("{namespace}/{}", call.tool_name());
-        let found = self
-            .inner
-            .tools
-            .get_or_load(
-                &key,
-                self.inner.store.get_object(namespace, call.tool_name()),
-            )
-            .await;
+        let found = self.inner.catalog.tool(namespace, call.tool_name()).await;
         match found {
             Ok(tool) => Ok(tool),
             Err(joch_store::StoreError::NotFound { .. }) if call.spec.mode == CallMode::Hook => {
@@ -303,13 +295,13 @@ impl Engine {
             .store
             .update_object(&mut call, Durability::Sync)
             .await?;
-        self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
+        self.inner.calls.settled();
         Ok(CallOutcome::stored(call, false))
     }
 
     /// Waits until nobody is deciding on the call any more.
     async fn wait_decided(&self, namespace: &str, name: &str) -> Result<ToolCall, EngineError> {
-        let mut changed = self.inner.settled.subscribe();
+        let mut changed = self.inner.calls.settled.subscribe();
         loop {
             let call = self.key_holder(namespace, name).await?;
             if !matches!(call.status.phase, Phase::Pending | Phase::AwaitingApproval) {

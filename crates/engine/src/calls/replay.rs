@@ -7,8 +7,8 @@ use joch_store::Durability;
 use serde::Deserialize;
 
 use crate::calls::CallOutcome;
+use crate::calls::REPLAY_OVERRIDE_ANNOTATION;
 use crate::engine::now;
-use crate::hooks::REPLAY_OVERRIDE_ANNOTATION;
 use crate::{Engine, EngineError};
 
 /// How to replay.
@@ -44,8 +44,8 @@ impl Engine {
         name: &str,
         replay: Replay,
     ) -> Result<CallOutcome, EngineError> {
-        crate::rules::acts_in(by, namespace)?;
-        crate::rules::administers(by, "replay calls")?;
+        crate::identity::rules::acts_in(by, namespace)?;
+        crate::identity::rules::administers(by, "replay calls")?;
         let original = self.get_call(namespace, name).await?;
         if !original.status.phase.is_terminal() {
             return Err(refused(
@@ -119,7 +119,7 @@ impl Engine {
         original: &ToolCall,
     ) -> Result<CallOutcome, EngineError> {
         call.metadata.name = crate::engine::new_call_name();
-        crate::resources::admit(namespace, &mut call, None)?;
+        crate::catalog::admit(namespace, &mut call, None)?;
         let at = now();
         call.status = ToolCallStatus {
             phase: original.status.phase,

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use super::steps::{Admitting, Verdict};
 use crate::approvals::Deferral;
 use crate::calls::Rejection;
+use crate::identity::rules;
 use crate::mcp::SCHEMA_DRIFT_POLICY;
-use crate::rules;
 use crate::telemetry;
 use crate::{Engine, EngineError};
 
@@ -153,7 +153,7 @@ impl Engine {
     }
 
     pub(super) fn tool_config(&self, a: &mut Admitting<'_>) -> Verdict {
-        match self.inner.schemas.get(&a.tool) {
+        match self.inner.catalog.schemas(&a.tool) {
             Ok(schemas) => {
                 a.schemas = Some(schemas);
                 Verdict::Continue
@@ -186,7 +186,7 @@ impl Engine {
         }
         Verdict::Reject(Rejection {
             phase: Phase::Failed,
-            answer: Some(crate::schema::invalid_arguments_answer(
+            answer: Some(crate::catalog::schema::invalid_arguments_answer(
                 &a.call.metadata.name,
                 &e,
             )),

@@ -77,54 +77,19 @@ impl Engine {
         &self,
         namespace: &str,
     ) -> Result<Duration, EngineError> {
-        match self
-            .inner
-            .store
-            .get_object::<Namespace>(namespace, namespace)
-            .await
-        {
-            Ok(ns) => Ok(ns
-                .spec
-                .idempotency_window_seconds
-                .map_or(self.inner.config.idempotency_window, Duration::from_secs)),
-            Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => {
-                Ok(self.inner.config.idempotency_window)
-            }
-            Err(e) => Err(e.into()),
-        }
+        let settings = self.inner.catalog.namespace(namespace).await?;
+        Ok(settings
+            .spec
+            .idempotency_window_seconds
+            .map_or(self.inner.config.idempotency_window, Duration::from_secs))
     }
 
     /// Reads a namespace's settings (defaults when it has none stored).
     pub async fn get_namespace(&self, namespace: &str) -> Result<Namespace, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
-        let settings = self
-            .inner
-            .namespaces
-            .get_or_load(namespace, self.load_namespace(namespace))
-            .await?;
-        Ok(Namespace::clone(&settings))
-    }
-
-    async fn load_namespace(&self, namespace: &str) -> Result<Namespace, EngineError> {
-        match self
-            .inner
-            .store
-            .get_object::<Namespace>(namespace, namespace)
-            .await
-        {
-            Ok(ns) => Ok(ns),
-            Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => Ok(Namespace {
-                api_version: joch_core::API_VERSION.to_owned(),
-                kind: "Namespace".to_owned(),
-                metadata: joch_core::ObjectMeta {
-                    name: namespace.to_owned(),
-                    namespace: namespace.to_owned(),
-                    ..Default::default()
-                },
-                spec: Default::default(),
-            }),
-            Err(e) => Err(e.into()),
-        }
+        crate::catalog::valid_namespace(namespace)?;
+        Ok(Namespace::clone(
+            &*self.inner.catalog.namespace(namespace).await?,
+        ))
     }
 
     /// Creates or replaces a namespace's settings.

@@ -13,11 +13,11 @@ use joch_store::timing::{self, Stage};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use crate::calls::hooks::refusal;
 use crate::calls::{CallOutcome, Recorded, Rejection};
+use crate::catalog::schema::Compiled;
 use crate::engine::now;
-use crate::hooks::refusal;
 use crate::policy::{self, Effect, Facts};
-use crate::schema::Compiled;
 use crate::telemetry;
 use crate::tracing_spans;
 use crate::{Engine, EngineError};
@@ -88,7 +88,7 @@ impl Engine {
         let action_inputs = match &tool.spec.backend {
             Backend::Actions(actions) => {
                 let inputs = self.action_inputs(&call, actions).await?;
-                if let Some(error) = crate::context::missing_endpoints(actions, &inputs) {
+                if let Some(error) = crate::calls::context::missing_endpoints(actions, &inputs) {
                     return self
                         .settle(call, Phase::Failed, None, Some(error), None)
                         .await;
@@ -311,7 +311,7 @@ impl Engine {
                 Some((_, Effect::Allow)) | None => {}
                 Some((_, Effect::Modify(_))) => {
                     let detectors = facts.detectors.as_deref();
-                    crate::detections::apply_patches(result, &outcome.patches(), detectors);
+                    crate::policy::apply_patches(result, &outcome.patches(), detectors);
                     answer = Some(result.clone());
                 }
                 // Deny, or anything that would need a person after the fact:
@@ -436,7 +436,7 @@ impl Engine {
         call.status.latency_ms = latency_ms;
         call.status.error = error;
         self.store_settled(&mut call).await?;
-        self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
+        self.inner.calls.settled();
         telemetry::call_settled(&call, self.call_labels(&call).await, phase, latency_ms);
         tracing::info!(
             namespace = %call.metadata.namespace,

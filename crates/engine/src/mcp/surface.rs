@@ -28,8 +28,9 @@ use joch_store::ListQuery;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::execute::recorded_value;
-use crate::{Engine, EngineError, rules};
+use crate::calls::recorded_value;
+use crate::identity::rules;
+use crate::{Engine, EngineError};
 
 /// Notices kept for a slow front session before it misses some.
 const NOTICE_QUEUE: usize = 256;
@@ -84,7 +85,8 @@ impl Drop for AttachedClient {
 impl Engine {
     fn relays(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<dyn CallClient>>> {
         self.inner
-            .mcp_relays
+            .mcp
+            .relays
             .clients
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -147,7 +149,7 @@ impl Engine {
     /// The first call also starts re-listing a server's tools whenever it
     /// says they changed (the front's sessions hear of it from the Tools).
     pub fn upstream_notices(&self) -> broadcast::Receiver<UpstreamNotice> {
-        let sender = self.inner.mcp_relays.notices.get_or_init(|| {
+        let sender = self.inner.mcp.relays.notices.get_or_init(|| {
             let (sender, _) = broadcast::channel(NOTICE_QUEUE);
             if let Ok(surface) = self.surface() {
                 surface.set_notices(Arc::new(Broadcast(sender.clone())));

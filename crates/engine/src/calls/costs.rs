@@ -4,7 +4,7 @@ use chrono::{Datelike, TimeZone, Utc};
 
 use joch_core::cost::{Standing, Window, from_micros, standing};
 use joch_core::{Budget, DecisionKind, Hook, HookDecision, Time, Tool, ToolCall};
-use joch_store::{CostGroup, CostQuery, CostTotal, ListQuery};
+use joch_store::{CostGroup, CostQuery, CostTotal};
 use serde_json::{Value, json};
 
 use crate::{Engine, EngineError};
@@ -27,7 +27,7 @@ impl Engine {
         since: Option<Time>,
     ) -> Result<Vec<CostTotal>, EngineError> {
         if !namespace.is_empty() {
-            crate::resources::valid_namespace(namespace)?;
+            crate::catalog::valid_namespace(namespace)?;
         }
         let query = CostQuery {
             namespace: namespace.to_owned(),
@@ -46,18 +46,7 @@ impl Engine {
         tool: &Tool,
     ) -> Result<BudgetCheck, EngineError> {
         let namespace = &call.metadata.namespace;
-        let budgets = self
-            .inner
-            .budgets
-            .get_or_load(namespace, async {
-                let query = ListQuery {
-                    namespace: namespace.clone(),
-                    limit: 1000,
-                    ..ListQuery::default()
-                };
-                Ok::<_, EngineError>(self.inner.store.list_objects::<Budget>(query).await?.items)
-            })
-            .await?;
+        let budgets = self.inner.catalog.budgets(namespace).await?;
         let mut check = BudgetCheck::default();
         let agent = call.spec.agent_ref.as_ref().map(|a| a.name.as_str());
         for budget in budgets.iter() {

@@ -27,7 +27,7 @@ struct Limit {
 }
 
 impl Limiters {
-    fn of(limits: &[RateLimit]) -> Limiters {
+    pub(crate) fn of(limits: &[RateLimit]) -> Limiters {
         let limits = limits
             .iter()
             .filter_map(|spec| {
@@ -71,14 +71,7 @@ impl Engine {
     /// Counts the call against its namespace's limits; `Some` when one is spent.
     pub(crate) async fn rate_limit(&self, call: &ToolCall) -> Result<Option<Limited>, EngineError> {
         let namespace = &call.metadata.namespace;
-        let limiters = self
-            .inner
-            .limiters
-            .get_or_load(namespace, async {
-                let settings = self.get_namespace(namespace).await?;
-                Ok::<_, EngineError>(Limiters::of(&settings.spec.rate_limits))
-            })
-            .await?;
+        let limiters = self.inner.catalog.limiters(namespace).await?;
         let agent = call.spec.agent_ref.as_ref().map_or("", |a| a.name.as_str());
         for limit in &limiters.limits {
             let key = match limit.spec.per {

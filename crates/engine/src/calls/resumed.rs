@@ -12,7 +12,7 @@ use std::time::Duration;
 use joch_core::{ApprovalPhase, ErrorCode, Phase, Principal, ToolCall};
 
 use crate::calls::{CallOutcome, Rejection};
-use crate::rules::acts_in;
+use crate::identity::rules::acts_in;
 use crate::{Engine, EngineError};
 
 impl Engine {

@@ -16,9 +16,10 @@ use joch_core::{Hook, Object, Policy, Principal, Tool, ToolCall, ValidationError
 use joch_store::{ListQuery, StoreError};
 use serde_json::{Value, json};
 
-use crate::hooks::REPLAY_OVERRIDE_ANNOTATION;
+use crate::calls::REPLAY_OVERRIDE_ANNOTATION;
+use crate::identity::rules;
 use crate::policy::{self, Facts, PolicyEngine};
-use crate::{Engine, EngineError, rules};
+use crate::{Engine, EngineError};
 
 /// Calls read from the store per page.
 const PAGE: usize = 1000;

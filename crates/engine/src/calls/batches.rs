@@ -18,7 +18,7 @@ use joch_store::{Durability, StoreErrorKind};
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use crate::admission::{Admission, Intent};
+use crate::calls::admission::{Admission, Intent};
 use crate::calls::{CallOutcome, Recorded, Rejection};
 use crate::telemetry;
 use crate::{Engine, EngineError};

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 
 use joch_core::token::{ApiToken, ApiTokenSpec, Role, hash};
 use joch_core::{Object, ObjectMeta, Principal, PrincipalKind, ToolSelector};
-use joch_store::ListQuery;
 
 use crate::{Engine, EngineError};
 
@@ -118,6 +117,23 @@ impl JwtConfig {
 /// Every token, by hash.
 pub(crate) type TokenIndex = HashMap<String, Principal>;
 
+/// The principal each token stands for, by the token's hash.
+pub(crate) fn index(tokens: Vec<ApiToken>) -> TokenIndex {
+    tokens
+        .into_iter()
+        .map(|t| {
+            let principal = Principal {
+                kind: PrincipalKind::Token,
+                name: t.metadata.name.clone(),
+                namespace: Some(t.metadata.namespace.clone()),
+                role: t.spec.role,
+                tools: t.spec.tools.clone(),
+            };
+            (t.spec.hash, principal)
+        })
+        .collect()
+}
+
 impl Engine {
     /// Whether requests must carry a token: once a root token or an
     /// identity provider is configured, or any token exists.
@@ -125,7 +141,7 @@ impl Engine {
         let config = &self.inner.config;
         Ok(config.root_token_hash.is_some()
             || config.jwt.is_some()
-            || !self.token_index().await?.is_empty())
+            || !self.inner.catalog.tokens().await?.is_empty())
     }
 
     /// The principal a bearer token stands for, if any: a JWT of the
@@ -147,41 +163,7 @@ impl Engine {
         if self.inner.config.root_token_hash.as_deref() == Some(hashed) {
             return Ok(Some(Principal::root()));
         }
-        Ok(self.token_index().await?.get(hashed).cloned())
-    }
-
-    async fn token_index(&self) -> Result<std::sync::Arc<TokenIndex>, EngineError> {
-        self.inner
-            .tokens
-            .get_or_load("all", async {
-                let query = ListQuery {
-                    kind: ApiToken::KIND.to_owned(),
-                    limit: 100_000,
-                    ..ListQuery::default()
-                };
-                let tokens = self
-                    .inner
-                    .store
-                    .list_objects::<ApiToken>(query)
-                    .await?
-                    .items;
-                Ok::<_, EngineError>(
-                    tokens
-                        .into_iter()
-                        .map(|t| {
-                            let principal = Principal {
-                                kind: PrincipalKind::Token,
-                                name: t.metadata.name.clone(),
-                                namespace: Some(t.metadata.namespace.clone()),
-                                role: t.spec.role,
-                                tools: t.spec.tools.clone(),
-                            };
-                            (t.spec.hash, principal)
-                        })
-                        .collect(),
-                )
-            })
-            .await
+        Ok(self.inner.catalog.tokens().await?.get(hashed).cloned())
     }
 
     /// The namespace's tokens (hashes included; surfaces show names,
@@ -191,8 +173,8 @@ impl Engine {
         by: &Principal,
         namespace: &str,
     ) -> Result<Vec<ApiToken>, EngineError> {
-        crate::rules::acts_in(by, namespace)?;
-        crate::rules::administers(by, "manage tokens")?;
+        crate::identity::rules::acts_in(by, namespace)?;
+        crate::identity::rules::administers(by, "manage tokens")?;
         let params = crate::ListParams {
             limit: Some(5_000),
             ..crate::ListParams::default()
@@ -209,8 +191,8 @@ impl Engine {
         role: Role,
         tools: Option<ToolSelector>,
     ) -> Result<(ApiToken, String), EngineError> {
-        crate::rules::acts_in(by, namespace)?;
-        crate::rules::administers(by, "manage tokens")?;
+        crate::identity::rules::acts_in(by, namespace)?;
+        crate::identity::rules::administers(by, "manage tokens")?;
         self.create_token(namespace, name, role, tools).await
     }
 
@@ -222,8 +204,8 @@ impl Engine {
         namespace: &str,
         name: &str,
     ) -> Result<ApiToken, EngineError> {
-        crate::rules::acts_in(by, namespace)?;
-        crate::rules::administers(by, "manage tokens")?;
+        crate::identity::rules::acts_in(by, namespace)?;
+        crate::identity::rules::administers(by, "manage tokens")?;
         self.delete_resource(namespace, name, None).await
     }
 

@@ -13,8 +13,8 @@ use joch_core::{
 use joch_store::{Durability, ListQuery};
 use serde_json::{Value, json};
 
+use crate::catalog::Configurable;
 use crate::engine::now;
-use crate::resources::Configurable;
 use crate::{Engine, EngineError};
 
 /// The event timeline a server's drift warnings go to:
@@ -57,7 +57,8 @@ impl Engine {
         let lock = {
             let mut syncs = self
                 .inner
-                .mcp_syncs
+                .mcp
+                .syncs
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             syncs
@@ -117,7 +118,7 @@ impl Engine {
     ) -> Result<McpServer, EngineError> {
         let mut candidate = server.clone();
         // Checked before anything is started or asked upstream.
-        crate::resources::admit(namespace, &mut candidate, replacing)?;
+        crate::catalog::admit(namespace, &mut candidate, replacing)?;
         candidate.check()?;
         if let Some(Ok(definitions)) = match self.discovery() {
             Some(discovery) => Some(discovery.list_tools(&candidate).await),
@@ -311,7 +312,7 @@ impl Engine {
                     .store
                     .delete_object::<Tool>(namespace, &name, Some(&tool.metadata.resource_version))
                     .await?;
-                self.inner.touch_tools();
+                self.inner.catalog.touched(joch_core::Tool::KIND);
                 Ok(())
             }
             Ok(_) | Err(joch_store::StoreError::NotFound { .. }) => Ok(()),
@@ -329,8 +330,8 @@ impl Engine {
         name: &str,
         tool: Option<&str>,
     ) -> Result<McpServer, EngineError> {
-        crate::rules::acts_in(by, namespace)?;
-        crate::rules::administers(by, "accept upstream tool definitions")?;
+        crate::identity::rules::acts_in(by, namespace)?;
+        crate::identity::rules::administers(by, "accept upstream tool definitions")?;
         let mut server: McpServer = self.inner.store.get_object(namespace, name).await?;
         if let Some(tool) = tool {
             if !server.status.tools.contains_key(tool) {

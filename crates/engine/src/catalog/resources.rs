@@ -31,7 +31,7 @@ pub trait Configurable: Object {
 
 impl Configurable for Tool {
     fn check(&self) -> Result<(), ValidationError> {
-        crate::schema::compile(self)?;
+        crate::catalog::schema::compile(self)?;
         match &self.spec.backend {
             Backend::Actions(actions) => check_actions(actions),
             _ => Ok(()),

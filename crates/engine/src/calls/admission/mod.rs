@@ -24,9 +24,9 @@ pub(crate) use steps::{Admitting, COMPLETION, RESUMPTION};
 
 use crate::approvals::Deferral;
 use crate::calls::Recorded;
-use crate::idempotency;
-use crate::resources::admit;
-use crate::rules;
+use crate::calls::idempotency;
+use crate::catalog::admit;
+use crate::identity::rules;
 use crate::{Engine, EngineError};
 use steps::ADMISSION;
 
@@ -79,7 +79,7 @@ impl Engine {
         let mut a = Admitting::new(by, call, tool, stopped)?;
         let rejection = self.check(&mut a, ADMISSION).await?;
         if a.schemas.is_none() {
-            a.schemas = self.inner.schemas.get(&a.tool).ok();
+            a.schemas = self.inner.catalog.schemas(&a.tool).ok();
         }
         a.record_input();
         let (deferral, decided) = (a.deferral.take(), a.decided.take());
@@ -188,12 +188,11 @@ impl Admitting<'_> {
         let (log_args, redact) = (observability.log_args, &observability.redact_fields);
         self.call.status.input_withheld = match self.malformed.take() {
             Some((_, sent)) => {
-                self.call.spec.input = crate::execute::recorded_value(sent, log_args, redact);
+                self.call.spec.input = crate::calls::recorded_value(sent, log_args, redact);
                 !log_args
             }
             None => {
-                self.call.spec.input =
-                    crate::execute::recorded_value(args.clone(), log_args, redact);
+                self.call.spec.input = crate::calls::recorded_value(args.clone(), log_args, redact);
                 self.call.spec.input != args
             }
         };

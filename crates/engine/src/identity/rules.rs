@@ -219,7 +219,7 @@ impl crate::Engine {
         if by.tools.is_none() {
             return Ok(true);
         }
-        match self.snapshot_tool(namespace, name).await {
+        match self.inner.catalog.tool(namespace, name).await {
             Ok(tool) => Ok(sees(by, &tool)),
             Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
@@ -254,7 +254,7 @@ impl crate::Engine {
         name: &str,
     ) -> Result<std::sync::Arc<Tool>, EngineError> {
         acts_in(by, namespace)?;
-        match self.snapshot_tool(namespace, name).await {
+        match self.inner.catalog.tool(namespace, name).await {
             Ok(tool) if sees(by, &tool) => Ok(tool),
             Ok(_) | Err(joch_store::StoreError::NotFound { .. }) => Err(EngineError::NotFound {
                 kind: "Tool".to_owned(),
@@ -262,19 +262,6 @@ impl crate::Engine {
             }),
             Err(e) => Err(e.into()),
         }
-    }
-
-    /// The Tool from the call path's snapshot, loaded once per write.
-    async fn snapshot_tool(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<std::sync::Arc<Tool>, joch_store::StoreError> {
-        let key = format!("{namespace}/{name}");
-        self.inner
-            .tools
-            .get_or_load(&key, self.inner.store.get_object(namespace, name))
-            .await
     }
 
     /// The tools of `namespace` that exist for `by`, in name order.

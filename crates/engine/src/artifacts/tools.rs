@@ -15,7 +15,7 @@ use joch_store::{Durability, ListQuery};
 use serde_json::Value;
 
 use crate::calls::CallOutcome;
-use crate::resources::admit;
+use crate::catalog::admit;
 use crate::{Engine, EngineError};
 
 /// Most calls of one execution an enum offers (the newest are kept).
@@ -31,8 +31,8 @@ impl Engine {
         namespace: &str,
         execution: &str,
     ) -> Result<Vec<ToolCall>, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
-        crate::rules::acts_in(by, namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
+        crate::identity::rules::acts_in(by, namespace)?;
         let mut visible = Vec::new();
         let mut continue_from = None;
         loop {
@@ -97,7 +97,7 @@ impl Engine {
         namespace: &str,
         mut call: ToolCall,
     ) -> Result<CallOutcome, EngineError> {
-        crate::rules::acts_in(by, namespace)?;
+        crate::identity::rules::acts_in(by, namespace)?;
         let tool = call.tool_name().to_owned();
         if !is_artifact_tool(&tool) {
             return Err(EngineError::NotFound {

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
+use joch_core::Policy;
 use joch_core::detect::{Detectors, reads_detections};
 use joch_core::patch::apply_patch;
 use joch_core::policy::Patch;
-use joch_core::{Policy, ValidationError};
 use serde_json::Value;
 
 use crate::{Engine, EngineError};
@@ -20,20 +20,10 @@ impl Engine {
         namespace: &str,
         policies: &[Policy],
     ) -> Result<Option<Arc<Detectors>>, EngineError> {
-        let loaded = self
-            .inner
-            .detectors
-            .get_or_load(namespace, async {
-                if !policies.iter().any(reads) {
-                    return Ok::<_, EngineError>(None);
-                }
-                let settings = self.get_namespace(namespace).await?;
-                let detectors = Detectors::new(&settings.spec.detectors)
-                    .map_err(|e| ValidationError::field("spec.detectors", e.to_string()))?;
-                Ok(Some(Arc::new(detectors)))
-            })
-            .await?;
-        Ok(Option::clone(&loaded))
+        self.inner
+            .catalog
+            .detectors(namespace, policies, reads)
+            .await
     }
 }
 

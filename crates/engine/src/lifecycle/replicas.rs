@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::engine::{Inner, now};
-use crate::recovery::RecoveryReport;
+use crate::lifecycle::RecoveryReport;
 use crate::{Engine, EngineError};
 
 /// Kind and namespace of lease records, which no API serves.
@@ -51,25 +51,11 @@ impl Inner {
     /// Drops what the call path cached of `kind` and wakes whoever waits on
     /// it; for a write by this process or, heard from the store, another.
     pub(crate) fn touched_kind(&self, kind: &str) {
+        self.catalog.touched(kind);
         match kind {
-            Tool::KIND => self.touch_tools(),
-            Policy::KIND => {
-                self.policies.invalidate();
-                self.spend_readers.invalidate();
-                self.detectors.invalidate();
-            }
-            Budget::KIND => self.budgets.invalidate(),
-            Namespace::KIND => {
-                self.namespaces.invalidate();
-                self.limiters.invalidate();
-                self.detectors.invalidate();
-            }
-            ApiToken::KIND => self.tokens.invalidate(),
-            ToolCall::KIND => self.settled.send_modify(|n| *n = n.wrapping_add(1)),
-            "Event" => self.appended.send_modify(|n| *n = n.wrapping_add(1)),
-            Approval::KIND => self
-                .approvals_changed
-                .send_modify(|n| *n = n.wrapping_add(1)),
+            ToolCall::KIND => self.calls.settled(),
+            "Event" => self.events.appended(),
+            Approval::KIND => self.approvals.changed(),
             Change::ANYTHING => {
                 for kind in [
                     Tool::KIND,

@@ -15,10 +15,10 @@ use joch_core::{
 use serde_json::{Map, Value};
 
 use crate::approvals::Deferral;
+use crate::calls::idempotency;
 use crate::calls::{Recorded, Rejection};
-use crate::idempotency;
+use crate::catalog::schema::Compiled;
 use crate::policy::Facts;
-use crate::schema::Compiled;
 use crate::{Engine, EngineError};
 
 /// What a check may answer.
