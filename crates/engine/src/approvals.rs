@@ -22,6 +22,7 @@ use joch_core::{
 use joch_store::{Durability, ListQuery, StoreErrorKind};
 use serde_json::{Value, json};
 
+use crate::Approvals;
 use crate::engine::now;
 use crate::identity::rules::{self, Decider};
 use crate::policy::{Decision, Effect};
@@ -205,7 +206,7 @@ impl Engine {
     }
 
     /// Applies the fallback when the deadline passes, unless decided before.
-    pub(crate) fn arm_deadline(&self, approval: &Approval) {
+    pub(in crate::approvals) fn arm_deadline(&self, approval: &Approval) {
         let Some(deadline) = approval.status.deadline else {
             return;
         };
@@ -246,82 +247,6 @@ impl Engine {
         Ok(pending.len())
     }
 
-    /// Reads an Approval.
-    pub async fn get_approval(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
-        crate::catalog::valid_namespace(namespace)?;
-        Ok(self.inner.store.get_object(namespace, name).await?)
-    }
-
-    /// Lists Approvals, newest first; `phase` filters (`Pending`, ...).
-    pub async fn list_approvals(
-        &self,
-        namespace: &str,
-        params: ListParams,
-    ) -> Result<ObjectList<Approval>, EngineError> {
-        crate::catalog::valid_namespace(namespace)?;
-        let query = self.inner.list_query(
-            namespace,
-            ListParams {
-                phase: None,
-                ..params.clone()
-            },
-        )?;
-        let mut query = query;
-        query.index.phase = params.phase;
-        Ok(self.inner.store.list_objects(query).await?)
-    }
-
-    /// Approves (or, with `edited_input`, edits; or, for a user-input
-    /// request, provides the value). The call then runs in the background.
-    ///
-    /// `by` decides under the rules of `rules.rs`: never on a call it made
-    /// (403 `forbidden`), but where its policy asked the caller's user.
-    pub async fn approve(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        name: &str,
-        mut decision: ApprovalDecision,
-    ) -> Result<Approval, EngineError> {
-        let mut approval = self.pending_approval(namespace, name).await?;
-        let decider = self.decider(by, &approval, &mut decision).await?;
-        let verb = match (&decision.edited_input, approval.spec.action.kind) {
-            (_, ApprovalActionKind::UserInput) if decision.value.is_none() => {
-                return Err(EngineError::InvalidDecision(
-                    "this approval asks for a value: give one".to_owned(),
-                ));
-            }
-            (_, ApprovalActionKind::UserInput) => "provide",
-            (Some(_), _) => "edit",
-            (None, _) => "approve",
-        };
-        approval.status.phase = ApprovalPhase::Approved;
-        approval.status.edited_input = decision.edited_input.clone();
-        approval.status.value = decision.value.clone();
-        self.decide(&mut approval, verb, &decision, Some(decider))
-            .await?;
-        self.resume(&approval, &decision).await?;
-        Ok(approval)
-    }
-
-    /// Rejects: the call ends `Denied`, and the model gets the message.
-    pub async fn reject(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        name: &str,
-        mut decision: ApprovalDecision,
-    ) -> Result<Approval, EngineError> {
-        let mut approval = self.pending_approval(namespace, name).await?;
-        let decider = self.decider(by, &approval, &mut decision).await?;
-        approval.status.phase = ApprovalPhase::Rejected;
-        approval.status.message = decision.message.clone();
-        self.decide(&mut approval, "reject", &decision, Some(decider))
-            .await?;
-        self.deny_rejected(&approval).await?;
-        Ok(approval)
-    }
-
     /// Withdraws a pending approval whose call will not run (its batch was
     /// stopped by a denial).
     pub(crate) async fn withdraw_approval(
@@ -360,7 +285,8 @@ impl Engine {
     ) -> Result<Decider, EngineError> {
         rules::acts_in(by, &approval.metadata.namespace)?;
         let call = self
-            .get_call(
+            .calls()
+            .get(
                 &approval.metadata.namespace,
                 &approval.spec.action.tool_call_ref.name,
             )
@@ -371,7 +297,7 @@ impl Engine {
     }
 
     async fn pending_approval(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
-        let approval = self.get_approval(namespace, name).await?;
+        let approval = self.approvals().get(namespace, name).await?;
         if approval.status.phase != ApprovalPhase::Pending {
             return Err(decided(name, approval.status.phase));
         }
@@ -446,9 +372,9 @@ impl Engine {
             },
         };
         let ns = &approval.metadata.namespace;
-        match self.create_resource(ns, standing.clone()).await {
+        match self.resources().create(ns, standing.clone()).await {
             Err(EngineError::AlreadyExists { .. }) if existing == Standing::Replace => {
-                self.replace_resource(ns, tool, standing).await.map(drop)
+                self.resources().replace(ns, tool, standing).await.map(drop)
             }
             Err(EngineError::AlreadyExists { .. }) => Ok(()),
             other => other.map(drop),
@@ -486,6 +412,84 @@ impl Engine {
             other => other?,
         }
         self.fall_back(&approval, &decision).await
+    }
+}
+
+impl Approvals<'_> {
+    /// Reads an Approval.
+    pub async fn get(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
+        crate::catalog::valid_namespace(namespace)?;
+        Ok(self.inner.store.get_object(namespace, name).await?)
+    }
+
+    /// Lists Approvals, newest first; `phase` filters (`Pending`, ...).
+    pub async fn list(
+        &self,
+        namespace: &str,
+        params: ListParams,
+    ) -> Result<ObjectList<Approval>, EngineError> {
+        crate::catalog::valid_namespace(namespace)?;
+        let query = self.inner.list_query(
+            namespace,
+            ListParams {
+                phase: None,
+                ..params.clone()
+            },
+        )?;
+        let mut query = query;
+        query.index.phase = params.phase;
+        Ok(self.inner.store.list_objects(query).await?)
+    }
+
+    /// Approves (or, with `edited_input`, edits; or, for a user-input
+    /// request, provides the value). The call then runs in the background.
+    ///
+    /// `by` decides under the rules of `rules.rs`: never on a call it made
+    /// (403 `forbidden`), but where its policy asked the caller's user.
+    pub async fn approve(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+        mut decision: ApprovalDecision,
+    ) -> Result<Approval, EngineError> {
+        let mut approval = self.pending_approval(namespace, name).await?;
+        let decider = self.decider(by, &approval, &mut decision).await?;
+        let verb = match (&decision.edited_input, approval.spec.action.kind) {
+            (_, ApprovalActionKind::UserInput) if decision.value.is_none() => {
+                return Err(EngineError::InvalidDecision(
+                    "this approval asks for a value: give one".to_owned(),
+                ));
+            }
+            (_, ApprovalActionKind::UserInput) => "provide",
+            (Some(_), _) => "edit",
+            (None, _) => "approve",
+        };
+        approval.status.phase = ApprovalPhase::Approved;
+        approval.status.edited_input = decision.edited_input.clone();
+        approval.status.value = decision.value.clone();
+        self.decide(&mut approval, verb, &decision, Some(decider))
+            .await?;
+        self.resume(&approval, &decision).await?;
+        Ok(approval)
+    }
+
+    /// Rejects: the call ends `Denied`, and the model gets the message.
+    pub async fn reject(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+        mut decision: ApprovalDecision,
+    ) -> Result<Approval, EngineError> {
+        let mut approval = self.pending_approval(namespace, name).await?;
+        let decider = self.decider(by, &approval, &mut decision).await?;
+        approval.status.phase = ApprovalPhase::Rejected;
+        approval.status.message = decision.message.clone();
+        self.decide(&mut approval, "reject", &decision, Some(decider))
+            .await?;
+        self.deny_rejected(&approval).await?;
+        Ok(approval)
     }
 }
 

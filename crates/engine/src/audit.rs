@@ -13,6 +13,7 @@ use joch_core::{Approval, ToolCall};
 use joch_store::{Durability, StoreError};
 use serde::Serialize;
 
+use crate::Audit;
 use crate::{Engine, EngineError};
 
 pub use of_record::{CheckedEntry, RecordAudit};
@@ -57,9 +58,11 @@ impl Engine {
             .update_object(approval, Durability::Sync)
             .await
     }
+}
 
+impl Audit<'_> {
     /// The namespace's audit entries after `after`, in order.
-    pub async fn audit_entries(
+    pub async fn entries(
         &self,
         namespace: &str,
         after: u64,
@@ -80,7 +83,7 @@ impl Engine {
     }
 
     /// The namespace's signed checkpoints, oldest entry first.
-    pub async fn audit_checkpoints(&self, namespace: &str) -> Result<Vec<Checkpoint>, EngineError> {
+    pub async fn checkpoints(&self, namespace: &str) -> Result<Vec<Checkpoint>, EngineError> {
         crate::catalog::valid_namespace(namespace)?;
         Ok(self.inner.store.list_checkpoints(namespace).await?)
     }

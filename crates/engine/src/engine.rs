@@ -8,7 +8,6 @@ use chrono::Utc;
 use joch_core::object::IndexFields;
 use joch_core::{LabelSelector, Time, ToolBackend};
 use joch_store::{ListQuery, Store};
-use tokio::sync::watch;
 
 use crate::EngineError;
 use crate::catalog::Catalog;
@@ -149,12 +148,6 @@ impl Engine {
         tokio::spawn(work).await.map_err(EngineError::task(what))?
     }
 
-    /// A receiver that changes whenever a Tool of any namespace is created,
-    /// replaced or deleted.
-    pub fn tool_changes(&self) -> watch::Receiver<u64> {
-        self.inner.catalog.tool_changes()
-    }
-
     /// The store, for health checks.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
@@ -181,6 +174,17 @@ pub struct ListParams {
 }
 
 impl Inner {
+    /// A page of objects of `T`, as a client asked for it.
+    pub(crate) async fn list<T: joch_core::Object>(
+        &self,
+        namespace: &str,
+        params: ListParams,
+    ) -> Result<joch_store::ObjectList<T>, EngineError> {
+        crate::catalog::valid_namespace(namespace)?;
+        let query = self.list_query(namespace, params)?;
+        Ok(self.store.list_objects(query).await?)
+    }
+
     pub(crate) fn list_query(
         &self,
         namespace: &str,

@@ -14,6 +14,7 @@ use joch_store::{Durability, EventRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::Calls;
 use crate::engine::now;
 use crate::{Engine, EngineError};
 
@@ -92,7 +93,9 @@ impl Engine {
         self.emit(&call.metadata.namespace, &execution.name, kind, data)
             .await
     }
+}
 
+impl Calls<'_> {
     /// The execution's events numbered above `after`, oldest first.
     pub async fn events(
         &self,
@@ -131,7 +134,7 @@ impl Engine {
         let _ = tokio::time::timeout(poll, seen.changed()).await;
     }
 
-    /// A receiver to pass to [`Engine::wait_for_events`].
+    /// A receiver to pass to [`Calls::wait_for_events`](crate::Calls::wait_for_events).
     pub fn event_notifications(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.events.appended.subscribe()
     }

@@ -23,6 +23,7 @@ pub mod credentials;
 mod engine;
 mod error;
 mod events;
+mod facade;
 mod identity;
 mod lifecycle;
 mod mcp;
@@ -45,6 +46,7 @@ pub use credentials::{Credentials, VaultKeys};
 pub use engine::{Engine, EngineConfig, ListParams};
 pub use error::EngineError;
 pub use events::Event;
+pub use facade::{Approvals, Artifacts, Audit, Calls, Identity, Mcp, Policies, Resources, Vault};
 pub use identity::{
     ConsoleSession, JwtConfig, SIGN_IN_TTL, SessionOpened, SignInPending, SignInStarted, may_read,
     pkce_challenge,

@@ -50,7 +50,7 @@ impl Engine {
     /// The approval's call, if it still waits for the decision.
     async fn awaiting_call(&self, approval: &Approval) -> Result<Option<ToolCall>, EngineError> {
         let meta = &approval.metadata;
-        let call = self.get_call(&meta.namespace, &meta.name).await?;
+        let call = self.calls().get(&meta.namespace, &meta.name).await?;
         Ok((call.status.phase == Phase::AwaitingApproval).then_some(call))
     }
 
@@ -164,7 +164,7 @@ impl Engine {
             );
         }
         let tool = self.resolve_tool(&namespace, &call).await?;
-        let policies = self.policies(&namespace).await?;
+        let policies = self.inner.catalog.policies(&namespace).await?;
         let schemas = self.inner.catalog.schemas(&tool).ok();
         let mut rejection = None;
         let mut args = match (&call.spec.input, call.status.input_withheld) {

@@ -14,6 +14,7 @@ use joch_core::{CallError, ErrorCode, ObjectRef, Phase, Principal, ToolCall, che
 use joch_store::{Durability, ListQuery};
 use serde_json::Value;
 
+use crate::Artifacts;
 use crate::calls::CallOutcome;
 use crate::catalog::admit;
 use crate::{Engine, EngineError};
@@ -22,10 +23,68 @@ use crate::{Engine, EngineError};
 const MAX_VISIBLE: usize = 200;
 
 impl Engine {
+    /// The handle `args.callId` names, if the execution offers it.
+    async fn target(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        execution: &str,
+        args: &serde_json::Map<String, Value>,
+    ) -> Result<Result<ObjectRef, CallError>, EngineError> {
+        let id = match artifact_tools::call_id(args) {
+            Ok(id) => id.to_owned(),
+            Err(e) => return Ok(Err(CallError::custom(e.code, e.message))),
+        };
+        let visible = self.artifacts().calls(by, namespace, execution).await?;
+        if let Some(call) = visible.iter().find(|c| c.metadata.name == id) {
+            let artifact = call.handle().map(|h| h.id.clone()).unwrap_or_default();
+            return Ok(Ok(ObjectRef::new(artifact)));
+        }
+        let why = match self.calls().get(namespace, &id).await {
+            Ok(c) if c.spec.from_artifact_tool => format!(
+                "callId {id:?} is a call of {}: artifact tools read handles of other tools' calls, never their own results",
+                c.tool_name()
+            ),
+            Ok(c) if c.spec.execution_ref.as_ref().map(|r| r.name.as_str()) != Some(execution) => {
+                format!("callId {id:?} is not a call of execution {execution:?}")
+            }
+            Ok(_) => {
+                format!("call {id:?} returned its result inline: there is no artifact to read")
+            }
+            Err(_) => format!("callId {id:?} names no call of execution {execution:?}"),
+        };
+        let mut error = CallError::new(ErrorCode::ArtifactCallNotVisible, why);
+        error.details = Some(serde_json::json!({
+            "callId": id,
+            "visible": visible.iter().map(|c| c.metadata.name.clone()).collect::<Vec<_>>(),
+        }));
+        Ok(Err(error))
+    }
+
+    async fn read_for_tool(
+        &self,
+        namespace: &str,
+        tool: &str,
+        args: &serde_json::Map<String, Value>,
+        target: &ObjectRef,
+    ) -> Result<Result<Value, CallError>, EngineError> {
+        let (_, content) = self.artifacts().read(namespace, &target.name, None).await?;
+        let tool = tool.to_owned();
+        let args = args.clone();
+        // Regex and JSON work over megabytes: off the async threads.
+        let answer =
+            tokio::task::spawn_blocking(move || artifact_tools::run(&tool, &args, &content))
+                .await
+                .map_err(EngineError::task("the artifact tool"))?;
+        Ok(answer.map_err(|e| CallError::custom(e.code, e.message)))
+    }
+}
+
+impl Artifacts<'_> {
     /// The calls of `execution` whose handles artifact tools may read,
     /// oldest first.
     /// Only calls of tools that exist for `by` count (see `rules.rs`).
-    pub async fn artifact_calls(
+    pub async fn calls(
         &self,
         by: &Principal,
         namespace: &str,
@@ -70,14 +129,15 @@ impl Engine {
 
     /// MCP definitions of the artifact tools for `execution`, or none when
     /// it has no handles to read.
-    pub async fn artifact_tool_definitions(
+    pub async fn tool_definitions(
         &self,
         by: &Principal,
         namespace: &str,
         execution: &str,
     ) -> Result<Vec<Value>, EngineError> {
         let ids: Vec<String> = self
-            .artifact_calls(by, namespace, execution)
+            .artifacts()
+            .calls(by, namespace, execution)
             .await?
             .into_iter()
             .map(|c| c.metadata.name)
@@ -91,7 +151,7 @@ impl Engine {
     /// Runs an artifact tool as a recorded call (`spec.fromArtifactTool:
     /// true`). Its answer is a bounded plain value; a `callId` that is not
     /// a visible handle of the call's execution settles the call `Failed`.
-    pub async fn call_artifact_tool(
+    pub async fn call_tool(
         &self,
         by: &Principal,
         namespace: &str,
@@ -147,61 +207,5 @@ impl Engine {
                     .await
             }
         }
-    }
-
-    /// The handle `args.callId` names, if the execution offers it.
-    async fn target(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        execution: &str,
-        args: &serde_json::Map<String, Value>,
-    ) -> Result<Result<ObjectRef, CallError>, EngineError> {
-        let id = match artifact_tools::call_id(args) {
-            Ok(id) => id.to_owned(),
-            Err(e) => return Ok(Err(CallError::custom(e.code, e.message))),
-        };
-        let visible = self.artifact_calls(by, namespace, execution).await?;
-        if let Some(call) = visible.iter().find(|c| c.metadata.name == id) {
-            let artifact = call.handle().map(|h| h.id.clone()).unwrap_or_default();
-            return Ok(Ok(ObjectRef::new(artifact)));
-        }
-        let why = match self.get_call(namespace, &id).await {
-            Ok(c) if c.spec.from_artifact_tool => format!(
-                "callId {id:?} is a call of {}: artifact tools read handles of other tools' calls, never their own results",
-                c.tool_name()
-            ),
-            Ok(c) if c.spec.execution_ref.as_ref().map(|r| r.name.as_str()) != Some(execution) => {
-                format!("callId {id:?} is not a call of execution {execution:?}")
-            }
-            Ok(_) => {
-                format!("call {id:?} returned its result inline: there is no artifact to read")
-            }
-            Err(_) => format!("callId {id:?} names no call of execution {execution:?}"),
-        };
-        let mut error = CallError::new(ErrorCode::ArtifactCallNotVisible, why);
-        error.details = Some(serde_json::json!({
-            "callId": id,
-            "visible": visible.iter().map(|c| c.metadata.name.clone()).collect::<Vec<_>>(),
-        }));
-        Ok(Err(error))
-    }
-
-    async fn read_for_tool(
-        &self,
-        namespace: &str,
-        tool: &str,
-        args: &serde_json::Map<String, Value>,
-        target: &ObjectRef,
-    ) -> Result<Result<Value, CallError>, EngineError> {
-        let (_, content) = self.read_artifact(namespace, &target.name, None).await?;
-        let tool = tool.to_owned();
-        let args = args.clone();
-        // Regex and JSON work over megabytes: off the async threads.
-        let answer =
-            tokio::task::spawn_blocking(move || artifact_tools::run(&tool, &args, &content))
-                .await
-                .map_err(EngineError::task("the artifact tool"))?;
-        Ok(answer.map_err(|e| CallError::custom(e.code, e.message)))
     }
 }

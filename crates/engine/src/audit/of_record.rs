@@ -10,6 +10,7 @@ use joch_core::{Approval, Object, Principal, ToolCall};
 use serde::Serialize;
 
 use super::AuditLine;
+use crate::Audit;
 use crate::engine::now;
 use crate::identity::rules::{acts_in, may_read};
 use crate::{Engine, EngineError};
@@ -45,9 +46,23 @@ impl RecordAudit {
 }
 
 impl Engine {
+    async fn stored_record<T: Object>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<T>, EngineError> {
+        match self.inner.store.get_object(namespace, name).await {
+            Ok(record) => Ok(Some(record)),
+            Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl Audit<'_> {
     /// The audit of call `name` (see the module), for a principal that may
     /// read the audit.
-    pub async fn call_audit(
+    pub async fn of_call(
         &self,
         by: &Principal,
         namespace: &str,
@@ -101,17 +116,5 @@ impl Engine {
             }
         }
         Ok(RecordAudit { entries, records })
-    }
-
-    async fn stored_record<T: Object>(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<T>, EngineError> {
-        match self.inner.store.get_object(namespace, name).await {
-            Ok(record) => Ok(Some(record)),
-            Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
-        }
     }
 }

@@ -18,6 +18,7 @@ use joch_store::{Durability, StoreErrorKind};
 use serde_json::json;
 use tokio::task::JoinSet;
 
+use crate::Calls;
 use crate::calls::admission::{Admission, Intent};
 use crate::calls::{CallOutcome, Recorded, Rejection};
 use crate::telemetry;
@@ -45,25 +46,6 @@ enum Slot {
 }
 
 impl Engine {
-    /// Runs one LLM turn's calls in `execution` (created with the default
-    /// fail-safe if it does not exist). With `wait`, answers once all settled.
-    pub async fn run_batch(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        execution: &str,
-        calls: Vec<ToolCall>,
-        wait: bool,
-    ) -> Result<Batch, EngineError> {
-        let (by, namespace, execution) = (by.clone(), namespace.to_owned(), execution.to_owned());
-        self.to_completion("a batch", move |engine| async move {
-            engine
-                .run_batch_now(&by, &namespace, &execution, calls, wait)
-                .await
-        })
-        .await
-    }
-
     async fn run_batch_now(
         &self,
         by: &Principal,
@@ -183,7 +165,10 @@ impl Engine {
                 )),
                 // A read of a stored artifact, settled as it is answered.
                 Slot::ArtifactRead(call) => {
-                    calls.push((index, self.call_artifact_tool(by, namespace, *call).await?));
+                    calls.push((
+                        index,
+                        self.artifacts().call_tool(by, namespace, *call).await?,
+                    ));
                 }
                 Slot::Admitted(recorded) if !wait => {
                     calls.push((index, CallOutcome::stored(recorded.call.clone(), false)));
@@ -227,7 +212,7 @@ impl Engine {
             failures,
             started.elapsed().as_secs_f64() * 1000.0,
         );
-        let execution = self.get_resource(namespace, execution).await?;
+        let execution = self.resources().get(namespace, execution).await?;
         Ok(Batch {
             execution,
             number,
@@ -284,7 +269,7 @@ impl Engine {
             spec: Default::default(),
             status: Default::default(),
         };
-        match self.create_resource(namespace, fresh).await {
+        match self.resources().create(namespace, fresh).await {
             Err(EngineError::AlreadyExists { .. }) => {
                 Ok(self.inner.store.get_object(namespace, name).await?)
             }
@@ -305,6 +290,27 @@ impl Engine {
         recorded.rejection = Some(Rejection::skipped(call, reason.to_owned()));
         Ok(())
     }
+}
+
+impl Calls<'_> {
+    /// Runs one LLM turn's calls in `execution` (created with the default
+    /// fail-safe if it does not exist). With `wait`, answers once all settled.
+    pub async fn run_batch(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        execution: &str,
+        calls: Vec<ToolCall>,
+        wait: bool,
+    ) -> Result<Batch, EngineError> {
+        let (by, namespace, execution) = (by.clone(), namespace.to_owned(), execution.to_owned());
+        self.to_completion("a batch", move |engine| async move {
+            engine
+                .run_batch_now(&by, &namespace, &execution, calls, wait)
+                .await
+        })
+        .await
+    }
 
     /// Marks an execution completed: it takes no more batches.
     pub async fn complete_execution(
@@ -312,7 +318,7 @@ impl Engine {
         namespace: &str,
         name: &str,
     ) -> Result<Execution, EngineError> {
-        let mut run: Execution = self.get_resource(namespace, name).await?;
+        let mut run: Execution = self.resources().get(namespace, name).await?;
         if run.status.phase == ExecutionPhase::Running
             || run.status.phase == ExecutionPhase::Degraded
         {

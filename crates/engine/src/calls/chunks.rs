@@ -11,7 +11,7 @@
 //!
 //! A surface that can show progress live (the MCP front, to the client's
 //! `progressToken`) follows a call's chunks while it waits for the call:
-//! [`Engine::follow_chunks`]. Followers live as long as the request that
+//! [`Calls::follow_chunks`](crate::Calls::follow_chunks). Followers live as long as the request that
 //! waits, and each holds at most [`FOLLOW_QUEUE`] chunks not yet taken (the
 //! rest are dropped for it: the timeline and the result keep them).
 
@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::Calls;
 use crate::Engine;
 
 /// Most bytes of chunks one event carries.
@@ -127,7 +128,7 @@ impl ChunkRelay {
 impl Engine {
     /// A relay for `call`'s chunks; `None` for a call outside an execution:
     /// it has no timeline to show them on.
-    pub(crate) fn relay_chunks(&self, call: &ToolCall) -> Option<ChunkRelay> {
+    pub(in crate::calls) fn relay_chunks(&self, call: &ToolCall) -> Option<ChunkRelay> {
         let execution = call.spec.execution_ref.as_ref()?;
         Some(ChunkRelay {
             timeline: Timeline {
@@ -141,7 +142,9 @@ impl Engine {
             follower: OnceLock::new(),
         })
     }
+}
 
+impl Calls<'_> {
     /// Follows the chunks of the call `name` that is about to run in this
     /// process, until the follower is dropped.
     pub fn follow_chunks(&self, namespace: &str, name: &str) -> ChunkFollower {
@@ -149,7 +152,7 @@ impl Engine {
         let (feed, chunks) = mpsc::channel(FOLLOW_QUEUE);
         followers(self).insert(key.clone(), feed);
         ChunkFollower {
-            engine: self.clone(),
+            engine: self.0.clone(),
             key,
             chunks,
         }

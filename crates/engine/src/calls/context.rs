@@ -18,7 +18,7 @@ const MAX_RETRIES: usize = 100;
 
 impl Engine {
     /// Loads the Endpoints a declarative tool names and its execution's context.
-    pub(crate) async fn action_inputs(
+    pub(in crate::calls) async fn action_inputs(
         &self,
         call: &ToolCall,
         backend: &ActionsBackend,
@@ -52,7 +52,8 @@ impl Engine {
                 .cloned();
             let from_run = match (from_call.is_none(), execution) {
                 (true, Some(name)) => self
-                    .get_resource::<Execution>(ns, name)
+                    .resources()
+                    .get::<Execution>(ns, name)
                     .await
                     .ok()
                     .and_then(|e| e.spec.user),
@@ -89,7 +90,7 @@ impl Engine {
 
     /// Persists what a declarative tool changed: its context changes (per
     /// execution) and a handoff (the execution's active agent).
-    pub(crate) async fn persist_actions_outcome(
+    pub(in crate::calls) async fn persist_actions_outcome(
         &self,
         call: &ToolCall,
         result: &Value,

@@ -7,6 +7,7 @@ use joch_core::{Budget, DecisionKind, Hook, HookDecision, Time, Tool, ToolCall};
 use joch_store::{CostGroup, CostQuery, CostTotal};
 use serde_json::{Value, json};
 
+use crate::Calls;
 use crate::{Engine, EngineError};
 
 /// What the namespace's budgets say about a call about to run.
@@ -19,28 +20,9 @@ pub(crate) struct BudgetCheck {
 }
 
 impl Engine {
-    /// Cost totals of `namespace` (every namespace when empty) since `since`.
-    pub async fn costs(
-        &self,
-        namespace: &str,
-        group_by: CostGroup,
-        since: Option<Time>,
-    ) -> Result<Vec<CostTotal>, EngineError> {
-        if !namespace.is_empty() {
-            crate::catalog::valid_namespace(namespace)?;
-        }
-        let query = CostQuery {
-            namespace: namespace.to_owned(),
-            since_ms: since.map(|t| t.0.timestamp_millis()),
-            group_by,
-            ..CostQuery::default()
-        };
-        Ok(self.inner.store.cost_totals(query).await?)
-    }
-
     /// Checks the call against every Budget of its namespace whose scope
     /// it falls in: its tool's per-call price is what it would add.
-    pub(crate) async fn budget_check(
+    pub(in crate::calls) async fn budget_check(
         &self,
         call: &ToolCall,
         tool: &Tool,
@@ -131,7 +113,7 @@ impl Engine {
 
     /// `cost` for policies: USD spent in the call's run, today and this
     /// month in its namespace, and the call's own per-call price.
-    pub(crate) async fn spend_facts(
+    pub(in crate::calls) async fn spend_facts(
         &self,
         call: &ToolCall,
         tool: &Tool,
@@ -172,6 +154,27 @@ impl Engine {
             .filter(|c| c.currency == joch_core::cost::DEFAULT_CURRENCY)
             .map_or(0.0, |c| c.per_call);
         Ok(json!({"runUsd": run, "dailyUsd": daily, "monthlyUsd": monthly, "callUsd": call_usd}))
+    }
+}
+
+impl Calls<'_> {
+    /// Cost totals of `namespace` (every namespace when empty) since `since`.
+    pub async fn costs(
+        &self,
+        namespace: &str,
+        group_by: CostGroup,
+        since: Option<Time>,
+    ) -> Result<Vec<CostTotal>, EngineError> {
+        if !namespace.is_empty() {
+            crate::catalog::valid_namespace(namespace)?;
+        }
+        let query = CostQuery {
+            namespace: namespace.to_owned(),
+            since_ms: since.map(|t| t.0.timestamp_millis()),
+            group_by,
+            ..CostQuery::default()
+        };
+        Ok(self.inner.store.cost_totals(query).await?)
     }
 }
 

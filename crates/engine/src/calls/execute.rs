@@ -39,7 +39,10 @@ impl Engine {
     /// Takes a recorded call (`Pending`, `AwaitingApproval` once approved,
     /// or `Running` after a crash) to a terminal phase.
     /// Runs within the caller's `execute_tool` span (see `tracing_spans`).
-    pub(crate) async fn run(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
+    pub(in crate::calls) async fn run(
+        &self,
+        recorded: Recorded,
+    ) -> Result<CallOutcome, EngineError> {
         tracing_spans::record_tool(&recorded.tool);
         if self.inner.config.trace_content {
             tracing_spans::record_content(
@@ -266,7 +269,7 @@ impl Engine {
     /// Settles a call with its tool's result (from a backend, or reported by
     /// the agent in hook mode): output schema, then the result hook, then
     /// the record, redacted as the tool's `observability` says.
-    pub(crate) async fn conclude(
+    pub(in crate::calls) async fn conclude(
         &self,
         mut call: ToolCall,
         tool: &Tool,
@@ -373,7 +376,10 @@ impl Engine {
         if urls.is_empty() {
             return Ok(None);
         }
-        let settings = self.get_namespace(&call.metadata.namespace).await?;
+        let settings = self
+            .resources()
+            .get_namespace(&call.metadata.namespace)
+            .await?;
         let Some(outbound) = &settings.spec.outbound else {
             return Ok(None);
         };

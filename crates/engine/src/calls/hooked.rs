@@ -15,6 +15,7 @@ use joch_store::{Durability, ListQuery};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
+use crate::Calls;
 use crate::calls::CallOutcome;
 use crate::calls::admission::{Admission, Intent};
 use crate::calls::execute::Concluding;
@@ -61,47 +62,6 @@ pub enum HookResult {
 }
 
 impl Engine {
-    /// `steps/toolCallRequest`: records the call and decides on it. A call
-    /// deferred to a person is answered once decided (or timed out). An
-    /// allowed call is `Running` when this returns, durably: the agent may
-    /// run it.
-    pub async fn hook_request(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        call: ToolCall,
-    ) -> Result<HookVerdict, EngineError> {
-        self.hook_request_deferring(by, namespace, call, Deferred::Wait)
-            .await
-    }
-
-    /// Like [`Engine::hook_request`], but a call that needs a person can be
-    /// answered `ask` at once, for an agent that asks its own user
-    /// ([`Deferred::AskAgent`]): if the tool then runs, its reported result
-    /// approves the Approval in that user's name. With authentication, an
-    /// agent's user may decide only where the policy says `askUser` (see
-    /// `rules.rs`); any other deferred call waits for an approver.
-    pub async fn hook_request_deferring(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        mut call: ToolCall,
-        deferred: Deferred,
-    ) -> Result<HookVerdict, EngineError> {
-        call.spec.mode = CallMode::Hook;
-        let span = crate::tracing_spans::call_span(namespace, &call);
-        let (by, namespace) = (by.clone(), namespace.to_owned());
-        self.to_completion("a hook request", move |engine| {
-            async move {
-                engine
-                    .hook_request_traced(&by, &namespace, call, deferred)
-                    .await
-            }
-            .instrument(span)
-        })
-        .await
-    }
-
     async fn hook_request_traced(
         &self,
         by: &Principal,
@@ -144,7 +104,7 @@ impl Engine {
             let call = self.key_holder(namespace, &name).await?;
             if call.status.phase == Phase::AwaitingApproval
                 && (!by.is_authenticated()
-                    || rules::asks_user(&self.get_approval(namespace, &name).await?))
+                    || rules::asks_user(&self.approvals().get(namespace, &name).await?))
             {
                 let mut verdict = request_verdict(call);
                 verdict.decision = "ask";
@@ -158,24 +118,6 @@ impl Engine {
         Ok(request_verdict(call))
     }
 
-    /// `steps/toolCallResult`: settles a hook-mode call with what the agent
-    /// reports, through the output schema and the result hook. Reporting
-    /// the same call again returns the settled verdict; a call that timed
-    /// out waiting (`Unknown`) still takes its late result.
-    pub async fn hook_result(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        name: &str,
-        result: HookResult,
-    ) -> Result<HookVerdict, EngineError> {
-        let (by, namespace, name) = (by.clone(), namespace.to_owned(), name.to_owned());
-        self.to_completion("a hook result", move |engine| async move {
-            engine.hook_result_now(&by, &namespace, &name, result).await
-        })
-        .await
-    }
-
     async fn hook_result_now(
         &self,
         by: &Principal,
@@ -184,7 +126,7 @@ impl Engine {
         result: HookResult,
     ) -> Result<HookVerdict, EngineError> {
         rules::acts_in(by, namespace)?;
-        let mut call = self.get_call(namespace, name).await?;
+        let mut call = self.calls().get(namespace, name).await?;
         rules::may_report(&call, by)?;
         if call.spec.mode == CallMode::Hook && call.status.phase == Phase::AwaitingApproval {
             // Asked in the agent's own prompt, and it ran: its user approved.
@@ -201,7 +143,11 @@ impl Engine {
                 always: false,
                 for_user: true,
             };
-            match self.approve(by, namespace, name, decision).await {
+            match self
+                .approvals()
+                .approve(by, namespace, name, decision)
+                .await
+            {
                 Ok(_) | Err(EngineError::Refused { .. }) => {}
                 Err(e) => return Err(e),
             }
@@ -225,7 +171,7 @@ impl Engine {
         }
         let tool = self.resolve_tool(namespace, &call).await?;
         let args = call.spec.input.as_object().cloned().unwrap_or_default();
-        let policies = self.policies(namespace).await?;
+        let policies = self.inner.catalog.policies(namespace).await?;
         let facts = match policies.is_empty() {
             true => None,
             false => {
@@ -285,7 +231,10 @@ impl Engine {
 
     /// Gives an allowed hook-mode call to the agent: `Running`, durably,
     /// before the agent hears it may run it.
-    pub(crate) async fn hand_over(&self, mut call: ToolCall) -> Result<CallOutcome, EngineError> {
+    pub(in crate::calls) async fn hand_over(
+        &self,
+        mut call: ToolCall,
+    ) -> Result<CallOutcome, EngineError> {
         if call.status.phase != Phase::Running {
             call.transition(Phase::Running)?;
         }
@@ -363,6 +312,67 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+impl Calls<'_> {
+    /// `steps/toolCallRequest`: records the call and decides on it. A call
+    /// deferred to a person is answered once decided (or timed out). An
+    /// allowed call is `Running` when this returns, durably: the agent may
+    /// run it.
+    pub async fn hook_request(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        call: ToolCall,
+    ) -> Result<HookVerdict, EngineError> {
+        self.hook_request_deferring(by, namespace, call, Deferred::Wait)
+            .await
+    }
+
+    /// Like [`Calls::hook_request`](crate::Calls::hook_request), but a call that needs a person can be
+    /// answered `ask` at once, for an agent that asks its own user
+    /// ([`Deferred::AskAgent`]): if the tool then runs, its reported result
+    /// approves the Approval in that user's name. With authentication, an
+    /// agent's user may decide only where the policy says `askUser` (see
+    /// `rules.rs`); any other deferred call waits for an approver.
+    pub async fn hook_request_deferring(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        mut call: ToolCall,
+        deferred: Deferred,
+    ) -> Result<HookVerdict, EngineError> {
+        call.spec.mode = CallMode::Hook;
+        let span = crate::tracing_spans::call_span(namespace, &call);
+        let (by, namespace) = (by.clone(), namespace.to_owned());
+        self.to_completion("a hook request", move |engine| {
+            async move {
+                engine
+                    .hook_request_traced(&by, &namespace, call, deferred)
+                    .await
+            }
+            .instrument(span)
+        })
+        .await
+    }
+
+    /// `steps/toolCallResult`: settles a hook-mode call with what the agent
+    /// reports, through the output schema and the result hook. Reporting
+    /// the same call again returns the settled verdict; a call that timed
+    /// out waiting (`Unknown`) still takes its late result.
+    pub async fn hook_result(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+        result: HookResult,
+    ) -> Result<HookVerdict, EngineError> {
+        let (by, namespace, name) = (by.clone(), namespace.to_owned(), name.to_owned());
+        self.to_completion("a hook result", move |engine| async move {
+            engine.hook_result_now(&by, &namespace, &name, result).await
+        })
+        .await
     }
 }
 

@@ -1,9 +1,7 @@
 //! Glue between the call path and the policy engine: which policies a
 //! namespace has, the loop counter, and the answers a denial gives the model.
 
-use std::sync::Arc;
-
-use joch_core::{Policy, ToolCall};
+use joch_core::ToolCall;
 use joch_store::ListQuery;
 use serde_json::{Value, json};
 
@@ -14,12 +12,6 @@ use crate::{Engine, EngineError};
 pub const REPLAY_OVERRIDE_ANNOTATION: &str = "joch.dev/replay-override";
 
 impl Engine {
-    /// Every policy of the namespace, in name order (the order decisions are
-    /// combined and recorded in).
-    pub(crate) async fn policies(&self, namespace: &str) -> Result<Arc<Vec<Policy>>, EngineError> {
-        self.inner.catalog.policies(namespace).await
-    }
-
     /// `toolCallCount`: calls with this checksum in the call's execution,
     /// this one included. Without an execution, every call counts once.
     /// An indexed count: a long run does not make each call slower.

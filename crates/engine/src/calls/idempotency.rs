@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use joch_core::checksum::digest;
-use joch_core::{Namespace, Tool, ToolCall};
+use joch_core::{Tool, ToolCall};
 use joch_store::IdempotencyClaim;
 use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value as TemplateValue};
 use serde_json::{Map, Value, json};
@@ -73,7 +73,7 @@ pub(crate) fn claim(
 
 impl Engine {
     /// The namespace's key window when its `Namespace` sets one, else the server's.
-    pub(crate) async fn idempotency_window(
+    pub(in crate::calls) async fn idempotency_window(
         &self,
         namespace: &str,
     ) -> Result<Duration, EngineError> {
@@ -82,36 +82,6 @@ impl Engine {
             .spec
             .idempotency_window_seconds
             .map_or(self.inner.config.idempotency_window, Duration::from_secs))
-    }
-
-    /// Reads a namespace's settings (defaults when it has none stored).
-    pub async fn get_namespace(&self, namespace: &str) -> Result<Namespace, EngineError> {
-        crate::catalog::valid_namespace(namespace)?;
-        Ok(Namespace::clone(
-            &*self.inner.catalog.namespace(namespace).await?,
-        ))
-    }
-
-    /// Creates or replaces a namespace's settings.
-    pub async fn put_namespace(
-        &self,
-        namespace: &str,
-        mut settings: Namespace,
-    ) -> Result<Namespace, EngineError> {
-        if settings.metadata.name.is_empty() {
-            settings.metadata.name = namespace.to_owned();
-        } else if settings.metadata.name != namespace {
-            return Err(EngineError::PathMismatch(format!(
-                "a Namespace's name is the namespace: {:?} is not {namespace:?}",
-                settings.metadata.name
-            )));
-        }
-        match self.create_resource(namespace, settings.clone()).await {
-            Err(EngineError::AlreadyExists { .. }) => {
-                self.replace_resource(namespace, namespace, settings).await
-            }
-            other => other,
-        }
     }
 
     /// Starts a background task that removes expired idempotency keys every

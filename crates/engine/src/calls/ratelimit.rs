@@ -69,7 +69,10 @@ pub(crate) struct Limited {
 
 impl Engine {
     /// Counts the call against its namespace's limits; `Some` when one is spent.
-    pub(crate) async fn rate_limit(&self, call: &ToolCall) -> Result<Option<Limited>, EngineError> {
+    pub(in crate::calls) async fn rate_limit(
+        &self,
+        call: &ToolCall,
+    ) -> Result<Option<Limited>, EngineError> {
         let namespace = &call.metadata.namespace;
         let limiters = self.inner.catalog.limiters(namespace).await?;
         let agent = call.spec.agent_ref.as_ref().map_or("", |a| a.name.as_str());

@@ -6,6 +6,7 @@ use joch_core::{ObjectMeta, ObjectRef, Principal, Tool, ToolCall, ToolCallStatus
 use joch_store::Durability;
 use serde::Deserialize;
 
+use crate::Calls;
 use crate::calls::CallOutcome;
 use crate::calls::REPLAY_OVERRIDE_ANNOTATION;
 use crate::engine::now;
@@ -36,8 +37,50 @@ pub struct Replay {
 }
 
 impl Engine {
+    /// Stores the replay already settled with the original's outcome; nothing runs.
+    async fn replay_from_record(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        mut call: ToolCall,
+        original: &ToolCall,
+    ) -> Result<CallOutcome, EngineError> {
+        call.metadata.name = crate::engine::new_call_name();
+        crate::catalog::admit(namespace, &mut call, None)?;
+        let at = now();
+        call.status = ToolCallStatus {
+            phase: original.status.phase,
+            checksum: original.status.checksum.clone(),
+            tool_version: original.status.tool_version.clone(),
+            output: original.status.output.clone(),
+            error: original.status.error.clone(),
+            // The output may be a handle or media by reference: keep what it names.
+            artifacts: original.status.artifacts.clone(),
+            started_at: Some(at),
+            completed_at: Some(at),
+            principal: Some(by.reference()),
+            ..ToolCallStatus::default()
+        };
+        call.spec.side_effects = original.spec.side_effects.clone().map(|mut s| {
+            s.idempotency_key = None;
+            s
+        });
+        self.inner
+            .store
+            .create_object(&mut call, Durability::Sync)
+            .await?;
+        Ok(CallOutcome {
+            record: call,
+            output: None,
+            replayed: false,
+            timings: None,
+        })
+    }
+}
+
+impl Calls<'_> {
     /// Replays a settled call as a new ToolCall linked by `spec.replayOf`.
-    pub async fn replay_call(
+    pub async fn replay(
         &self,
         by: &Principal,
         namespace: &str,
@@ -46,7 +89,7 @@ impl Engine {
     ) -> Result<CallOutcome, EngineError> {
         crate::identity::rules::acts_in(by, namespace)?;
         crate::identity::rules::administers(by, "replay calls")?;
-        let original = self.get_call(namespace, name).await?;
+        let original = self.calls().get(namespace, name).await?;
         if !original.status.phase.is_terminal() {
             return Err(refused(
                 "replay_not_possible",
@@ -108,46 +151,6 @@ impl Engine {
                 self.call(by, namespace, call).await
             }
         }
-    }
-
-    /// Stores the replay already settled with the original's outcome; nothing runs.
-    async fn replay_from_record(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        mut call: ToolCall,
-        original: &ToolCall,
-    ) -> Result<CallOutcome, EngineError> {
-        call.metadata.name = crate::engine::new_call_name();
-        crate::catalog::admit(namespace, &mut call, None)?;
-        let at = now();
-        call.status = ToolCallStatus {
-            phase: original.status.phase,
-            checksum: original.status.checksum.clone(),
-            tool_version: original.status.tool_version.clone(),
-            output: original.status.output.clone(),
-            error: original.status.error.clone(),
-            // The output may be a handle or media by reference: keep what it names.
-            artifacts: original.status.artifacts.clone(),
-            started_at: Some(at),
-            completed_at: Some(at),
-            principal: Some(by.reference()),
-            ..ToolCallStatus::default()
-        };
-        call.spec.side_effects = original.spec.side_effects.clone().map(|mut s| {
-            s.idempotency_key = None;
-            s
-        });
-        self.inner
-            .store
-            .create_object(&mut call, Durability::Sync)
-            .await?;
-        Ok(CallOutcome {
-            record: call,
-            output: None,
-            replayed: false,
-            timings: None,
-        })
     }
 }
 

@@ -11,15 +11,38 @@ use std::time::Duration;
 
 use joch_core::{ApprovalPhase, ErrorCode, Phase, Principal, ToolCall};
 
+use crate::Calls;
 use crate::calls::{CallOutcome, Rejection};
 use crate::identity::rules::acts_in;
 use crate::{Engine, EngineError};
 
 impl Engine {
+    /// The call, if `by` made it; else `NotFound`, as for no call at all.
+    async fn own_call(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ToolCall, EngineError> {
+        acts_in(by, namespace)?;
+        let call = self.calls().get(namespace, name).await?;
+        let made_it =
+            !by.is_authenticated() || call.status.principal.as_ref().is_some_and(|p| by.is(p));
+        if !made_it {
+            return Err(EngineError::NotFound {
+                kind: "ToolCall".to_owned(),
+                name: name.to_owned(),
+            });
+        }
+        Ok(call)
+    }
+}
+
+impl Calls<'_> {
     /// The call `name` that `by` made, once settled; if it has not settled
     /// within `wait`, as it stands then (still `AwaitingApproval`, most
     /// likely). The output comes as the calling agent receives it.
-    pub async fn resume_call(
+    pub async fn resume(
         &self,
         by: &Principal,
         namespace: &str,
@@ -32,7 +55,7 @@ impl Engine {
         } else {
             match tokio::time::timeout(wait, self.wait_settled(namespace, name)).await {
                 Ok(settled) => settled?,
-                Err(_) => self.get_call(namespace, name).await?,
+                Err(_) => self.calls().get(namespace, name).await?,
             }
         };
         Ok(CallOutcome::stored(call, false).into_response())
@@ -42,7 +65,7 @@ impl Engine {
     /// person: its Approval is withdrawn and it ends `Failed` with
     /// `error.code: cancelled`, never to run. A call already decided (or
     /// running) goes on; either way the call is returned as it stands.
-    pub async fn cancel_call(
+    pub async fn cancel(
         &self,
         by: &Principal,
         namespace: &str,
@@ -55,8 +78,8 @@ impl Engine {
         self.withdraw_approval(namespace, name, "cancelled by the caller")
             .await?;
         // Withdrawn by us, not decided by an approver first: the call is ours to end.
-        let approval = self.get_approval(namespace, name).await?;
-        let call = self.get_call(namespace, name).await?;
+        let approval = self.approvals().get(namespace, name).await?;
+        let call = self.calls().get(namespace, name).await?;
         if approval.status.phase != ApprovalPhase::Expired
             || call.status.phase != Phase::AwaitingApproval
         {
@@ -70,25 +93,5 @@ impl Engine {
             "the caller cancelled the call before it was decided".to_owned(),
         );
         Ok(self.refuse(call, rejection).await?.into_response())
-    }
-
-    /// The call, if `by` made it; else `NotFound`, as for no call at all.
-    async fn own_call(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        name: &str,
-    ) -> Result<ToolCall, EngineError> {
-        acts_in(by, namespace)?;
-        let call = self.get_call(namespace, name).await?;
-        let made_it =
-            !by.is_authenticated() || call.status.principal.as_ref().is_some_and(|p| by.is(p));
-        if !made_it {
-            return Err(EngineError::NotFound {
-                kind: "ToolCall".to_owned(),
-                name: name.to_owned(),
-            });
-        }
-        Ok(call)
     }
 }

@@ -6,6 +6,8 @@
 //! Its state is its own: other parts ask it for a snapshot and tell it when
 //! a kind was written ([`Catalog::touched`]), here or on another replica.
 
+mod namespaces;
+mod reads;
 mod resources;
 pub(crate) mod schema;
 mod snapshots;

@@ -4,11 +4,12 @@
 use joch_core::actions::{Action, ActionsBackend};
 use joch_core::names::validate_namespace;
 use joch_core::{
-    Backend, Endpoint, Execution, Object, Policy, StandingApproval, Tool, ToolCall, ValidationError,
+    Backend, Endpoint, Execution, Object, Policy, StandingApproval, Tool, ValidationError,
 };
 use joch_store::{Durability, ObjectList};
 use serde_json::Value;
 
+use crate::Resources;
 use crate::engine::now;
 use crate::{Engine, EngineError, ListParams};
 
@@ -155,129 +156,9 @@ impl Configurable for StandingApproval {
 }
 
 impl Engine {
-    /// Stores a new resource after checking it. Durable when this returns.
-    pub async fn create_resource<T: Configurable>(
-        &self,
-        namespace: &str,
-        mut object: T,
-    ) -> Result<T, EngineError> {
-        admit(namespace, &mut object, None)?;
-        object.check()?;
-        self.check_references(namespace, &object).await?;
-        object.keep_status(None);
-        self.inner
-            .store
-            .create_object(&mut object, Durability::Sync)
-            .await?;
-        self.touched::<T>();
-        Ok(object)
-    }
-
-    /// Replaces a resource. With a `resourceVersion`, only if it is still the
-    /// current one (`Conflict` otherwise); without, unconditionally. The next
-    /// call uses the new version.
-    pub async fn replace_resource<T: Configurable>(
-        &self,
-        namespace: &str,
-        name: &str,
-        mut object: T,
-    ) -> Result<T, EngineError> {
-        admit(namespace, &mut object, Some(name))?;
-        object.check()?;
-        self.check_references(namespace, &object).await?;
-        let current: T = self.inner.store.get_object(namespace, name).await?;
-        carry_identity(&current, &mut object);
-        object.keep_status(Some(&current));
-        self.inner
-            .store
-            .update_object(&mut object, Durability::Sync)
-            .await?;
-        self.touched::<T>();
-        Ok(object)
-    }
-
     /// Drops what the call path cached of this kind.
     fn touched<T: Object>(&self) {
         self.inner.touched_kind(T::KIND);
-    }
-
-    /// Reads a resource.
-    pub async fn get_resource<T: Object>(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<T, EngineError> {
-        valid_namespace(namespace)?;
-        Ok(self.inner.store.get_object(namespace, name).await?)
-    }
-
-    /// Lists resources, newest first.
-    pub async fn list_resources<T: Object>(
-        &self,
-        namespace: &str,
-        params: ListParams,
-    ) -> Result<ObjectList<T>, EngineError> {
-        self.list(namespace, params).await
-    }
-
-    /// Deletes a resource, if `resource_version` (when given) is current.
-    /// Calls already recorded keep their record.
-    pub async fn delete_resource<T: Configurable>(
-        &self,
-        namespace: &str,
-        name: &str,
-        resource_version: Option<&str>,
-    ) -> Result<T, EngineError> {
-        valid_namespace(namespace)?;
-        let deleted = self
-            .inner
-            .store
-            .delete_object(namespace, name, resource_version)
-            .await?;
-        self.touched::<T>();
-        Ok(deleted)
-    }
-
-    /// Reads a ToolCall.
-    pub async fn get_call(&self, namespace: &str, name: &str) -> Result<ToolCall, EngineError> {
-        valid_namespace(namespace)?;
-        Ok(self.inner.store.get_object(namespace, name).await?)
-    }
-
-    /// Lists ToolCalls, newest first, optionally by tool, phase or execution.
-    pub async fn list_calls(
-        &self,
-        namespace: &str,
-        params: ListParams,
-    ) -> Result<ObjectList<ToolCall>, EngineError> {
-        self.list(namespace, params).await
-    }
-
-    /// Changes a ToolCall's labels and annotations. A record's spec and status
-    /// are the ledger and cannot be changed through the API.
-    pub async fn relabel_call(
-        &self,
-        namespace: &str,
-        name: &str,
-        mut call: ToolCall,
-    ) -> Result<ToolCall, EngineError> {
-        admit(namespace, &mut call, Some(name))?;
-        let mut current: ToolCall = self.inner.store.get_object(namespace, name).await?;
-        if call.spec != current.spec
-            || (call.status != current.status && call.status != Default::default())
-        {
-            return Err(ValidationError::field("spec", "a ToolCall's spec and status cannot be changed; only metadata.labels and metadata.annotations").into());
-        }
-        if !call.metadata.resource_version.is_empty() {
-            current.metadata.resource_version = call.metadata.resource_version;
-        }
-        current.metadata.labels = call.metadata.labels;
-        current.metadata.annotations = call.metadata.annotations;
-        self.inner
-            .store
-            .update_object(&mut current, Durability::Sync)
-            .await?;
-        Ok(current)
     }
 
     async fn check_references<T: Configurable>(
@@ -300,15 +181,81 @@ impl Engine {
         }
         Ok(())
     }
+}
 
-    async fn list<T: Object>(
+impl Resources<'_> {
+    /// Stores a new resource after checking it. Durable when this returns.
+    pub async fn create<T: Configurable>(
+        &self,
+        namespace: &str,
+        mut object: T,
+    ) -> Result<T, EngineError> {
+        admit(namespace, &mut object, None)?;
+        object.check()?;
+        self.check_references(namespace, &object).await?;
+        object.keep_status(None);
+        self.inner
+            .store
+            .create_object(&mut object, Durability::Sync)
+            .await?;
+        self.touched::<T>();
+        Ok(object)
+    }
+
+    /// Replaces a resource. With a `resourceVersion`, only if it is still the
+    /// current one (`Conflict` otherwise); without, unconditionally. The next
+    /// call uses the new version.
+    pub async fn replace<T: Configurable>(
+        &self,
+        namespace: &str,
+        name: &str,
+        mut object: T,
+    ) -> Result<T, EngineError> {
+        admit(namespace, &mut object, Some(name))?;
+        object.check()?;
+        self.check_references(namespace, &object).await?;
+        let current: T = self.inner.store.get_object(namespace, name).await?;
+        carry_identity(&current, &mut object);
+        object.keep_status(Some(&current));
+        self.inner
+            .store
+            .update_object(&mut object, Durability::Sync)
+            .await?;
+        self.touched::<T>();
+        Ok(object)
+    }
+
+    /// Reads a resource.
+    pub async fn get<T: Object>(&self, namespace: &str, name: &str) -> Result<T, EngineError> {
+        valid_namespace(namespace)?;
+        Ok(self.inner.store.get_object(namespace, name).await?)
+    }
+
+    /// Lists resources, newest first.
+    pub async fn list<T: Object>(
         &self,
         namespace: &str,
         params: ListParams,
     ) -> Result<ObjectList<T>, EngineError> {
+        self.inner.list(namespace, params).await
+    }
+
+    /// Deletes a resource, if `resource_version` (when given) is current.
+    /// Calls already recorded keep their record.
+    pub async fn delete<T: Configurable>(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: Option<&str>,
+    ) -> Result<T, EngineError> {
         valid_namespace(namespace)?;
-        let query = self.inner.list_query(namespace, params)?;
-        Ok(self.inner.store.list_objects(query).await?)
+        let deleted = self
+            .inner
+            .store
+            .delete_object(namespace, name, resource_version)
+            .await?;
+        self.touched::<T>();
+        Ok(deleted)
     }
 }
 

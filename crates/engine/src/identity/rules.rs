@@ -182,31 +182,6 @@ pub(crate) fn may_report(call: &ToolCall, by: &Principal) -> Result<(), EngineEr
 }
 
 impl crate::Engine {
-    /// A namespace's resources of kind `T`, newest first, if `by` may read
-    /// them ([`may_read`]) in that namespace.
-    pub async fn read_resources<T: joch_core::Object>(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        params: crate::ListParams,
-    ) -> Result<crate::ObjectList<T>, EngineError> {
-        acts_in(by, namespace)?;
-        may_read(by, T::PLURAL)?;
-        self.list_resources(namespace, params).await
-    }
-
-    /// One resource of kind `T`, if `by` may read that kind there.
-    pub async fn read_resource<T: joch_core::Object>(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        name: &str,
-    ) -> Result<T, EngineError> {
-        acts_in(by, namespace)?;
-        may_read(by, T::PLURAL)?;
-        self.get_resource(namespace, name).await
-    }
-
     /// True when the namespace's tool `name` exists for `by`. A tool that
     /// does not exist is seen only by a principal without a selector (its
     /// answer is then the usual `tool_not_found`).
@@ -224,57 +199,6 @@ impl crate::Engine {
             Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
         }
-    }
-
-    /// The namespace's tool `name`, if it exists for `by`.
-    pub async fn get_tool(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Tool, EngineError> {
-        acts_in(by, namespace)?;
-        let tool: Tool = self.get_resource(namespace, name).await?;
-        if !sees(by, &tool) {
-            return Err(EngineError::NotFound {
-                kind: "Tool".to_owned(),
-                name: name.to_owned(),
-            });
-        }
-        Ok(tool)
-    }
-
-    /// [`get_tool`](Self::get_tool) from the snapshot the call path reads
-    /// (dropped on every write of a Tool): what a surface needs of the
-    /// called tool beside the call, without a store read per call.
-    pub async fn cached_tool(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        name: &str,
-    ) -> Result<std::sync::Arc<Tool>, EngineError> {
-        acts_in(by, namespace)?;
-        match self.inner.catalog.tool(namespace, name).await {
-            Ok(tool) if sees(by, &tool) => Ok(tool),
-            Ok(_) | Err(joch_store::StoreError::NotFound { .. }) => Err(EngineError::NotFound {
-                kind: "Tool".to_owned(),
-                name: name.to_owned(),
-            }),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// The tools of `namespace` that exist for `by`, in name order.
-    pub async fn list_tools(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        params: crate::ListParams,
-    ) -> Result<crate::ObjectList<Tool>, EngineError> {
-        acts_in(by, namespace)?;
-        let mut page = self.list_resources::<Tool>(namespace, params).await?;
-        page.items.retain(|tool| sees(by, tool));
-        Ok(page)
     }
 }
 

@@ -17,6 +17,7 @@ use joch_core::{Principal, PrincipalKind, Time};
 use joch_store::{Durability, Record, StoreErrorKind};
 use serde::{Deserialize, Serialize};
 
+use crate::Identity;
 use crate::engine::now;
 use crate::{Engine, EngineError};
 
@@ -102,24 +103,9 @@ pub(crate) fn secret() -> String {
 }
 
 impl Engine {
-    /// Opens a session for the holder of `token`, lasting `ttl`; `None`
-    /// when the token is unknown (or a JWT, whose sign-in is the identity
-    /// provider's, not a pasted token's).
-    pub async fn open_session(
-        &self,
-        token: &str,
-        ttl: Duration,
-    ) -> Result<Option<SessionOpened>, EngineError> {
-        match self.authenticate(token).await? {
-            Some(p) if matches!(p.kind, PrincipalKind::Root | PrincipalKind::Token) => {}
-            _ => return Ok(None),
-        }
-        self.store_session(hash(token), None, ttl).await.map(Some)
-    }
-
     /// Opens a session for `principal`, given by the identity provider's
     /// ID token (see `signin.rs`), lasting `ttl`.
-    pub(crate) async fn open_principal_session(
+    pub(in crate::identity) async fn open_principal_session(
         &self,
         principal: Principal,
         ttl: Duration,
@@ -159,6 +145,23 @@ impl Engine {
             csrf: stored.csrf,
             expires_at: Time(expires),
         })
+    }
+}
+
+impl Identity<'_> {
+    /// Opens a session for the holder of `token`, lasting `ttl`; `None`
+    /// when the token is unknown (or a JWT, whose sign-in is the identity
+    /// provider's, not a pasted token's).
+    pub async fn open_session(
+        &self,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<Option<SessionOpened>, EngineError> {
+        match self.authenticate(token).await? {
+            Some(p) if matches!(p.kind, PrincipalKind::Root | PrincipalKind::Token) => {}
+            _ => return Ok(None),
+        }
+        self.store_session(hash(token), None, ttl).await.map(Some)
     }
 
     /// The session `id` stands for, if it is open, unexpired and its token

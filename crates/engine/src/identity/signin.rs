@@ -20,9 +20,10 @@ use joch_store::{Durability, Record, StoreErrorKind};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::Identity;
 use crate::engine::now;
 use crate::identity::sessions::{SESSION_NAMESPACE, secret};
-use crate::{Engine, EngineError, SessionOpened};
+use crate::{EngineError, SessionOpened};
 
 /// Kind of the pending sign-in records, which no API serves.
 const SIGN_IN_KIND: &str = "OidcSignIn";
@@ -65,7 +66,7 @@ pub fn pkce_challenge(verifier: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
 }
 
-impl Engine {
+impl Identity<'_> {
     /// Starts a sign-in through the identity provider (see the module).
     pub async fn begin_sign_in(&self) -> Result<SignInStarted, EngineError> {
         let started = SignInStarted {
@@ -158,6 +159,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Engine;
 
     /// BASE64URL(SHA256(verifier)) without padding (RFC 7636 §4.2), as
     /// Python's `hashlib` and `base64.urlsafe_b64encode` compute it.
@@ -183,17 +185,24 @@ mod tests {
             std::sync::Arc::new(crate::policy::StandardPolicyEngine::default()),
             crate::EngineConfig::default(),
         );
-        let started = engine.begin_sign_in().await.expect("started");
-        let foreign = engine.take_sign_in(&started.state, "another browser").await;
+        let started = engine.identity().begin_sign_in().await.expect("started");
+        let foreign = engine
+            .identity()
+            .take_sign_in(&started.state, "another browser")
+            .await;
         assert!(foreign.expect("read").is_none());
         let taken = engine
+            .identity()
             .take_sign_in(&started.state, &started.binding)
             .await
             .expect("read")
             .expect("the browser's own");
         assert_eq!(taken.nonce, started.nonce);
         assert_eq!(pkce_challenge(&taken.verifier), started.challenge);
-        let again = engine.take_sign_in(&started.state, &started.binding).await;
+        let again = engine
+            .identity()
+            .take_sign_in(&started.state, &started.binding)
+            .await;
         assert!(again.expect("read").is_none(), "once only");
     }
 }

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use joch_core::token::{ApiToken, ApiTokenSpec, Role, hash};
 use joch_core::{Object, ObjectMeta, Principal, PrincipalKind, ToolSelector};
 
+use crate::Identity;
 use crate::{Engine, EngineError};
 
 /// How JWTs of an identity provider (OIDC) are verified and mapped to a
@@ -135,6 +136,19 @@ pub(crate) fn index(tokens: Vec<ApiToken>) -> TokenIndex {
 }
 
 impl Engine {
+    /// The principal of the root token or joch token with this hash, if any.
+    pub(in crate::identity) async fn principal_by_hash(
+        &self,
+        hashed: &str,
+    ) -> Result<Option<Principal>, EngineError> {
+        if self.inner.config.root_token_hash.as_deref() == Some(hashed) {
+            return Ok(Some(Principal::root()));
+        }
+        Ok(self.inner.catalog.tokens().await?.get(hashed).cloned())
+    }
+}
+
+impl Identity<'_> {
     /// Whether requests must carry a token: once a root token or an
     /// identity provider is configured, or any token exists.
     pub async fn auth_required(&self) -> Result<bool, EngineError> {
@@ -155,17 +169,6 @@ impl Engine {
         self.principal_by_hash(&hash(token)).await
     }
 
-    /// The principal of the root token or joch token with this hash, if any.
-    pub(crate) async fn principal_by_hash(
-        &self,
-        hashed: &str,
-    ) -> Result<Option<Principal>, EngineError> {
-        if self.inner.config.root_token_hash.as_deref() == Some(hashed) {
-            return Ok(Some(Principal::root()));
-        }
-        Ok(self.inner.catalog.tokens().await?.get(hashed).cloned())
-    }
-
     /// The namespace's tokens (hashes included; surfaces show names,
     /// roles and selectors). Only an admin may list them.
     pub async fn list_tokens(
@@ -179,10 +182,10 @@ impl Engine {
             limit: Some(5_000),
             ..crate::ListParams::default()
         };
-        Ok(self.list_resources(namespace, params).await?.items)
+        Ok(self.resources().list(namespace, params).await?.items)
     }
 
-    /// Issues a token as `by` (an admin), as [`Engine::create_token`].
+    /// Issues a token as `by` (an admin), as [`Identity::create_token`](crate::Identity::create_token).
     pub async fn issue_token(
         &self,
         by: &Principal,
@@ -206,7 +209,7 @@ impl Engine {
     ) -> Result<ApiToken, EngineError> {
         crate::identity::rules::acts_in(by, namespace)?;
         crate::identity::rules::administers(by, "manage tokens")?;
-        self.delete_resource(namespace, name, None).await
+        self.resources().delete(namespace, name, None).await
     }
 
     /// Creates a token; returns it with its secret, which is not stored
@@ -236,7 +239,7 @@ impl Engine {
                 tools,
             },
         };
-        let token = self.create_resource(namespace, token).await?;
+        let token = self.resources().create(namespace, token).await?;
         Ok((token, secret))
     }
 }

@@ -14,12 +14,13 @@ use joch_core::{
 use joch_store::{ListQuery, StoreErrorKind};
 use serde_json::Value;
 
+use crate::Calls;
 use crate::calls::Recorded;
 use crate::engine::now;
 use crate::policy::Facts;
 use crate::{Engine, EngineError};
 
-/// What [`Engine::recover`] did.
+/// What [`Calls::recover`](crate::Calls::recover) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
     /// `Pending` calls started again (they had never run).
@@ -50,38 +51,7 @@ pub struct Resolve {
 }
 
 impl Engine {
-    /// Reconciles every call left `Pending` or `Running` by a previous run.
-    /// Call before serving. Calls that are run again run in the background.
-    ///
-    /// With a shared store (`EngineConfig::replica` set), the calls left
-    /// unfinished belong to replicas that may still be running them: only
-    /// approval deadlines are armed here, and a lapsed replica's calls are
-    /// reconciled when its lease is reaped (`replicas.rs`).
-    pub async fn recover(&self) -> Result<RecoveryReport, EngineError> {
-        let mut report = RecoveryReport::default();
-        if self.inner.config.replica.is_some() {
-            report.approvals_pending = self.rearm_pending_approvals().await?;
-            return Ok(report);
-        }
-        for phase in [Phase::Running, Phase::Pending] {
-            for call in self.calls_in(phase).await? {
-                self.reconcile(call, &mut report).await?;
-            }
-        }
-        for call in self.calls_in(Phase::AwaitingApproval).await? {
-            self.reconcile_awaiting(call, None, &mut report).await?;
-        }
-        report.approvals_pending = self.rearm_pending_approvals().await?;
-        if report != RecoveryReport::default() {
-            tracing::warn!(
-                ?report,
-                "recovered calls left unfinished by the previous run"
-            );
-        }
-        Ok(report)
-    }
-
-    pub(crate) async fn reconcile(
+    pub(in crate::lifecycle) async fn reconcile(
         &self,
         call: ToolCall,
         report: &mut RecoveryReport,
@@ -146,7 +116,7 @@ impl Engine {
         }
         let args = call.spec.input.as_object().cloned().unwrap_or_default();
         let schemas = self.inner.catalog.schemas(&tool).ok();
-        let policies = self.policies(&ns).await?;
+        let policies = self.inner.catalog.policies(&ns).await?;
         let facts = match policies.is_empty() {
             true => None,
             false => {
@@ -173,7 +143,7 @@ impl Engine {
     /// the decision out; if its approval was never opened (joch stopped in
     /// between), fails it, since nobody can approve it. With `lapsed` set,
     /// only what that lapsed replica left undone.
-    pub(crate) async fn reconcile_awaiting(
+    pub(in crate::lifecycle) async fn reconcile_awaiting(
         &self,
         call: ToolCall,
         lapsed: Option<&str>,
@@ -213,7 +183,10 @@ impl Engine {
     }
 
     /// Every call in `phase`, across namespaces.
-    pub(crate) async fn calls_in(&self, phase: Phase) -> Result<Vec<ToolCall>, EngineError> {
+    pub(in crate::lifecycle) async fn calls_in(
+        &self,
+        phase: Phase,
+    ) -> Result<Vec<ToolCall>, EngineError> {
         let mut calls = Vec::new();
         let mut query = ListQuery {
             limit: 1000,
@@ -233,9 +206,42 @@ impl Engine {
             }
         }
     }
+}
+
+impl Calls<'_> {
+    /// Reconciles every call left `Pending` or `Running` by a previous run.
+    /// Call before serving. Calls that are run again run in the background.
+    ///
+    /// With a shared store (`EngineConfig::replica` set), the calls left
+    /// unfinished belong to replicas that may still be running them: only
+    /// approval deadlines are armed here, and a lapsed replica's calls are
+    /// reconciled when its lease is reaped (`replicas.rs`).
+    pub async fn recover(&self) -> Result<RecoveryReport, EngineError> {
+        let mut report = RecoveryReport::default();
+        if self.inner.config.replica.is_some() {
+            report.approvals_pending = self.rearm_pending_approvals().await?;
+            return Ok(report);
+        }
+        for phase in [Phase::Running, Phase::Pending] {
+            for call in self.calls_in(phase).await? {
+                self.reconcile(call, &mut report).await?;
+            }
+        }
+        for call in self.calls_in(Phase::AwaitingApproval).await? {
+            self.reconcile_awaiting(call, None, &mut report).await?;
+        }
+        report.approvals_pending = self.rearm_pending_approvals().await?;
+        if report != RecoveryReport::default() {
+            tracing::warn!(
+                ?report,
+                "recovered calls left unfinished by the previous run"
+            );
+        }
+        Ok(report)
+    }
 
     /// Settles an `Unknown` call as an operator decided, keeping their reason.
-    pub async fn resolve_call(
+    pub async fn resolve(
         &self,
         by: &Principal,
         namespace: &str,
@@ -244,7 +250,7 @@ impl Engine {
     ) -> Result<ToolCall, EngineError> {
         crate::identity::rules::acts_in(by, namespace)?;
         crate::identity::rules::administers(by, "resolve calls")?;
-        let mut call = self.get_call(namespace, name).await?;
+        let mut call = self.calls().get(namespace, name).await?;
         if call.status.phase != Phase::Unknown {
             return Err(EngineError::Refused {
                 code: "not_unknown",

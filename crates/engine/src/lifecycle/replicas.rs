@@ -78,7 +78,7 @@ impl Inner {
 impl Engine {
     /// Acts on the writes of other processes sharing the store, as they
     /// commit. Does nothing for a store only this process writes.
-    pub(crate) fn follow_store_changes(&self) -> Option<tokio::task::JoinHandle<()>> {
+    pub(in crate::lifecycle) fn follow_store_changes(&self) -> Option<tokio::task::JoinHandle<()>> {
         let mut changes = self.inner.store.changes()?;
         let inner = std::sync::Arc::downgrade(&self.inner);
         Some(tokio::spawn(async move {
@@ -97,7 +97,10 @@ impl Engine {
     /// Holds this replica's lease, renewing it every third of `ttl`, and
     /// reconciles the calls of replicas whose lease lapsed. Needs
     /// `EngineConfig::replica`.
-    pub(crate) fn spawn_replica_lease(&self, ttl: Duration) -> Option<tokio::task::JoinHandle<()>> {
+    pub(in crate::lifecycle) fn spawn_replica_lease(
+        &self,
+        ttl: Duration,
+    ) -> Option<tokio::task::JoinHandle<()>> {
         let me = self.inner.config.replica.clone()?;
         let engine = self.clone();
         Some(tokio::spawn(async move {
@@ -195,7 +198,7 @@ impl Engine {
     }
 
     /// Reconciles the unfinished calls `replica` ran, as a restart would.
-    pub(crate) async fn recover_replica(
+    pub(in crate::lifecycle) async fn recover_replica(
         &self,
         replica: &str,
     ) -> Result<RecoveryReport, EngineError> {

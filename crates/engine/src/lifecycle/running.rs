@@ -59,7 +59,7 @@ impl Engine {
     /// unfinished (re-arming approval deadlines), then starts `workers`.
     /// Nothing is answered before recovery is done.
     pub async fn start(self, workers: Workers) -> Result<Running, EngineError> {
-        let recovered = self.recover().await?;
+        let recovered = self.calls().recover().await?;
         let mut tasks = Vec::new();
         tasks.extend(self.follow_store_changes());
         tasks.extend(self.spawn_replica_lease(workers.lease_ttl));
@@ -85,7 +85,7 @@ impl Engine {
         let engine = self.clone();
         tokio::spawn(async move {
             loop {
-                match engine.collect_orphan_artifacts(grace).await {
+                match engine.artifacts().collect_orphans(grace).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(removed = n, "collected orphan artifact files"),
                     Err(e) => tracing::warn!(error = %e, "cannot collect orphan artifact files"),

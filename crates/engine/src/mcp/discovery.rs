@@ -13,6 +13,7 @@ use joch_core::{
 use joch_store::{Durability, ListQuery};
 use serde_json::{Value, json};
 
+use crate::Mcp;
 use crate::catalog::Configurable;
 use crate::engine::now;
 use crate::{Engine, EngineError};
@@ -43,94 +44,6 @@ impl Configurable for McpServer {
 impl Engine {
     fn discovery(&self) -> Option<&dyn ToolDiscovery> {
         self.inner.backends.get("mcp").and_then(|b| b.discovery())
-    }
-
-    /// Lists the server's tools and brings its Tools in line: new tools are
-    /// made, unchanged ones refreshed from the resource's overrides, changed
-    /// ones adopted or held back, vanished ones removed. A server that
-    /// cannot be reached is marked `Unavailable`; its Tools stay.
-    pub async fn sync_mcp_server(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<McpServer, EngineError> {
-        let lock = {
-            let mut syncs = self
-                .inner
-                .mcp
-                .syncs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            syncs
-                .entry(format!("{namespace}/{name}"))
-                .or_default()
-                .clone()
-        };
-        let _one_at_a_time = lock.lock().await;
-        let mut server: McpServer = self.inner.store.get_object(namespace, name).await?;
-        let listed = match self.discovery() {
-            Some(discovery) => discovery.list_tools(&server).await,
-            None => Err(CallError::new(
-                ErrorCode::BackendUnavailable,
-                "this joch has no MCP backend",
-            )),
-        };
-        let at = now();
-        server.status.last_refresh_at = Some(at);
-        match listed {
-            Err(error) => {
-                server.status.phase = Some("Unavailable".to_owned());
-                server.status.message = Some(error.message);
-                server.status.failures = server.status.failures.saturating_add(1);
-            }
-            Ok(definitions) => {
-                server.status.phase = Some("Connected".to_owned());
-                server.status.failures = 0;
-                server.status.message = self.adopt_listing(&mut server, definitions).await?;
-            }
-        }
-        match self
-            .inner
-            .store
-            .update_object(&mut server, Durability::Sync)
-            .await
-        {
-            Ok(()) => Ok(server),
-            // Replaced while it was being listed: the replacement lists it again.
-            Err(joch_store::StoreError::Conflict { .. }) => {
-                Ok(self.inner.store.get_object(namespace, name).await?)
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Creates (`replacing: None`) or replaces the McpServer named
-    /// `replacing`, and lists its tools at once. A server whose tools would take the name of a Tool
-    /// that is not its own (another server's, or one defined directly) is
-    /// refused before anything is stored, naming both; a server that cannot
-    /// be reached yet is stored, and any such clash shows in its status
-    /// once it is.
-    pub async fn apply_mcp_server(
-        &self,
-        namespace: &str,
-        replacing: Option<&str>,
-        server: McpServer,
-    ) -> Result<McpServer, EngineError> {
-        let mut candidate = server.clone();
-        // Checked before anything is started or asked upstream.
-        crate::catalog::admit(namespace, &mut candidate, replacing)?;
-        candidate.check()?;
-        if let Some(Ok(definitions)) = match self.discovery() {
-            Some(discovery) => Some(discovery.list_tools(&candidate).await),
-            None => None,
-        } {
-            self.refuse_collisions(&candidate, &definitions).await?;
-        }
-        let stored = match replacing {
-            None => self.create_resource(namespace, server).await?,
-            Some(name) => self.replace_resource(namespace, name, server).await?,
-        };
-        self.sync_mcp_server(namespace, &stored.metadata.name).await
     }
 
     async fn refuse_collisions(
@@ -280,7 +193,7 @@ impl Engine {
         };
         match existing {
             None => {
-                self.create_resource(namespace, tool).await?;
+                self.resources().create(namespace, tool).await?;
             }
             Some(existing) if !made_from(&existing, server) => {
                 return Ok(Err(format!(
@@ -292,7 +205,8 @@ impl Engine {
             Some(existing) => {
                 let mut tool = tool;
                 tool.metadata.resource_version = existing.metadata.resource_version;
-                self.replace_resource(namespace, &existing.metadata.name.clone(), tool)
+                self.resources()
+                    .replace(namespace, &existing.metadata.name.clone(), tool)
                     .await?;
             }
         }
@@ -320,10 +234,179 @@ impl Engine {
         }
     }
 
+    /// Why a call of `tool` must be denied because its upstream definition
+    /// changed, if it must.
+    pub(crate) async fn drift_block(&self, tool: &Tool) -> Result<Option<String>, EngineError> {
+        let Backend::Mcp(backend) = &tool.spec.backend else {
+            return Ok(None);
+        };
+        let server: McpServer = match self
+            .inner
+            .store
+            .get_object(&tool.metadata.namespace, &backend.server)
+            .await
+        {
+            Ok(server) => server,
+            Err(joch_store::StoreError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(server
+            .status
+            .tools
+            .get(&backend.tool)
+            .and_then(|state| state.blocked(server.spec.discovery.on_schema_drift)))
+    }
+
+    /// Re-lists every server that is due: never listed, past its
+    /// `refreshInterval`, or unreachable and past its backoff. Runs until the
+    /// runtime stops.
+    pub(crate) fn spawn_mcp_refresher(&self, tick: Duration) -> tokio::task::JoinHandle<()> {
+        // Servers that say their tools changed are re-listed at once, even
+        // before any MCP session listens (see `mcp_surface.rs`).
+        drop(self.mcp().upstream_notices());
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(tick);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                if let Err(e) = engine.refresh_due_servers().await {
+                    tracing::warn!(error = %e, "MCP server refresh failed");
+                }
+            }
+        })
+    }
+
+    async fn refresh_due_servers(&self) -> Result<(), EngineError> {
+        if self.discovery().is_none() {
+            return Ok(());
+        }
+        let query = ListQuery {
+            namespace: String::new(),
+            limit: 10_000,
+            ..ListQuery::default()
+        };
+        let servers = self
+            .inner
+            .store
+            .list_objects::<McpServer>(query)
+            .await?
+            .items;
+        let at = now();
+        for server in servers {
+            let since = server
+                .status
+                .last_refresh_at
+                .map(|last| Duration::from_millis(last.millis_until(at)));
+            let due = match (since, server.status.phase.as_deref()) {
+                (None, _) => true,
+                (Some(since), Some("Unavailable")) => since >= backoff(server.status.failures),
+                (Some(since), _) => server
+                    .refresh_interval()
+                    .is_some_and(|every| since >= every),
+            };
+            if due {
+                let (ns, name) = (&server.metadata.namespace, &server.metadata.name);
+                if let Err(e) = self.mcp().sync_server(ns, name).await {
+                    tracing::warn!(namespace = %ns, server = %name, error = %e, "MCP server refresh failed");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Mcp<'_> {
+    /// Lists the server's tools and brings its Tools in line: new tools are
+    /// made, unchanged ones refreshed from the resource's overrides, changed
+    /// ones adopted or held back, vanished ones removed. A server that
+    /// cannot be reached is marked `Unavailable`; its Tools stay.
+    pub async fn sync_server(&self, namespace: &str, name: &str) -> Result<McpServer, EngineError> {
+        let lock = {
+            let mut syncs = self
+                .inner
+                .mcp
+                .syncs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            syncs
+                .entry(format!("{namespace}/{name}"))
+                .or_default()
+                .clone()
+        };
+        let _one_at_a_time = lock.lock().await;
+        let mut server: McpServer = self.inner.store.get_object(namespace, name).await?;
+        let listed = match self.discovery() {
+            Some(discovery) => discovery.list_tools(&server).await,
+            None => Err(CallError::new(
+                ErrorCode::BackendUnavailable,
+                "this joch has no MCP backend",
+            )),
+        };
+        let at = now();
+        server.status.last_refresh_at = Some(at);
+        match listed {
+            Err(error) => {
+                server.status.phase = Some("Unavailable".to_owned());
+                server.status.message = Some(error.message);
+                server.status.failures = server.status.failures.saturating_add(1);
+            }
+            Ok(definitions) => {
+                server.status.phase = Some("Connected".to_owned());
+                server.status.failures = 0;
+                server.status.message = self.adopt_listing(&mut server, definitions).await?;
+            }
+        }
+        match self
+            .inner
+            .store
+            .update_object(&mut server, Durability::Sync)
+            .await
+        {
+            Ok(()) => Ok(server),
+            // Replaced while it was being listed: the replacement lists it again.
+            Err(joch_store::StoreError::Conflict { .. }) => {
+                Ok(self.inner.store.get_object(namespace, name).await?)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Creates (`replacing: None`) or replaces the McpServer named
+    /// `replacing`, and lists its tools at once. A server whose tools would take the name of a Tool
+    /// that is not its own (another server's, or one defined directly) is
+    /// refused before anything is stored, naming both; a server that cannot
+    /// be reached yet is stored, and any such clash shows in its status
+    /// once it is.
+    pub async fn apply_server(
+        &self,
+        namespace: &str,
+        replacing: Option<&str>,
+        server: McpServer,
+    ) -> Result<McpServer, EngineError> {
+        let mut candidate = server.clone();
+        // Checked before anything is started or asked upstream.
+        crate::catalog::admit(namespace, &mut candidate, replacing)?;
+        candidate.check()?;
+        if let Some(Ok(definitions)) = match self.discovery() {
+            Some(discovery) => Some(discovery.list_tools(&candidate).await),
+            None => None,
+        } {
+            self.refuse_collisions(&candidate, &definitions).await?;
+        }
+        let stored = match replacing {
+            None => self.resources().create(namespace, server).await?,
+            Some(name) => self.resources().replace(namespace, name, server).await?,
+        };
+        self.mcp()
+            .sync_server(namespace, &stored.metadata.name)
+            .await
+    }
+
     /// Adopts the held-back definitions of `tool` (every held tool when
     /// `None`) and lifts their quarantine.
     /// Only an admin may (see `rules.rs`).
-    pub async fn accept_mcp_tools(
+    pub async fn accept_tools(
         &self,
         by: &Principal,
         namespace: &str,
@@ -374,100 +457,20 @@ impl Engine {
     }
 
     /// Deletes a server and the Tools made from it.
-    pub async fn delete_mcp_server(
+    pub async fn delete_server(
         &self,
         namespace: &str,
         name: &str,
         resource_version: Option<&str>,
     ) -> Result<McpServer, EngineError> {
         let server: McpServer = self
-            .delete_resource(namespace, name, resource_version)
+            .resources()
+            .delete(namespace, name, resource_version)
             .await?;
         for upstream in server.status.tools.keys() {
             self.remove_upstream_tool(&server, upstream).await?;
         }
         Ok(server)
-    }
-
-    /// Why a call of `tool` must be denied because its upstream definition
-    /// changed, if it must.
-    pub(crate) async fn drift_block(&self, tool: &Tool) -> Result<Option<String>, EngineError> {
-        let Backend::Mcp(backend) = &tool.spec.backend else {
-            return Ok(None);
-        };
-        let server: McpServer = match self
-            .inner
-            .store
-            .get_object(&tool.metadata.namespace, &backend.server)
-            .await
-        {
-            Ok(server) => server,
-            Err(joch_store::StoreError::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        Ok(server
-            .status
-            .tools
-            .get(&backend.tool)
-            .and_then(|state| state.blocked(server.spec.discovery.on_schema_drift)))
-    }
-
-    /// Re-lists every server that is due: never listed, past its
-    /// `refreshInterval`, or unreachable and past its backoff. Runs until the
-    /// runtime stops.
-    pub(crate) fn spawn_mcp_refresher(&self, tick: Duration) -> tokio::task::JoinHandle<()> {
-        // Servers that say their tools changed are re-listed at once, even
-        // before any MCP session listens (see `mcp_surface.rs`).
-        drop(self.upstream_notices());
-        let engine = self.clone();
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(tick);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticker.tick().await;
-                if let Err(e) = engine.refresh_due_servers().await {
-                    tracing::warn!(error = %e, "MCP server refresh failed");
-                }
-            }
-        })
-    }
-
-    async fn refresh_due_servers(&self) -> Result<(), EngineError> {
-        if self.discovery().is_none() {
-            return Ok(());
-        }
-        let query = ListQuery {
-            namespace: String::new(),
-            limit: 10_000,
-            ..ListQuery::default()
-        };
-        let servers = self
-            .inner
-            .store
-            .list_objects::<McpServer>(query)
-            .await?
-            .items;
-        let at = now();
-        for server in servers {
-            let since = server
-                .status
-                .last_refresh_at
-                .map(|last| Duration::from_millis(last.millis_until(at)));
-            let due = match (since, server.status.phase.as_deref()) {
-                (None, _) => true,
-                (Some(since), Some("Unavailable")) => since >= backoff(server.status.failures),
-                (Some(since), _) => server
-                    .refresh_interval()
-                    .is_some_and(|every| since >= every),
-            };
-            if due {
-                let (ns, name) = (&server.metadata.namespace, &server.metadata.name);
-                if let Err(e) = self.sync_mcp_server(ns, name).await {
-                    tracing::warn!(namespace = %ns, server = %name, error = %e, "MCP server refresh failed");
-                }
-            }
-        }
-        Ok(())
     }
 }
 

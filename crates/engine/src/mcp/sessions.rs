@@ -18,6 +18,7 @@ use joch_store::{Durability, ListQuery, Record, StoreErrorKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::Mcp;
 use crate::engine::now;
 use crate::{Engine, EngineError};
 
@@ -83,46 +84,6 @@ pub fn principal_key(by: &Principal) -> String {
 }
 
 impl Engine {
-    /// The bounds MCP sessions are kept within.
-    pub fn mcp_session_limits(&self) -> &McpSessionLimits {
-        &self.inner.config.mcp_sessions
-    }
-
-    /// Opens a session for `by` in `namespace`, keeping the client's
-    /// `initialize` parameters; returns its id (128 random bits). Refused
-    /// with [`TOO_MANY_SESSIONS`] beyond a cap, `Invalid` when the
-    /// parameters are larger than [`MAX_CLIENT_BYTES`]. The record is
-    /// synced: the client's next request may reach another replica (or
-    /// another connection of this one) at once.
-    pub async fn open_mcp_session(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        client: Value,
-    ) -> Result<String, EngineError> {
-        let limits = &self.inner.config.mcp_sessions;
-        let key = principal_key(by);
-        self.check_session_caps(namespace, &key, limits).await?;
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        let session = McpSession {
-            id: id.clone(),
-            namespace: namespace.to_owned(),
-            principal: key,
-            client,
-            last_seen_ms: now().0.timestamp_millis(),
-            version: 1,
-        };
-        let record = session_record(&session)?;
-        if record.body.len() > MAX_CLIENT_BYTES + 512 {
-            return Err(EngineError::Invalid(joch_core::ValidationError::field(
-                "params",
-                format!("the initialize parameters are larger than {MAX_CLIENT_BYTES} bytes"),
-            )));
-        }
-        self.inner.store.create(record, Durability::Sync).await?;
-        Ok(id)
-    }
-
     async fn check_session_caps(
         &self,
         namespace: &str,
@@ -163,81 +124,6 @@ impl Engine {
             }
         }
         Ok(())
-    }
-
-    /// The session `id` of `namespace`, if `by` opened it and it has not
-    /// expired; `NotFound` otherwise (another's session is not named).
-    pub async fn mcp_session(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        id: &str,
-    ) -> Result<McpSession, EngineError> {
-        let session = self.open_session_by_id(id).await?;
-        if session.principal != principal_key(by) || session.namespace != namespace {
-            return Err(session_not_found(id));
-        }
-        Ok(session)
-    }
-
-    /// The open session `id`, whoever opened it: for re-creating a session
-    /// that [`Engine::mcp_session`] has already admitted.
-    pub async fn open_session_by_id(&self, id: &str) -> Result<McpSession, EngineError> {
-        let record = match self
-            .inner
-            .store
-            .get(MCP_SESSION_KIND, SESSIONS_NAMESPACE, id)
-            .await
-        {
-            Ok(record) => record,
-            Err(e) if e.kind() == StoreErrorKind::NotFound => return Err(session_not_found(id)),
-            Err(e) => return Err(e.into()),
-        };
-        let session = parse_session(record)?;
-        let idle_ms = self.inner.config.mcp_sessions.idle.as_millis() as i64;
-        if session.last_seen_ms + idle_ms < now().0.timestamp_millis() {
-            return Err(session_not_found(id));
-        }
-        Ok(session)
-    }
-
-    /// Records that `session` was used now. `NotFound` when it was closed
-    /// meanwhile (by a DELETE on another replica, or expiry).
-    pub async fn touch_mcp_session(&self, mut session: McpSession) -> Result<(), EngineError> {
-        session.last_seen_ms = now().0.timestamp_millis();
-        let expected = session.version;
-        session.version += 1;
-        let record = session_record(&session)?;
-        match self
-            .inner
-            .store
-            .update(record, expected, Durability::Deferred)
-            .await
-        {
-            // Another replica touched it first: it is alive either way.
-            Err(e) if e.kind() == StoreErrorKind::Conflict => Ok(()),
-            other => Ok(other?),
-        }
-    }
-
-    /// Closes `by`'s session `id` (an MCP `DELETE`). `NotFound` if it is
-    /// not theirs or not open.
-    pub async fn close_mcp_session(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        id: &str,
-    ) -> Result<(), EngineError> {
-        self.mcp_session(by, namespace, id).await?;
-        match self
-            .inner
-            .store
-            .delete(MCP_SESSION_KIND, SESSIONS_NAMESPACE, id, None)
-            .await
-        {
-            Err(e) if e.kind() == StoreErrorKind::NotFound => Ok(()),
-            other => other.map(|_| ()).map_err(Into::into),
-        }
     }
 
     /// Removes sessions idle longer than the limit, every quarter of it
@@ -309,6 +195,123 @@ impl Engine {
             }
         }
         Ok(removed)
+    }
+}
+
+impl Mcp<'_> {
+    /// The bounds MCP sessions are kept within.
+    pub fn session_limits(&self) -> &McpSessionLimits {
+        &self.inner.config.mcp_sessions
+    }
+
+    /// Opens a session for `by` in `namespace`, keeping the client's
+    /// `initialize` parameters; returns its id (128 random bits). Refused
+    /// with [`TOO_MANY_SESSIONS`] beyond a cap, `Invalid` when the
+    /// parameters are larger than [`MAX_CLIENT_BYTES`]. The record is
+    /// synced: the client's next request may reach another replica (or
+    /// another connection of this one) at once.
+    pub async fn open_session(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        client: Value,
+    ) -> Result<String, EngineError> {
+        let limits = &self.inner.config.mcp_sessions;
+        let key = principal_key(by);
+        self.check_session_caps(namespace, &key, limits).await?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let session = McpSession {
+            id: id.clone(),
+            namespace: namespace.to_owned(),
+            principal: key,
+            client,
+            last_seen_ms: now().0.timestamp_millis(),
+            version: 1,
+        };
+        let record = session_record(&session)?;
+        if record.body.len() > MAX_CLIENT_BYTES + 512 {
+            return Err(EngineError::Invalid(joch_core::ValidationError::field(
+                "params",
+                format!("the initialize parameters are larger than {MAX_CLIENT_BYTES} bytes"),
+            )));
+        }
+        self.inner.store.create(record, Durability::Sync).await?;
+        Ok(id)
+    }
+
+    /// The session `id` of `namespace`, if `by` opened it and it has not
+    /// expired; `NotFound` otherwise (another's session is not named).
+    pub async fn session(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        id: &str,
+    ) -> Result<McpSession, EngineError> {
+        let session = self.open_session_by_id(id).await?;
+        if session.principal != principal_key(by) || session.namespace != namespace {
+            return Err(session_not_found(id));
+        }
+        Ok(session)
+    }
+
+    /// The open session `id`, whoever opened it: for re-creating a session
+    /// that [`Mcp::session`](crate::Mcp::session) has already admitted.
+    pub async fn open_session_by_id(&self, id: &str) -> Result<McpSession, EngineError> {
+        let record = match self
+            .inner
+            .store
+            .get(MCP_SESSION_KIND, SESSIONS_NAMESPACE, id)
+            .await
+        {
+            Ok(record) => record,
+            Err(e) if e.kind() == StoreErrorKind::NotFound => return Err(session_not_found(id)),
+            Err(e) => return Err(e.into()),
+        };
+        let session = parse_session(record)?;
+        let idle_ms = self.inner.config.mcp_sessions.idle.as_millis() as i64;
+        if session.last_seen_ms + idle_ms < now().0.timestamp_millis() {
+            return Err(session_not_found(id));
+        }
+        Ok(session)
+    }
+
+    /// Records that `session` was used now. `NotFound` when it was closed
+    /// meanwhile (by a DELETE on another replica, or expiry).
+    pub async fn touch_session(&self, mut session: McpSession) -> Result<(), EngineError> {
+        session.last_seen_ms = now().0.timestamp_millis();
+        let expected = session.version;
+        session.version += 1;
+        let record = session_record(&session)?;
+        match self
+            .inner
+            .store
+            .update(record, expected, Durability::Deferred)
+            .await
+        {
+            // Another replica touched it first: it is alive either way.
+            Err(e) if e.kind() == StoreErrorKind::Conflict => Ok(()),
+            other => Ok(other?),
+        }
+    }
+
+    /// Closes `by`'s session `id` (an MCP `DELETE`). `NotFound` if it is
+    /// not theirs or not open.
+    pub async fn close_session(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        id: &str,
+    ) -> Result<(), EngineError> {
+        self.mcp().session(by, namespace, id).await?;
+        match self
+            .inner
+            .store
+            .delete(MCP_SESSION_KIND, SESSIONS_NAMESPACE, id, None)
+            .await
+        {
+            Err(e) if e.kind() == StoreErrorKind::NotFound => Ok(()),
+            other => other.map(|_| ()).map_err(Into::into),
+        }
     }
 }
 

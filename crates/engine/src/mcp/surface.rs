@@ -6,11 +6,11 @@
 //!   and the call then takes the ordinary path (admission, policies,
 //!   record, metrics, audit).
 //! - Listing, completion, subscriptions and the log level are not calls:
-//!   [`Engine::mcp_request`] checks the caller acts in the namespace and
+//!   [`Mcp::request`](crate::Mcp::request) checks the caller acts in the namespace and
 //!   passes them on.
 //! - During a call, what the upstream asks the caller (sampling,
 //!   elicitation) goes to the client attached to the call
-//!   ([`Engine::attach_client`]) through [`RecordedClient`], which records
+//!   ([`Mcp::attach_client`](crate::Mcp::attach_client)) through [`RecordedClient`], which records
 //!   every exchange as an `mcp_exchange` event, redacted as the tool's
 //!   `observability` says, and refuses what the client cannot answer.
 
@@ -28,6 +28,7 @@ use joch_store::ListQuery;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use crate::Mcp;
 use crate::calls::recorded_value;
 use crate::identity::rules;
 use crate::{Engine, EngineError};
@@ -105,23 +106,6 @@ impl Engine {
             })
     }
 
-    /// Attaches `client` to the call `name` about to run in this process:
-    /// what its upstream asks during the call goes to the client, until the
-    /// returned guard is dropped.
-    pub fn attach_client(
-        &self,
-        namespace: &str,
-        name: &str,
-        client: Arc<dyn CallClient>,
-    ) -> AttachedClient {
-        let key = format!("{namespace}/{name}");
-        self.relays().insert(key.clone(), client);
-        AttachedClient {
-            engine: self.clone(),
-            key,
-        }
-    }
-
     /// The client an MCP tool's backend talks to during `call`: the
     /// attached one (if any), recording each exchange.
     pub(crate) fn call_client(&self, call: &ToolCall, tool: &Tool) -> Arc<dyn CallClient> {
@@ -145,21 +129,6 @@ impl Engine {
         })
     }
 
-    /// Upstream notifications from now on (every server, every namespace).
-    /// The first call also starts re-listing a server's tools whenever it
-    /// says they changed (the front's sessions hear of it from the Tools).
-    pub fn upstream_notices(&self) -> broadcast::Receiver<UpstreamNotice> {
-        let sender = self.inner.mcp.relays.notices.get_or_init(|| {
-            let (sender, _) = broadcast::channel(NOTICE_QUEUE);
-            if let Ok(surface) = self.surface() {
-                surface.set_notices(Arc::new(Broadcast(sender.clone())));
-            }
-            self.resync_on_tool_changes(sender.subscribe());
-            sender
-        });
-        sender.subscribe()
-    }
-
     fn resync_on_tool_changes(&self, mut notices: broadcast::Receiver<UpstreamNotice>) {
         let engine = self.clone();
         tokio::spawn(async move {
@@ -172,7 +141,7 @@ impl Engine {
                 if notice.method == "notifications/tools/list_changed" {
                     let (ns, server) = (&notice.namespace, &notice.server);
                     // A server being applied is listed before it is stored.
-                    let synced = engine.sync_mcp_server(ns, server).await;
+                    let synced = engine.mcp().sync_server(ns, server).await;
                     if let Some(e) = synced
                         .as_ref()
                         .err()
@@ -183,65 +152,6 @@ impl Engine {
                 }
             }
         });
-    }
-
-    /// The namespace's upstream servers, in name order.
-    pub async fn mcp_servers(
-        &self,
-        by: &Principal,
-        namespace: &str,
-    ) -> Result<Vec<McpServer>, EngineError> {
-        rules::acts_in(by, namespace)?;
-        let query = ListQuery {
-            namespace: namespace.to_owned(),
-            limit: 10_000,
-            ..ListQuery::default()
-        };
-        let mut servers = self
-            .inner
-            .store
-            .list_objects::<McpServer>(query)
-            .await?
-            .items;
-        servers.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        Ok(servers)
-    }
-
-    /// Sends an ungoverned request of the server surface (`resources/list`,
-    /// `resources/templates/list`, `prompts/list`, `completion/complete`,
-    /// `resources/subscribe`, `resources/unsubscribe`, `logging/setLevel`)
-    /// to `server`, for a caller that acts in its namespace.
-    pub async fn mcp_request(
-        &self,
-        by: &Principal,
-        server: &McpServer,
-        method: &str,
-        params: Value,
-    ) -> Result<Value, CallError> {
-        rules::acts_in(by, &server.metadata.namespace)
-            .map_err(|e| CallError::new(ErrorCode::Forbidden, e.to_string()))?;
-        // A caller limited to some tools sees a server's resources and
-        // prompts only if it may read or get them.
-        let surface_tool =
-            surface_operation(method, &params).and_then(|op| server.surface_tool(op));
-        if let Some(tool) = surface_tool.filter(|tool| !rules::sees(by, tool)) {
-            return Err(CallError::new(
-                ErrorCode::Forbidden,
-                format!("this token may not use {}", tool.metadata.name),
-            ));
-        }
-        self.surface()?.request(server, method, params).await
-    }
-
-    /// The McpServer `name` of `namespace`, if there is one (for
-    /// notifications already bound to a session of that namespace).
-    pub async fn get_mcp_server(&self, namespace: &str, name: &str) -> Option<McpServer> {
-        self.inner.store.get_object(namespace, name).await.ok()
-    }
-
-    /// What `server` declared it can do (its `initialize` capabilities).
-    pub async fn mcp_capabilities(&self, server: &McpServer) -> Result<Value, CallError> {
-        self.surface()?.capabilities(server).await
     }
 
     /// The surface tool a `resources/read` or `prompts/get` call names,
@@ -266,6 +176,99 @@ impl Engine {
             Err(e) => return Err(e.into()),
         };
         Ok(server.surface_tool(operation).map(Arc::new))
+    }
+}
+
+impl Mcp<'_> {
+    /// Attaches `client` to the call `name` about to run in this process:
+    /// what its upstream asks during the call goes to the client, until the
+    /// returned guard is dropped.
+    pub fn attach_client(
+        &self,
+        namespace: &str,
+        name: &str,
+        client: Arc<dyn CallClient>,
+    ) -> AttachedClient {
+        let key = format!("{namespace}/{name}");
+        self.relays().insert(key.clone(), client);
+        AttachedClient {
+            engine: self.0.clone(),
+            key,
+        }
+    }
+
+    /// Upstream notifications from now on (every server, every namespace).
+    /// The first call also starts re-listing a server's tools whenever it
+    /// says they changed (the front's sessions hear of it from the Tools).
+    pub fn upstream_notices(&self) -> broadcast::Receiver<UpstreamNotice> {
+        let sender = self.inner.mcp.relays.notices.get_or_init(|| {
+            let (sender, _) = broadcast::channel(NOTICE_QUEUE);
+            if let Ok(surface) = self.surface() {
+                surface.set_notices(Arc::new(Broadcast(sender.clone())));
+            }
+            self.resync_on_tool_changes(sender.subscribe());
+            sender
+        });
+        sender.subscribe()
+    }
+
+    /// The namespace's upstream servers, in name order.
+    pub async fn servers(
+        &self,
+        by: &Principal,
+        namespace: &str,
+    ) -> Result<Vec<McpServer>, EngineError> {
+        rules::acts_in(by, namespace)?;
+        let query = ListQuery {
+            namespace: namespace.to_owned(),
+            limit: 10_000,
+            ..ListQuery::default()
+        };
+        let mut servers = self
+            .inner
+            .store
+            .list_objects::<McpServer>(query)
+            .await?
+            .items;
+        servers.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        Ok(servers)
+    }
+
+    /// Sends an ungoverned request of the server surface (`resources/list`,
+    /// `resources/templates/list`, `prompts/list`, `completion/complete`,
+    /// `resources/subscribe`, `resources/unsubscribe`, `logging/setLevel`)
+    /// to `server`, for a caller that acts in its namespace.
+    pub async fn request(
+        &self,
+        by: &Principal,
+        server: &McpServer,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, CallError> {
+        rules::acts_in(by, &server.metadata.namespace)
+            .map_err(|e| CallError::new(ErrorCode::Forbidden, e.to_string()))?;
+        // A caller limited to some tools sees a server's resources and
+        // prompts only if it may read or get them.
+        let surface_tool =
+            surface_operation(method, &params).and_then(|op| server.surface_tool(op));
+        if let Some(tool) = surface_tool.filter(|tool| !rules::sees(by, tool)) {
+            return Err(CallError::new(
+                ErrorCode::Forbidden,
+                format!("this token may not use {}", tool.metadata.name),
+            ));
+        }
+        self.surface()?.request(server, method, params).await
+    }
+
+    /// The McpServer `name` of `namespace`, if there is one (for
+    /// notifications already bound to a session of that namespace).
+    pub async fn get_server(&self, namespace: &str, name: &str) -> Option<McpServer> {
+        self.inner.store.get_object(namespace, name).await.ok()
+    }
+
+    /// What `server` declared it can do (its `initialize` capabilities).
+    pub async fn capabilities(&self, server: &McpServer) -> Result<Value, CallError> {
+        self.surface()?.capabilities(server).await
     }
 }
 

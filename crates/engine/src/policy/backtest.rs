@@ -16,6 +16,7 @@ use joch_core::{Hook, Object, Policy, Principal, Tool, ToolCall, ValidationError
 use joch_store::{ListQuery, StoreError};
 use serde_json::{Value, json};
 
+use crate::Policies;
 use crate::calls::REPLAY_OVERRIDE_ANNOTATION;
 use crate::identity::rules;
 use crate::policy::{self, Facts, PolicyEngine};
@@ -28,31 +29,6 @@ const PAGE: usize = 1000;
 pub type Progress<'a> = &'a mut (dyn FnMut(u64) + Send);
 
 impl Engine {
-    /// Back-tests `test.policy` on the namespace's calls of the window
-    /// (default 7 days). Reads only; changes nothing. `progress` hears the
-    /// number of calls read after each page.
-    pub async fn test_policy(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        test: PolicyTest,
-        progress: Progress<'_>,
-    ) -> Result<PolicyTestReport, EngineError> {
-        rules::acts_in(by, namespace)?;
-        let since = window(test.since.as_deref().unwrap_or("7d"))
-            .map_err(|e| ValidationError::field("since", e))?;
-        let start =
-            chrono::Utc::now() - chrono::Duration::from_std(since).unwrap_or(chrono::Duration::MAX);
-        let set = self.candidate_set(namespace, test).await?;
-        let calls = self.calls_since(namespace, start, progress).await?;
-        let tools = self.tools_of(namespace, &calls).await?;
-        // CPU-bound for seconds on a large window: off the async workers.
-        let engine = Arc::clone(&self.inner.policy);
-        tokio::task::spawn_blocking(move || judge_all(&*engine, &set, &calls, &tools))
-            .await
-            .map_err(EngineError::task("the back-test"))
-    }
-
     /// The policies in force, with the candidate (as enforced) added or
     /// replacing `test.replace` or its namesake, in name order.
     async fn candidate_set(
@@ -65,7 +41,7 @@ impl Engine {
         candidate.validate()?;
         policy::check(&candidate)?;
         candidate.spec.enforcement = Enforcement::Enforce;
-        let in_force = self.policies(namespace).await?;
+        let in_force = self.inner.catalog.policies(namespace).await?;
         let replaced = test
             .replace
             .unwrap_or_else(|| candidate.metadata.name.clone());
@@ -155,6 +131,33 @@ impl Engine {
             tools.insert(name.to_owned(), Arc::new(tool));
         }
         Ok(tools)
+    }
+}
+
+impl Policies<'_> {
+    /// Back-tests `test.policy` on the namespace's calls of the window
+    /// (default 7 days). Reads only; changes nothing. `progress` hears the
+    /// number of calls read after each page.
+    pub async fn test(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        test: PolicyTest,
+        progress: Progress<'_>,
+    ) -> Result<PolicyTestReport, EngineError> {
+        rules::acts_in(by, namespace)?;
+        let since = window(test.since.as_deref().unwrap_or("7d"))
+            .map_err(|e| ValidationError::field("since", e))?;
+        let start =
+            chrono::Utc::now() - chrono::Duration::from_std(since).unwrap_or(chrono::Duration::MAX);
+        let set = self.candidate_set(namespace, test).await?;
+        let calls = self.calls_since(namespace, start, progress).await?;
+        let tools = self.tools_of(namespace, &calls).await?;
+        // CPU-bound for seconds on a large window: off the async workers.
+        let engine = Arc::clone(&self.inner.policy);
+        tokio::task::spawn_blocking(move || judge_all(&*engine, &set, &calls, &tools))
+            .await
+            .map_err(EngineError::task("the back-test"))
     }
 }
 

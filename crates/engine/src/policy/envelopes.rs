@@ -27,6 +27,7 @@ impl Engine {
         let mode = match tool.spec.output_envelope {
             Some(mode) => mode,
             None => self
+                .resources()
                 .get_namespace(&call.metadata.namespace)
                 .await?
                 .spec

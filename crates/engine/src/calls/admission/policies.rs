@@ -22,7 +22,7 @@ impl Engine {
     ) -> Result<Verdict, EngineError> {
         a.decided = Some((DecisionKind::Allow, None));
         let namespace = a.call.metadata.namespace.clone();
-        a.policies = self.policies(&namespace).await?;
+        a.policies = self.inner.catalog.policies(&namespace).await?;
         if a.policies.is_empty() {
             return Ok(Verdict::Continue);
         }

@@ -23,12 +23,14 @@ async fn a_session_lasts_until_closed_expired_or_revoked() {
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = engine(&dir);
     let (_, secret) = engine
+        .identity()
         .create_token("ns", "alice", Role::Approver, None)
         .await
         .expect("token");
     let hour = Duration::from_secs(3600);
     assert!(
         engine
+            .identity()
             .open_session("nonsense", hour)
             .await
             .expect("open")
@@ -36,11 +38,13 @@ async fn a_session_lasts_until_closed_expired_or_revoked() {
     );
 
     let opened = engine
+        .identity()
         .open_session(&secret, hour)
         .await
         .expect("open")
         .expect("a session");
     let live = engine
+        .identity()
         .session(&opened.id)
         .await
         .expect("read")
@@ -49,33 +53,55 @@ async fn a_session_lasts_until_closed_expired_or_revoked() {
         (live.principal.name.as_str(), live.csrf),
         ("alice", opened.csrf)
     );
-    engine.close_session(&opened.id).await.expect("close");
+    engine
+        .identity()
+        .close_session(&opened.id)
+        .await
+        .expect("close");
     assert!(
-        engine.session(&opened.id).await.expect("read").is_none(),
+        engine
+            .identity()
+            .session(&opened.id)
+            .await
+            .expect("read")
+            .is_none(),
         "signed out"
     );
 
     let brief = engine
+        .identity()
         .open_session(&secret, Duration::ZERO)
         .await
         .expect("open")
         .expect("a session");
     assert!(
-        engine.session(&brief.id).await.expect("read").is_none(),
+        engine
+            .identity()
+            .session(&brief.id)
+            .await
+            .expect("read")
+            .is_none(),
         "expired"
     );
 
     let kept = engine
+        .identity()
         .open_session(&secret, hour)
         .await
         .expect("open")
         .expect("a session");
     engine
-        .delete_resource::<joch_core::token::ApiToken>("ns", "alice", None)
+        .resources()
+        .delete::<joch_core::token::ApiToken>("ns", "alice", None)
         .await
         .expect("revoke");
     assert!(
-        engine.session(&kept.id).await.expect("read").is_none(),
+        engine
+            .identity()
+            .session(&kept.id)
+            .await
+            .expect("read")
+            .is_none(),
         "revoked"
     );
 }
