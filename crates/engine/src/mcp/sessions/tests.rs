@@ -1,27 +1,15 @@
-use std::sync::Arc;
-
 use serde_json::json;
 
 use super::MAX_SUBSCRIPTIONS;
-use crate::policy::StandardPolicyEngine;
-use crate::{Engine, EngineConfig, EngineError, Principal};
-
-async fn engine(dir: &tempfile::TempDir) -> Engine {
-    let store = joch_store::SqliteStore::open(dir.path().join("joch.db")).expect("store");
-    Engine::new(
-        Arc::new(store),
-        Vec::new(),
-        Arc::new(StandardPolicyEngine::default()),
-        EngineConfig::default(),
-    )
-}
+use crate::engine::test_engine;
+use crate::{EngineError, Principal};
 
 /// What a session asked is kept in its record, bounded, and a touch from
 /// an older copy of the record does not undo it.
 #[tokio::test]
 async fn a_sessions_subscriptions_are_kept_bounded_and_survive_a_stale_touch() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let engine = engine(&dir).await;
+    let engine = test_engine(&dir);
     let mcp = engine.mcp();
     let id = (mcp.open_session(&Principal::local(), "ns", json!({})))
         .await
