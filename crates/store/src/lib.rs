@@ -21,6 +21,7 @@
 pub mod blobs;
 mod checkpoints;
 mod error;
+mod keyset;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod record;

@@ -37,6 +37,7 @@ mod mcp_surface;
 mod metrics;
 mod openapi;
 mod policies;
+mod ranges;
 mod recovery;
 mod replay;
 mod replicas;

@@ -18,6 +18,7 @@ pub(crate) enum Section {
     Upstreams,
     Policies,
     Tokens,
+    Credentials,
     SignIn,
 }
 
@@ -31,6 +32,7 @@ impl Section {
             Section::Upstreams => "Upstreams",
             Section::Policies => "Policies",
             Section::Tokens => "Tokens",
+            Section::Credentials => "Credentials",
             Section::SignIn => "Sign in",
         }
     }
@@ -44,6 +46,7 @@ impl Section {
             Section::Upstreams => "/ui/upstreams",
             Section::Policies => "/ui/policies",
             Section::Tokens => "/ui/tokens",
+            Section::Credentials => "/ui/credentials",
             Section::SignIn => "/ui/signin",
         }
     }
@@ -104,6 +107,7 @@ fn navigation(viewer: &Viewer, current: Section) -> Markup {
         (Section::Upstreams, "mcpservers"),
         (Section::Policies, "policies"),
         (Section::Tokens, "tokens"),
+        (Section::Credentials, "credentials"),
     ] {
         if reads(plural) {
             sections.push(section);

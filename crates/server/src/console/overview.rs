@@ -1,60 +1,43 @@
-//! `/ui/overview`: the namespace at a glance over its most recent calls
-//! (up to [`WINDOW`]): calls per second, calls over time, per tool the
-//! failure and denial rates and p50/p99 latency, today's cost per tool and
-//! agent, each budget's burn, and the approvals waiting; per tool over
-//! time in `trends.rs`. Charts are SVG drawn here; nothing is loaded from
-//! outside. The window bounds the page's cost whatever the ledger's size.
+//! `/ui/overview`: the namespace at a glance over a fixed window, the last
+//! hour in 5-minute buckets ([`CallWindow`], read by
+//! `Engine::calls_over`: per bucket an exact count and at most
+//! [`SAMPLE`] of its newest calls): calls per second, calls over time, per
+//! tool the failure and denial rates and p50/p99 latency, today's cost per
+//! tool and agent, each budget's burn, and the approvals waiting; per tool
+//! over time in `trends.rs`. Charts are SVG drawn here; nothing is loaded
+//! from outside. The page's cost is bounded whatever the ledger's size.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::State;
 use axum::response::Response;
 use chrono::{Datelike, TimeZone, Utc};
-use joch_core::{Budget, Phase, Time, ToolCall};
-use joch_engine::{CostGroup, CostTotal, ListParams, may_read};
+use joch_core::{Budget, Time};
+use joch_engine::{CallBucket, CallWindow, CostGroup, CostTotal, ListParams, may_read};
 use maud::{Markup, html};
 
 use super::layout::{Section, page};
+use super::trends::{Stats, weight};
 use super::viewer::Viewer;
 use crate::{ApiError, AppState};
 
-/// The most recent calls the overview reads.
-const WINDOW: usize = 5_000;
-/// Columns of the calls-over-time chart.
-const BUCKETS: usize = 30;
+/// The window: `BUCKETS` buckets of `BUCKET`, ending now.
+const BUCKET: Duration = Duration::from_secs(5 * 60);
+const BUCKETS: usize = 12;
+/// At most this many calls read per bucket (its newest).
+const SAMPLE: usize = 400;
 
-#[derive(Default)]
-struct ToolStats {
-    calls: usize,
-    failed: usize,
-    denied: usize,
-    latencies: Vec<u64>,
-}
-
-impl ToolStats {
-    fn percentile(&mut self, p: f64) -> Option<u64> {
-        if self.latencies.is_empty() {
-            return None;
+fn per_tool(buckets: &[CallBucket]) -> BTreeMap<String, Stats> {
+    let mut tools: BTreeMap<String, Stats> = BTreeMap::new();
+    for b in buckets {
+        for c in &b.sample {
+            tools
+                .entry(c.tool_name().to_owned())
+                .or_default()
+                .add(c, weight(b));
         }
-        self.latencies.sort_unstable();
-        let rank =
-            ((p * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
-        Some(self.latencies[rank - 1])
-    }
-}
-
-fn per_tool(calls: &[ToolCall]) -> BTreeMap<String, ToolStats> {
-    let mut tools: BTreeMap<String, ToolStats> = BTreeMap::new();
-    for c in calls {
-        let s = tools.entry(c.tool_name().to_owned()).or_default();
-        s.calls += 1;
-        match c.status.phase {
-            Phase::Failed | Phase::Unknown => s.failed += 1,
-            Phase::Denied => s.denied += 1,
-            _ => {}
-        }
-        s.latencies.extend(c.status.latency_ms);
     }
     tools
 }
@@ -65,30 +48,24 @@ pub(crate) async fn show(
     Extension(viewer): Extension<Viewer>,
 ) -> Result<Response, ApiError> {
     let (engine, ns) = (&state.engine, viewer.namespace.as_str());
-    let params = ListParams {
-        limit: Some(WINDOW),
-        ..ListParams::default()
+    let window = CallWindow {
+        until: Time(Utc::now()),
+        bucket: BUCKET,
+        buckets: BUCKETS,
+        sample: SAMPLE,
     };
-    let calls = engine.list_calls(ns, params).await?.items;
+    let buckets = engine.calls_over(ns, window).await?;
     let waiting = engine.inbox(&viewer.principal, ns).await?.len();
-    let times: Vec<i64> = calls
-        .iter()
-        .filter_map(|c| {
-            c.metadata
-                .creation_timestamp
-                .map(|t| t.0.timestamp_millis())
-        })
-        .collect();
     let spending = spending(&state, &viewer).await?;
     let body = html! {
         h1 { "Overview" }
-        (summary(ns, &times, waiting))
+        (summary(ns, &buckets, waiting))
         h2 { "Calls over time" }
-        (over_time(&times))
+        (over_time(&buckets))
         h2 { "Per tool" }
-        (tool_table(per_tool(&calls)))
+        (tool_table(per_tool(&buckets)))
         h2 { "Per tool over time" }
-        (super::trends::section(&calls))
+        (super::trends::section(&buckets))
         (spending)
     };
     Ok(page(Some(&viewer), Section::Overview, "Overview", body))
@@ -134,76 +111,74 @@ async fn spending(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError>
     })
 }
 
-fn summary(ns: &str, times: &[i64], waiting: usize) -> Markup {
-    let span = match (times.iter().min(), times.iter().max()) {
-        (Some(a), Some(b)) if b > a => (b - a) as f64 / 1000.0,
-        _ => 0.0,
-    };
-    let rate = if span > 0.0 {
-        times.len() as f64 / span
-    } else {
-        0.0
-    };
+fn summary(ns: &str, buckets: &[CallBucket], waiting: usize) -> Markup {
+    let calls: u64 = buckets.iter().map(|b| b.count).sum();
+    let read: usize = buckets.iter().map(|b| b.sample.len()).sum();
+    let seconds = (BUCKET.as_secs() as usize * buckets.len()).max(1);
+    let rate = calls as f64 / seconds as f64;
     html! {
         dl.facts.card {
-            dt { "Calls read" } dd { (times.len()) " (the most recent, at most " (WINDOW) ")" }
-            dt { "Calls per second" } dd { (format!("{rate:.2}")) " over " (format!("{span:.0}")) " s" }
+            dt { "Window" } dd { "the last " (seconds / 60) " min, in " (buckets.len()) " buckets" }
+            dt { "Calls" } dd { (calls) }
+            dt { "Calls per second" } dd { (format!("{rate:.2}")) }
+            @if (read as u64) < calls {
+                dt { "Estimated from" } dd { (read) " calls read (the newest " (SAMPLE) " of each bucket)" }
+            }
             dt { "Approvals waiting" } dd { a href={ "/ui/inbox?ns=" (ns) } { (waiting) } }
         }
     }
 }
 
-/// A column chart of calls per time bucket, oldest left.
-fn over_time(times: &[i64]) -> Markup {
-    let (Some(&first), Some(&last)) = (times.iter().min(), times.iter().max()) else {
-        return html! { p.note { "No call yet." } };
-    };
-    let width = ((last - first) / BUCKETS as i64).max(1);
-    let mut counts = [0usize; BUCKETS];
-    for t in times {
-        counts[(((t - first) / width) as usize).min(BUCKETS - 1)] += 1;
+/// A column chart of calls per bucket (exact counts), oldest left.
+fn over_time(buckets: &[CallBucket]) -> Markup {
+    if buckets.iter().all(|b| b.count == 0) {
+        return html! { p.note { "No call in this window." } };
     }
-    let top = counts.iter().copied().max().unwrap_or(1).max(1);
+    let top = buckets.iter().map(|b| b.count).max().unwrap_or(1).max(1);
+    let step = 300.0 / buckets.len().max(1) as f64;
     let label = format!(
-        "Calls per {} s, {} buckets, at most {top} in one",
-        width / 1000,
-        BUCKETS
+        "Calls per {} min, {} buckets, at most {top} in one",
+        BUCKET.as_secs() / 60,
+        buckets.len()
     );
     html! {
         svg viewBox="0 0 300 80" width="100%" height="120" role="img" aria-label=(label) preserveAspectRatio="none" {
-            @for (i, n) in counts.iter().enumerate() {
-                @let h = 76.0 * *n as f64 / top as f64;
-                rect x=(i * 10 + 1) y=(format!("{:.1}", 78.0 - h)) width="8" height=(format!("{h:.1}")) fill="#0b57d0" { title { (n) " calls" } }
+            @for (i, b) in buckets.iter().enumerate() {
+                @let h = 76.0 * b.count as f64 / top as f64;
+                rect x=(format!("{:.1}", i as f64 * step + 1.0)) y=(format!("{:.1}", 78.0 - h)) width=(format!("{:.1}", step - 2.0)) height=(format!("{h:.1}")) fill="#0b57d0" { title { (b.count) " calls" } }
             }
             line x1="0" y1="78.5" x2="300" y2="78.5" stroke="#6e7781" {}
         }
     }
 }
 
-fn pct(part: usize, whole: usize) -> String {
-    if whole == 0 {
+fn pct(part: f64, whole: f64) -> String {
+    if whole <= 0.0 {
         "—".to_owned()
     } else {
-        format!("{:.1} %", 100.0 * part as f64 / whole as f64)
+        format!("{:.1} %", 100.0 * part / whole)
     }
 }
 
-fn tool_table(tools: BTreeMap<String, ToolStats>) -> Markup {
-    let top = tools.values().map(|s| s.calls).max().unwrap_or(1).max(1);
+fn tool_table(tools: BTreeMap<String, Stats>) -> Markup {
+    if tools.is_empty() {
+        return html! { p.note { "No call in this window." } };
+    }
+    let top = tools.values().map(|s| s.calls).fold(1.0, f64::max);
     html! {
         table {
             thead { tr { th { "Tool" } th { "Calls" } th { "Failed" } th { "Denied" } th { "p50" } th { "p99" } th { "Share" } } }
             tbody {
-                @for (name, mut s) in tools {
+                @for (name, s) in tools {
                     @let (p50, p99) = (s.percentile(0.5), s.percentile(0.99));
                     tr {
                         td data-label="Tool" { (name) }
-                        td data-label="Calls" { (s.calls) }
+                        td data-label="Calls" { (format!("{:.0}", s.calls)) }
                         td data-label="Failed" { (pct(s.failed, s.calls)) }
                         td data-label="Denied" { (pct(s.denied, s.calls)) }
                         td data-label="p50" { @if let Some(v) = p50 { (v) " ms" } @else { "—" } }
                         td data-label="p99" { @if let Some(v) = p99 { (v) " ms" } @else { "—" } }
-                        td data-label="Share" { (bars(s.calls, s.failed, s.denied, top)) }
+                        td data-label="Share" { (bars(&s, top)) }
                     }
                 }
             }
@@ -212,15 +187,18 @@ fn tool_table(tools: BTreeMap<String, ToolStats>) -> Markup {
 }
 
 /// One stacked bar: ran, failed, denied.
-fn bars(calls: usize, failed: usize, denied: usize, top: usize) -> Markup {
-    let w = |n: usize| format!("{:.1}", 120.0 * n as f64 / top as f64);
-    let ok = calls - failed - denied;
-    let label = format!("{ok} ran, {failed} failed, {denied} denied");
+fn bars(s: &Stats, top: f64) -> Markup {
+    let w = |n: f64| format!("{:.1}", 120.0 * n / top);
+    let ok = s.calls - s.failed - s.denied;
+    let label = format!(
+        "{ok:.0} ran, {:.0} failed, {:.0} denied",
+        s.failed, s.denied
+    );
     html! {
         svg viewBox="0 0 120 12" width="120" height="12" role="img" aria-label=(label) {
             rect x="0" y="0" width=(w(ok)) height="12" fill="#0f6d31" {}
-            rect x=(w(ok)) y="0" width=(w(failed)) height="12" fill="#b42318" {}
-            rect x=(w(ok + failed)) y="0" width=(w(denied)) height="12" fill="#8a4b00" {}
+            rect x=(w(ok)) y="0" width=(w(s.failed)) height="12" fill="#b42318" {}
+            rect x=(w(ok + s.failed)) y="0" width=(w(s.denied)) height="12" fill="#8a4b00" {}
         }
     }
 }
@@ -308,19 +286,6 @@ fn budget_table(budgets: &[Budget], [day, month]: [Totals<'_>; 2]) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let mut s = ToolStats {
-            latencies: (1..=100).rev().collect(),
-            ..ToolStats::default()
-        };
-        assert_eq!(
-            (s.percentile(0.5), s.percentile(0.99), s.percentile(1.0)),
-            (Some(50), Some(99), Some(100))
-        );
-        assert_eq!(ToolStats::default().percentile(0.5), None);
-    }
 
     #[test]
     fn a_budget_counts_its_scope_in_its_currency() {
