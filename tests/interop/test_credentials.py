@@ -275,13 +275,12 @@ def test_the_console_lists_and_revokes_credentials_for_admins_only(authorization
         call(vaulted, "echo_oauth", {"n": 2})
         sign_in(browser, vaulted.base, approver["token"])
         assert not browser.find_elements(By.LINK_TEXT, "Credentials"), "not in an approver's menu"
+        csrf = browser.find_element(By.CSS_SELECTOR, "meta[name=csrf-token]").get_attribute("content")
+        revoke = "/ui/credentials/endpoint.oauth.service/revoke"
+        refused = post_from_page(browser, revoke, {}, {"x-csrf-token": csrf})
+        assert (refused["status"], refused["body"]["code"]) == (403, "forbidden"), refused
         browser.get(f"{vaulted.base}/ui/credentials?ns={NAMESPACE}")
         assert "cannot manage credentials" in browser.page_source
-        refused = post_from_page(
-            browser, "/ui/credentials/endpoint.oauth.service/revoke", {},
-            {"x-csrf-token": browser.find_element(By.CSS_SELECTOR, "meta[name=csrf-token]").get_attribute("content")},
-        )
-        assert (refused["status"], refused["body"]["code"]) == (403, "forbidden"), refused
         assert len(vaulted.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"]) == 1
     finally:
         rest.stop()
