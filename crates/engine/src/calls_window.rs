@@ -48,7 +48,9 @@ impl Engine {
         window: CallWindow,
     ) -> Result<Vec<CallBucket>, EngineError> {
         crate::resources::valid_namespace(namespace)?;
-        let width = i64::try_from(window.bucket.as_millis()).unwrap_or(i64::MAX).max(1);
+        let width = i64::try_from(window.bucket.as_millis())
+            .unwrap_or(i64::MAX)
+            .max(1);
         let end = window.until.0.timestamp_millis();
         let mut out = Vec::with_capacity(window.buckets);
         for i in (1..=window.buckets as i64).rev() {
@@ -64,7 +66,11 @@ impl Engine {
             let sample = if count == 0 {
                 Vec::new()
             } else {
-                self.inner.store.list_objects::<ToolCall>(query).await?.items
+                self.inner
+                    .store
+                    .list_objects::<ToolCall>(query)
+                    .await?
+                    .items
             };
             out.push(CallBucket {
                 since_ms: end - i * width,

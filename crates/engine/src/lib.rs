@@ -65,7 +65,7 @@ pub use audit::{
 pub use backtest::Progress;
 pub use batches::{BATCH_LABEL, Batch};
 pub use calls::CallOutcome;
-pub use calls_window::{CallWindow, CallBucket};
+pub use calls_window::{CallBucket, CallWindow};
 pub use chunks::{ChunkFollower, FOLLOW_QUEUE};
 pub use credentials::{Credentials, VaultKeys};
 pub use engine::{Engine, EngineConfig, ListParams};

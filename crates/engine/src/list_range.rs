@@ -37,7 +37,10 @@ mod tests {
         for bad in ["yesterday", "2026-05-10", "2026-05-10T10:35:00"] {
             assert!(matches!(
                 given(bad),
-                Err(EngineError::InvalidQuery { parameter: "createdSince", .. })
+                Err(EngineError::InvalidQuery {
+                    parameter: "createdSince",
+                    ..
+                })
             ));
         }
     }

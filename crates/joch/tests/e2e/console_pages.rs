@@ -115,7 +115,13 @@ async fn the_overview_counts_the_calls_of_its_window_only() {
     let html = page(&joch, &format!("/ui/overview?ns={NS}")).await;
     assert!(html.contains("<dt>Calls</dt><dd>2</dd>"), "{html}");
     for tool in ["recent.tool", "now.tool"] {
-        assert!(html.contains(&format!("<td data-label=\"Tool\">{tool}</td>")), "{tool}: {html}");
+        assert!(
+            html.contains(&format!("<td data-label=\"Tool\">{tool}</td>")),
+            "{tool}: {html}"
+        );
     }
-    assert!(!html.contains("old.tool"), "a call before the window: {html}");
+    assert!(
+        !html.contains("old.tool"),
+        "a call before the window: {html}"
+    );
 }

@@ -26,7 +26,11 @@ async fn pages(joch: &Joch, query: &str) -> Vec<Vec<String>> {
         let (status, list) = joch.get(&path).await;
         assert_eq!(status, StatusCode::OK, "{path}: {list}");
         let names = list["items"].as_array().unwrap().iter();
-        pages.push(names.map(|c| c["metadata"]["name"].as_str().unwrap().to_owned()).collect());
+        pages.push(
+            names
+                .map(|c| c["metadata"]["name"].as_str().unwrap().to_owned())
+                .collect(),
+        );
         match list["metadata"]["continue"].as_str() {
             Some(token) => path = format!("/v1/namespaces/{NS}/toolcalls?{query}&continue={token}"),
             None => return pages,
@@ -45,8 +49,12 @@ async fn instant_between() -> String {
 crate::storetest!(a_time_range_narrows_the_list_and_pages_within_it, |store| {
     let webhook = Webhook::start().await;
     let joch = store.joch().start().await;
-    joch.create_tool(rest_tool("echo", &format!("{}/echo", webhook.base), json!({})))
-        .await;
+    joch.create_tool(rest_tool(
+        "echo",
+        &format!("{}/echo", webhook.base),
+        json!({}),
+    ))
+    .await;
     calls(&joch, &["old-1", "old-2"]).await;
     let middle = instant_between().await;
     calls(&joch, &["mid-1"]).await;
@@ -73,7 +81,11 @@ crate::storetest!(a_time_range_narrows_the_list_and_pages_within_it, |store| {
         .with_timezone(&chrono::FixedOffset::east_opt(3600).unwrap())
         .to_rfc3339();
     assert_eq!(
-        pages(&joch, &format!("createdSince={}", shifted.replace('+', "%2B"))).await,
+        pages(
+            &joch,
+            &format!("createdSince={}", shifted.replace('+', "%2B"))
+        )
+        .await,
         [vec!["new-2", "new-1"]]
     );
 });
@@ -92,6 +104,9 @@ async fn a_bad_time_bound_is_a_structured_400_naming_it() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
         assert_eq!(body["code"], "bad_request", "{body}");
         assert_eq!(body["details"]["parameter"], parameter, "{body}");
-        assert!(body["message"].as_str().unwrap().contains(parameter), "{body}");
+        assert!(
+            body["message"].as_str().unwrap().contains(parameter),
+            "{body}"
+        );
     }
 }

@@ -19,7 +19,10 @@ use crate::extract::Path;
 use crate::{ApiError, AppState};
 
 fn time(t: Option<Time>) -> String {
-    t.map_or_else(|| "—".to_owned(), |t| t.0.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+    t.map_or_else(
+        || "—".to_owned(),
+        |t| t.0.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
 }
 
 /// The namespace's credentials.
@@ -37,7 +40,12 @@ pub(crate) async fn list(
         @if credentials.is_empty() { p.card { "No credential in this namespace." } }
         @else { (table(&viewer, &credentials)) }
     };
-    Ok(page(Some(&viewer), Section::Credentials, "Credentials", body))
+    Ok(page(
+        Some(&viewer),
+        Section::Credentials,
+        "Credentials",
+        body,
+    ))
 }
 
 fn table(viewer: &Viewer, credentials: &[Credential]) -> maud::Markup {

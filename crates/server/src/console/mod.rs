@@ -45,8 +45,8 @@ use axum::routing::{get, post};
 use axum::{Form, Router};
 use serde::de::DeserializeOwned;
 
-pub(crate) use oidc::Discoveries;
 use crate::{ApiError, AppState};
+pub(crate) use oidc::Discoveries;
 
 /// The console's routes, each behind the viewer guard.
 pub(crate) fn routes(state: AppState) -> Router<AppState> {

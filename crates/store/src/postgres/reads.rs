@@ -68,7 +68,8 @@ fn filtered<'a>(select: &str, q: &ListQuery) -> QueryBuilder<'a, Postgres> {
     }
     for (bound, value) in [(">=", q.created_since_ms), ("<", q.created_before_ms)] {
         if let Some(ms) = value {
-            sql.push(format_args!(" AND created_at {bound} ")).push_bind(ms);
+            sql.push(format_args!(" AND created_at {bound} "))
+                .push_bind(ms);
         }
     }
     sql

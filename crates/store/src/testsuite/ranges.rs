@@ -69,7 +69,10 @@ pub async fn a_list_narrows_to_a_creation_range_and_pages(store: &dyn Store) {
     assert!(names(pages(store, ranged(Some(7_000), None, 10)).await).is_empty());
     let mut even = ranged(Some(2_000), Some(5_000), 10);
     even.index.tool = Some("even".into());
-    assert_eq!(names(pages(store, even.clone()).await), ["c4000-6", "c3000-4", "c2000-2"]);
+    assert_eq!(
+        names(pages(store, even.clone()).await),
+        ["c4000-6", "c3000-4", "c2000-2"]
+    );
     assert_eq!(store.count(even).await.expect("count"), 3);
 
     let mut foreign = ranged(Some(0), None, 10);
