@@ -33,7 +33,7 @@ pub(crate) async fn list(
     Caller(by): Caller,
     Path(ns): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let credentials = state.engine.list_credentials(&by, &ns).await?;
+    let credentials = state.engine.vault().list(&by, &ns).await?;
     Ok(Json(
         json!({"items": credentials.iter().map(shown).collect::<Vec<_>>()}),
     ))
@@ -44,6 +44,6 @@ pub(crate) async fn revoke(
     Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let credential = state.engine.revoke_credential(&by, &ns, &name).await?;
+    let credential = state.engine.vault().revoke(&by, &ns, &name).await?;
     Ok(Json(shown(&credential)))
 }

@@ -2,8 +2,8 @@
 //! for which upstream, obtained and expiring when; never the token (the
 //! page is built from what REST lists, without `spec.sealed`). **Revoke**
 //! deletes one: the next call that needs it obtains a new token. Listing
-//! and revoking are the engine's (`Engine::list_credentials`,
-//! `revoke_credential`: admin only), as for the REST API.
+//! and revoking are the engine's (`engine.vault().list` and `revoke`:
+//! admin only), as for the REST API.
 
 use axum::Extension;
 use axum::extract::State;
@@ -32,7 +32,8 @@ pub(crate) async fn list(
 ) -> Result<Response, ApiError> {
     let credentials = state
         .engine
-        .list_credentials(&viewer.principal, &viewer.namespace)
+        .vault()
+        .list(&viewer.principal, &viewer.namespace)
         .await?;
     let body = html! {
         h1 { "Credentials" }
@@ -84,7 +85,8 @@ pub(crate) async fn revoke(
 ) -> Result<Response, ApiError> {
     state
         .engine
-        .revoke_credential(&viewer.principal, &viewer.namespace, &name)
+        .vault()
+        .revoke(&viewer.principal, &viewer.namespace, &name)
         .await?;
     let mut response = StatusCode::SEE_OTHER.into_response();
     let to = format!("/ui/credentials?ns={}", viewer.namespace);

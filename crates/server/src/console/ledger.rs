@@ -105,7 +105,8 @@ pub(crate) async fn list(
     filters.ns.clone_from(&viewer.namespace);
     let page_of = state
         .engine
-        .list_calls(&viewer.namespace, filters.params()?)
+        .calls()
+        .list(&viewer.namespace, filters.params()?)
         .await?;
     let calls: Vec<&ToolCall> = page_of.items.iter().collect();
     let next = page_of.continue_token.as_deref().map(|t| filters.query(t));
@@ -181,8 +182,8 @@ pub(crate) async fn show(
     Extension(viewer): Extension<Viewer>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let call = state.engine.get_call(&viewer.namespace, &name).await?;
-    let approval = match state.engine.get_approval(&viewer.namespace, &name).await {
+    let call = state.engine.calls().get(&viewer.namespace, &name).await?;
+    let approval = match state.engine.approvals().get(&viewer.namespace, &name).await {
         Ok(a) => Some(a),
         Err(EngineError::NotFound { .. }) => None,
         Err(e) => return Err(e.into()),
@@ -341,7 +342,8 @@ pub(crate) async fn replay(
     };
     let outcome = state
         .engine
-        .replay_call(&viewer.principal, &viewer.namespace, &name, replay)
+        .calls()
+        .replay(&viewer.principal, &viewer.namespace, &name, replay)
         .await?;
     Ok(go_to(&viewer, &outcome.record.metadata.name))
 }
@@ -370,7 +372,8 @@ pub(crate) async fn resolve(
     };
     let call = state
         .engine
-        .resolve_call(&viewer.principal, &viewer.namespace, &name, resolve)
+        .calls()
+        .resolve(&viewer.principal, &viewer.namespace, &name, resolve)
         .await?;
     Ok(go_to(&viewer, &call.metadata.name))
 }

@@ -1,6 +1,6 @@
 //! `/ui/overview`: the namespace at a glance over a fixed window, the last
 //! hour in 5-minute buckets ([`CallWindow`], read by
-//! `Engine::calls_over`: per bucket an exact count and at most
+//! `engine.calls().over`: per bucket an exact count and at most
 //! [`SAMPLE`] of its newest calls): calls per second, calls over time, per
 //! tool the failure and denial rates and p50/p99 latency, today's cost per
 //! tool and agent, each budget's burn, and the approvals waiting; per tool
@@ -54,8 +54,8 @@ pub(crate) async fn show(
         buckets: BUCKETS,
         sample: SAMPLE,
     };
-    let buckets = engine.calls_over(ns, window).await?;
-    let waiting = engine.inbox(&viewer.principal, ns).await?.len();
+    let buckets = engine.calls().over(ns, window).await?;
+    let waiting = engine.approvals().inbox(&viewer.principal, ns).await?.len();
     let spending = spending(&state, &viewer).await?;
     let body = html! {
         h1 { "Overview" }
@@ -88,16 +88,25 @@ async fn spending(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError>
         .with_ymd_and_hms(now.year(), now.month(), 1, 0, 0, 0)
         .single()
         .unwrap_or(today);
-    let by_tool = engine.costs(ns, CostGroup::Tool, Some(Time(today))).await?;
+    let by_tool = engine
+        .calls()
+        .costs(ns, CostGroup::Tool, Some(Time(today)))
+        .await?;
     let by_agent = engine
+        .calls()
         .costs(ns, CostGroup::Agent, Some(Time(today)))
         .await?;
-    let this_month = engine.costs(ns, CostGroup::Tool, Some(Time(month))).await?;
+    let this_month = engine
+        .calls()
+        .costs(ns, CostGroup::Tool, Some(Time(month)))
+        .await?;
     let month_by_agent = engine
+        .calls()
         .costs(ns, CostGroup::Agent, Some(Time(month)))
         .await?;
     let budgets = engine
-        .read_resources::<Budget>(by, ns, ListParams::default())
+        .resources()
+        .read_all::<Budget>(by, ns, ListParams::default())
         .await?
         .items;
     Ok(html! {
