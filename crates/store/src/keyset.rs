@@ -33,6 +33,21 @@ impl After {
         Ok(Some(after))
     }
 
+    /// The query narrowed to rows up to this one's creation time: the
+    /// index's range then starts at the previous page's last row (one
+    /// upper bound: given two, SQLite ranges over one and filters by the
+    /// other, which would step through every earlier page again). The
+    /// rows of that last millisecond still to come are then told apart by
+    /// `(created_at < ms OR seq < seq)`.
+    pub(crate) fn narrow(after: Option<After>, q: &ListQuery) -> ListQuery {
+        let mut q = q.clone();
+        if let Some(After::Created { ms, .. }) = after {
+            let through = ms.saturating_add(1);
+            q.created_before_ms = Some(q.created_before_ms.map_or(through, |b| b.min(through)));
+        }
+        q
+    }
+
     /// The token that continues after a row, in the query's order.
     pub(crate) fn token(q: &ListQuery, seq: i64, created_ms: Option<i64>) -> String {
         match created_ms.filter(|_| q.is_ranged()) {

@@ -161,15 +161,15 @@ pub(super) async fn list(pool: &PgPool, q: &ListQuery) -> Result<Page, StoreErro
     let mut page = Page::default();
     let mut last = None;
     loop {
-        let mut sql = filtered(&select, q);
+        let mut sql = filtered(&select, &After::narrow(after, q));
         match after {
             None => {}
             Some(After::Seq(seq)) => {
                 sql.push(" AND seq < ").push_bind(seq);
             }
             Some(After::Created { ms, seq }) => {
-                sql.push(" AND (created_at, seq) < (").push_bind(ms);
-                sql.push(", ").push_bind(seq).push(")");
+                sql.push(" AND (created_at < ").push_bind(ms);
+                sql.push(" OR seq < ").push_bind(seq).push(")");
             }
         }
         sql.push(order)

@@ -285,15 +285,19 @@ pub(super) fn cost_totals(conn: &Connection, q: &CostQuery) -> Result<Vec<CostTo
 /// A query with a creation-time range runs by creation time on the
 /// `objects_by_created` index.
 pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError> {
-    let (mut sql, mut args) = filtered(&format!("SELECT {COLUMNS} FROM objects"), q);
-    match After::of(q)? {
+    let after = After::of(q)?;
+    let (mut sql, mut args) = filtered(
+        &format!("SELECT {COLUMNS} FROM objects"),
+        &After::narrow(after, q),
+    );
+    match after {
         None => {}
         Some(After::Seq(seq)) => {
             sql.push_str(" AND seq < ?");
             args.push(seq.into());
         }
         Some(After::Created { ms, seq }) => {
-            sql.push_str(" AND (created_at, seq) < (?, ?)");
+            sql.push_str(" AND (created_at < ? OR seq < ?)");
             args.extend([ms.into(), seq.into()]);
         }
     }
