@@ -344,6 +344,11 @@ pub trait Store: Send + Sync + 'static {
     /// columns (its selector, limit and token are ignored).
     async fn count(&self, query: ListQuery) -> Result<u64, StoreError>;
 
+    /// As [`Store::count`], but stops at `cap`: a bounded count, for a
+    /// caller that needs to know "this many, or at least `cap`" at a cost
+    /// that does not grow past it.
+    async fn count_at_most(&self, query: ListQuery, cap: u64) -> Result<u64, StoreError>;
+
     /// Sums the costs of ToolCalls that match, grouped as asked.
     async fn cost_totals(&self, query: CostQuery) -> Result<Vec<CostTotal>, StoreError>;
 

@@ -1,9 +1,9 @@
 //! A namespace's calls over a recent, fixed time window, in buckets, at a
-//! cost bounded whatever the ledger's size: per bucket, the exact number
-//! of calls created in it (counted on the store's creation-time index,
-//! without reading a body) and a sample of at most `sample` of its newest
-//! calls (one ranged list). The console's overview draws its rates,
-//! latencies and trends from these.
+//! cost bounded whatever the ledger's size or rate: per bucket, the number
+//! of calls created in it up to a cap (a bounded count on the store's
+//! creation-time index, without reading a body) and a sample of at most
+//! `sample` of its newest calls (one ranged list). The console's overview
+//! draws its rates, latencies and trends from these.
 
 use std::time::Duration;
 
@@ -24,6 +24,8 @@ pub struct CallWindow {
     pub buckets: usize,
     /// At most this many calls read per bucket (its newest).
     pub sample: usize,
+    /// Calls are counted up to this many per bucket.
+    pub count_cap: u64,
 }
 
 /// The calls of one bucket.
@@ -33,8 +35,11 @@ pub struct CallBucket {
     pub since_ms: i64,
     /// ...and before this one.
     pub before_ms: i64,
-    /// How many calls were created in the bucket: exact.
+    /// How many calls were created in the bucket, up to the window's
+    /// `count_cap`: exact when below it, else at least this many.
     pub count: u64,
+    /// True when `count` is exact (below the cap).
+    pub counted_all: bool,
     /// Its newest calls, at most the window's `sample`: all of them when
     /// `count` is not larger.
     pub sample: Vec<ToolCall>,
@@ -42,7 +47,8 @@ pub struct CallBucket {
 
 impl Calls<'_> {
     /// The namespace's calls over `window`, bucket by bucket, oldest first.
-    /// Costs `2 × buckets` indexed store reads of at most `sample` rows.
+    /// Costs `2 × buckets` indexed store reads: counts of at most
+    /// `count_cap` index entries, lists of at most `sample` rows.
     pub async fn over(
         &self,
         namespace: &str,
@@ -63,7 +69,11 @@ impl Calls<'_> {
                 created_before_ms: Some(end - (i - 1) * width),
                 ..ListQuery::default()
             };
-            let count = self.inner.store.count(query.clone()).await?;
+            let count = self
+                .inner
+                .store
+                .count_at_most(query.clone(), window.count_cap)
+                .await?;
             let sample = if count == 0 {
                 Vec::new()
             } else {
@@ -77,6 +87,7 @@ impl Calls<'_> {
                 since_ms: end - i * width,
                 before_ms: end - (i - 1) * width,
                 count,
+                counted_all: count < window.count_cap,
                 sample,
             });
         }

@@ -1,7 +1,7 @@
 //! `/ui/overview`: the namespace at a glance over a fixed window, the last
 //! hour in 5-minute buckets ([`CallWindow`], read by
-//! `engine.calls().over`: per bucket an exact count and at most
-//! [`SAMPLE`] of its newest calls): calls per second, calls over time, per
+//! `engine.calls().over`: per bucket a count up to [`COUNT_CAP`] and at
+//! most [`SAMPLE`] of its newest calls): calls per second, calls over time, per
 //! tool the failure and denial rates and p50/p99 latency, today's cost per
 //! tool and agent, each budget's burn, and the approvals waiting; per tool
 //! over time in `trends.rs`. Charts are SVG drawn here; nothing is loaded
@@ -19,7 +19,7 @@ use joch_engine::{CallBucket, CallWindow, CostGroup, CostTotal, ListParams, may_
 use maud::{Markup, html};
 
 use super::layout::{Section, page};
-use super::trends::{Stats, weight};
+use super::trends::{Stats, calls_in, weight};
 use super::viewer::Viewer;
 use crate::{ApiError, AppState};
 
@@ -28,6 +28,8 @@ const BUCKET: Duration = Duration::from_secs(5 * 60);
 const BUCKETS: usize = 12;
 /// At most this many calls read per bucket (its newest).
 const SAMPLE: usize = 400;
+/// Calls counted per bucket, at most (past it, estimated from the sample).
+const COUNT_CAP: u64 = 50_000;
 
 fn per_tool(buckets: &[CallBucket]) -> BTreeMap<String, Stats> {
     let mut tools: BTreeMap<String, Stats> = BTreeMap::new();
@@ -53,6 +55,7 @@ pub(crate) async fn show(
         bucket: BUCKET,
         buckets: BUCKETS,
         sample: SAMPLE,
+        count_cap: COUNT_CAP,
     };
     let buckets = engine.calls().over(ns, window).await?;
     let waiting = engine.approvals().inbox(&viewer.principal, ns).await?.len();
@@ -121,16 +124,17 @@ async fn spending(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError>
 }
 
 fn summary(ns: &str, buckets: &[CallBucket], waiting: usize) -> Markup {
-    let calls: u64 = buckets.iter().map(|b| b.count).sum();
+    let calls: f64 = buckets.iter().map(calls_in).sum();
+    let estimated = buckets.iter().any(|b| !b.counted_all);
     let read: usize = buckets.iter().map(|b| b.sample.len()).sum();
     let seconds = (BUCKET.as_secs() as usize * buckets.len()).max(1);
-    let rate = calls as f64 / seconds as f64;
+    let rate = calls / seconds as f64;
     html! {
         dl.facts.card {
             dt { "Window" } dd { "the last " (seconds / 60) " min, in " (buckets.len()) " buckets" }
-            dt { "Calls" } dd { (calls) }
+            dt { "Calls" } dd { @if estimated { "about " } (format!("{calls:.0}")) }
             dt { "Calls per second" } dd { (format!("{rate:.2}")) }
-            @if (read as u64) < calls {
+            @if (read as f64) < calls {
                 dt { "Estimated from" } dd { (read) " calls read (the newest " (SAMPLE) " of each bucket)" }
             }
             dt { "Approvals waiting" } dd { a href={ "/ui/inbox?ns=" (ns) } { (waiting) } }
@@ -138,23 +142,24 @@ fn summary(ns: &str, buckets: &[CallBucket], waiting: usize) -> Markup {
     }
 }
 
-/// A column chart of calls per bucket (exact counts), oldest left.
+/// A column chart of calls per bucket, oldest left.
 fn over_time(buckets: &[CallBucket]) -> Markup {
     if buckets.iter().all(|b| b.count == 0) {
         return html! { p.note { "No call in this window." } };
     }
-    let top = buckets.iter().map(|b| b.count).max().unwrap_or(1).max(1);
+    let counts: Vec<f64> = buckets.iter().map(calls_in).collect();
+    let top = counts.iter().copied().fold(1.0, f64::max);
     let step = 300.0 / buckets.len().max(1) as f64;
     let label = format!(
-        "Calls per {} min, {} buckets, at most {top} in one",
+        "Calls per {} min, {} buckets, at most {top:.0} in one",
         BUCKET.as_secs() / 60,
         buckets.len()
     );
     html! {
         svg viewBox="0 0 300 80" width="100%" height="120" role="img" aria-label=(label) preserveAspectRatio="none" {
-            @for (i, b) in buckets.iter().enumerate() {
-                @let h = 76.0 * b.count as f64 / top as f64;
-                rect x=(format!("{:.1}", i as f64 * step + 1.0)) y=(format!("{:.1}", 78.0 - h)) width=(format!("{:.1}", step - 2.0)) height=(format!("{h:.1}")) fill="#0b57d0" { title { (b.count) " calls" } }
+            @for (i, n) in counts.iter().enumerate() {
+                @let h = 76.0 * n / top;
+                rect x=(format!("{:.1}", i as f64 * step + 1.0)) y=(format!("{:.1}", 78.0 - h)) width=(format!("{:.1}", step - 2.0)) height=(format!("{h:.1}")) fill="#0b57d0" { title { (format!("{n:.0}")) " calls" } }
             }
             line x1="0" y1="78.5" x2="300" y2="78.5" stroke="#6e7781" {}
         }

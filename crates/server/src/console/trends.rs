@@ -3,7 +3,8 @@
 //! calls per second, p50 and p99 latency, and failure and denial rates,
 //! drawn as small SVG charts on the server. A bucket busier than its sample
 //! is estimated from the sample, each sampled call standing for
-//! `count / sample` calls ([`Stats`]).
+//! `calls / sample` calls ([`Stats`]); a bucket busier than the count's
+//! cap has its calls estimated from its sample's rate ([`calls_in`]).
 
 use std::collections::BTreeMap;
 
@@ -63,12 +64,32 @@ impl Stats {
     }
 }
 
+/// The bucket's calls: its count when exact; past the count's cap, the
+/// rate of its sample (its newest calls, over the time from the oldest of
+/// them to the bucket's end) over the whole bucket, and at least the cap.
+pub(crate) fn calls_in(b: &CallBucket) -> f64 {
+    let oldest = b
+        .sample
+        .iter()
+        .filter_map(|c| c.metadata.creation_timestamp)
+        .map(|t| t.0.timestamp_millis())
+        .min();
+    match oldest {
+        Some(oldest) if !b.counted_all => {
+            let span = (b.before_ms - oldest).max(1) as f64;
+            let whole = (b.before_ms - b.since_ms) as f64;
+            (b.sample.len() as f64 * whole / span).max(b.count as f64)
+        }
+        _ => b.count as f64,
+    }
+}
+
 /// How many calls each of the bucket's sampled calls stands for.
 pub(crate) fn weight(b: &CallBucket) -> f64 {
     if b.sample.is_empty() {
         0.0
     } else {
-        b.count as f64 / b.sample.len() as f64
+        calls_in(b) / b.sample.len() as f64
     }
 }
 
@@ -185,6 +206,31 @@ mod tests {
             (s.percentile(0.5), s.percentile(0.99), s.percentile(1.0)),
             (Some(50), Some(99), Some(100))
         );
+    }
+
+    #[test]
+    fn a_bucket_past_the_counts_cap_is_estimated_from_its_samples_rate() {
+        let call = |ms: i64| {
+            let mut c = ToolCall::of("c", "t", serde_json::json!({}));
+            let at = chrono::DateTime::from_timestamp_millis(ms).unwrap();
+            c.metadata.creation_timestamp = Some(joch_core::Time(at));
+            c
+        };
+        // Two calls read over the bucket's last 100 ms of 1,000: 20 in all.
+        let mut b = CallBucket {
+            since_ms: 0,
+            before_ms: 1_000,
+            count: 10,
+            counted_all: false,
+            sample: vec![call(950), call(900)],
+        };
+        assert_eq!(calls_in(&b), 20.0);
+        assert_eq!(weight(&b), 10.0);
+        b.counted_all = true;
+        assert_eq!(calls_in(&b), 10.0, "an exact count is the count");
+        b.counted_all = false;
+        b.sample = vec![call(0), call(10)];
+        assert_eq!(calls_in(&b), 10.0, "never fewer than the count");
     }
 
     #[test]

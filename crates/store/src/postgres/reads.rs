@@ -75,9 +75,24 @@ fn filtered<'a>(select: &str, q: &ListQuery) -> QueryBuilder<'a, Postgres> {
     sql
 }
 
-/// How many objects match the query's kind, namespace and index columns.
-pub(super) async fn count(pool: &PgPool, q: &ListQuery) -> Result<u64, StoreError> {
-    let n: i64 = filtered("SELECT COUNT(*) FROM objects", q)
+/// How many objects match the query's kind, namespace, index columns and
+/// range; with a cap, at most that many (the rows past it are not visited).
+pub(super) async fn count(
+    pool: &PgPool,
+    q: &ListQuery,
+    cap: Option<u64>,
+) -> Result<u64, StoreError> {
+    let mut sql = match cap {
+        Some(cap) => {
+            let mut sql = filtered("SELECT COUNT(*) FROM (SELECT 1 FROM objects", q);
+            sql.push(" LIMIT ")
+                .push_bind(i64::try_from(cap).unwrap_or(i64::MAX))
+                .push(") AS counted");
+            sql
+        }
+        None => filtered("SELECT COUNT(*) FROM objects", q),
+    };
+    let n: i64 = sql
         .build()
         .fetch_one(pool)
         .await

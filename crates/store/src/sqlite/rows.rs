@@ -222,9 +222,16 @@ fn filtered(select: &str, q: &ListQuery) -> (String, Vec<SqlValue>) {
     (sql, args)
 }
 
-/// How many objects match the query's kind, namespace and index columns.
-pub(super) fn count(conn: &Connection, q: &ListQuery) -> Result<u64, StoreError> {
-    let (sql, args) = filtered("SELECT COUNT(*) FROM objects", q);
+/// How many objects match the query's kind, namespace, index columns and
+/// range; with a cap, at most that many (the rows past it are not visited).
+pub(super) fn count(conn: &Connection, q: &ListQuery, cap: Option<u64>) -> Result<u64, StoreError> {
+    let (mut sql, mut args) = filtered("SELECT COUNT(*) FROM objects", q);
+    if let Some(cap) = cap {
+        let (inner, inner_args) = filtered("SELECT 1 FROM objects", q);
+        sql = format!("SELECT COUNT(*) FROM ({inner} LIMIT ?)");
+        args = inner_args;
+        args.push(i64::try_from(cap).unwrap_or(i64::MAX).into());
+    }
     let n: i64 = conn
         .prepare_cached(&sql)
         .and_then(|mut stmt| stmt.query_row(rusqlite::params_from_iter(args), |r| r.get(0)))

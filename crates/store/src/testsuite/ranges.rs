@@ -45,8 +45,8 @@ fn ranged(since: Option<i64>, before: Option<i64>, limit: usize) -> ListQuery {
 
 /// A range keeps calls created at or after its start and before its end,
 /// newest created first (ties by `seq`, newest first), paged by keyset;
-/// counts and index filters narrow alike, and a token of the unranged
-/// order is refused.
+/// counts (bounded ones too) and index filters narrow alike, and a token
+/// of the unranged order is refused.
 pub async fn a_list_narrows_to_a_creation_range_and_pages(store: &dyn Store) {
     calls_at(store, &[1_000, 5_000, 2_000, 4_000, 3_000, 6_000, 4_000]).await;
     let names = |pages: Vec<Vec<String>>| pages.concat();
@@ -73,7 +73,10 @@ pub async fn a_list_narrows_to_a_creation_range_and_pages(store: &dyn Store) {
         names(pages(store, even.clone()).await),
         ["c4000-6", "c3000-4", "c2000-2"]
     );
-    assert_eq!(store.count(even).await.expect("count"), 3);
+    assert_eq!(store.count(even.clone()).await.expect("count"), 3);
+    let bounded = |cap| store.count_at_most(even.clone(), cap);
+    assert_eq!(bounded(2).await.expect("count"), 2, "stops at its cap");
+    assert_eq!(bounded(10).await.expect("count"), 3);
 
     let mut foreign = ranged(Some(0), None, 10);
     foreign.continue_from = Some("3".into());
