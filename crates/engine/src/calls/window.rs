@@ -60,13 +60,14 @@ impl Calls<'_> {
             .max(1);
         let end = window.until.0.timestamp_millis();
         let mut out = Vec::with_capacity(window.buckets);
+        let at = |i: i64| end.saturating_sub(i.saturating_mul(width));
         for i in (1..=window.buckets as i64).rev() {
             let query = ListQuery {
                 kind: <ToolCall as Object>::KIND.to_owned(),
                 namespace: namespace.to_owned(),
                 limit: window.sample.max(1),
-                created_since_ms: Some(end - i * width),
-                created_before_ms: Some(end - (i - 1) * width),
+                created_since_ms: Some(at(i)),
+                created_before_ms: Some(at(i - 1)),
                 ..ListQuery::default()
             };
             let count = self
@@ -84,8 +85,8 @@ impl Calls<'_> {
                     .items
             };
             out.push(CallBucket {
-                since_ms: end - i * width,
-                before_ms: end - (i - 1) * width,
+                since_ms: at(i),
+                before_ms: at(i - 1),
                 count,
                 counted_all: count < window.count_cap,
                 sample,
