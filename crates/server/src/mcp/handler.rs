@@ -124,13 +124,21 @@ impl JochMcp {
     }
 
     fn session(&self, extensions: &Extensions) -> Option<String> {
-        self.session.clone().or_else(|| {
-            extensions
-                .get::<axum::http::request::Parts>()
-                .and_then(|p| p.headers.get("mcp-session-id"))
-                .and_then(|v| v.to_str().ok())
-                .map(|id| format!("mcp-{id}"))
-        })
+        self.session
+            .clone()
+            .or_else(|| self.session_id(extensions).map(|id| format!("mcp-{id}")))
+    }
+
+    /// An HTTP session's `Mcp-Session-Id` (none over stdio).
+    pub(super) fn session_id(&self, extensions: &Extensions) -> Option<String> {
+        if self.session.is_some() {
+            return None;
+        }
+        extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
     }
 
     /// The execution a request's calls belong to: `_meta`'s, else the session's.

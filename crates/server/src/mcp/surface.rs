@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use joch_core::mcp_surface::{McpOperation, surface_tool_name};
 use joch_core::{McpServer, Phase, ToolCall};
-use joch_engine::{Principal, UpstreamNotice};
+use joch_engine::{McpSession, Principal, UpstreamNotice};
 use rmcp::ErrorData;
 use rmcp::model::Extensions;
 use rmcp::service::{Peer, RequestContext, RoleServer};
@@ -52,6 +52,14 @@ const LEVELS: [&str; 8] = [
 
 fn rank(level: &str) -> usize {
     LEVELS.iter().position(|l| *l == level).unwrap_or(0)
+}
+
+fn subscribe(session: &mut McpSession, uri: &str, on: bool) {
+    if on {
+        session.subscribed.insert(uri.to_owned());
+    } else {
+        session.subscribed.remove(uri);
+    }
 }
 
 fn internal(e: impl std::fmt::Display) -> ErrorData {
@@ -246,20 +254,31 @@ impl JochMcp {
             .map_err(upstream_error)
     }
 
-    /// Subscribes (or unsubscribes) the session to an exposed URI.
+    /// Subscribes (or unsubscribes) the session to an exposed URI. An HTTP
+    /// session remembers it in its record first, so that whichever replica
+    /// re-creates the session subscribes again (`restore`).
     pub(crate) async fn subscription(
         &self,
         uri: String,
         on: bool,
         extensions: &Extensions,
     ) -> Result<(), ErrorData> {
-        let method = if on {
-            "resources/subscribe"
+        let (method, undo) = if on {
+            ("resources/subscribe", false)
         } else {
-            "resources/unsubscribe"
+            ("resources/unsubscribe", true)
         };
-        self.pass_on(method, json!({"uri": uri}), "/uri", extensions)
+        self.remember(extensions, |s| subscribe(s, &uri, on))
             .await?;
+        if let Err(e) = self
+            .pass_on(method, json!({"uri": uri}), "/uri", extensions)
+            .await
+        {
+            let _ = self
+                .remember(extensions, |s| subscribe(s, &uri, undo))
+                .await;
+            return Err(e);
+        }
         let mut subscribed = self
             .surface
             .subscribed
@@ -279,6 +298,16 @@ impl JochMcp {
         level: String,
         extensions: &Extensions,
     ) -> Result<(), ErrorData> {
+        self.remember(extensions, |s| s.log_level = Some(level.clone()))
+            .await?;
+        self.apply_log_level(level, extensions).await
+    }
+
+    async fn apply_log_level(
+        &self,
+        level: String,
+        extensions: &Extensions,
+    ) -> Result<(), ErrorData> {
         let (by, servers) = self.servers(extensions).await?;
         for server in &servers {
             let _ = self
@@ -289,6 +318,54 @@ impl JochMcp {
         }
         *self.surface.level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
         Ok(())
+    }
+
+    /// Keeps a change of what an HTTP session asked in its record (a stdio
+    /// session lives and dies with its process: nothing to keep).
+    async fn remember(
+        &self,
+        extensions: &Extensions,
+        change: impl Fn(&mut McpSession),
+    ) -> Result<(), ErrorData> {
+        let Some(id) = self.session_id(extensions) else {
+            return Ok(());
+        };
+        self.engine.mcp().remember(&id, change).await.map_err(|e| {
+            let e = crate::ApiError::from(e);
+            ErrorData::invalid_params(e.message.clone(), Some(json!({"code": e.code})))
+        })
+    }
+
+    /// Restores, in a session re-created here (on another replica, or
+    /// after a restart), what it had asked of the upstream surface: its
+    /// subscriptions and its log level, upstream as well.
+    pub(crate) async fn restore(&self, extensions: &Extensions) {
+        let Some(id) = self.session_id(extensions) else {
+            return;
+        };
+        let Ok(session) = self.engine.mcp().open_session_by_id(&id).await else {
+            return;
+        };
+        for uri in session.subscribed {
+            let subscribed = self
+                .pass_on(
+                    "resources/subscribe",
+                    json!({"uri": uri}),
+                    "/uri",
+                    extensions,
+                )
+                .await;
+            if subscribed.is_ok() {
+                self.surface
+                    .subscribed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(uri);
+            }
+        }
+        if let Some(level) = session.log_level {
+            let _ = self.apply_log_level(level, extensions).await;
+        }
     }
 
     /// Passes the namespace's upstream notifications to the session until it ends.
