@@ -7,13 +7,12 @@
 
 use axum::Extension;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use joch_core::Time;
 use joch_core::credential::Credential;
 use maud::html;
 
-use super::layout::{Section, page, wire};
+use super::layout::{Section, page, see_other, wire};
 use super::viewer::Viewer;
 use crate::extract::Path;
 use crate::{ApiError, AppState};
@@ -88,10 +87,8 @@ pub(crate) async fn revoke(
         .vault()
         .revoke(&viewer.principal, &viewer.namespace, &name)
         .await?;
-    let mut response = StatusCode::SEE_OTHER.into_response();
-    let to = format!("/ui/credentials?ns={}", viewer.namespace);
-    if let Ok(to) = HeaderValue::from_str(&to) {
-        response.headers_mut().insert("location", to);
-    }
-    Ok(response)
+    Ok(see_other(&format!(
+        "/ui/credentials?ns={}",
+        viewer.namespace
+    )))
 }
