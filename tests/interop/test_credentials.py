@@ -258,7 +258,10 @@ def test_the_console_lists_and_revokes_credentials_for_admins_only(authorization
         echo_tool(vaulted, "oauth")
         call(vaulted, "echo_oauth", {"n": 1})
         token = next(t for t in rest.seen if authorization.valid(t))
-        approver = vaulted.ok("POST", f"/v1/namespaces/{NAMESPACE}/tokens", {"name": "alice", "role": "approver"})
+        approver, agent = (
+            vaulted.ok("POST", f"/v1/namespaces/{NAMESPACE}/tokens", {"name": name, "role": role})
+            for name, role in [("alice", "approver"), ("bot", "agent")]
+        )
 
         sign_in(browser, vaulted.base, ROOT)
         browser.get(f"{vaulted.base}/ui/credentials?ns={NAMESPACE}")
@@ -273,14 +276,15 @@ def test_the_console_lists_and_revokes_credentials_for_admins_only(authorization
         assert vaulted.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"] == []
 
         call(vaulted, "echo_oauth", {"n": 2})
-        sign_in(browser, vaulted.base, approver["token"])
-        assert not browser.find_elements(By.LINK_TEXT, "Credentials"), "not in an approver's menu"
-        csrf = browser.find_element(By.CSS_SELECTOR, "meta[name=csrf-token]").get_attribute("content")
-        revoke = "/ui/credentials/endpoint.oauth.service/revoke"
-        refused = post_from_page(browser, revoke, {}, {"x-csrf-token": csrf})
-        assert (refused["status"], refused["body"]["code"]) == (403, "forbidden"), refused
-        browser.get(f"{vaulted.base}/ui/credentials?ns={NAMESPACE}")
-        assert "cannot manage credentials" in browser.page_source
+        for secret in (approver["token"], agent["token"]):
+            sign_in(browser, vaulted.base, secret)
+            assert not browser.find_elements(By.LINK_TEXT, "Credentials"), "not in their menu"
+            csrf = browser.find_element(By.CSS_SELECTOR, "meta[name=csrf-token]").get_attribute("content")
+            revoke = "/ui/credentials/endpoint.oauth.service/revoke"
+            refused = post_from_page(browser, revoke, {}, {"x-csrf-token": csrf})
+            assert (refused["status"], refused["body"]["code"]) == (403, "forbidden"), refused
+            browser.get(f"{vaulted.base}/ui/credentials?ns={NAMESPACE}")
+            assert "cannot manage credentials" in browser.page_source
         assert len(vaulted.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"]) == 1
     finally:
         rest.stop()
