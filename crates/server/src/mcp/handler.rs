@@ -398,19 +398,6 @@ pub(super) enum Ran {
     Deferred(Box<joch_core::Approval>),
 }
 
-impl Ran {
-    /// The settled call; a call run without `defer` always settles.
-    pub(super) fn settled(self) -> Result<ToolCall, EngineError> {
-        match self {
-            Ran::Settled(call) => Ok(*call),
-            Ran::Deferred(approval) => Err(EngineError::Refused {
-                code: "approval_pending",
-                message: format!("call {} waits for approval", approval.metadata.name),
-            }),
-        }
-    }
-}
-
 /// `future`'s output, or never: a `select!` branch over something that may
 /// not be there.
 async fn until_some<F: std::future::Future>(future: Option<F>) -> F::Output {

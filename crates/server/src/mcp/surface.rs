@@ -22,12 +22,25 @@ use joch_core::mcp_surface::{McpOperation, surface_tool_name};
 use joch_core::{McpServer, Phase, ToolCall};
 use joch_engine::{McpSession, Principal, UpstreamNotice};
 use rmcp::ErrorData;
-use rmcp::model::Extensions;
+use rmcp::model::{Extensions, InputRequiredResult, InputResponses};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::handler::JochMcp;
+use super::deferred;
+use super::handler::{JochMcp, Ran};
+
+/// A `resources/read` or `prompts/get`, as the client asked it.
+pub(crate) struct Asked<'a> {
+    pub(crate) operation: McpOperation,
+    /// The exposed URI or prompt name.
+    pub(crate) exposed: &'a str,
+    /// A prompt's arguments.
+    pub(crate) arguments: Option<Value>,
+    /// A retry's `requestState` and answers (protocol 2026-07-28).
+    pub(crate) state: Option<&'a str>,
+    pub(crate) responses: Option<&'a InputResponses>,
+}
 
 /// What one session asked of the upstream surface.
 #[derive(Default)]
@@ -166,38 +179,60 @@ impl JochMcp {
             .collect()
     }
 
-    /// `resources/read` or `prompts/get` of an exposed `name`, as a call of
-    /// the server's surface tool; the result with its URIs exposed.
+    /// `resources/read` or `prompts/get` of an exposed name, as a call of
+    /// the server's surface tool; the result with its URIs exposed. Over
+    /// protocol 2026-07-28, one deferred to a person answers
+    /// `input_required` (`Err`), and its retry resumes it (`deferred.rs`).
     pub(crate) async fn read_or_get(
         &self,
-        operation: McpOperation,
-        exposed: &str,
-        arguments: Option<Value>,
+        asked: Asked<'_>,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Value, ErrorData> {
+    ) -> Result<Result<Value, InputRequiredResult>, ErrorData> {
         let (by, servers) = self.servers(&context.extensions).await?;
         let namespace = self.namespace(&context.extensions)?;
+        let exposed = asked.exposed;
         let Some((server, upstream)) = route(&servers, exposed) else {
             return Err(ErrorData::resource_not_found(
                 format!("no upstream server of namespace {namespace:?} offers {exposed:?}"),
                 None,
             ));
         };
-        let input = match operation {
-            McpOperation::ReadResource => json!({"uri": upstream}),
-            _ => json!({"name": upstream, "arguments": arguments.unwrap_or(json!({}))}),
-        };
+        let operation = asked.operation;
         let tool = surface_tool_name(&server.metadata.name, operation).unwrap_or_default();
-        let mut call: ToolCall = self.call_named(&tool, input, context);
-        call.spec.operation = operation;
-        let settled = self
-            .run_call(&by, &namespace, call, None, context, false)
-            .await
-            .and_then(super::handler::Ran::settled)
-            .map_err(|e| {
+        let defer = deferred::stateless(context);
+        let ran = if defer && asked.state.is_some() {
+            let retry = deferred::Retry {
+                tool: &tool,
+                state: asked.state,
+                responses: asked.responses,
+            };
+            match self.resume(&by, &namespace, retry, None).await? {
+                Ok(settled) => Ok(Ran::Settled(Box::new(settled))),
+                Err(waiting) => return Ok(Err(waiting)),
+            }
+        } else {
+            let input = match operation {
+                McpOperation::ReadResource => json!({"uri": upstream}),
+                _ => json!({"name": upstream, "arguments": asked.arguments.unwrap_or(json!({}))}),
+            };
+            let mut call: ToolCall = self.call_named(&tool, input, context);
+            call.spec.operation = operation;
+            self.run_call(&by, &namespace, call, None, context, defer)
+                .await
+        };
+        let settled = match ran {
+            Ok(Ran::Settled(settled)) => *settled,
+            Ok(Ran::Deferred(approval)) => {
+                return Ok(Err(self.input_required(&approval, None, context)));
+            }
+            Err(e) => {
                 let e = crate::ApiError::from(e);
-                ErrorData::invalid_request(e.message.clone(), Some(json!({"code": e.code})))
-            })?;
+                return Err(ErrorData::invalid_request(
+                    e.message.clone(),
+                    Some(json!({"code": e.code})),
+                ));
+            }
+        };
         if settled.status.phase != Phase::Succeeded {
             let (code, message) = settled
                 .status
@@ -220,7 +255,7 @@ impl JochMcp {
         if let Some(contents) = output.get_mut("contents").and_then(Value::as_array_mut) {
             expose(contents, "uri", &server.surface_prefix());
         }
-        Ok(output)
+        Ok(Ok(output))
     }
 
     /// Passes `method` to the server an exposed name routes to, with the
