@@ -81,29 +81,38 @@ async fn an_executions_page_shows_its_call_context() {
     assert!(none.contains("No call context"), "{none}");
 }
 
-/// The overview covers the last hour, read from the store by creation
-/// time: a call created 61 minutes ago is not counted, one created 59
-/// minutes ago is, and so is one made now.
-#[tokio::test]
-async fn the_overview_counts_the_calls_of_its_window_only() {
-    use std::sync::Arc;
+/// The store a scenario's joch will open, opened first by the test.
+async fn open(store: &crate::harness::TestStore) -> std::sync::Arc<dyn joch_store::Store> {
+    match store {
+        crate::harness::TestStore::Sqlite { db, .. } => {
+            std::sync::Arc::new(joch_store::SqliteStore::open(db).unwrap())
+        }
+        crate::harness::TestStore::Postgres(url) => std::sync::Arc::new(
+            joch_store::PostgresStore::connect(url, Default::default())
+                .await
+                .unwrap(),
+        ),
+    }
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("joch.db");
-    let store: Arc<dyn joch_store::Store> = Arc::new(joch_store::SqliteStore::open(&db).unwrap());
+// The overview covers the last hour, read from the store by creation
+// time: a call created 61 minutes ago is not counted, one created 59
+// minutes ago is, and so is one made now.
+crate::storetest!(the_overview_counts_the_calls_of_its_window_only, |store| {
+    let written = open(&store).await;
     for (name, tool, minutes_ago) in [("before", "old.tool", 61), ("within", "recent.tool", 59)] {
         let mut call = joch_core::ToolCall::of(name, tool, json!({}));
         call.metadata.namespace = NS.to_owned();
         let at = chrono::Utc::now() - chrono::Duration::minutes(minutes_ago);
         call.metadata.creation_timestamp = Some(joch_core::Time(at));
         call.status.phase = joch_core::Phase::Succeeded;
-        store
+        written
             .create_object(&mut call, joch_store::Durability::Sync)
             .await
             .unwrap();
     }
-    drop(store);
-    let joch = Joch::builder().db(&db).start().await;
+    drop(written);
+    let joch = store.joch().start().await;
     joch.create_tool(json!({
         "metadata": {"name": "now.tool"},
         "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
@@ -115,13 +124,11 @@ async fn the_overview_counts_the_calls_of_its_window_only() {
     let html = page(&joch, &format!("/ui/overview?ns={NS}")).await;
     assert!(html.contains("<dt>Calls</dt><dd>2</dd>"), "{html}");
     for tool in ["recent.tool", "now.tool"] {
-        assert!(
-            html.contains(&format!("<td data-label=\"Tool\">{tool}</td>")),
-            "{tool}: {html}"
-        );
+        let cell = format!("<td data-label=\"Tool\">{tool}</td>");
+        assert!(html.contains(&cell), "{tool}: {html}");
     }
     assert!(
         !html.contains("old.tool"),
         "a call before the window: {html}"
     );
-}
+});
