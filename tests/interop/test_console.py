@@ -590,6 +590,9 @@ def test_the_overview_shows_rates_latency_cost_and_budget_burn(setup, browser):
     assert [label.split(":")[0] for label in labels] == [
         "calls per second", "p50 and p99 latency, ms", "failure and denial rate, %"], labels
     check_page(browser, "overview")
+    browser.find_element(By.LINK_TEXT, "24h").click()
+    wait(browser, lambda d: "the last 24 hours" in d.find_element(By.ID, "main").text)
+    assert browser.find_element(By.LINK_TEXT, "24h").get_attribute("aria-current") == "true"
 
 
 def test_a_user_input_request_takes_a_value_that_reaches_the_tool(setup, browser):

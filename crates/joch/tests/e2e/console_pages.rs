@@ -97,7 +97,8 @@ async fn open(store: &crate::harness::TestStore) -> std::sync::Arc<dyn joch_stor
 
 // The overview covers the last hour, read from the store by creation
 // time: a call created 61 minutes ago is not counted, one created 59
-// minutes ago is, and so is one made now.
+// minutes ago is, and so is one made now; the last 6 hours count all
+// three; a window it does not offer is refused.
 crate::storetest!(the_overview_counts_the_calls_of_its_window_only, |store| {
     let written = open(&store).await;
     for (name, tool, minutes_ago) in [("before", "old.tool", 61), ("within", "recent.tool", 59)] {
@@ -130,5 +131,18 @@ crate::storetest!(the_overview_counts_the_calls_of_its_window_only, |store| {
     assert!(
         !html.contains("old.tool"),
         "a call before the window: {html}"
+    );
+    let day = page(&joch, &format!("/ui/overview?ns={NS}&window=6h")).await;
+    assert!(
+        day.contains("<dt>Calls</dt><dd>3</dd>"),
+        "6 hours hold all three: {day}"
+    );
+    let answer = reqwest::get(format!("{}/ui/overview?ns={NS}&window=2h", joch.base))
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.status(),
+        StatusCode::BAD_REQUEST,
+        "an unknown window"
     );
 });

@@ -1,5 +1,5 @@
 //! `/ui/overview`: the namespace at a glance over a fixed window, the last
-//! hour in 5-minute buckets ([`CallWindow`], read by
+//! hour (or 6 or 24, `?window=`) in 12 buckets ([`CallWindow`], read by
 //! `engine.calls().over`: per bucket a count up to [`COUNT_CAP`] and at
 //! most [`SAMPLE`] of its newest calls): calls per second, calls over time, per
 //! tool the failure and denial rates and p50/p99 latency, today's cost per
@@ -17,19 +17,70 @@ use chrono::{Datelike, TimeZone, Utc};
 use joch_core::{Budget, Time};
 use joch_engine::{CallBucket, CallWindow, CostGroup, CostTotal, ListParams, may_read};
 use maud::{Markup, html};
+use serde::Deserialize;
 
 use super::layout::{Section, page};
 use super::trends::{Stats, calls_in, weight};
 use super::viewer::Viewer;
+use crate::extract::Query;
 use crate::{ApiError, AppState};
 
-/// The window: `BUCKETS` buckets of `BUCKET`, ending now.
-const BUCKET: Duration = Duration::from_secs(5 * 60);
+/// Buckets per window, whatever its length.
 const BUCKETS: usize = 12;
 /// At most this many calls read per bucket (its newest).
 const SAMPLE: usize = 400;
 /// Calls counted per bucket, at most (past it, estimated from the sample).
 const COUNT_CAP: u64 = 50_000;
+
+/// The windows the page offers (`?window=`), each ending now.
+#[derive(Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub(crate) enum Span {
+    #[default]
+    #[serde(rename = "1h")]
+    Hour,
+    #[serde(rename = "6h")]
+    SixHours,
+    #[serde(rename = "24h")]
+    Day,
+}
+
+impl Span {
+    const ALL: [Span; 3] = [Span::Hour, Span::SixHours, Span::Day];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Span::Hour => "1h",
+            Span::SixHours => "6h",
+            Span::Day => "24h",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Span::Hour => "the last hour",
+            Span::SixHours => "the last 6 hours",
+            Span::Day => "the last 24 hours",
+        }
+    }
+
+    fn bucket(self) -> Duration {
+        let hours = match self {
+            Span::Hour => 1,
+            Span::SixHours => 6,
+            Span::Day => 24,
+        };
+        Duration::from_secs(hours * 3600 / BUCKETS as u64)
+    }
+}
+
+/// The page's query: the namespace (read by the viewer guard) and window.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Choice {
+    #[allow(dead_code)]
+    ns: String,
+    window: Span,
+}
 
 fn per_tool(buckets: &[CallBucket]) -> BTreeMap<String, Stats> {
     let mut tools: BTreeMap<String, Stats> = BTreeMap::new();
@@ -48,11 +99,13 @@ fn per_tool(buckets: &[CallBucket]) -> BTreeMap<String, Stats> {
 pub(crate) async fn show(
     State(state): State<AppState>,
     Extension(viewer): Extension<Viewer>,
+    Query(choice): Query<Choice>,
 ) -> Result<Response, ApiError> {
     let (engine, ns) = (&state.engine, viewer.namespace.as_str());
+    let span = choice.window;
     let window = CallWindow {
         until: Time(Utc::now()),
-        bucket: BUCKET,
+        bucket: span.bucket(),
         buckets: BUCKETS,
         sample: SAMPLE,
         count_cap: COUNT_CAP,
@@ -62,9 +115,10 @@ pub(crate) async fn show(
     let spending = spending(&state, &viewer).await?;
     let body = html! {
         h1 { "Overview" }
-        (summary(ns, &buckets, waiting))
+        (spans(ns, span))
+        (summary(ns, span, &buckets, waiting))
         h2 { "Calls over time" }
-        (over_time(&buckets))
+        (over_time(span, &buckets))
         h2 { "Per tool" }
         (tool_table(per_tool(&buckets)))
         h2 { "Per tool over time" }
@@ -123,15 +177,29 @@ async fn spending(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError>
     })
 }
 
-fn summary(ns: &str, buckets: &[CallBucket], waiting: usize) -> Markup {
+/// Links to the other windows; the shown one marked current.
+fn spans(ns: &str, shown: Span) -> Markup {
+    html! {
+        nav.spans aria-label="Window" {
+            ul {
+                @for s in Span::ALL {
+                    li { a href={ "/ui/overview?ns=" (ns) "&window=" (s.as_str()) } aria-current=[(s == shown).then_some("true")] { (s.as_str()) } }
+                }
+            }
+        }
+    }
+}
+
+fn summary(ns: &str, span: Span, buckets: &[CallBucket], waiting: usize) -> Markup {
     let calls: f64 = buckets.iter().map(calls_in).sum();
     let estimated = buckets.iter().any(|b| !b.counted_all);
     let read: usize = buckets.iter().map(|b| b.sample.len()).sum();
-    let seconds = (BUCKET.as_secs() as usize * buckets.len()).max(1);
+    let seconds = (span.bucket().as_secs() as usize * buckets.len()).max(1);
     let rate = calls / seconds as f64;
+    let minutes = span.bucket().as_secs() / 60;
     html! {
         dl.facts.card {
-            dt { "Window" } dd { "the last " (seconds / 60) " min, in " (buckets.len()) " buckets" }
+            dt { "Window" } dd { (span.title()) ", in " (buckets.len()) " buckets of " (minutes) " min" }
             dt { "Calls" } dd { @if estimated { "about " } (format!("{calls:.0}")) }
             dt { "Calls per second" } dd { (format!("{rate:.2}")) }
             @if (read as f64) < calls {
@@ -143,7 +211,7 @@ fn summary(ns: &str, buckets: &[CallBucket], waiting: usize) -> Markup {
 }
 
 /// A column chart of calls per bucket, oldest left.
-fn over_time(buckets: &[CallBucket]) -> Markup {
+fn over_time(span: Span, buckets: &[CallBucket]) -> Markup {
     if buckets.iter().all(|b| b.count == 0) {
         return html! { p.note { "No call in this window." } };
     }
@@ -152,7 +220,7 @@ fn over_time(buckets: &[CallBucket]) -> Markup {
     let step = 300.0 / buckets.len().max(1) as f64;
     let label = format!(
         "Calls per {} min, {} buckets, at most {top:.0} in one",
-        BUCKET.as_secs() / 60,
+        span.bucket().as_secs() / 60,
         buckets.len()
     );
     html! {
