@@ -267,7 +267,7 @@ def test_a_failing_token_request_fails_the_call_saying_why(authorization, tmp_pa
 
 def test_auth_mistakes_are_named_at_their_paths(vaulted):
     bad = protected_server("http://127.0.0.1:9/mcp", {"oauth2": {
-        "grant": "authorization_code", "tokenUrl": "ftp://as", "clientId": "",
+        "grant": "token_exchange", "tokenUrl": "ftp://as", "clientId": "",
         "clientSecret": {"env": "A", "file": "/b"},
     }})
     status, answer = vaulted.api("POST", f"/v1/namespaces/{NAMESPACE}/mcpservers", bad)

@@ -240,6 +240,11 @@ pub struct ToolCallStatus {
     /// rest of `status`, a value in a request is ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<crate::principal::PrincipalRef>,
+    /// The end user whose own upstream tokens the call uses (a JWT's
+    /// `sub`, a token's name, or a trusted `callerId`); set by joch at
+    /// admission, only for tools whose upstream takes per-user tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_user: Option<String>,
     /// The nonce of the envelope the caller's output came in (seed 001),
     /// when the tool is untrusted and `outputEnvelope: nonce`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

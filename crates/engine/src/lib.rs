@@ -55,7 +55,7 @@ mod telemetry;
 mod tokens;
 mod tracing_spans;
 
-pub use approvals::{ApprovalDecision, InboxItem};
+pub use approvals::{ApprovalDecision, ConsentReply, InboxItem};
 pub use audit::{
     AuditLine, AuditProblem, AuditReport, CheckedEntry, CheckpointSigner, CheckpointSigning,
     RecordAudit,

@@ -13,6 +13,7 @@
 //! (Pending, Running, settled): see [`Intent`].
 
 mod checks;
+mod consent;
 mod policies;
 mod steps;
 

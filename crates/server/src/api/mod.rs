@@ -130,6 +130,7 @@ pub(crate) fn routes() -> Router<AppState> {
             "/v1/namespaces/{ns}/tokens",
             get(tokens::list).post(tokens::create),
         )
+        .route("/oauth/callback", get(credentials::callback))
         .route("/v1/namespaces/{ns}/credentials", get(credentials::list))
         .route(
             "/v1/namespaces/{ns}/credentials/{name}",

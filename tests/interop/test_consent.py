@@ -1,0 +1,278 @@
+"""Per-user upstream tokens (`oauth2` `authorization_code`, `perUser`),
+end to end: a call whose user has no token waits for their consent (an
+Approval of kind `consent` with the authorization URL); a "browser" (plain
+HTTP, following redirects, signed in at the authorization server by a
+cookie) consents; joch's /oauth/callback exchanges the code with PKCE, and
+the waiting caller gets the call's result. Then: the token is reused,
+refreshed once when calls race, revoked (consent again), declined, and a
+consent that does not come before the deadline ends the call saying what
+to do. Forged and replayed states store nothing, and no token, code or
+refresh token is found in the SQLite file or joch's debug log."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+
+from conftest import NAMESPACE, start_joch
+from test_credentials import ROOT, VAULT_KEY, assert_nowhere, echo_tool, endpoint
+from upstream_oauth import CLIENT_ID, CLIENT_SECRET, AuthorizationServer, ProtectedRest
+
+CALLS = f"/v1/namespaces/{NAMESPACE}/toolcalls"
+
+
+@pytest.fixture
+def authorization():
+    server = AuthorizationServer()
+    yield server
+    server.stop()
+
+
+def start(tmp_path: Path, **env: str):
+    joch = start_joch(tmp_path, {
+        "JOCH_ADMIN_TOKEN": ROOT,
+        "JOCH_VAULT_KEY": VAULT_KEY,
+        "JOCH_LOG": "debug",
+        "UPSTREAM_CLIENT_SECRET": CLIENT_SECRET,
+        **env,
+    })
+    joch.token = ROOT
+    return joch
+
+
+@pytest.fixture
+def joch(tmp_path: Path):
+    server = start(tmp_path)
+    yield server
+    server.process.kill()
+    server.process.wait()
+
+
+def per_user(authorization: AuthorizationServer) -> dict:
+    return {"oauth2": {
+        "grant": "authorization_code",
+        "perUser": True,
+        "tokenUrl": authorization.token_url,
+        "authorizationUrl": authorization.authorize_url,
+        "clientId": CLIENT_ID,
+        "clientSecret": {"env": "UPSTREAM_CLIENT_SECRET"},
+        "scopes": ["mail.read"],
+    }}
+
+
+def as_token(joch, token: str | None, method: str, path: str, body=None) -> tuple[int, dict]:
+    """A request with another bearer token (a copy: threads share `joch`)."""
+    return dataclasses.replace(joch, token=token).api(method, path, body)
+
+
+def agent(joch, name: str) -> str:
+    body = {"name": name, "role": "agent"}
+    return joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/tokens", body)["token"]
+
+
+def body(n: int, caller: str | None = None) -> dict:
+    spec = {"toolRef": {"name": "echo_mail"}, "input": {"n": n}}
+    if caller:
+        spec["callerId"] = caller
+    return {"spec": spec}
+
+
+def call(joch, token: str, n: int, caller: str | None = None, wait: bool = True) -> dict:
+    path = CALLS if wait else f"{CALLS}?wait=false"
+    status, answer = as_token(joch, token, "POST", path, body(n, caller))
+    assert status in (200, 201, 202), answer
+    return answer
+
+
+def in_background(joch, token: str, n: int, caller: str | None = None):
+    """A caller waiting for its call's outcome: (thread, [answer])."""
+    answers: list[dict] = []
+    thread = threading.Thread(target=lambda: answers.append(call(joch, token, n, caller)))
+    thread.start()
+    return thread, answers
+
+
+def pending_consent(joch) -> dict:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        items = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/approvals?phase=Pending")["items"]
+        if items:
+            (approval,) = items
+            return approval
+        time.sleep(0.05)
+    raise AssertionError("no consent approval opened")
+
+
+def consent(url: str, user: str, decision: str = "allow") -> requests.Response:
+    """The user's browser: signed in at the authorization server, follows
+    its redirect back to joch."""
+    return requests.get(url, cookies={"user": user, "consent": decision}, timeout=30)
+
+
+def token_requests(authorization: AuthorizationServer, grant: str) -> int:
+    return sum(1 for r in authorization.requests if r.get("grant_type") == grant)
+
+
+def users_seen(authorization: AuthorizationServer, rest: ProtectedRest) -> list[str]:
+    """Whose token each request the protected endpoint took carried."""
+    return [authorization.issued[token]["user"] for token in rest.seen]
+
+
+def test_a_call_waits_for_its_users_consent_then_runs_once(authorization, joch, tmp_path):
+    rest = ProtectedRest(authorization, "unused")
+    try:
+        joch.apply(endpoint("mail", rest.url, per_user(authorization)))
+        echo_tool(joch, "mail")
+        alice, bob = agent(joch, "alice"), agent(joch, "bob")
+
+        waiting, answers = in_background(joch, alice, 1)
+        approval = pending_consent(joch)
+        assert approval["spec"]["action"]["type"] == "consent", approval
+        url = approval["spec"]["payload"]["consentUrl"]
+        assert url.startswith(authorization.authorize_url + "?"), url
+        for part in ["code_challenge_method=S256", "scope=mail.read", f"client_id={CLIENT_ID}"]:
+            assert part in url, url
+        assert rest.seen == [], "nothing ran before the consent"
+
+        browser = consent(url, "alice@upstream")
+        assert browser.status_code == 200 and "Consent recorded" in browser.text, browser.text
+        waiting.join(timeout=30)
+        (done,) = answers
+        assert done["status"]["phase"] == "Succeeded", done
+        assert done["status"]["upstreamUser"] == "alice"
+        assert users_seen(authorization, rest) == ["alice@upstream"], "alice's own token"
+        assert len(rest.seen) == 1, "the call ran once"
+
+        again = call(joch, alice, 2)
+        assert again["status"]["phase"] == "Succeeded", again
+        assert token_requests(authorization, "authorization_code") == 1, "the kept token was reused"
+
+        # The callback's state works once; one joch never issued stores nothing.
+        callback = browser.history[-1].headers["location"]
+        for forged in [callback, f"{joch.base}/oauth/callback?state={NAMESPACE}.forged&code=x",
+                       f"{joch.base}/oauth/callback?state=nonamespace&code=x"]:
+            replayed = requests.get(forged, timeout=30)
+            assert replayed.status_code == 400, replayed.text
+            assert replayed.json()["details"] == {"parameter": "state"}
+        status, missing = as_token(joch, None, "GET", "/oauth/callback?state=x")
+        assert (status, missing["code"]) == (400, "bad_request"), missing
+        assert token_requests(authorization, "authorization_code") == 1
+
+        # Bob is another user: his call waits for his own consent. He may
+        # not name alice as the caller in a namespace that does not trust
+        # callers to say whose token a call uses.
+        assert call(joch, bob, 3, wait=False)["status"]["phase"] == "AwaitingApproval"
+        refused = call(joch, bob, 4, caller="alice")
+        assert refused["status"]["phase"] == "Denied", refused
+        assert refused["status"]["error"]["code"] == "caller_id_not_trusted", refused
+
+        listed = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"]
+        assert [(c["spec"]["user"], c["spec"]["grant"]) for c in listed] == [("alice", "authorization_code")]
+        name = listed[0]["metadata"]["name"]
+        secrets = [*authorization.issued, *authorization.other_secrets, CLIENT_SECRET]
+        assert len(secrets) >= 4
+        assert_nowhere(secrets, tmp_path, joch, name)
+    finally:
+        rest.stop()
+
+
+def test_an_approver_cannot_consent_for_the_user(authorization, joch):
+    rest = ProtectedRest(authorization, "unused")
+    try:
+        joch.apply(endpoint("mail", rest.url, per_user(authorization)))
+        echo_tool(joch, "mail")
+        waiting = call(joch, agent(joch, "alice"), 1, wait=False)
+        name = waiting["metadata"]["name"]
+        pending_consent(joch)
+        status, refused = joch.api("POST", f"/v1/namespaces/{NAMESPACE}/approvals/{name}/approve",
+                                   {"approvedBy": "root"})
+        assert (status, refused["code"]) == (409, "consent_not_approvable"), refused
+    finally:
+        rest.stop()
+
+
+def test_trusted_caller_ids_revoke_and_decline(authorization, joch):
+    rest = ProtectedRest(authorization, "unused")
+    try:
+        joch.ok("PUT", f"/v1/namespaces/{NAMESPACE}", {"spec": {"trustCallerId": True}})
+        joch.apply(endpoint("mail", rest.url, per_user(authorization)))
+        echo_tool(joch, "mail")
+        front = agent(joch, "front-end")
+        # A trusted front end names its user in callerId.
+        waiting, answers = in_background(joch, front, 1, caller="carol")
+        consent(pending_consent(joch)["spec"]["payload"]["consentUrl"], "carol@upstream")
+        waiting.join(timeout=30)
+        assert answers[0]["status"]["upstreamUser"] == "carol", answers
+        assert users_seen(authorization, rest) == ["carol@upstream"]
+
+        (credential,) = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"]
+        assert credential["spec"]["user"] == "carol"
+        joch.ok("DELETE", f"/v1/namespaces/{NAMESPACE}/credentials/{credential['metadata']['name']}")
+
+        # Revoked: the next call asks again; carol declines this time.
+        waiting, answers = in_background(joch, front, 2, caller="carol")
+        declined = consent(pending_consent(joch)["spec"]["payload"]["consentUrl"], "carol@upstream", "deny")
+        assert declined.status_code == 200 and "declined" in declined.text
+        waiting.join(timeout=30)
+        assert answers[0]["status"]["phase"] == "Denied", answers
+        assert "access_denied" in answers[0]["status"]["error"]["message"]
+        assert len(rest.seen) == 1
+    finally:
+        rest.stop()
+
+
+def test_an_expired_user_token_is_refreshed_once_and_a_dead_one_asks_again(joch):
+    authorization = AuthorizationServer(lifetime=61)
+    rest = ProtectedRest(authorization, "unused")
+    try:
+        joch.apply(endpoint("mail", rest.url, per_user(authorization)))
+        echo_tool(joch, "mail")
+        alice = agent(joch, "alice")
+        waiting, _ = in_background(joch, alice, 0)
+        consent(pending_consent(joch)["spec"]["payload"]["consentUrl"], "alice@upstream")
+        waiting.join(timeout=30)
+        time.sleep(1.2)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            done = list(pool.map(lambda n: call(joch, alice, n), range(1, 9)))
+        assert all(d["status"]["phase"] == "Succeeded" for d in done), done
+        assert token_requests(authorization, "refresh_token") == 1, "one refresh for eight racing calls"
+        assert len(set(rest.seen[1:])) == 1, "they all used the refreshed token"
+
+        # The authorization server forgets the grant: the next call needs consent.
+        authorization.revoke_refresh_tokens()
+        time.sleep(1.2)
+        assert call(joch, alice, 9, wait=False)["status"]["phase"] == "AwaitingApproval"
+        assert joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"] == []
+    finally:
+        rest.stop()
+        authorization.stop()
+
+
+def test_a_consent_not_given_before_the_deadline_ends_the_call_saying_what_to_do(authorization, tmp_path):
+    joch = start(tmp_path, JOCH_APPROVAL_TIMEOUT_SECONDS="1")
+    rest = ProtectedRest(authorization, "unused")
+    try:
+        joch.apply(endpoint("mail", rest.url, per_user(authorization)))
+        echo_tool(joch, "mail")
+        alice = agent(joch, "alice")
+        timed_out = call(joch, alice, 1)
+        assert timed_out["status"]["phase"] == "TimedOut", timed_out
+        error = timed_out["status"]["error"]
+        assert error["code"] == "consent_required", error
+        assert "call the tool again" in error["message"], error
+        # Too late: the link's consent is refused and nothing is kept.
+        (approval,) = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/approvals")["items"]
+        late = consent(approval["spec"]["payload"]["consentUrl"], "alice@upstream")
+        assert late.status_code == 400, late.text
+        assert joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"] == []
+        assert token_requests(authorization, "authorization_code") == 0
+    finally:
+        rest.stop()
+        joch.process.kill()
+        joch.process.wait()
