@@ -26,6 +26,22 @@ pub struct Namespace {
     pub spec: NamespaceSpec,
 }
 
+impl Namespace {
+    /// The settings of a namespace that has none stored: every default.
+    pub fn named(namespace: &str) -> Self {
+        Self {
+            api_version: api_version(),
+            kind: namespace_kind(),
+            metadata: ObjectMeta {
+                name: namespace.to_owned(),
+                namespace: namespace.to_owned(),
+                ..ObjectMeta::default()
+            },
+            spec: NamespaceSpec::default(),
+        }
+    }
+}
+
 fn api_version() -> String {
     crate::API_VERSION.to_owned()
 }

@@ -8,6 +8,7 @@
 //! two replicas (or a decision and a timeout) race.
 
 use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use joch_core::approval::{
@@ -15,18 +16,44 @@ use joch_core::approval::{
 };
 use joch_core::policy::{ApprovalRouting, UserInput};
 use joch_core::{
-    Approval, ApprovalPhase, Object, ObjectMeta, ObjectRef, Principal, StandingApproval, Time,
-    Tool, ToolCall,
+    Approval, ApprovalPhase, ObjectMeta, ObjectRef, Principal, StandingApproval, Time, Tool,
+    ToolCall,
 };
 use joch_store::{Durability, ListQuery, StoreErrorKind};
 use serde_json::{Value, json};
 
+use crate::Approvals;
 use crate::engine::now;
+use crate::identity::rules::{self, Decider};
 use crate::policy::{Decision, Effect};
-use crate::rules::{self, Decider};
+use crate::signal::Signal;
 use crate::telemetry;
 use crate::{Engine, EngineError, ListParams, ObjectList};
 use joch_core::ApprovalActionKind;
+
+/// What the approvals part keeps besides the store.
+#[derive(Default)]
+pub(crate) struct State {
+    /// Approvals (namespace, name) whose deadline timer runs in this
+    /// process, so that re-arming (at start, or on taking over a dead
+    /// replica's work) starts no second timer.
+    armed: Mutex<HashSet<(String, String)>>,
+    /// Bumped whenever an Approval opens or is decided (here or, heard from
+    /// the store, on another replica), so inboxes re-read at once.
+    changed: Signal,
+}
+
+impl State {
+    /// An Approval opened or was decided.
+    pub(crate) fn changed(&self) {
+        self.changed.bump();
+    }
+
+    fn armed(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
+        // The set stays consistent under a panic elsewhere: inserts and removes are single calls.
+        self.armed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// Why a call waits, and for what.
 pub(crate) struct Deferral {
@@ -196,13 +223,13 @@ impl Engine {
             .create_object(&mut approval, Durability::Sync)
             .await?;
         telemetry::approvals_pending(1.0);
-        self.inner.touched_kind(Approval::KIND);
+        self.inner.approvals.changed();
         self.arm_deadline(&approval);
         Ok(approval)
     }
 
     /// Applies the fallback when the deadline passes, unless decided before.
-    pub(crate) fn arm_deadline(&self, approval: &Approval) {
+    pub(in crate::approvals) fn arm_deadline(&self, approval: &Approval) {
         let Some(deadline) = approval.status.deadline else {
             return;
         };
@@ -210,7 +237,7 @@ impl Engine {
             approval.metadata.namespace.clone(),
             approval.metadata.name.clone(),
         );
-        if !self.armed_deadlines().insert(key.clone()) {
+        if !self.inner.approvals.armed().insert(key.clone()) {
             return;
         }
         let wait = (deadline.0 - now().0).to_std().unwrap_or(Duration::ZERO);
@@ -221,16 +248,8 @@ impl Engine {
             if let Err(e) = engine.expire(ns, name).await {
                 tracing::warn!(approval = %name, error = %e, "approval deadline could not be applied");
             }
-            engine.armed_deadlines().remove(&key);
+            engine.inner.approvals.armed().remove(&key);
         });
-    }
-
-    fn armed_deadlines(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
-        // The set stays consistent under a panic elsewhere: inserts and removes are single calls.
-        self.inner
-            .armed_deadlines
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Re-arms the deadlines of approvals still pending (after a restart).
@@ -251,19 +270,188 @@ impl Engine {
         Ok(pending.len())
     }
 
+    /// Withdraws a pending approval whose call will not run (its batch was
+    /// stopped by a denial).
+    pub(crate) async fn withdraw_approval(
+        &self,
+        namespace: &str,
+        name: &str,
+        reason: &str,
+    ) -> Result<(), EngineError> {
+        let mut approval = match self.pending_approval(namespace, name).await {
+            Ok(approval) => approval,
+            Err(EngineError::Refused { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        approval.status.phase = ApprovalPhase::Expired;
+        let decision = ApprovalDecision {
+            by: "joch".to_owned(),
+            rationale: Some(reason.to_owned()),
+            ..Default::default()
+        };
+        match self
+            .decide(&mut approval, "withdrawn", &decision, None)
+            .await
+        {
+            Err(EngineError::Refused { .. }) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Who decides, by the rulebook; the decision is then recorded under
+    /// that name.
+    async fn decider(
+        &self,
+        by: &Principal,
+        approval: &Approval,
+        decision: &mut ApprovalDecision,
+    ) -> Result<Decider, EngineError> {
+        rules::acts_in(by, &approval.metadata.namespace)?;
+        let call = self
+            .calls()
+            .get(
+                &approval.metadata.namespace,
+                &approval.spec.action.tool_call_ref.name,
+            )
+            .await?;
+        let decider = rules::decider(&call, approval, by, &decision.by, decision.for_user)?;
+        decision.by.clone_from(&decider.name);
+        Ok(decider)
+    }
+
+    async fn pending_approval(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
+        let approval = self.approvals().get(namespace, name).await?;
+        if approval.status.phase != ApprovalPhase::Pending {
+            return Err(decided(name, approval.status.phase));
+        }
+        Ok(approval)
+    }
+
+    /// Stores the decision; only the first of racing decisions wins.
+    async fn decide(
+        &self,
+        approval: &mut Approval,
+        verb: &str,
+        decision: &ApprovalDecision,
+        decider: Option<Decider>,
+    ) -> Result<(), EngineError> {
+        approval.status.decision = Some(verb.to_owned());
+        if let Some(decider) = decider {
+            approval.status.decider = Some(decider.principal);
+            approval.status.asked_user = decider.asked_user;
+        }
+        approval
+            .status
+            .replica
+            .clone_from(&self.inner.config.replica);
+        approval.status.decided_by = Some(decision.by.clone());
+        approval.status.decided_at = Some(now());
+        approval.status.rationale = decision.rationale.clone();
+        approval.status.always = decision.always && matches!(verb, "approve" | "reject");
+        match self.store_decided(approval).await {
+            Err(e) if e.kind() == StoreErrorKind::Conflict => {
+                return Err(decided(&approval.metadata.name, ApprovalPhase::Approved));
+            }
+            other => other?,
+        }
+        telemetry::approvals_pending(-1.0);
+        self.inner.approvals.changed();
+        if let (Some(opened), Some(decided)) = (
+            approval.metadata.creation_timestamp,
+            approval.status.decided_at,
+        ) {
+            telemetry::approval_waited(opened.millis_until(decided) as f64 / 1000.0);
+        }
+        if approval.status.always {
+            self.stand_by(approval, verb, decision, Standing::Replace)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Records an `always` decision for the approval's tool.
+    pub(super) async fn stand_by(
+        &self,
+        approval: &Approval,
+        verb: &str,
+        decision: &ApprovalDecision,
+        existing: Standing,
+    ) -> Result<(), EngineError> {
+        let Some(tool) = approval.spec.payload.get("tool").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        let standing = StandingApproval {
+            api_version: joch_core::API_VERSION.to_owned(),
+            kind: "StandingApproval".to_owned(),
+            metadata: ObjectMeta {
+                name: tool.to_owned(),
+                ..ObjectMeta::default()
+            },
+            spec: StandingApprovalSpec {
+                decision: verb.to_owned(),
+                decided_by: decision.by.clone(),
+                approval_ref: ObjectRef::new(&approval.metadata.name),
+                rationale: decision.rationale.clone(),
+            },
+        };
+        let ns = &approval.metadata.namespace;
+        match self.resources().create(ns, standing.clone()).await {
+            Err(EngineError::AlreadyExists { .. }) if existing == Standing::Replace => {
+                self.resources().replace(ns, tool, standing).await.map(drop)
+            }
+            Err(EngineError::AlreadyExists { .. }) => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    /// The standing decision for `tool` in `namespace`, if an approver made one.
+    pub(crate) async fn standing_decision(
+        &self,
+        namespace: &str,
+        tool: &str,
+    ) -> Result<Option<StandingApproval>, EngineError> {
+        match self.inner.store.get_object(namespace, tool).await {
+            Ok(standing) => Ok(Some(standing)),
+            Err(e) if e.kind() == StoreErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The deadline passed: apply the fallback if nobody decided.
+    async fn expire(&self, namespace: &str, name: &str) -> Result<(), EngineError> {
+        let mut approval = match self.pending_approval(namespace, name).await {
+            Ok(approval) => approval,
+            Err(EngineError::Refused { .. } | EngineError::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        approval.status.phase = ApprovalPhase::Expired;
+        let decision = ApprovalDecision {
+            by: "timeout".to_owned(),
+            rationale: Some("no decision before the deadline".to_owned()),
+            ..Default::default()
+        };
+        match self.decide(&mut approval, "timeout", &decision, None).await {
+            Err(EngineError::Refused { .. }) => return Ok(()),
+            other => other?,
+        }
+        self.fall_back(&approval, &decision).await
+    }
+}
+
+impl Approvals<'_> {
     /// Reads an Approval.
-    pub async fn get_approval(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+    pub async fn get(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
+        crate::catalog::valid_namespace(namespace)?;
         Ok(self.inner.store.get_object(namespace, name).await?)
     }
 
     /// Lists Approvals, newest first; `phase` filters (`Pending`, ...).
-    pub async fn list_approvals(
+    pub async fn list(
         &self,
         namespace: &str,
         params: ListParams,
     ) -> Result<ObjectList<Approval>, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
         let query = self.inner.list_query(
             namespace,
             ListParams {
@@ -331,172 +519,6 @@ impl Engine {
             .await?;
         self.deny_rejected(&approval).await?;
         Ok(approval)
-    }
-
-    /// Withdraws a pending approval whose call will not run (its batch was
-    /// stopped by a denial).
-    pub(crate) async fn withdraw_approval(
-        &self,
-        namespace: &str,
-        name: &str,
-        reason: &str,
-    ) -> Result<(), EngineError> {
-        let mut approval = match self.pending_approval(namespace, name).await {
-            Ok(approval) => approval,
-            Err(EngineError::Refused { .. }) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        approval.status.phase = ApprovalPhase::Expired;
-        let decision = ApprovalDecision {
-            by: "joch".to_owned(),
-            rationale: Some(reason.to_owned()),
-            ..Default::default()
-        };
-        match self
-            .decide(&mut approval, "withdrawn", &decision, None)
-            .await
-        {
-            Err(EngineError::Refused { .. }) => Ok(()),
-            other => other,
-        }
-    }
-
-    /// Who decides, by the rulebook; the decision is then recorded under
-    /// that name.
-    async fn decider(
-        &self,
-        by: &Principal,
-        approval: &Approval,
-        decision: &mut ApprovalDecision,
-    ) -> Result<Decider, EngineError> {
-        rules::acts_in(by, &approval.metadata.namespace)?;
-        let call = self
-            .get_call(
-                &approval.metadata.namespace,
-                &approval.spec.action.tool_call_ref.name,
-            )
-            .await?;
-        let decider = rules::decider(&call, approval, by, &decision.by, decision.for_user)?;
-        decision.by.clone_from(&decider.name);
-        Ok(decider)
-    }
-
-    async fn pending_approval(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
-        let approval = self.get_approval(namespace, name).await?;
-        if approval.status.phase != ApprovalPhase::Pending {
-            return Err(decided(name, approval.status.phase));
-        }
-        Ok(approval)
-    }
-
-    /// Stores the decision; only the first of racing decisions wins.
-    async fn decide(
-        &self,
-        approval: &mut Approval,
-        verb: &str,
-        decision: &ApprovalDecision,
-        decider: Option<Decider>,
-    ) -> Result<(), EngineError> {
-        approval.status.decision = Some(verb.to_owned());
-        if let Some(decider) = decider {
-            approval.status.decider = Some(decider.principal);
-            approval.status.asked_user = decider.asked_user;
-        }
-        approval
-            .status
-            .replica
-            .clone_from(&self.inner.config.replica);
-        approval.status.decided_by = Some(decision.by.clone());
-        approval.status.decided_at = Some(now());
-        approval.status.rationale = decision.rationale.clone();
-        approval.status.always = decision.always && matches!(verb, "approve" | "reject");
-        match self.store_decided(approval).await {
-            Err(e) if e.kind() == StoreErrorKind::Conflict => {
-                return Err(decided(&approval.metadata.name, ApprovalPhase::Approved));
-            }
-            other => other?,
-        }
-        telemetry::approvals_pending(-1.0);
-        self.inner.touched_kind(Approval::KIND);
-        if let (Some(opened), Some(decided)) = (
-            approval.metadata.creation_timestamp,
-            approval.status.decided_at,
-        ) {
-            telemetry::approval_waited(opened.millis_until(decided) as f64 / 1000.0);
-        }
-        if approval.status.always {
-            self.stand_by(approval, verb, decision, Standing::Replace)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// Records an `always` decision for the approval's tool.
-    pub(super) async fn stand_by(
-        &self,
-        approval: &Approval,
-        verb: &str,
-        decision: &ApprovalDecision,
-        existing: Standing,
-    ) -> Result<(), EngineError> {
-        let Some(tool) = approval.spec.payload.get("tool").and_then(Value::as_str) else {
-            return Ok(());
-        };
-        let standing = StandingApproval {
-            api_version: joch_core::API_VERSION.to_owned(),
-            kind: "StandingApproval".to_owned(),
-            metadata: ObjectMeta {
-                name: tool.to_owned(),
-                ..ObjectMeta::default()
-            },
-            spec: StandingApprovalSpec {
-                decision: verb.to_owned(),
-                decided_by: decision.by.clone(),
-                approval_ref: ObjectRef::new(&approval.metadata.name),
-                rationale: decision.rationale.clone(),
-            },
-        };
-        let ns = &approval.metadata.namespace;
-        match self.create_resource(ns, standing.clone()).await {
-            Err(EngineError::AlreadyExists { .. }) if existing == Standing::Replace => {
-                self.replace_resource(ns, tool, standing).await.map(drop)
-            }
-            Err(EngineError::AlreadyExists { .. }) => Ok(()),
-            other => other.map(drop),
-        }
-    }
-
-    /// The standing decision for `tool` in `namespace`, if an approver made one.
-    pub(crate) async fn standing_decision(
-        &self,
-        namespace: &str,
-        tool: &str,
-    ) -> Result<Option<StandingApproval>, EngineError> {
-        match self.inner.store.get_object(namespace, tool).await {
-            Ok(standing) => Ok(Some(standing)),
-            Err(e) if e.kind() == StoreErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// The deadline passed: apply the fallback if nobody decided.
-    async fn expire(&self, namespace: &str, name: &str) -> Result<(), EngineError> {
-        let mut approval = match self.pending_approval(namespace, name).await {
-            Ok(approval) => approval,
-            Err(EngineError::Refused { .. } | EngineError::NotFound { .. }) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        approval.status.phase = ApprovalPhase::Expired;
-        let decision = ApprovalDecision {
-            by: "timeout".to_owned(),
-            rationale: Some("no decision before the deadline".to_owned()),
-            ..Default::default()
-        };
-        match self.decide(&mut approval, "timeout", &decision, None).await {
-            Err(EngineError::Refused { .. }) => return Ok(()),
-            other => other?,
-        }
-        self.fall_back(&approval, &decision).await
     }
 }
 

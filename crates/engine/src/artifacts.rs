@@ -5,6 +5,8 @@
 //! ([`Blobs::put`]) before the `Artifact` record and the settled call
 //! that name it are written, so no record ever points at a missing blob.
 
+mod tools;
+
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -18,6 +20,7 @@ use joch_core::{ObjectMeta, ObjectRef, Tool, ToolCall};
 use joch_store::{Blobs, Durability, ListQuery, StoreError};
 use serde_json::{Map, Value, json};
 
+use crate::Artifacts;
 use crate::engine::now;
 use crate::{Engine, EngineError};
 
@@ -64,7 +67,8 @@ impl Engine {
         let max_inline_bytes = match tool.spec.max_inline_bytes {
             Some(max) => Some(max),
             None => {
-                self.get_namespace(&call.metadata.namespace)
+                self.resources()
+                    .get_namespace(&call.metadata.namespace)
                     .await?
                     .spec
                     .max_inline_bytes
@@ -202,10 +206,12 @@ impl Engine {
             reason: reason.to_owned(),
         })
     }
+}
 
+impl Artifacts<'_> {
     /// An artifact's metadata.
-    pub async fn get_artifact(&self, namespace: &str, id: &str) -> Result<Artifact, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+    pub async fn get(&self, namespace: &str, id: &str) -> Result<Artifact, EngineError> {
+        crate::catalog::valid_namespace(namespace)?;
         if !is_sha256(id) {
             return Err(EngineError::NotFound {
                 kind: "Artifact".to_owned(),
@@ -216,13 +222,13 @@ impl Engine {
     }
 
     /// An artifact's bytes, all or `range` of them.
-    pub async fn read_artifact(
+    pub async fn read(
         &self,
         namespace: &str,
         id: &str,
         range: Option<ByteRange>,
     ) -> Result<(Artifact, Vec<u8>), EngineError> {
-        let artifact = self.get_artifact(namespace, id).await?;
+        let artifact = self.artifacts().get(namespace, id).await?;
         let bytes = self
             .blobs()?
             .read(&artifact.spec.sha256, range.map(|r| (r.start, r.len())))
@@ -233,7 +239,7 @@ impl Engine {
 
     /// Deletes blobs no `Artifact` of any namespace names, once older than
     /// `grace`; returns how many went. Safe to run while calls settle.
-    pub async fn collect_orphan_artifacts(&self, grace: Duration) -> Result<usize, EngineError> {
+    pub async fn collect_orphans(&self, grace: Duration) -> Result<usize, EngineError> {
         let Some(blobs) = self.inner.config.artifacts.clone() else {
             return Ok(0);
         };

@@ -13,6 +13,7 @@ use joch_core::{Approval, ToolCall};
 use joch_store::{Durability, StoreError};
 use serde::Serialize;
 
+use crate::Audit;
 use crate::{Engine, EngineError};
 
 pub use of_record::{CheckedEntry, RecordAudit};
@@ -57,15 +58,17 @@ impl Engine {
             .update_object(approval, Durability::Sync)
             .await
     }
+}
 
+impl Audit<'_> {
     /// The namespace's audit entries after `after`, in order.
-    pub async fn audit_entries(
+    pub async fn entries(
         &self,
         namespace: &str,
         after: u64,
         limit: usize,
     ) -> Result<Vec<AuditLine>, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
         let records = self.inner.store.list_audit(namespace, after, limit).await?;
         Ok(records
             .into_iter()
@@ -80,8 +83,8 @@ impl Engine {
     }
 
     /// The namespace's signed checkpoints, oldest entry first.
-    pub async fn audit_checkpoints(&self, namespace: &str) -> Result<Vec<Checkpoint>, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+    pub async fn checkpoints(&self, namespace: &str) -> Result<Vec<Checkpoint>, EngineError> {
+        crate::catalog::valid_namespace(namespace)?;
         Ok(self.inner.store.list_checkpoints(namespace).await?)
     }
 }

@@ -2,21 +2,66 @@
 //! record it and let it run (`submit`); and what passes between admission
 //! (`admission.rs`) and execution (`execute.rs`).
 
+mod admission;
+mod batches;
+mod chunks;
+mod context;
+mod costs;
+mod execute;
+mod hooked;
+mod hooks;
+mod idempotency;
+mod ratelimit;
+mod records;
+mod replay;
+mod resumed;
+
 use std::sync::Arc;
 use std::time::Duration;
+
+pub use batches::{BATCH_LABEL, Batch};
+pub use chunks::{ChunkFollower, FOLLOW_QUEUE};
+pub use hooked::{Deferred, HookResult, HookVerdict, named_values};
+pub use idempotency::{MAX_KEY_LEN, validate_key};
+pub use replay::{Replay, ReplayMode};
+
+pub(crate) use admission::{Admitting, COMPLETION, RESUMPTION};
+pub(crate) use chunks::Followers;
+pub(crate) use execute::recorded_value;
+pub(crate) use hooks::REPLAY_OVERRIDE_ANNOTATION;
+pub(crate) use ratelimit::Limiters;
 
 use joch_core::{CallError, ErrorCode, Phase, Policy, Principal, Tool, ToolCall};
 use joch_store::{Durability, timing};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use crate::admission::{Admission, Intent};
-use crate::hooks::refusal;
+use crate::Calls;
+use crate::calls::admission::{Admission, Intent};
+use crate::calls::hooks::refusal;
+use crate::catalog::schema::Compiled;
 use crate::policy::{Decision, Facts};
-use crate::schema::Compiled;
+use crate::signal::Signal;
 use crate::telemetry;
 use crate::tracing_spans;
 use crate::{Engine, EngineError};
+
+/// What the call path keeps besides the store.
+#[derive(Default)]
+pub(crate) struct State {
+    /// Bumped whenever a call settles, so callers waiting on another call's
+    /// outcome (same idempotency key) re-read the store at once.
+    settled: Signal,
+    /// Surfaces following running calls' output chunks (see `chunks.rs`).
+    followers: Followers,
+}
+
+impl State {
+    /// A call settled, here or (heard from the store) on another replica.
+    pub(crate) fn settled(&self) {
+        self.settled.bump();
+    }
+}
 
 /// What a caller gets back for a call.
 #[derive(Debug, Clone)]
@@ -31,7 +76,7 @@ pub struct CallOutcome {
     /// returned from the record without running anything.
     pub replayed: bool,
     /// Where the call's time went, for a call made through
-    /// [`Engine::call`] (a surface may answer it as `Server-Timing`).
+    /// [`Calls::call`](crate::Calls::call) (a surface may answer it as `Server-Timing`).
     pub timings: Option<joch_store::timing::Timings>,
 }
 
@@ -49,7 +94,7 @@ impl CallOutcome {
                 .status
                 .output
                 .take()
-                .map(|output| crate::envelopes::rewrap(&record, &nonce, output));
+                .map(|output| crate::policy::rewrap(&record, &nonce, output));
         }
         record
     }
@@ -141,6 +186,121 @@ enum Reached {
 }
 
 impl Engine {
+    /// Records the call and, unless it waits, runs it to its settlement.
+    async fn admit_and_run(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        call: ToolCall,
+        paused: Option<tokio::sync::oneshot::Sender<joch_core::Approval>>,
+    ) -> Result<Reached, EngineError> {
+        match self
+            .record(by, namespace, call, Intent::WhenSettled, None)
+            .await?
+        {
+            Admission::New(recorded) if recorded.call.status.phase == Phase::AwaitingApproval => {
+                let name = recorded.call.metadata.name.clone();
+                if let Some(paused) = paused.filter(|p| !p.is_closed()) {
+                    // The Approval was written (synced) before `record` returned.
+                    match self.approvals().get(namespace, &name).await {
+                        Ok(approval) => drop(paused.send(approval)),
+                        Err(e) => {
+                            tracing::warn!(call = %name, error = %e, "the pending approval could not be read")
+                        }
+                    }
+                }
+                Ok(Reached::Awaiting(name))
+            }
+            Admission::New(recorded) => Ok(Reached::Settled(Box::new(self.run(*recorded).await?))),
+            Admission::KeyHeldBy(holder) => Ok(Reached::KeyHeldBy(holder)),
+        }
+    }
+
+    async fn submit_now(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        call: ToolCall,
+    ) -> Result<CallOutcome, EngineError> {
+        gateway_only(&call)?;
+        if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
+            return self.artifacts().call_tool(by, namespace, call).await;
+        }
+        let recorded = match self
+            .record(by, namespace, call, Intent::Now(Durability::Sync), None)
+            .await?
+        {
+            Admission::New(recorded) => *recorded,
+            Admission::KeyHeldBy(holder) => {
+                let existing = self.key_holder(namespace, &holder).await?;
+                if !existing.status.phase.is_terminal() {
+                    return Err(EngineError::IdempotencyKeyInUse { call: holder });
+                }
+                telemetry::idempotent_replay(self.call_labels(&existing).await);
+                return Ok(CallOutcome::stored(existing, true));
+            }
+        };
+        let accepted = recorded.call.clone();
+        if accepted.status.phase == Phase::Pending {
+            self.run_in_background(recorded);
+        }
+        Ok(CallOutcome::stored(accepted, false))
+    }
+
+    pub(crate) fn run_in_background(&self, recorded: Recorded) {
+        let engine = self.clone();
+        let span = tracing_spans::call_span(&recorded.call.metadata.namespace, &recorded.call);
+        tokio::spawn(
+            async move {
+            let name = recorded.call.metadata.name.clone();
+            if let Err(e) = engine.run(recorded).await {
+                tracing::error!(call = %name, error = %e, "background call could not be settled");
+            }
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Waits until the named call has settled and returns it.
+    pub(in crate::calls) async fn wait_settled(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ToolCall, EngineError> {
+        let mut settled = self.inner.calls.settled.subscribe();
+        loop {
+            let call = self.key_holder(namespace, name).await?;
+            if call.status.phase.is_terminal() {
+                return Ok(call);
+            }
+            // A settle elsewhere in this process wakes us at once; the timer
+            // covers a call settled by another process sharing the store.
+            let _ = tokio::time::timeout(Duration::from_millis(500), settled.changed()).await;
+        }
+    }
+
+    /// Reads the call holding an idempotency key. The store reports a claim
+    /// as soon as it is applied, but a reader sees the holder only once its
+    /// group commit lands, a moment later: a brief NotFound means "not yet".
+    pub(in crate::calls) async fn key_holder(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ToolCall, EngineError> {
+        let mut waited = Duration::ZERO;
+        loop {
+            match self.calls().get(namespace, name).await {
+                Err(EngineError::NotFound { .. }) if waited < Duration::from_secs(5) => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    waited += Duration::from_millis(5);
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+impl Calls<'_> {
     /// Records a call, runs it and returns it settled. The answer is durable
     /// when this returns; the record was durable before the tool's side
     /// effect could happen. A call deferred for approval is answered once
@@ -170,7 +330,7 @@ impl Engine {
         gateway_only(&call)?;
         // The artifact tools' names are reserved: they read handles, not a Tool.
         if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
-            return self.call_artifact_tool(by, namespace, call).await;
+            return self.artifacts().call_tool(by, namespace, call).await;
         }
         let span = tracing_spans::call_span(namespace, &call);
         let (owned_by, owned_namespace, task_span) =
@@ -213,36 +373,6 @@ impl Engine {
         }
     }
 
-    /// Records the call and, unless it waits, runs it to its settlement.
-    async fn admit_and_run(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        call: ToolCall,
-        paused: Option<tokio::sync::oneshot::Sender<joch_core::Approval>>,
-    ) -> Result<Reached, EngineError> {
-        match self
-            .record(by, namespace, call, Intent::WhenSettled, None)
-            .await?
-        {
-            Admission::New(recorded) if recorded.call.status.phase == Phase::AwaitingApproval => {
-                let name = recorded.call.metadata.name.clone();
-                if let Some(paused) = paused.filter(|p| !p.is_closed()) {
-                    // The Approval was written (synced) before `record` returned.
-                    match self.get_approval(namespace, &name).await {
-                        Ok(approval) => drop(paused.send(approval)),
-                        Err(e) => {
-                            tracing::warn!(call = %name, error = %e, "the pending approval could not be read")
-                        }
-                    }
-                }
-                Ok(Reached::Awaiting(name))
-            }
-            Admission::New(recorded) => Ok(Reached::Settled(Box::new(self.run(*recorded).await?))),
-            Admission::KeyHeldBy(holder) => Ok(Reached::KeyHeldBy(holder)),
-        }
-    }
-
     /// Records a call durably and returns that record at once (`Pending`, or
     /// `AwaitingApproval`); the call runs in the background and settles in
     /// the store. If its idempotency key is held by a settled call, that
@@ -258,89 +388,6 @@ impl Engine {
             engine.submit_now(&by, &namespace, call).await
         })
         .await
-    }
-
-    async fn submit_now(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        call: ToolCall,
-    ) -> Result<CallOutcome, EngineError> {
-        gateway_only(&call)?;
-        if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
-            return self.call_artifact_tool(by, namespace, call).await;
-        }
-        let recorded = match self
-            .record(by, namespace, call, Intent::Now(Durability::Sync), None)
-            .await?
-        {
-            Admission::New(recorded) => *recorded,
-            Admission::KeyHeldBy(holder) => {
-                let existing = self.key_holder(namespace, &holder).await?;
-                if !existing.status.phase.is_terminal() {
-                    return Err(EngineError::IdempotencyKeyInUse { call: holder });
-                }
-                telemetry::idempotent_replay(self.call_labels(&existing).await);
-                return Ok(CallOutcome::stored(existing, true));
-            }
-        };
-        let accepted = recorded.call.clone();
-        if accepted.status.phase == Phase::Pending {
-            self.run_in_background(recorded);
-        }
-        Ok(CallOutcome::stored(accepted, false))
-    }
-
-    pub(crate) fn run_in_background(&self, recorded: Recorded) {
-        let engine = self.clone();
-        let span = tracing_spans::call_span(&recorded.call.metadata.namespace, &recorded.call);
-        tokio::spawn(
-            async move {
-            let name = recorded.call.metadata.name.clone();
-            if let Err(e) = engine.run(recorded).await {
-                tracing::error!(call = %name, error = %e, "background call could not be settled");
-            }
-            }
-            .instrument(span),
-        );
-    }
-
-    /// Waits until the named call has settled and returns it.
-    pub(crate) async fn wait_settled(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<ToolCall, EngineError> {
-        let mut settled = self.inner.settled.subscribe();
-        loop {
-            let call = self.key_holder(namespace, name).await?;
-            if call.status.phase.is_terminal() {
-                return Ok(call);
-            }
-            // A settle elsewhere in this process wakes us at once; the timer
-            // covers a call settled by another process sharing the store.
-            let _ = tokio::time::timeout(Duration::from_millis(500), settled.changed()).await;
-        }
-    }
-
-    /// Reads the call holding an idempotency key. The store reports a claim
-    /// as soon as it is applied, but a reader sees the holder only once its
-    /// group commit lands, a moment later: a brief NotFound means "not yet".
-    pub(crate) async fn key_holder(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<ToolCall, EngineError> {
-        let mut waited = Duration::ZERO;
-        loop {
-            match self.get_call(namespace, name).await {
-                Err(EngineError::NotFound { .. }) if waited < Duration::from_secs(5) => {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                    waited += Duration::from_millis(5);
-                }
-                other => return other,
-            }
-        }
     }
 }
 

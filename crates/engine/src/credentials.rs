@@ -20,6 +20,7 @@ use joch_store::{Durability, ListQuery, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 use crate::EngineError;
+use crate::Vault;
 
 mod consent;
 mod lease;
@@ -220,16 +221,16 @@ impl Credentials {
     }
 }
 
-impl crate::Engine {
+impl Vault<'_> {
     /// The namespace's credentials, sealed (surfaces show who, for what
     /// and until when, never `spec.sealed`). Only an admin may list them.
-    pub async fn list_credentials(
+    pub async fn list(
         &self,
         by: &Principal,
         namespace: &str,
     ) -> Result<Vec<Credential>, EngineError> {
-        crate::rules::acts_in(by, namespace)?;
-        crate::rules::administers(by, "manage credentials")?;
+        crate::identity::rules::acts_in(by, namespace)?;
+        crate::identity::rules::administers(by, "manage credentials")?;
         let query = ListQuery {
             namespace: namespace.to_owned(),
             limit: 5_000,
@@ -240,14 +241,14 @@ impl crate::Engine {
 
     /// Deletes a credential as `by` (an admin): the next call that needs
     /// it obtains a new token.
-    pub async fn revoke_credential(
+    pub async fn revoke(
         &self,
         by: &Principal,
         namespace: &str,
         name: &str,
     ) -> Result<Credential, EngineError> {
-        crate::rules::acts_in(by, namespace)?;
-        crate::rules::administers(by, "manage credentials")?;
+        crate::identity::rules::acts_in(by, namespace)?;
+        crate::identity::rules::administers(by, "manage credentials")?;
         Ok(self
             .inner
             .store

@@ -8,12 +8,10 @@ use chrono::Utc;
 use joch_core::object::IndexFields;
 use joch_core::{LabelSelector, Time, ToolBackend};
 use joch_store::{ListQuery, Store};
-use tokio::sync::watch;
 
 use crate::EngineError;
-use crate::cache::Snapshots;
+use crate::catalog::Catalog;
 use crate::policy::PolicyEngine;
-use crate::schema::SchemaCache;
 
 /// Engine settings, each with a documented default.
 #[derive(Debug, Clone)]
@@ -38,7 +36,7 @@ pub struct EngineConfig {
     /// (default none: without it and without tokens, no authentication).
     pub root_token_hash: Option<String>,
     /// An identity provider whose JWTs authenticate (default none).
-    pub jwt: Option<crate::tokens::JwtConfig>,
+    pub jwt: Option<crate::identity::JwtConfig>,
     /// This process's name among several sharing one store (default none:
     /// the store is this process's alone). Recorded on the calls it runs;
     /// see `replicas.rs`.
@@ -98,46 +96,17 @@ pub struct Engine {
 pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) backends: HashMap<&'static str, Arc<dyn ToolBackend>>,
-    pub(crate) schemas: SchemaCache,
+    /// The configuration calls read, and its snapshots.
+    pub(crate) catalog: Catalog,
     pub(crate) config: EngineConfig,
-    /// Bumped whenever a call settles, so callers waiting on another call's
-    /// outcome (same idempotency key) re-read the store at once.
-    pub(crate) settled: watch::Sender<u64>,
-    /// Bumped whenever an event is appended, so followers read at once.
-    pub(crate) appended: watch::Sender<u64>,
-    /// Bumped whenever a Tool is created, replaced or deleted, so MCP
-    /// sessions can tell their clients the tool list changed.
-    pub(crate) tools_changed: watch::Sender<u64>,
-    /// Bumped whenever an Approval opens or is decided (here or, heard from
-    /// the store, on another replica), so inboxes re-read at once.
-    pub(crate) approvals_changed: watch::Sender<u64>,
-    /// One lock per McpServer (`namespace/name`): its listings run one at a time.
-    pub(crate) mcp_syncs: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Approvals (namespace, name) whose deadline timer runs in this
-    /// process, so that re-arming (at start, or on taking over a dead
-    /// replica's work) starts no second timer.
-    pub(crate) armed_deadlines: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
-    /// Tools by `namespace/name`, as the call path last read them.
-    pub(crate) tools: Snapshots<joch_core::Tool>,
-    /// Each namespace's policies, in name order.
-    pub(crate) policies: Snapshots<Vec<joch_core::Policy>>,
-    /// Whether any of each namespace's policies reads `cost.*`.
-    pub(crate) spend_readers: Snapshots<bool>,
-    /// Each namespace's detectors, when any of its policies reads
-    /// detections (`None`: detectors cost its calls nothing).
-    pub(crate) detectors: Snapshots<Option<Arc<joch_core::detect::Detectors>>>,
-    /// Each namespace's budgets.
-    pub(crate) budgets: Snapshots<Vec<joch_core::Budget>>,
-    /// Each namespace's settings.
-    pub(crate) namespaces: Snapshots<joch_core::Namespace>,
-    /// Each namespace's rate limits, parsed.
-    pub(crate) limiters: Snapshots<crate::ratelimit::Limiters>,
-    /// Surfaces following running calls' output chunks (see `chunks.rs`).
-    pub(crate) chunk_followers: crate::chunks::Followers,
-    /// Clients attached to running calls, upstream notifications (see `mcp_surface.rs`).
-    pub(crate) mcp_relays: crate::mcp_surface::Relays,
-    /// Every token by hash, under the key `all`.
-    pub(crate) tokens: Snapshots<crate::tokens::TokenIndex>,
+    /// The call path's signals and followers.
+    pub(crate) calls: crate::calls::State,
+    /// Deadline timers and the inbox's signal.
+    pub(crate) approvals: crate::approvals::State,
+    /// The events' signal.
+    pub(crate) events: crate::events::State,
+    /// Upstream listings and relays.
+    pub(crate) mcp: crate::mcp::State,
     pub(crate) policy: Arc<dyn PolicyEngine>,
 }
 
@@ -153,26 +122,14 @@ impl Engine {
         let backends = backends.into_iter().map(|b| (b.kind(), b)).collect();
         Self {
             inner: Arc::new(Inner {
-                store,
+                store: store.clone(),
                 backends,
-                schemas: SchemaCache::default(),
+                catalog: Catalog::new(store),
                 config,
-                settled: watch::channel(0).0,
-                appended: watch::channel(0).0,
-                tools_changed: watch::channel(0).0,
-                approvals_changed: watch::channel(0).0,
-                mcp_syncs: Default::default(),
-                armed_deadlines: Default::default(),
-                chunk_followers: Default::default(),
-                mcp_relays: Default::default(),
-                tools: Snapshots::default(),
-                policies: Snapshots::default(),
-                budgets: Snapshots::default(),
-                spend_readers: Snapshots::default(),
-                detectors: Snapshots::default(),
-                namespaces: Snapshots::default(),
-                tokens: Snapshots::default(),
-                limiters: Snapshots::default(),
+                calls: Default::default(),
+                approvals: Default::default(),
+                events: Default::default(),
+                mcp: Default::default(),
                 policy,
             }),
         }
@@ -194,12 +151,6 @@ impl Engine {
     {
         let work = tracing::Instrument::in_current_span(work(self.clone()));
         tokio::spawn(work).await.map_err(EngineError::task(what))?
-    }
-
-    /// A receiver that changes whenever a Tool of any namespace is created,
-    /// replaced or deleted.
-    pub fn tool_changes(&self) -> watch::Receiver<u64> {
-        self.inner.tools_changed.subscribe()
     }
 
     /// The store, for health checks.
@@ -228,9 +179,15 @@ pub struct ListParams {
 }
 
 impl Inner {
-    pub(crate) fn touch_tools(&self) {
-        self.tools.invalidate();
-        self.tools_changed.send_modify(|n| *n = n.wrapping_add(1));
+    /// A page of objects of `T`, as a client asked for it.
+    pub(crate) async fn list<T: joch_core::Object>(
+        &self,
+        namespace: &str,
+        params: ListParams,
+    ) -> Result<joch_store::ObjectList<T>, EngineError> {
+        crate::catalog::valid_namespace(namespace)?;
+        let query = self.list_query(namespace, params)?;
+        Ok(self.store.list_objects(query).await?)
     }
 
     pub(crate) fn list_query(

@@ -6,6 +6,7 @@
 //! sync: each rides with the call write that follows it, which is synced
 //! before the caller hears of it.
 
+use crate::signal::Signal;
 use std::time::Duration;
 
 use joch_core::{EventKind, Time, ToolCall};
@@ -13,6 +14,7 @@ use joch_store::{Durability, EventRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::Calls;
 use crate::engine::now;
 use crate::{Engine, EngineError};
 
@@ -30,6 +32,20 @@ pub struct Event {
     pub time: Time,
     /// The seed's data fields for this type.
     pub data: Value,
+}
+
+/// What the events part keeps besides the store.
+#[derive(Default)]
+pub(crate) struct State {
+    /// Bumped whenever an event is appended, so followers read at once.
+    appended: Signal,
+}
+
+impl State {
+    /// An event was appended, here or (heard from the store) on another replica.
+    pub(crate) fn appended(&self) {
+        self.appended.bump();
+    }
 }
 
 impl Engine {
@@ -58,7 +74,7 @@ impl Engine {
             .store
             .append_event(record, Durability::Deferred)
             .await?;
-        self.inner.appended.send_modify(|n| *n = n.wrapping_add(1));
+        self.inner.events.appended();
         Ok(())
     }
 
@@ -77,7 +93,9 @@ impl Engine {
         self.emit(&call.metadata.namespace, &execution.name, kind, data)
             .await
     }
+}
 
+impl Calls<'_> {
     /// The execution's events numbered above `after`, oldest first.
     pub async fn events(
         &self,
@@ -86,7 +104,7 @@ impl Engine {
         after: u64,
         limit: usize,
     ) -> Result<Vec<Event>, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
         let records = self
             .inner
             .store
@@ -116,8 +134,8 @@ impl Engine {
         let _ = tokio::time::timeout(poll, seen.changed()).await;
     }
 
-    /// A receiver to pass to [`Engine::wait_for_events`].
+    /// A receiver to pass to [`Calls::wait_for_events`](crate::Calls::wait_for_events).
     pub fn event_notifications(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.inner.appended.subscribe()
+        self.inner.events.appended.subscribe()
     }
 }

@@ -35,6 +35,7 @@ impl Engine {
         }
         let configured = namespace == "default"
             || self
+                .resources()
                 .get_namespace(namespace)
                 .await
                 .is_ok_and(|ns| !ns.metadata.resource_version.is_empty());

@@ -86,9 +86,10 @@ pub async fn apply_examples(engine: &Engine, addr: SocketAddr) -> anyhow::Result
 async fn apply<T: Configurable>(engine: &Engine, doc: Value) -> anyhow::Result<String> {
     let object: T = serde_json::from_value(doc)?;
     let name = object.metadata().name.clone();
-    match engine.create_resource("default", object.clone()).await {
+    match engine.resources().create("default", object.clone()).await {
         Err(EngineError::AlreadyExists { .. }) => engine
-            .replace_resource("default", &name, object)
+            .resources()
+            .replace("default", &name, object)
             .await
             .map(drop),
         other => other.map(drop),

@@ -107,7 +107,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Tests and scripts read this line to find the port: keep its shape.
     println!(
         "joch listening on http://{addr} (store: {location}; {})",
-        if engine.auth_required().await? {
+        if engine.identity().auth_required().await? {
             "authentication: bearer tokens"
         } else if addr.ip().is_loopback() {
             "no authentication: loopback only"

@@ -44,7 +44,7 @@ pub(crate) async fn authorize(
     {
         return next.run(request).await;
     }
-    match state.engine.auth_required().await {
+    match state.engine.identity().auth_required().await {
         Ok(false) => {
             request.extensions_mut().insert(Principal::local());
             return next.run(request).await;
@@ -61,7 +61,7 @@ pub(crate) async fn authorize(
         .map(str::to_owned);
     let refused = presented.is_some();
     let principal = match presented {
-        Some(token) => match state.engine.authenticate(&token).await {
+        Some(token) => match state.engine.identity().authenticate(&token).await {
             Ok(principal) => principal,
             Err(e) => return ApiError::from(e).into_response(),
         },

@@ -73,7 +73,8 @@ impl EmbeddedGateway {
     pub async fn apply<T: Configurable>(&self, resource: T) -> Result<T, Error> {
         Ok(self
             .engine
-            .create_resource(&self.namespace, resource)
+            .resources()
+            .create(&self.namespace, resource)
             .await?)
     }
 
@@ -102,7 +103,8 @@ impl EmbeddedGateway {
     pub async fn pending_approvals(&self) -> Result<Vec<Approval>, Error> {
         let all = self
             .engine
-            .list_approvals(&self.namespace, ListParams::default())
+            .approvals()
+            .list(&self.namespace, ListParams::default())
             .await?;
         Ok(all
             .items
@@ -121,6 +123,7 @@ impl EmbeddedGateway {
         };
         Ok(self
             .engine
+            .approvals()
             .approve(&self.principal, &self.namespace, approval, decision)
             .await?)
     }
@@ -134,6 +137,7 @@ impl EmbeddedGateway {
         };
         Ok(self
             .engine
+            .approvals()
             .reject(&self.principal, &self.namespace, approval, decision)
             .await?)
     }
@@ -144,6 +148,7 @@ impl ToolExecutor for EmbeddedGateway {
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>, Error> {
         let tools = self
             .engine
+            .resources()
             .list_tools(&self.principal, &self.namespace, ListParams::default())
             .await?;
         Ok(tools.items.iter().map(ToolDefinition::from).collect())
@@ -155,6 +160,7 @@ impl ToolExecutor for EmbeddedGateway {
             .map_err(|e| Error::Invalid(format!("not a ToolCall: {e}")))?;
         let outcome = self
             .engine
+            .calls()
             .call(&self.principal, &self.namespace, record)
             .await?;
         let replayed = outcome.replayed;

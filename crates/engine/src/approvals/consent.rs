@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::ApprovalDecision;
 use crate::credentials::ConsentGiven;
-use crate::{Engine, EngineError};
+use crate::{Approvals, Engine, EngineError};
 use joch_core::ApprovalActionKind;
 
 /// What the authorization server sent back to `/oauth/callback`.
@@ -35,7 +35,7 @@ fn failed(message: String) -> EngineError {
     }
 }
 
-impl Engine {
+impl Approvals<'_> {
     /// Completes the consent `state` names: with a code, the user's token
     /// is kept and the waiting call runs (once, here); declined, the call
     /// ends `Denied`. A state joch did not issue, or used or expired,
@@ -88,6 +88,37 @@ impl Engine {
         Ok(given)
     }
 
+    /// The authorization URL the call `name` waits on for its user's
+    /// consent, while it waits; for surfaces that relay it (MCP URL-mode
+    /// elicitation, `input_required`).
+    pub async fn consent_url(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<String>, EngineError> {
+        crate::identity::rules::acts_in(by, namespace)?;
+        let call: ToolCall = self.calls().get(namespace, name).await?;
+        if call.status.phase != joch_core::Phase::AwaitingApproval {
+            return Ok(None);
+        }
+        let approval = self.get(namespace, name).await?;
+        let waits = approval.spec.action.kind == ApprovalActionKind::Consent
+            && approval.status.phase == ApprovalPhase::Pending;
+        Ok(waits
+            .then(|| {
+                approval
+                    .spec
+                    .payload
+                    .get("consentUrl")
+                    .and_then(Value::as_str)
+            })
+            .flatten()
+            .map(str::to_owned))
+    }
+}
+
+impl Engine {
     /// Decides the consent approval of `given`'s call, if it still waits,
     /// and carries the decision out. Racing decisions: the first wins.
     async fn decide_consent(
@@ -122,34 +153,5 @@ impl Engine {
         } else {
             self.deny_rejected(&approval).await
         }
-    }
-
-    /// The authorization URL the call `name` waits on for its user's
-    /// consent, while it waits; for surfaces that relay it (MCP URL-mode
-    /// elicitation, `input_required`).
-    pub async fn consent_url(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<String>, EngineError> {
-        crate::rules::acts_in(by, namespace)?;
-        let call: ToolCall = self.get_call(namespace, name).await?;
-        if call.status.phase != joch_core::Phase::AwaitingApproval {
-            return Ok(None);
-        }
-        let approval = self.get_approval(namespace, name).await?;
-        let waits = approval.spec.action.kind == ApprovalActionKind::Consent
-            && approval.status.phase == ApprovalPhase::Pending;
-        Ok(waits
-            .then(|| {
-                approval
-                    .spec
-                    .payload
-                    .get("consentUrl")
-                    .and_then(Value::as_str)
-            })
-            .flatten()
-            .map(str::to_owned))
     }
 }

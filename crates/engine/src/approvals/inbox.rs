@@ -8,8 +8,9 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::ApprovalDecision;
-use crate::rules;
-use crate::{Engine, EngineError, ListParams};
+use crate::Approvals;
+use crate::identity::rules;
+use crate::{EngineError, ListParams};
 
 /// Most pending approvals an inbox shows at once.
 const INBOX_LIMIT: usize = 500;
@@ -25,7 +26,7 @@ pub struct InboxItem {
     pub may_decide: Result<(), String>,
 }
 
-impl Engine {
+impl Approvals<'_> {
     /// The pending approvals of `namespace` that `by` may see, nearest
     /// deadline first, each marked with whether `by` may decide it.
     pub async fn inbox(
@@ -40,9 +41,10 @@ impl Engine {
             ..ListParams::default()
         };
         let mut items = Vec::new();
-        for approval in self.list_approvals(namespace, params).await?.items {
+        for approval in self.approvals().list(namespace, params).await?.items {
             let call = self
-                .get_call(namespace, &approval.spec.action.tool_call_ref.name)
+                .calls()
+                .get(namespace, &approval.spec.action.tool_call_ref.name)
                 .await
                 .ok();
             let may_decide = match &call {
@@ -62,8 +64,8 @@ impl Engine {
     }
 
     /// A receiver that changes whenever an Approval opens or is decided.
-    pub fn approval_changes(&self) -> watch::Receiver<u64> {
-        self.inner.approvals_changed.subscribe()
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.inner.approvals.changed.subscribe()
     }
 
     /// Approves with edited arguments once they fit the tool's input
@@ -77,7 +79,7 @@ impl Engine {
         decision: ApprovalDecision,
     ) -> Result<Approval, EngineError> {
         rules::acts_in(by, namespace)?;
-        let approval = self.get_approval(namespace, name).await?;
+        let approval = self.approvals().get(namespace, name).await?;
         let input = decision
             .edited_input
             .as_ref()
@@ -88,8 +90,8 @@ impl Engine {
             );
         }
         if let Some(tool) = approval.spec.payload.get("tool").and_then(Value::as_str) {
-            let tool: Tool = self.get_resource(namespace, tool).await?;
-            let compiled = self.inner.schemas.get(&tool)?;
+            let tool: Tool = self.resources().get(namespace, tool).await?;
+            let compiled = self.inner.catalog.schemas(&tool)?;
             compiled.check_input(input).map_err(|e| {
                 let detail = e.details.map(|d| format!(" ({d})")).unwrap_or_default();
                 ValidationError::field("input", format!("{}{detail}", e.message))

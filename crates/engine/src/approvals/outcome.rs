@@ -15,8 +15,8 @@ use joch_core::{
 use serde_json::{Map, Value, json};
 
 use super::{ApprovalDecision, Standing};
-use crate::admission::{Admitting, COMPLETION, RESUMPTION};
 use crate::calls::Rejection;
+use crate::calls::{Admitting, COMPLETION, RESUMPTION};
 use crate::policy::Facts;
 use crate::telemetry;
 use crate::{Engine, EngineError};
@@ -50,7 +50,7 @@ impl Engine {
     /// The approval's call, if it still waits for the decision.
     async fn awaiting_call(&self, approval: &Approval) -> Result<Option<ToolCall>, EngineError> {
         let meta = &approval.metadata;
-        let call = self.get_call(&meta.namespace, &meta.name).await?;
+        let call = self.calls().get(&meta.namespace, &meta.name).await?;
         Ok((call.status.phase == Phase::AwaitingApproval).then_some(call))
     }
 
@@ -183,8 +183,8 @@ impl Engine {
             );
         }
         let tool = self.resolve_tool(&namespace, &call).await?;
-        let policies = self.policies(&namespace).await?;
-        let schemas = self.inner.schemas.get(&tool).ok();
+        let policies = self.inner.catalog.policies(&namespace).await?;
+        let schemas = self.inner.catalog.schemas(&tool).ok();
         let mut rejection = None;
         let mut args = match (&call.spec.input, call.status.input_withheld) {
             (Value::Object(args), false) => args.clone(),

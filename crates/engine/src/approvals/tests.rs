@@ -44,5 +44,5 @@ async fn an_approval_deadline_is_armed_once_per_process() {
     engine.arm_deadline(&second);
     engine.arm_deadline(&first);
     assert_eq!(timers() - before, 2, "one timer per approval");
-    assert_eq!(engine.armed_deadlines().len(), 2);
+    assert_eq!(engine.inner.approvals.armed().len(), 2);
 }

@@ -10,8 +10,9 @@ use joch_core::{Approval, Object, Principal, ToolCall};
 use serde::Serialize;
 
 use super::AuditLine;
+use crate::Audit;
 use crate::engine::now;
-use crate::rules::{acts_in, may_read};
+use crate::identity::rules::{acts_in, may_read};
 use crate::{Engine, EngineError};
 
 /// One entry and what was checked of it.
@@ -45,9 +46,23 @@ impl RecordAudit {
 }
 
 impl Engine {
+    async fn stored_record<T: Object>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<T>, EngineError> {
+        match self.inner.store.get_object(namespace, name).await {
+            Ok(record) => Ok(Some(record)),
+            Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl Audit<'_> {
     /// The audit of call `name` (see the module), for a principal that may
     /// read the audit.
-    pub async fn call_audit(
+    pub async fn of_call(
         &self,
         by: &Principal,
         namespace: &str,
@@ -55,7 +70,7 @@ impl Engine {
     ) -> Result<RecordAudit, EngineError> {
         acts_in(by, namespace)?;
         may_read(by, "audit")?;
-        crate::resources::valid_namespace(namespace)?;
+        crate::catalog::valid_namespace(namespace)?;
         let store = &self.inner.store;
         let mut entries = Vec::new();
         for record in store.audit_of(namespace, name).await? {
@@ -101,17 +116,5 @@ impl Engine {
             }
         }
         Ok(RecordAudit { entries, records })
-    }
-
-    async fn stored_record<T: Object>(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<T>, EngineError> {
-        match self.inner.store.get_object(namespace, name).await {
-            Ok(record) => Ok(Some(record)),
-            Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
-        }
     }
 }

@@ -8,6 +8,7 @@ use joch_core::{Approval, Object, Time, ToolCall};
 use joch_store::{ListQuery, StoreError};
 use serde::Serialize;
 
+use crate::Audit;
 use crate::engine::now;
 use crate::{Engine, EngineError};
 
@@ -73,71 +74,6 @@ fn legacy_kind(kind: FindingKind) -> &'static str {
 }
 
 impl Engine {
-    /// Walks the namespace's chain (each entry must follow the one before,
-    /// hash to its content and extend every stored checkpoint), then checks
-    /// both ways between entries and records: each settled record must
-    /// match its latest entry, and each record an entry names must exist.
-    /// Reports every finding. Reads the whole namespace, a page at a time.
-    pub async fn verify_audit(&self, namespace: &str) -> Result<AuditReport, EngineError> {
-        crate::resources::valid_namespace(namespace)?;
-        let store = &self.inner.store;
-        let mut walk = ChainWalk::new();
-        for checkpoint in store.list_checkpoints(namespace).await? {
-            walk.expect(checkpoint.seq, &checkpoint.head);
-        }
-        let mut after = 0;
-        loop {
-            let page = store.list_audit(namespace, after, 1000).await?;
-            let Some(last) = page.last() else { break };
-            after = last.seq;
-            for entry in &page {
-                walk.push(entry.seq, &entry.prev, &entry.hash, &entry.body);
-            }
-        }
-        let mut walked = walk.finish();
-        let mut suspects = Vec::new();
-        let calls = self
-            .check_records::<ToolCall>(namespace, &mut walked, &mut suspects, |c| {
-                c.status.completed_at
-            })
-            .await?;
-        let approvals = self
-            .check_records::<Approval>(namespace, &mut walked, &mut suspects, |a| {
-                a.status.decided_at
-            })
-            .await?;
-        let settled_since = if suspects.is_empty() {
-            HashMap::new()
-        } else {
-            self.entries_since(namespace, walked.last_seq).await?
-        };
-        for suspect in suspects {
-            let key = (suspect.kind.to_owned(), suspect.name);
-            if settled_since.get(&key) != Some(&suspect.digest) {
-                walked.findings.push(suspect.finding);
-            }
-        }
-        // What is left names records that are gone.
-        let mut gone: Vec<_> = walked.latest.drain().collect();
-        gone.sort_by_key(|(_, latest)| latest.seq);
-        for ((kind, name), latest) in gone {
-            walked.findings.push(Finding {
-                kind: FindingKind::Deleted,
-                seq: Some(latest.seq),
-                message: format!(
-                    "{kind} {name:?}, named by entry {}, was deleted",
-                    latest.seq
-                ),
-                name: Some(name),
-            });
-        }
-        Ok(AuditReport::of(
-            walked.entries,
-            calls + approvals,
-            walked.findings,
-        ))
-    }
-
     /// Per record, the digest of the latest entry appended after `after`:
     /// what settled while verify was reading.
     async fn entries_since(
@@ -222,6 +158,73 @@ impl Engine {
             .latest
             .retain(|(kind, name), _| kind != T::KIND || !seen.contains(name));
         Ok(settled)
+    }
+}
+
+impl Audit<'_> {
+    /// Walks the namespace's chain (each entry must follow the one before,
+    /// hash to its content and extend every stored checkpoint), then checks
+    /// both ways between entries and records: each settled record must
+    /// match its latest entry, and each record an entry names must exist.
+    /// Reports every finding. Reads the whole namespace, a page at a time.
+    pub async fn verify(&self, namespace: &str) -> Result<AuditReport, EngineError> {
+        crate::catalog::valid_namespace(namespace)?;
+        let store = &self.inner.store;
+        let mut walk = ChainWalk::new();
+        for checkpoint in store.list_checkpoints(namespace).await? {
+            walk.expect(checkpoint.seq, &checkpoint.head);
+        }
+        let mut after = 0;
+        loop {
+            let page = store.list_audit(namespace, after, 1000).await?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            for entry in &page {
+                walk.push(entry.seq, &entry.prev, &entry.hash, &entry.body);
+            }
+        }
+        let mut walked = walk.finish();
+        let mut suspects = Vec::new();
+        let calls = self
+            .check_records::<ToolCall>(namespace, &mut walked, &mut suspects, |c| {
+                c.status.completed_at
+            })
+            .await?;
+        let approvals = self
+            .check_records::<Approval>(namespace, &mut walked, &mut suspects, |a| {
+                a.status.decided_at
+            })
+            .await?;
+        let settled_since = if suspects.is_empty() {
+            HashMap::new()
+        } else {
+            self.entries_since(namespace, walked.last_seq).await?
+        };
+        for suspect in suspects {
+            let key = (suspect.kind.to_owned(), suspect.name);
+            if settled_since.get(&key) != Some(&suspect.digest) {
+                walked.findings.push(suspect.finding);
+            }
+        }
+        // What is left names records that are gone.
+        let mut gone: Vec<_> = walked.latest.drain().collect();
+        gone.sort_by_key(|(_, latest)| latest.seq);
+        for ((kind, name), latest) in gone {
+            walked.findings.push(Finding {
+                kind: FindingKind::Deleted,
+                seq: Some(latest.seq),
+                message: format!(
+                    "{kind} {name:?}, named by entry {}, was deleted",
+                    latest.seq
+                ),
+                name: Some(name),
+            });
+        }
+        Ok(AuditReport::of(
+            walked.entries,
+            calls + approvals,
+            walked.findings,
+        ))
     }
 }
 

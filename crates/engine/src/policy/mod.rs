@@ -11,6 +11,9 @@
 //! decisions are kept apart ([`Outcome::shadow`]): recorded and counted,
 //! marked `shadow`, never combined into what happens.
 
+mod backtest;
+mod detections;
+mod envelopes;
 pub(crate) mod evaluate;
 mod facts;
 
@@ -18,6 +21,9 @@ use joch_core::policy::{ApprovalRouting, Enforcement, Patch, UserInput};
 use joch_core::{DecisionKind, HookDecision, LabelSelector, Policy};
 use serde_json::Value;
 
+pub use backtest::Progress;
+pub(crate) use detections::{apply_patches, redact_detected};
+pub(crate) use envelopes::rewrap;
 pub use evaluate::StandardPolicyEngine;
 pub(crate) use facts::Facts;
 

@@ -15,7 +15,7 @@ pub(crate) async fn get(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<Approval>, ApiError> {
-    Ok(Json(state.engine.get_approval(&ns, &name).await?))
+    Ok(Json(state.engine.approvals().get(&ns, &name).await?))
 }
 
 pub(crate) async fn list(
@@ -24,7 +24,7 @@ pub(crate) async fn list(
     Query(q): Query<ListQueryParams>,
 ) -> Result<Json<List<Approval>>, ApiError> {
     Ok(Json(
-        state.engine.list_approvals(&ns, q.into()).await?.into(),
+        state.engine.approvals().list(&ns, q.into()).await?.into(),
     ))
 }
 
@@ -77,7 +77,13 @@ pub(crate) async fn approve(
 ) -> Result<Json<Approval>, ApiError> {
     let mut decision = body.into_decision();
     decision.edited_input = None;
-    Ok(Json(state.engine.approve(&by, &ns, &name, decision).await?))
+    Ok(Json(
+        state
+            .engine
+            .approvals()
+            .approve(&by, &ns, &name, decision)
+            .await?,
+    ))
 }
 
 /// Approves with new arguments, which go through the request hook again.
@@ -94,7 +100,13 @@ pub(crate) async fn edit(
         )
         .into());
     }
-    Ok(Json(state.engine.approve(&by, &ns, &name, decision).await?))
+    Ok(Json(
+        state
+            .engine
+            .approvals()
+            .approve(&by, &ns, &name, decision)
+            .await?,
+    ))
 }
 
 /// Rejects; the call ends Denied and the model gets the message.
@@ -105,5 +117,11 @@ pub(crate) async fn deny(
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Approval>, ApiError> {
     let decision = body.into_decision();
-    Ok(Json(state.engine.reject(&by, &ns, &name, decision).await?))
+    Ok(Json(
+        state
+            .engine
+            .approvals()
+            .reject(&by, &ns, &name, decision)
+            .await?,
+    ))
 }

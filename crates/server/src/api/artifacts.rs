@@ -19,7 +19,7 @@ pub(crate) async fn get(
     State(state): State<AppState>,
     Path((ns, id)): Path<(String, String)>,
 ) -> Result<Json<Artifact>, ApiError> {
-    Ok(Json(state.engine.get_artifact(&ns, &id).await?))
+    Ok(Json(state.engine.artifacts().get(&ns, &id).await?))
 }
 
 /// An artifact's bytes: 200 with all of them, or 206 with the one range a
@@ -43,7 +43,7 @@ pub(crate) async fn content_of(
     let range = match headers.get(header::RANGE) {
         Some(value) => {
             let text = value.to_str().unwrap_or_default();
-            let size = state.engine.get_artifact(&ns, &id).await?.spec.size;
+            let size = state.engine.artifacts().get(&ns, &id).await?.spec.size;
             Some(parse_range(text, size).map_err(|reason| {
                 ApiError::new(
                     StatusCode::RANGE_NOT_SATISFIABLE,
@@ -55,7 +55,7 @@ pub(crate) async fn content_of(
         }
         None => None,
     };
-    let (artifact, bytes) = state.engine.read_artifact(&ns, &id, range).await?;
+    let (artifact, bytes) = state.engine.artifacts().read(&ns, &id, range).await?;
     let spec = &artifact.spec;
     let mut response = bytes.into_response();
     let out = response.headers_mut();
@@ -85,7 +85,8 @@ pub(crate) async fn tools(
 ) -> Result<Json<Value>, ApiError> {
     let tools = state
         .engine
-        .artifact_tool_definitions(&by, &ns, &execution)
+        .artifacts()
+        .tool_definitions(&by, &ns, &execution)
         .await?;
     Ok(Json(json!({"tools": tools})))
 }
@@ -100,6 +101,6 @@ pub(crate) async fn call(
 ) -> Result<Response, ApiError> {
     let mut call = ToolCall::of("", tool, Value::Object(args));
     call.spec.execution_ref = Some(ObjectRef::new(execution));
-    let outcome = state.engine.call_artifact_tool(&by, &ns, call).await?;
+    let outcome = state.engine.artifacts().call_tool(&by, &ns, call).await?;
     Ok((StatusCode::CREATED, Json(outcome.into_response())).into_response())
 }

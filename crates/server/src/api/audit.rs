@@ -27,7 +27,7 @@ pub(crate) async fn list(
 ) -> Result<Json<Vec<AuditLine>>, ApiError> {
     let limit = page.limit.unwrap_or(1000).clamp(1, 10_000);
     Ok(Json(
-        state.engine.audit_entries(&ns, page.after, limit).await?,
+        state.engine.audit().entries(&ns, page.after, limit).await?,
     ))
 }
 
@@ -35,12 +35,12 @@ pub(crate) async fn verify(
     State(state): State<AppState>,
     Path(ns): Path<String>,
 ) -> Result<Json<AuditReport>, ApiError> {
-    Ok(Json(state.engine.verify_audit(&ns).await?))
+    Ok(Json(state.engine.audit().verify(&ns).await?))
 }
 
 pub(crate) async fn checkpoints(
     State(state): State<AppState>,
     Path(ns): Path<String>,
 ) -> Result<Json<Vec<Checkpoint>>, ApiError> {
-    Ok(Json(state.engine.audit_checkpoints(&ns).await?))
+    Ok(Json(state.engine.audit().checkpoints(&ns).await?))
 }

@@ -12,5 +12,5 @@ pub(crate) async fn get(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<CallContext>, ApiError> {
-    Ok(Json(state.engine.get_resource(&ns, &name).await?))
+    Ok(Json(state.engine.resources().get(&ns, &name).await?))
 }

@@ -51,7 +51,7 @@ async fn report(state: &AppState, ns: &str, params: CostParams) -> Result<Json<V
         }
     };
     let since = params.since.as_deref().map(since).transpose()?;
-    let totals = state.engine.costs(ns, group_by, since).await?;
+    let totals = state.engine.calls().costs(ns, group_by, since).await?;
     let items: Vec<Value> = totals
         .iter()
         .map(|t| json!({"key": t.key, "currency": t.currency, "amount": from_micros(t.micros), "calls": t.calls}))

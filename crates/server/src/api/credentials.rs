@@ -37,7 +37,7 @@ pub(crate) async fn list(
     Caller(by): Caller,
     Path(ns): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let credentials = state.engine.list_credentials(&by, &ns).await?;
+    let credentials = state.engine.vault().list(&by, &ns).await?;
     Ok(Json(
         json!({"items": credentials.iter().map(shown).collect::<Vec<_>>()}),
     ))
@@ -48,7 +48,7 @@ pub(crate) async fn revoke(
     Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let credential = state.engine.revoke_credential(&by, &ns, &name).await?;
+    let credential = state.engine.vault().revoke(&by, &ns, &name).await?;
     Ok(Json(shown(&credential)))
 }
 
@@ -82,7 +82,11 @@ pub(crate) async fn callback(
         }
     };
     let declined = matches!(reply, ConsentReply::Declined(_));
-    state.engine.oauth_callback(&back.state, reply).await?;
+    state
+        .engine
+        .approvals()
+        .oauth_callback(&back.state, reply)
+        .await?;
     Ok(Html(if declined {
         "<!doctype html><title>joch</title><p>Consent declined: the call will not run. You may close this window.</p>"
     } else {

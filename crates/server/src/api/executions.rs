@@ -49,6 +49,7 @@ pub(crate) async fn batch(
 ) -> Result<Response, ApiError> {
     let batch = state
         .engine
+        .calls()
         .run_batch(&by, &ns, &name, body.calls, params.wait)
         .await?;
     let status = if params.wait {
@@ -72,7 +73,9 @@ pub(crate) async fn complete(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<Execution>, ApiError> {
-    Ok(Json(state.engine.complete_execution(&ns, &name).await?))
+    Ok(Json(
+        state.engine.calls().complete_execution(&ns, &name).await?,
+    ))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -106,6 +109,7 @@ pub(crate) async fn events(
     }
     let events = state
         .engine
+        .calls()
         .events(&ns, &name, params.after, 10_000)
         .await?;
     Ok(
@@ -122,7 +126,7 @@ fn follow(
     execution: String,
     after: u64,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    let notifications = engine.event_notifications();
+    let notifications = engine.calls().event_notifications();
     let state = (
         engine,
         ns,
@@ -143,10 +147,11 @@ fn follow(
                         .data(serde_json::to_string(&event).unwrap_or_default());
                     return Some((Ok(sse), (engine, ns, execution, cursor, seen, buffer)));
                 }
-                match engine.events(&ns, &execution, cursor, 500).await {
+                match engine.calls().events(&ns, &execution, cursor, 500).await {
                     Ok(events) if !events.is_empty() => buffer.extend(events),
                     Ok(_) => {
                         engine
+                            .calls()
                             .wait_for_events(&mut seen, Duration::from_millis(250))
                             .await
                     }

@@ -17,7 +17,7 @@ pub(crate) async fn create(
     Path(ns): Path<String>,
     Manifest(server): Manifest<McpServer>,
 ) -> Result<(StatusCode, Json<McpServer>), ApiError> {
-    let created = state.engine.apply_mcp_server(&ns, None, server).await?;
+    let created = state.engine.mcp().apply_server(&ns, None, server).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -29,7 +29,8 @@ pub(crate) async fn replace(
     Ok(Json(
         state
             .engine
-            .apply_mcp_server(&ns, Some(&name), server)
+            .mcp()
+            .apply_server(&ns, Some(&name), server)
             .await?,
     ))
 }
@@ -42,7 +43,8 @@ pub(crate) async fn delete(
     Ok(Json(
         state
             .engine
-            .delete_mcp_server(&ns, &name, q.resource_version.as_deref())
+            .mcp()
+            .delete_server(&ns, &name, q.resource_version.as_deref())
             .await?,
     ))
 }
@@ -52,7 +54,7 @@ pub(crate) async fn refresh(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<McpServer>, ApiError> {
-    Ok(Json(state.engine.sync_mcp_server(&ns, &name).await?))
+    Ok(Json(state.engine.mcp().sync_server(&ns, &name).await?))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -73,7 +75,8 @@ pub(crate) async fn accept(
     Ok(Json(
         state
             .engine
-            .accept_mcp_tools(&by, &ns, &name, request.tool.as_deref())
+            .mcp()
+            .accept_tools(&by, &ns, &name, request.tool.as_deref())
             .await?,
     ))
 }

@@ -12,7 +12,7 @@ pub(crate) async fn get(
     State(state): State<AppState>,
     Path(ns): Path<String>,
 ) -> Result<Json<Namespace>, ApiError> {
-    Ok(Json(state.engine.get_namespace(&ns).await?))
+    Ok(Json(state.engine.resources().get_namespace(&ns).await?))
 }
 
 /// Creates or replaces the settings.
@@ -21,5 +21,11 @@ pub(crate) async fn put(
     Path(ns): Path<String>,
     Manifest(settings): Manifest<Namespace>,
 ) -> Result<Json<Namespace>, ApiError> {
-    Ok(Json(state.engine.put_namespace(&ns, settings).await?))
+    Ok(Json(
+        state
+            .engine
+            .resources()
+            .put_namespace(&ns, settings)
+            .await?,
+    ))
 }

@@ -39,7 +39,8 @@ pub(crate) async fn test(
     if !streams {
         let report = state
             .engine
-            .test_policy(&by, &ns, test, &mut |_| {})
+            .policies()
+            .test(&by, &ns, test, &mut |_| {})
             .await?;
         return Ok(Json(report).into_response());
     }
@@ -51,7 +52,8 @@ pub(crate) async fn test(
         };
         let last = match state
             .engine
-            .test_policy(&by, &ns, test, &mut progress)
+            .policies()
+            .test(&by, &ns, test, &mut progress)
             .await
         {
             Ok(report) => json!({"report": report}),

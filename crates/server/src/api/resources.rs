@@ -18,7 +18,7 @@ pub(crate) async fn create<T: Configurable>(
 ) -> Result<(StatusCode, Json<T>), ApiError> {
     Ok((
         StatusCode::CREATED,
-        Json(state.engine.create_resource(&ns, object).await?),
+        Json(state.engine.resources().create(&ns, object).await?),
     ))
 }
 
@@ -28,7 +28,7 @@ pub(crate) async fn replace<T: Configurable>(
     Manifest(object): Manifest<T>,
 ) -> Result<Json<T>, ApiError> {
     Ok(Json(
-        state.engine.replace_resource(&ns, &name, object).await?,
+        state.engine.resources().replace(&ns, &name, object).await?,
     ))
 }
 
@@ -36,7 +36,7 @@ pub(crate) async fn get<T: Configurable>(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<T>, ApiError> {
-    Ok(Json(state.engine.get_resource(&ns, &name).await?))
+    Ok(Json(state.engine.resources().get(&ns, &name).await?))
 }
 
 pub(crate) async fn list<T: Configurable>(
@@ -45,7 +45,7 @@ pub(crate) async fn list<T: Configurable>(
     Query(q): Query<ListQueryParams>,
 ) -> Result<Json<List<T>>, ApiError> {
     Ok(Json(
-        state.engine.list_resources(&ns, q.into()).await?.into(),
+        state.engine.resources().list(&ns, q.into()).await?.into(),
     ))
 }
 
@@ -63,7 +63,8 @@ pub(crate) async fn delete<T: Configurable>(
     Ok(Json(
         state
             .engine
-            .delete_resource(&ns, &name, q.resource_version.as_deref())
+            .resources()
+            .delete(&ns, &name, q.resource_version.as_deref())
             .await?,
     ))
 }

@@ -48,6 +48,7 @@ pub(crate) async fn create(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let (token, secret) = state
         .engine
+        .identity()
         .issue_token(&by, &ns, &new.name, new.role, new.tools)
         .await?;
     let mut answer = shown(&token);
@@ -60,7 +61,7 @@ pub(crate) async fn list(
     Caller(by): Caller,
     Path(ns): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let tokens = state.engine.list_tokens(&by, &ns).await?;
+    let tokens = state.engine.identity().list_tokens(&by, &ns).await?;
     Ok(Json(
         json!({"items": tokens.iter().map(shown).collect::<Vec<_>>()}),
     ))
@@ -71,6 +72,10 @@ pub(crate) async fn revoke(
     Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let token = state.engine.revoke_token(&by, &ns, &name).await?;
+    let token = state
+        .engine
+        .identity()
+        .revoke_token(&by, &ns, &name)
+        .await?;
     Ok(Json(shown(&token)))
 }

@@ -46,9 +46,9 @@ pub(crate) async fn create(
     take_idempotency_header(&headers, &mut call)?;
     take_traceparent_header(&headers, &mut call);
     let outcome = if params.wait {
-        state.engine.call(&by, &ns, call).await?
+        state.engine.calls().call(&by, &ns, call).await?
     } else {
-        state.engine.submit(&by, &ns, call).await?
+        state.engine.calls().submit(&by, &ns, call).await?
     };
     let limited = outcome
         .record
@@ -134,7 +134,7 @@ pub(crate) async fn get(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<ToolCall>, ApiError> {
-    Ok(Json(state.engine.get_call(&ns, &name).await?))
+    Ok(Json(state.engine.calls().get(&ns, &name).await?))
 }
 
 pub(crate) async fn list(
@@ -142,7 +142,7 @@ pub(crate) async fn list(
     Path(ns): Path<String>,
     Query(q): Query<ListQueryParams>,
 ) -> Result<Json<List<ToolCall>>, ApiError> {
-    Ok(Json(state.engine.list_calls(&ns, q.into()).await?.into()))
+    Ok(Json(state.engine.calls().list(&ns, q.into()).await?.into()))
 }
 
 /// Changes labels and annotations only.
@@ -151,7 +151,7 @@ pub(crate) async fn relabel(
     Path((ns, name)): Path<(String, String)>,
     Manifest(call): Manifest<ToolCall>,
 ) -> Result<Json<ToolCall>, ApiError> {
-    Ok(Json(state.engine.relabel_call(&ns, &name, call).await?))
+    Ok(Json(state.engine.calls().relabel(&ns, &name, call).await?))
 }
 
 /// Replays a settled call as a new one (201), linked by `spec.replayOf`.
@@ -161,7 +161,7 @@ pub(crate) async fn replay(
     Path((ns, name)): Path<(String, String)>,
     Body(replay): Body<Replay>,
 ) -> Result<(StatusCode, Json<ToolCall>), ApiError> {
-    let outcome = state.engine.replay_call(&by, &ns, &name, replay).await?;
+    let outcome = state.engine.calls().replay(&by, &ns, &name, replay).await?;
     Ok((StatusCode::CREATED, Json(outcome.into_response())))
 }
 
@@ -190,6 +190,10 @@ pub(crate) async fn resolve(
         reason: body.reason,
     };
     Ok(Json(
-        state.engine.resolve_call(&by, &ns, &name, resolve).await?,
+        state
+            .engine
+            .calls()
+            .resolve(&by, &ns, &name, resolve)
+            .await?,
     ))
 }

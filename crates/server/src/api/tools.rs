@@ -17,7 +17,12 @@ pub(crate) async fn list(
     Query(q): Query<ListQueryParams>,
 ) -> Result<Json<List<Tool>>, ApiError> {
     Ok(Json(
-        state.engine.list_tools(&by, &ns, q.into()).await?.into(),
+        state
+            .engine
+            .resources()
+            .list_tools(&by, &ns, q.into())
+            .await?
+            .into(),
     ))
 }
 
@@ -26,5 +31,7 @@ pub(crate) async fn get(
     Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<Tool>, ApiError> {
-    Ok(Json(state.engine.get_tool(&by, &ns, &name).await?))
+    Ok(Json(
+        state.engine.resources().get_tool(&by, &ns, &name).await?,
+    ))
 }

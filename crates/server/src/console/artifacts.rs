@@ -41,7 +41,8 @@ pub(crate) async fn section(
                 end: a.size.min(PREVIEW) - 1,
             };
             let (_, bytes) = engine
-                .read_artifact(&viewer.namespace, &a.id, Some(range))
+                .artifacts()
+                .read(&viewer.namespace, &a.id, Some(range))
                 .await?;
             Some(String::from_utf8_lossy(&bytes).into_owned())
         } else {

@@ -1,5 +1,5 @@
 //! A call's audit on its page: the entries naming the call and its
-//! approval, each with what the engine checked of it (`Engine::call_audit`),
+//! approval, each with what the engine checked of it (`Audit::of_call`),
 //! or why the viewer's role does not read the audit.
 
 use joch_engine::{CheckedEntry, Engine, EngineError, RecordAudit};
@@ -15,7 +15,8 @@ pub(crate) async fn section(
     name: &str,
 ) -> Result<Markup, ApiError> {
     let audit = match engine
-        .call_audit(&viewer.principal, &viewer.namespace, name)
+        .audit()
+        .of_call(&viewer.principal, &viewer.namespace, name)
         .await
     {
         Ok(audit) => audit,

@@ -37,7 +37,8 @@ pub(crate) async fn list(
     };
     let runs = state
         .engine
-        .read_resources::<Execution>(&viewer.principal, &viewer.namespace, params)
+        .resources()
+        .read_all::<Execution>(&viewer.principal, &viewer.namespace, params)
         .await?
         .items;
     let body = html! {
@@ -60,6 +61,7 @@ pub(crate) async fn show(
 ) -> Result<Response, ApiError> {
     let events = state
         .engine
+        .calls()
         .events(&viewer.namespace, &name, 0, MAX_EVENTS)
         .await?;
     let stream = format!(
@@ -86,7 +88,8 @@ async fn call_context(state: &AppState, viewer: &Viewer, name: &str) -> Result<M
     let (by, ns) = (&viewer.principal, viewer.namespace.as_str());
     match state
         .engine
-        .read_resource::<CallContext>(by, ns, name)
+        .resources()
+        .read::<CallContext>(by, ns, name)
         .await
     {
         Ok(context) => Ok(json_block("Call context", &Value::Object(context.data))),
@@ -132,7 +135,7 @@ fn live(
     name: String,
     shown: Option<usize>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    let seen = engine.event_notifications();
+    let seen = engine.calls().event_notifications();
     stream::unfold(
         (engine, viewer, name, seen, shown, true),
         |(engine, viewer, name, mut seen, shown, first)| async move {
@@ -140,10 +143,15 @@ fn live(
             loop {
                 if !first {
                     engine
+                        .calls()
                         .wait_for_events(&mut seen, Duration::from_millis(500))
                         .await;
                 }
-                let events = match engine.events(&viewer.namespace, &name, 0, MAX_EVENTS).await {
+                let events = match engine
+                    .calls()
+                    .events(&viewer.namespace, &name, 0, MAX_EVENTS)
+                    .await
+                {
                     Ok(events) => events,
                     Err(e) => {
                         tracing::warn!(error = %e, "timeline stream stopped");

@@ -32,6 +32,7 @@ pub(crate) async fn show(
 ) -> Result<Response, ApiError> {
     let items = state
         .engine
+        .approvals()
         .inbox(&viewer.principal, &viewer.namespace)
         .await?;
     let shown = rendered(&state.engine, &viewer, &items).await?;
@@ -93,7 +94,7 @@ fn live(
     viewer: Viewer,
     seen: Option<String>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    let changes = engine.approval_changes();
+    let changes = engine.approvals().changes();
     stream::unfold(
         (engine, viewer, changes, seen, true),
         |(engine, viewer, mut changes, last, first)| async move {
@@ -104,7 +105,11 @@ fn live(
                     // notify (SQLite) is re-read every few seconds.
                     let _ = tokio::time::timeout(Duration::from_secs(3), changes.changed()).await;
                 }
-                let items = match engine.inbox(&viewer.principal, &viewer.namespace).await {
+                let items = match engine
+                    .approvals()
+                    .inbox(&viewer.principal, &viewer.namespace)
+                    .await
+                {
                     Ok(items) => items,
                     Err(e) => {
                         tracing::warn!(error = %e, "inbox stream stopped");
@@ -143,6 +148,7 @@ async fn rendered(
             continue;
         }
         let schema = match engine
+            .resources()
             .get_tool(&viewer.principal, &viewer.namespace, tool)
             .await
         {
@@ -356,11 +362,16 @@ pub(crate) async fn decide(
     let decision = form.decision()?;
     match form.verb {
         Verb::Approve | Verb::Always | Verb::Provide => {
-            engine.approve(by, ns, &name, decision).await?
+            engine.approvals().approve(by, ns, &name, decision).await?
         }
-        Verb::Edit => engine.edit_checked(by, ns, &name, decision).await?,
-        Verb::Deny => engine.reject(by, ns, &name, decision).await?,
+        Verb::Edit => {
+            engine
+                .approvals()
+                .edit_checked(by, ns, &name, decision)
+                .await?
+        }
+        Verb::Deny => engine.approvals().reject(by, ns, &name, decision).await?,
     };
-    let items = engine.inbox(by, ns).await?;
+    let items = engine.approvals().inbox(by, ns).await?;
     Ok(Html(rendered(engine, &viewer, &items).await?.into_string()).into_response())
 }

@@ -103,7 +103,8 @@ pub(crate) async fn list(
     let (from, to) = (instant(&filters.from)?, instant(&filters.to)?);
     let page_of = state
         .engine
-        .list_calls(&viewer.namespace, filters.params())
+        .calls()
+        .list(&viewer.namespace, filters.params())
         .await?;
     // The time range narrows the page the store returned (newest first).
     let within = |t: Option<Time>| {
@@ -187,8 +188,8 @@ pub(crate) async fn show(
     Extension(viewer): Extension<Viewer>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let call = state.engine.get_call(&viewer.namespace, &name).await?;
-    let approval = match state.engine.get_approval(&viewer.namespace, &name).await {
+    let call = state.engine.calls().get(&viewer.namespace, &name).await?;
+    let approval = match state.engine.approvals().get(&viewer.namespace, &name).await {
         Ok(a) => Some(a),
         Err(EngineError::NotFound { .. }) => None,
         Err(e) => return Err(e.into()),
@@ -347,7 +348,8 @@ pub(crate) async fn replay(
     };
     let outcome = state
         .engine
-        .replay_call(&viewer.principal, &viewer.namespace, &name, replay)
+        .calls()
+        .replay(&viewer.principal, &viewer.namespace, &name, replay)
         .await?;
     Ok(go_to(&viewer, &outcome.record.metadata.name))
 }
@@ -376,7 +378,8 @@ pub(crate) async fn resolve(
     };
     let call = state
         .engine
-        .resolve_call(&viewer.principal, &viewer.namespace, &name, resolve)
+        .calls()
+        .resolve(&viewer.principal, &viewer.namespace, &name, resolve)
         .await?;
     Ok(go_to(&viewer, &call.metadata.name))
 }

@@ -121,6 +121,7 @@ async fn started(state: &AppState) -> Result<Response, Failure> {
     let endpoints = discover(oidc).await?;
     let sign_in = state
         .engine
+        .identity()
         .begin_sign_in()
         .await
         .map_err(|e| Failure::Provider(e.to_string()))?;
@@ -187,6 +188,7 @@ async fn finished(
     let binding = cookie(headers, BINDING_COOKIE).unwrap_or_default();
     let engine = &state.engine;
     let pending = engine
+        .identity()
         .take_sign_in(&sign_in, binding)
         .await
         .map_err(|e| Failure::Provider(e.to_string()))?
@@ -194,6 +196,7 @@ async fn finished(
     let id_token = exchange(state, oidc, &code, &pending.verifier).await?;
     let ttl = state.config.console_session_ttl;
     let opened = engine
+        .identity()
         .open_id_session(&id_token, &oidc.client_id, &pending.nonce, ttl)
         .await
         .map_err(|e| Failure::Provider(e.to_string()))?

@@ -69,8 +69,8 @@ pub(crate) async fn show(
         limit: Some(WINDOW),
         ..ListParams::default()
     };
-    let calls = engine.list_calls(ns, params).await?.items;
-    let waiting = engine.inbox(&viewer.principal, ns).await?.len();
+    let calls = engine.calls().list(ns, params).await?.items;
+    let waiting = engine.approvals().inbox(&viewer.principal, ns).await?.len();
     let times: Vec<i64> = calls
         .iter()
         .filter_map(|c| {
@@ -111,16 +111,25 @@ async fn spending(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError>
         .with_ymd_and_hms(now.year(), now.month(), 1, 0, 0, 0)
         .single()
         .unwrap_or(today);
-    let by_tool = engine.costs(ns, CostGroup::Tool, Some(Time(today))).await?;
+    let by_tool = engine
+        .calls()
+        .costs(ns, CostGroup::Tool, Some(Time(today)))
+        .await?;
     let by_agent = engine
+        .calls()
         .costs(ns, CostGroup::Agent, Some(Time(today)))
         .await?;
-    let this_month = engine.costs(ns, CostGroup::Tool, Some(Time(month))).await?;
+    let this_month = engine
+        .calls()
+        .costs(ns, CostGroup::Tool, Some(Time(month)))
+        .await?;
     let month_by_agent = engine
+        .calls()
         .costs(ns, CostGroup::Agent, Some(Time(month)))
         .await?;
     let budgets = engine
-        .read_resources::<Budget>(by, ns, ListParams::default())
+        .resources()
+        .read_all::<Budget>(by, ns, ListParams::default())
         .await?
         .items;
     Ok(html! {

@@ -30,7 +30,8 @@ pub(crate) async fn policies(
     };
     let policies = state
         .engine
-        .read_resources::<Policy>(&viewer.principal, &viewer.namespace, params)
+        .resources()
+        .read_all::<Policy>(&viewer.principal, &viewer.namespace, params)
         .await?
         .items;
     let body = html! {
@@ -67,6 +68,7 @@ pub(crate) async fn tokens(
 ) -> Result<Response, ApiError> {
     let tokens = state
         .engine
+        .identity()
         .list_tokens(&viewer.principal, &viewer.namespace)
         .await?;
     Ok(tokens_page(&viewer, &tokens, None))
@@ -135,9 +137,10 @@ pub(crate) async fn issue(
 ) -> Result<Response, ApiError> {
     let (engine, by, ns) = (&state.engine, &viewer.principal, viewer.namespace.as_str());
     let (_, secret) = engine
+        .identity()
         .issue_token(by, ns, form.name.trim(), form.role, None)
         .await?;
-    let tokens = engine.list_tokens(by, ns).await?;
+    let tokens = engine.identity().list_tokens(by, ns).await?;
     Ok(tokens_page(
         &viewer,
         &tokens,
@@ -153,6 +156,7 @@ pub(crate) async fn revoke(
 ) -> Result<Response, ApiError> {
     state
         .engine
+        .identity()
         .revoke_token(&viewer.principal, &viewer.namespace, &name)
         .await?;
     let mut response = StatusCode::SEE_OTHER.into_response();

@@ -18,7 +18,7 @@ pub(crate) async fn form(
     visitor: Option<Extension<Visitor>>,
 ) -> Result<Response, ApiError> {
     match visitor {
-        Some(Extension(visitor)) if state.engine.auth_required().await? => {
+        Some(Extension(visitor)) if state.engine.identity().auth_required().await? => {
             Ok(signin_page(&state, &visitor.csrf, None, StatusCode::OK))
         }
         _ => Ok(Redirect::to("/ui/inbox").into_response()),
@@ -70,7 +70,12 @@ pub(crate) async fn sign_in(
     Form(form): Form<SignIn>,
 ) -> Result<Response, ApiError> {
     let ttl = state.config.console_session_ttl;
-    let Some(opened) = state.engine.open_session(form.token.trim(), ttl).await? else {
+    let Some(opened) = state
+        .engine
+        .identity()
+        .open_session(form.token.trim(), ttl)
+        .await?
+    else {
         let csrf = visitor.map(|v| v.0.csrf).unwrap_or_default();
         return Ok(signin_page(
             &state,
@@ -90,7 +95,7 @@ pub(crate) async fn sign_out(
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     if let Some(id) = cookie(&headers, SESSION_COOKIE) {
-        state.engine.close_session(id).await?;
+        state.engine.identity().close_session(id).await?;
     }
     let cleared = set_cookie(&state, SESSION_COOKIE, "", Some(0));
     Ok(([(header::SET_COOKIE, cleared)], Redirect::to("/ui/signin")).into_response())

@@ -38,7 +38,8 @@ pub(crate) async fn show(
     };
     let servers = state
         .engine
-        .read_resources::<McpServer>(&viewer.principal, ns, params)
+        .resources()
+        .read_all::<McpServer>(&viewer.principal, ns, params)
         .await?
         .items;
     let mut sections = Vec::new();
@@ -50,7 +51,8 @@ pub(crate) async fn show(
             };
             let accepted = match state
                 .engine
-                .read_resource::<Tool>(&viewer.principal, ns, &server.tool_name(upstream))
+                .resources()
+                .read::<Tool>(&viewer.principal, ns, &server.tool_name(upstream))
                 .await
             {
                 Ok(t) => {
@@ -122,7 +124,8 @@ pub(crate) async fn accept(
 ) -> Result<Response, ApiError> {
     state
         .engine
-        .accept_mcp_tools(
+        .mcp()
+        .accept_tools(
             &viewer.principal,
             &viewer.namespace,
             &name,

@@ -132,11 +132,11 @@ async fn viewer(
     query: Option<&str>,
     visitor_csrf: &str,
 ) -> Result<Option<Viewer>, ApiError> {
-    let (principal, csrf, signed_in) = if state.engine.auth_required().await? {
+    let (principal, csrf, signed_in) = if state.engine.identity().auth_required().await? {
         let Some(id) = cookie(headers, SESSION_COOKIE) else {
             return Ok(None);
         };
-        match state.engine.session(id).await? {
+        match state.engine.identity().session(id).await? {
             Some(session) => (session.principal, session.csrf, true),
             None => return Ok(None),
         }

@@ -238,6 +238,7 @@ async fn tool_call_request(
     }
     let verdict = state
         .engine
+        .calls()
         .hook_request(by, ns, call)
         .await
         .map_err(refused)?;
@@ -311,6 +312,7 @@ async fn tool_call_result(
     };
     let verdict = state
         .engine
+        .calls()
         .hook_result(by, ns, &r.execution_id, result)
         .await
         .map_err(refused)?;

@@ -143,6 +143,7 @@ async fn pre_tool_use(
     call.spec.execution_ref = reference("spec.executionRef.name", body.session_id.as_deref());
     let verdict = state
         .engine
+        .calls()
         .hook_request_deferring(by, ns, call, deferred)
         .await?;
     let mut output = json!({"hookEventName": "PreToolUse"});
@@ -173,7 +174,7 @@ async fn post_tool_use(
     id: &str,
     result: HookResult,
 ) -> Result<Value, ApiError> {
-    let verdict = state.engine.hook_result(by, ns, id, result).await?;
+    let verdict = state.engine.calls().hook_result(by, ns, id, result).await?;
     Ok(match (verdict.decision, verdict.modified) {
         ("deny", _) => json!({
             "decision": "block",

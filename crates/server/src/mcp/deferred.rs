@@ -11,7 +11,7 @@
 //! - `requestState`: `toolcall/<name>`, the ToolCall's name and nothing
 //!   else. The state is the record in the store, so the retry is served by
 //!   whichever replica it reaches; the engine lets only the principal that
-//!   made the call resume it (`Engine::resume_call`);
+//!   made the call resume it (`Calls::resume`);
 //! - `_meta["joch.dev/approvalUrl"]`: the same link, for any client.
 //!
 //! The retry (same `tools/call`, with `requestState` and perhaps the
@@ -127,7 +127,7 @@ impl JochMcp {
             .as_ref()
             .and_then(|r| r.get(APPROVAL_INPUT));
         if let (Some(answer), false) = (answer, call.status.phase.is_terminal()) {
-            if let Ok(approval) = self.engine.get_approval(namespace, name).await {
+            if let Ok(approval) = self.engine.approvals().get(namespace, name).await {
                 let decider = elicit::decider_name(&call);
                 elicit::decide_by_answer(
                     &self.engine,
@@ -159,7 +159,8 @@ impl JochMcp {
         wait: Duration,
     ) -> Result<ToolCall, ErrorData> {
         self.engine
-            .resume_call(by, namespace, name, wait)
+            .calls()
+            .resume(by, namespace, name, wait)
             .await
             .map_err(|e| match e {
                 EngineError::NotFound { .. } => ErrorData::invalid_params(

@@ -3,7 +3,7 @@
 //! that it can at `initialize`.
 //!
 //! The user is one more approver racing the REST and CLI ones: the answer
-//! decides through `Engine::approve` / `Engine::reject`, exactly like
+//! decides through `Approvals::approve` / `Approvals::reject`, exactly like
 //! `POST .../approvals/{name}/approve|deny`, so audit, events, idempotency
 //! and the run that follows are the same. Those decisions are conditional
 //! writes; an answer that comes second is dropped quietly. A client that
@@ -198,6 +198,7 @@ async fn record(
                 ..d
             };
             engine
+                .approvals()
                 .approve(&caller, namespace, name, decision)
                 .await
                 .map(drop)
@@ -209,6 +210,7 @@ async fn record(
                 ..d
             };
             engine
+                .approvals()
                 .reject(&caller, namespace, name, decision)
                 .await
                 .map(drop)

@@ -135,7 +135,8 @@ impl Front {
         if agreed.is_some_and(|v| v.as_str() < STATELESS_VERSION) {
             let id = self
                 .engine
-                .open_mcp_session(by, namespace, initialize.params)
+                .mcp()
+                .open_session(by, namespace, initialize.params)
                 .await
                 .map_err(session_error)?;
             let id = HeaderValue::from_str(&id).expect("a session id is hex");
@@ -158,7 +159,8 @@ impl Front {
         }
         if request.method() == Method::DELETE {
             self.engine
-                .close_mcp_session(by, namespace, id)
+                .mcp()
+                .close_session(by, namespace, id)
                 .await
                 .map_err(session_error)?;
             return Ok(self.pass(request).await);
@@ -168,7 +170,8 @@ impl Front {
         }
         let session = self
             .engine
-            .mcp_session(by, namespace, id)
+            .mcp()
+            .session(by, namespace, id)
             .await
             .map_err(session_error)?;
         if session.last_seen_ms < chrono::Utc::now().timestamp_millis() - self.touch_every_ms() {
@@ -199,7 +202,7 @@ impl Front {
         let manager = self.manager.clone();
         tokio::spawn(async move {
             let id = session.id.clone();
-            match engine.touch_mcp_session(session).await {
+            match engine.mcp().touch_session(session).await {
                 Err(EngineError::NotFound { .. }) => manager.drop_worker(&id).await,
                 Err(e) => tracing::warn!(error = %e, "cannot record an MCP session's use"),
                 Ok(()) => {}

@@ -157,6 +157,7 @@ impl JochMcp {
         loop {
             let page = self
                 .engine
+                .resources()
                 .list_tools(
                     by,
                     namespace,
@@ -247,17 +248,19 @@ impl JochMcp {
         // What the tool reports while it runs goes to the client's token too.
         let mut chunks = token
             .is_some()
-            .then(|| self.engine.follow_chunks(namespace, &name));
+            .then(|| self.engine.calls().follow_chunks(namespace, &name));
         // What the upstream asks during the call goes to this client.
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         let client = super::relay::FrontClient::of(context, cancelled);
-        let _attached = self
-            .engine
-            .attach_client(namespace, &name, std::sync::Arc::new(client));
+        let _attached =
+            self.engine
+                .mcp()
+                .attach_client(namespace, &name, std::sync::Arc::new(client));
         let mut cancel = Some(cancel);
         // The call runs to its end even if the client goes away: it is recorded.
         let mut running = tokio::spawn(async move {
             engine
+                .calls()
                 .call_reporting_pause(&caller, &ns, call, paused_tx)
                 .await
         });
@@ -332,7 +335,7 @@ impl JochMcp {
         reported: &mut u32,
         peer: &Peer<RoleServer>,
     ) {
-        let Ok(call) = self.engine.get_call(namespace, name).await else {
+        let Ok(call) = self.engine.calls().get(namespace, name).await else {
             return;
         };
         if call.status.phase != Phase::AwaitingApproval {
@@ -349,7 +352,7 @@ impl JochMcp {
     pub(super) fn watch_tools(&self, by: Principal, namespace: String, peer: Peer<RoleServer>) {
         let this = self.clone();
         tokio::spawn(async move {
-            let mut changes = this.engine.tool_changes();
+            let mut changes = this.engine.resources().tool_changes();
             let mut seen = this.fingerprint(&by, &namespace).await;
             loop {
                 tokio::select! {

@@ -65,7 +65,8 @@ impl ServerHandler for JochMcp {
         if let Some(execution) = self.execution(&context.meta, &context.extensions) {
             let forged = self
                 .engine
-                .artifact_tool_definitions(&by, &namespace, &execution)
+                .artifacts()
+                .tool_definitions(&by, &namespace, &execution)
                 .await
                 .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
             definitions.extend(forged);
@@ -89,6 +90,7 @@ impl ServerHandler for JochMcp {
         let by = self.principal(&context.extensions)?;
         let tool = self
             .engine
+            .resources()
             .cached_tool(&by, &namespace, request.name.as_ref())
             .await
             .ok();

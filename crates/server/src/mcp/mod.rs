@@ -36,7 +36,7 @@ pub(crate) fn front(
     max_body_bytes: usize,
     public_url: &str,
 ) -> Front {
-    let idle = engine.mcp_session_limits().idle;
+    let idle = engine.mcp().session_limits().idle;
     let running = Arc::new(sessions::Running::default());
     let manager = Arc::new(sessions::Sessions::new(idle, running.clone()));
     let mut config =

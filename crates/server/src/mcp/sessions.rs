@@ -243,7 +243,7 @@ pub(crate) struct Records {
 #[async_trait::async_trait]
 impl SessionStore for Records {
     async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
-        match self.engine.open_session_by_id(session_id).await {
+        match self.engine.mcp().open_session_by_id(session_id).await {
             Ok(session) => {
                 let Ok(params) = serde_json::from_value(session.client.clone()) else {
                     return Ok(None);

@@ -106,7 +106,8 @@ impl JochMcp {
         let by = self.principal(extensions)?;
         let servers = self
             .engine
-            .mcp_servers(&by, &namespace)
+            .mcp()
+            .servers(&by, &namespace)
             .await
             .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
         Ok((by, servers))
@@ -131,7 +132,7 @@ impl JochMcp {
             let mut cursor: Option<Value> = None;
             for _ in 0..100 {
                 let params = cursor.take().map_or(json!({}), |c| json!({"cursor": c}));
-                let page = match self.engine.mcp_request(&by, server, method, params).await {
+                let page = match self.engine.mcp().request(&by, server, method, params).await {
                     Ok(page) => page,
                     // A server without this capability, or down, lists nothing.
                     Err(e) => {
@@ -239,7 +240,8 @@ impl JochMcp {
             *slot = json!(upstream);
         }
         self.engine
-            .mcp_request(&by, server, method, params)
+            .mcp()
+            .request(&by, server, method, params)
             .await
             .map_err(upstream_error)
     }
@@ -281,7 +283,8 @@ impl JochMcp {
         for server in &servers {
             let _ = self
                 .engine
-                .mcp_request(&by, server, "logging/setLevel", json!({"level": level}))
+                .mcp()
+                .request(&by, server, "logging/setLevel", json!({"level": level}))
                 .await;
         }
         *self.surface.level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
@@ -290,7 +293,7 @@ impl JochMcp {
 
     /// Passes the namespace's upstream notifications to the session until it ends.
     pub(crate) fn relay_notices(&self, namespace: String, peer: Peer<RoleServer>) {
-        let mut notices = self.engine.upstream_notices();
+        let mut notices = self.engine.mcp().upstream_notices();
         let this = self.clone();
         tokio::spawn(async move {
             loop {
@@ -319,7 +322,8 @@ impl JochMcp {
     async fn notice(&self, mut notice: UpstreamNotice, peer: &Peer<RoleServer>) {
         let prefix = match self
             .engine
-            .get_mcp_server(&notice.namespace, &notice.server)
+            .mcp()
+            .get_server(&notice.namespace, &notice.server)
             .await
         {
             Some(server) => server.surface_prefix(),

@@ -3,7 +3,7 @@
 //! is the durable ToolCall (task id = the call's name).
 //!
 //! - `tools/call` records the call and answers at once with the task
-//!   (`Engine::submit`: the call runs in the background and settles in the
+//!   (`Calls::submit`: the call runs in the background and settles in the
 //!   store). A refusal that needs no task (an unknown tool) is a result.
 //! - `tasks/get` reads the call, on any replica, after any restart or a
 //!   replica's death: `working` while pending or running; while it waits
@@ -15,7 +15,7 @@
 //! - `tasks/update` takes the answer to that question (key `approval`),
 //!   deciding the Approval as the user's answer does.
 //! - `tasks/cancel` withdraws a call still waiting for a person
-//!   (`Engine::cancel_call`: `Failed`, `error.code: cancelled`); a call
+//!   (`Calls::cancel`: `Failed`, `error.code: cancelled`); a call
 //!   already running goes on (cancellation is cooperative).
 //!
 //! Only the principal that made the call sees its task.
@@ -58,7 +58,7 @@ impl JochMcp {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let call = self.call_for(request, context);
-        match self.engine.submit(by, namespace, call).await {
+        match self.engine.calls().submit(by, namespace, call).await {
             Ok(outcome) => Ok(CreateTaskResult::new(task(&outcome.into_response())).into()),
             Err(e) => {
                 let e = crate::ApiError::from(e);
@@ -82,6 +82,7 @@ impl JochMcp {
             .await?;
         let tool = self
             .engine
+            .resources()
             .cached_tool(&by, &namespace, call.tool_name())
             .await
             .ok();
@@ -98,7 +99,8 @@ impl JochMcp {
             Phase::AwaitingApproval => {
                 let approval = self
                     .engine
-                    .get_approval(&namespace, &call.metadata.name)
+                    .approvals()
+                    .get(&namespace, &call.metadata.name)
                     .await
                     .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
                 let asked = self.input_required(&approval, tool.as_deref(), context);
@@ -134,13 +136,15 @@ impl JochMcp {
         };
         let Ok(approval) = self
             .engine
-            .get_approval(&namespace, &call.metadata.name)
+            .approvals()
+            .get(&namespace, &call.metadata.name)
             .await
         else {
             return Ok(());
         };
         let tool = self
             .engine
+            .resources()
             .cached_tool(&by, &namespace, call.tool_name())
             .await
             .ok();
@@ -168,7 +172,8 @@ impl JochMcp {
         self.resumed(&by, &namespace, &params.task_id, Duration::ZERO)
             .await?;
         self.engine
-            .cancel_call(&by, &namespace, &params.task_id)
+            .calls()
+            .cancel(&by, &namespace, &params.task_id)
             .await
             .map(drop)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))

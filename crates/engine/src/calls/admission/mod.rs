@@ -1,0 +1,223 @@
+//! The front of the call path: admit a call, decide on it, record it.
+//!
+//! Durability rule: the write that immediately precedes a side effect is
+//! synced, and so is the write that precedes an answer to the caller. Writes
+//! commit in order, so syncing one makes all earlier ones durable too; every
+//! other write may ride along unsynced. A read-only or idempotent call thus
+//! costs one sync (its result), a risky call two (Running, then its result),
+//! and both share each sync with every other call in flight (group commit).
+//!
+//! A call whose caller waits for its outcome, and that needs no durable
+//! intent (it will not run, or its tool may safely run twice) and no key
+//! claim, is written once, when it settles, instead of three times
+//! (Pending, Running, settled): see [`Intent`].
+
+mod checks;
+mod consent;
+mod policies;
+mod steps;
+
+use joch_core::{CallApproval, EventKind, Object, Phase, Principal, Tool, ToolCall};
+use joch_store::{Durability, StoreError};
+use serde_json::{Value, json};
+
+pub(crate) use steps::{Admitting, COMPLETION, RESUMPTION};
+
+use crate::approvals::Deferral;
+use crate::calls::Recorded;
+use crate::calls::idempotency;
+use crate::catalog::admit;
+use crate::identity::rules;
+use crate::{Engine, EngineError};
+use steps::ADMISSION;
+
+/// When a call's record is first written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Intent {
+    /// At admission, with this durability: the caller reads the record
+    /// back before the call ends (`submit`), or the call must be stored
+    /// before anything else happens (hook mode).
+    Now(Durability),
+    /// The caller waits for the outcome. A call that needs no durable
+    /// intent and claims no key is written when it settles, or as `Running`
+    /// once it has run for the engine's `intent_grace` (so a slow call can
+    /// be seen, and found after a crash); any other is written at
+    /// admission, unsynced.
+    WhenSettled,
+}
+
+/// Either a new record, or the call already holding the idempotency key.
+pub(crate) enum Admission {
+    New(Box<Recorded>),
+    KeyHeldBy(String),
+}
+
+impl Engine {
+    /// Resolves the tool, runs the admission checks (request policies
+    /// included), claims the idempotency key, and stores the call
+    /// (`Pending`, or `AwaitingApproval` with its Approval). `stopped` says
+    /// why the call's batch stopped before it: the call is recorded skipped.
+    pub(crate) async fn record(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        mut call: ToolCall,
+        intent: Intent,
+        stopped: Option<&str>,
+    ) -> Result<Admission, EngineError> {
+        rules::acts_in(by, namespace)?;
+        let minted = call.metadata.name.is_empty();
+        if minted {
+            call.metadata.name = crate::engine::new_call_name();
+            crate::tracing_spans::record_call_id(&call.metadata.name);
+        }
+        // Set by the store when it writes the call: empty means not yet written.
+        call.metadata.resource_version.clear();
+        admit(namespace, &mut call, None)?;
+        // Only joch marks a call as an artifact tool's (see artifact_tools.rs).
+        call.spec.from_artifact_tool = false;
+        let tool = self.resolve_tool(namespace, &call).await?;
+        let mut a = Admitting::new(by, call, tool, stopped)?;
+        let rejection = self.check(&mut a, ADMISSION).await?;
+        if a.schemas.is_none() {
+            a.schemas = self.inner.catalog.schemas(&a.tool).ok();
+        }
+        a.record_input();
+        let (deferral, decided) = (a.deferral.take(), a.decided.take());
+        let awaits_approval = deferral.is_some() && rejection.is_none();
+        // A paused call is synced: a person may take hours over it.
+        let durability = match intent {
+            _ if awaits_approval => Durability::Sync,
+            Intent::Now(durability) => durability,
+            Intent::WhenSettled => Durability::Deferred,
+        };
+        let call = &mut a.call;
+        if awaits_approval {
+            call.transition(Phase::AwaitingApproval)?;
+            call.spec.approval = Some(CallApproval {
+                required: true,
+                status: Some("pending".to_owned()),
+                ..Default::default()
+            });
+        }
+        call.status.replica.clone_from(&self.inner.config.replica);
+        let written_when_settled = intent == Intent::WhenSettled
+            && a.key.is_none()
+            && !awaits_approval
+            && (rejection.is_some() || a.tool.spec.side_effects.is_repeatable())
+            // A name the caller chose may be taken: refused before anything runs.
+            && (minted || self.name_is_free(call).await?);
+        if !written_when_settled {
+            let key = a.key.take();
+            if let Some(holder) = self.store_admitted(call, &a.tool, key, durability).await? {
+                return Ok(Admission::KeyHeldBy(holder));
+            }
+        }
+        if let Some((action, reason)) = decided {
+            let decision = json!({"action": action, "reason": reason});
+            self.emit_for(call, EventKind::PolicyDecision, decision)
+                .await?;
+        }
+        if let (Some(deferral), None) = (deferral, &rejection) {
+            self.pause(call, &a.tool, deferral).await?;
+        }
+        Ok(Admission::New(Box::new(a.into_recorded(rejection))))
+    }
+
+    /// Stores an admitted call, claiming its idempotency key if it has one;
+    /// answers the call that holds the key already, for the same arguments.
+    async fn store_admitted(
+        &self,
+        call: &mut ToolCall,
+        tool: &Tool,
+        key: Option<String>,
+        durability: Durability,
+    ) -> Result<Option<String>, EngineError> {
+        let store = &self.inner.store;
+        let created = match key {
+            None => store.create_object(call, durability).await,
+            Some(key) => {
+                let window = self.idempotency_window(&call.metadata.namespace).await?;
+                let claim = idempotency::claim(tool, key, &call.status.checksum, window);
+                store.create_object_claimed(call, claim, durability).await
+            }
+        };
+        match created {
+            Ok(()) => Ok(None),
+            Err(StoreError::KeyClaimed {
+                call: holder,
+                checksum,
+            }) if checksum == call.status.checksum => Ok(Some(holder)),
+            Err(StoreError::KeyClaimed { call: holder, .. }) => {
+                Err(EngineError::IdempotencyKeyReused { call: holder })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Opens the Approval of a deferred call and tells its followers.
+    async fn pause(
+        &self,
+        call: &ToolCall,
+        tool: &Tool,
+        deferral: Deferral,
+    ) -> Result<(), EngineError> {
+        let approval = self.open_approval(call, tool, deferral).await?;
+        let payload = json!({"approval": approval.metadata.name, "input": call.spec.input, "options": approval.spec.options});
+        let reason = approval
+            .spec
+            .payload
+            .get("reason")
+            .cloned()
+            .unwrap_or(Value::Null);
+        self.emit_for(
+            call,
+            EventKind::RunPaused,
+            json!({"reason": reason, "payload": payload}),
+        )
+        .await
+    }
+}
+
+impl Admitting<'_> {
+    /// Puts the input on the record as the tool's `observability` says: the
+    /// arguments, or what the caller sent when it was no object; notes on the
+    /// record whether any of it was withheld.
+    pub(crate) fn record_input(&mut self) {
+        let observability = &self.tool.spec.observability;
+        let args = Value::Object(std::mem::take(&mut self.args));
+        let (log_args, redact) = (observability.log_args, &observability.redact_fields);
+        self.call.status.input_withheld = match self.malformed.take() {
+            Some((_, sent)) => {
+                self.call.spec.input = crate::calls::recorded_value(sent, log_args, redact);
+                !log_args
+            }
+            None => {
+                self.call.spec.input = crate::calls::recorded_value(args.clone(), log_args, redact);
+                self.call.spec.input != args
+            }
+        };
+        if let Value::Object(args) = args {
+            self.args = args;
+        }
+    }
+}
+
+impl Engine {
+    async fn name_is_free(&self, call: &ToolCall) -> Result<bool, EngineError> {
+        let taken = self
+            .inner
+            .store
+            .get(
+                ToolCall::KIND,
+                &call.metadata.namespace,
+                &call.metadata.name,
+            )
+            .await;
+        match taken {
+            Ok(_) => Ok(false),
+            Err(StoreError::NotFound { .. }) => Ok(true),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

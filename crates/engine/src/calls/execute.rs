@@ -1,0 +1,472 @@
+//! The back of the call path: run the backend, apply the result hook, settle.
+
+use std::time::Instant;
+
+use joch_core::artifact::is_media_type;
+use joch_core::redact::{REDACTED, redact_fields};
+use joch_core::{
+    Backend, CallError, CallMode, ErrorCode, EventKind, Hook, Invocation, McpServer, Phase, Policy,
+    Tool, ToolCall, ToolOutput,
+};
+use joch_store::Durability;
+use joch_store::timing::{self, Stage};
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use crate::calls::hooks::refusal;
+use crate::calls::{CallOutcome, Recorded, Rejection};
+use crate::catalog::schema::Compiled;
+use crate::engine::now;
+use crate::policy::{self, Effect, Facts};
+use crate::telemetry;
+use crate::tracing_spans;
+use crate::{Engine, EngineError};
+
+/// What settling a result needs besides the call and the tool.
+pub(crate) struct Concluding<'a> {
+    pub(crate) schemas: Option<&'a Compiled>,
+    pub(crate) policies: &'a [Policy],
+    pub(crate) facts: Option<&'a Facts>,
+    /// A failed declarative tool still answers the model (its `on_failure`).
+    pub(crate) answers_on_failure: bool,
+    pub(crate) latency_ms: Option<u64>,
+    /// The media type of a result that came as text, not JSON (JSON lines,
+    /// CSV), for the artifact it may become.
+    pub(crate) text_type: Option<String>,
+}
+
+impl Engine {
+    /// Takes a recorded call (`Pending`, `AwaitingApproval` once approved,
+    /// or `Running` after a crash) to a terminal phase.
+    /// Runs within the caller's `execute_tool` span (see `tracing_spans`).
+    pub(in crate::calls) async fn run(
+        &self,
+        recorded: Recorded,
+    ) -> Result<CallOutcome, EngineError> {
+        tracing_spans::record_tool(&recorded.tool);
+        if self.inner.config.trace_content {
+            tracing_spans::record_content(
+                "gen_ai.tool.call.arguments",
+                &Value::Object(recorded.args.clone()),
+            );
+        }
+        let Recorded {
+            mut call,
+            tool,
+            args,
+            schemas,
+            rejection,
+            policies,
+            facts,
+        } = recorded;
+        if let Some(rejection) = rejection {
+            return self.refuse(call, rejection).await;
+        }
+        if call.spec.mode == CallMode::Hook {
+            return self.hand_over(call).await;
+        }
+        if let Backend::Agent {} = tool.spec.backend {
+            let error = CallError::new(
+                ErrorCode::RunByAgent,
+                format!(
+                    "tool {:?} is run by the agent itself: report its calls through /v1/hooks/aos or /v1/hooks/claude",
+                    tool.metadata.name
+                ),
+            );
+            return self
+                .settle(call, Phase::Failed, None, Some(error), None)
+                .await;
+        }
+        let kind = tool.spec.backend.kind();
+        let Some(backend) = self.inner.backends.get(kind).cloned() else {
+            let error = CallError::new(
+                ErrorCode::BackendUnavailable,
+                format!("no {kind:?} backend is configured"),
+            );
+            return self
+                .settle(call, Phase::Failed, None, Some(error), None)
+                .await;
+        };
+
+        let action_inputs = match &tool.spec.backend {
+            Backend::Actions(actions) => {
+                let inputs = self.action_inputs(&call, actions).await?;
+                if let Some(error) = crate::calls::context::missing_endpoints(actions, &inputs) {
+                    return self
+                        .settle(call, Phase::Failed, None, Some(error), None)
+                        .await;
+                }
+                Some(inputs)
+            }
+            _ => None,
+        };
+        let mcp_server = match &tool.spec.backend {
+            Backend::Mcp(mcp) => match self
+                .inner
+                .store
+                .get_object::<McpServer>(&call.metadata.namespace, &mcp.server)
+                .await
+            {
+                Ok(server) => Some(server),
+                Err(joch_store::StoreError::NotFound { .. }) => {
+                    let error = CallError::new(
+                        ErrorCode::McpServerMissing,
+                        format!("McpServer {:?} no longer exists", mcp.server),
+                    );
+                    return self
+                        .settle(call, Phase::Failed, None, Some(error), None)
+                        .await;
+                }
+                Err(e) => return Err(e.into()),
+            },
+            _ => None,
+        };
+        if let Some(error) = self
+            .outbound_refusal(&call, &tool, mcp_server.as_ref(), action_inputs.as_ref())
+            .await?
+        {
+            return self
+                .settle(call, Phase::Failed, None, Some(error), None)
+                .await;
+        }
+        // A call recovered after a crash is already Running: this is its next attempt.
+        if call.status.phase != Phase::Running {
+            call.transition(Phase::Running)?;
+        }
+        call.status.attempts += 1;
+        call.status.started_at = Some(now());
+        call.status.replica.clone_from(&self.inner.config.replica);
+        let durability = if tool.spec.side_effects.is_repeatable() {
+            Durability::Deferred
+        } else {
+            Durability::Sync
+        };
+        let written = !call.metadata.resource_version.is_empty();
+        if written {
+            self.inner
+                .store
+                .update_object(&mut call, durability)
+                .await?;
+        }
+
+        let started = Instant::now();
+        let relay = self.relay_chunks(&call);
+        let client =
+            matches!(tool.spec.backend, Backend::Mcp(_)).then(|| self.call_client(&call, &tool));
+        let invocation = Invocation {
+            namespace: &call.metadata.namespace,
+            call_id: &call.metadata.name,
+            tool: &tool,
+            args: &args,
+            checksum: &call.status.checksum,
+            attempt: call.status.attempts,
+            idempotency_key: call
+                .spec
+                .side_effects
+                .as_ref()
+                .and_then(|s| s.idempotency_key.as_deref()),
+            actions: action_inputs.as_ref(),
+            mcp_server: mcp_server.as_ref(),
+            chunks: relay
+                .as_ref()
+                .map(|relay| relay as &dyn joch_core::OutputChunks),
+            client: client.as_ref(),
+        };
+        let mut text_type = None;
+        let invoke = backend
+            .invoke_output(invocation)
+            .instrument(tracing::info_span!("backend", backend = kind));
+        timing::enter(Stage::Backend);
+        let (result, version) = if written {
+            (invoke.await, None)
+        } else {
+            self.invoke_unwritten(&call, invoke).await
+        };
+        timing::enter(Stage::Settle);
+        if let Some(version) = version {
+            call.metadata.resource_version = version;
+        }
+        let result = result.map(|output| match output {
+            ToolOutput::Json(value) => value,
+            ToolOutput::Bytes { media_type, bytes } if is_media_type(&media_type) => {
+                crate::artifacts::media_result(&media_type, &bytes)
+            }
+            // Text that is not JSON (JSON lines, CSV, logs) is a string result.
+            ToolOutput::Bytes { media_type, bytes } => {
+                text_type = Some(media_type);
+                Value::String(String::from_utf8_lossy(&bytes).into_owned())
+            }
+        });
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if let Some(relay) = relay {
+            // Every chunk event lands before the call's completion does.
+            relay.finish().await;
+        }
+        telemetry::backend_latency(
+            kind,
+            &tool.metadata.name,
+            started.elapsed().as_secs_f64() * 1000.0,
+        );
+
+        if action_inputs.is_some() {
+            // A declarative tool reports its state changes in its result, even a failed one.
+            let reported = match &result {
+                Ok(output) => Some(output),
+                Err(failure) => failure.details.as_ref(),
+            };
+            if let Some(reported) = reported {
+                self.persist_actions_outcome(&call, reported).await?;
+            }
+        }
+        self.conclude(
+            call,
+            &tool,
+            Concluding {
+                schemas: schemas.as_deref(),
+                policies: &policies,
+                facts: facts.as_ref(),
+                answers_on_failure: action_inputs.is_some(),
+                latency_ms: Some(latency_ms),
+                text_type,
+            },
+            result,
+        )
+        .await
+    }
+
+    /// Runs the backend of a call not yet written (see `admission::Intent`): a
+    /// call still running after `intent_grace` is written as `Running` then,
+    /// unsynced (its tool may run twice), so it can be seen while it runs
+    /// and recovered after a crash. Returns the written version, if any.
+    async fn invoke_unwritten<T>(
+        &self,
+        call: &ToolCall,
+        invoke: impl Future<Output = T>,
+    ) -> (T, Option<String>) {
+        let mut invoke = std::pin::pin!(invoke);
+        tokio::select! {
+            biased;
+            done = &mut invoke => return (done, None),
+            () = tokio::time::sleep(self.inner.config.intent_grace) => {}
+        }
+        let mut running = call.clone();
+        let write = self
+            .inner
+            .store
+            .create_object(&mut running, Durability::Deferred);
+        let (done, written) = tokio::join!(invoke, write);
+        match written {
+            Ok(()) => (done, Some(running.metadata.resource_version)),
+            Err(e) => {
+                // The settled record is written regardless; this one only
+                // made the call visible early.
+                tracing::warn!(call = %call.metadata.name, error = %e, "the running call's record was not written");
+                (done, None)
+            }
+        }
+    }
+
+    /// Settles a call with its tool's result (from a backend, or reported by
+    /// the agent in hook mode): output schema, then the result hook, then
+    /// the record, redacted as the tool's `observability` says.
+    pub(in crate::calls) async fn conclude(
+        &self,
+        mut call: ToolCall,
+        tool: &Tool,
+        how: Concluding<'_>,
+        result: Result<Value, CallError>,
+    ) -> Result<CallOutcome, EngineError> {
+        let (mut phase, mut output, mut error) = match result {
+            Ok(output) => match how.schemas.map_or(Ok(()), |s| {
+                s.check_output(&output, matches!(tool.spec.backend, Backend::Mcp(_)))
+            }) {
+                Ok(()) => (Phase::Succeeded, Some(output), None),
+                Err(e) => (Phase::Failed, Some(output), Some(e)),
+            },
+            // A failed action chain still answers the model (its on_failure response).
+            Err(e) if how.answers_on_failure => (Phase::Failed, e.details.clone(), Some(e)),
+            Err(e) => (Phase::Failed, None, Some(e)),
+        };
+        // It ran, so it cost: priced on what the tool returned, before any
+        // policy changes it.
+        call.status.cost = tool
+            .spec
+            .cost
+            .as_ref()
+            .map(|price| price.of(output.as_ref()));
+        let observability = &tool.spec.observability;
+        let mut answer = output.clone();
+
+        if let (Phase::Succeeded, Some(result), Some(facts)) = (phase, &mut output, how.facts) {
+            let (result_facts, found) = facts.for_result(result);
+            call.status.detections.extend(found);
+            let outcome = tracing::info_span!("evaluate_policies", hook = "toolCallResult")
+                .in_scope(|| {
+                    policy::decide(
+                        &*self.inner.policy,
+                        how.policies,
+                        Hook::Result,
+                        &result_facts,
+                    )
+                });
+            telemetry::record_decisions(&mut call, outcome.records(Hook::Result));
+            match outcome.winner().map(|w| (w, &w.verdict.effect)) {
+                Some((_, Effect::Allow)) | None => {}
+                Some((_, Effect::Modify(_))) => {
+                    let detectors = facts.detectors.as_deref();
+                    crate::policy::apply_patches(result, &outcome.patches(), detectors);
+                    answer = Some(result.clone());
+                }
+                // Deny, or anything that would need a person after the fact:
+                // what ran stays on the record, the caller gets a refusal.
+                Some((w, _)) => {
+                    let reason =
+                        w.verdict.reason.clone().unwrap_or_else(|| {
+                            format!("output withheld by policy {}", w.policy_id)
+                        });
+                    phase = Phase::Denied;
+                    answer = Some(refusal(&call, "Denied by policy", Some(&reason)));
+                    error = Some(CallError::new(ErrorCode::OutputDeniedByPolicy, reason));
+                }
+            }
+        }
+        // A successful result may be kept as artifacts: media by reference,
+        // a result not to be inlined as a handle (which the caller gets).
+        let mut kept = output;
+        if let Some(result) = answer.take_if(|_| phase == Phase::Succeeded) {
+            let spooled = self
+                .spool(&mut call, tool, result, how.text_type.as_deref())
+                .await?;
+            if let Some(recorded) = spooled.recorded {
+                kept = Some(recorded);
+            }
+            answer = Some(spooled.answer);
+        }
+        // What the tool said reaches the model in an envelope when the tool
+        // is untrusted; a refusal by policy is joch's own text.
+        if let Some(result) = answer.take_if(|_| phase != Phase::Denied) {
+            answer = Some(self.envelop(&mut call, tool, result).await?);
+        }
+        call.status.output =
+            kept.map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
+        self.settle(call, phase, answer, error, how.latency_ms)
+            .await
+    }
+
+    /// Why the call may not go where its tool sends it, under the
+    /// namespace's `outbound.allowedHosts`.
+    async fn outbound_refusal(
+        &self,
+        call: &ToolCall,
+        tool: &Tool,
+        mcp_server: Option<&McpServer>,
+        actions: Option<&joch_core::ActionInputs>,
+    ) -> Result<Option<CallError>, EngineError> {
+        let urls: Vec<&str> = match &tool.spec.backend {
+            Backend::Rest(rest) => vec![rest.endpoint.url.as_str()],
+            Backend::Mcp(_) => mcp_server
+                .and_then(|s| s.spec.http.as_ref())
+                .map(|h| vec![h.url.as_str()])
+                .unwrap_or_default(),
+            Backend::Actions(_) => actions
+                .map(|a| a.endpoints.values().map(|e| e.url.as_str()).collect())
+                .unwrap_or_default(),
+            Backend::Agent {} | Backend::Noop {} => Vec::new(),
+        };
+        if urls.is_empty() {
+            return Ok(None);
+        }
+        let settings = self
+            .resources()
+            .get_namespace(&call.metadata.namespace)
+            .await?;
+        let Some(outbound) = &settings.spec.outbound else {
+            return Ok(None);
+        };
+        Ok(urls
+            .into_iter()
+            .find_map(|url| outbound.allows(url).err())
+            .map(|reason| CallError::new(ErrorCode::OutboundNotAllowed, reason)))
+    }
+
+    /// Settles a call that will not run, telling the model why.
+    pub(crate) async fn refuse(
+        &self,
+        mut call: ToolCall,
+        rejection: Rejection,
+    ) -> Result<CallOutcome, EngineError> {
+        call.status.output = rejection.answer.clone();
+        self.settle(
+            call,
+            rejection.phase,
+            rejection.answer,
+            Some(rejection.error),
+            None,
+        )
+        .await
+    }
+
+    /// Moves the call to its terminal phase and stores it durably.
+    /// `answer` is what the caller gets as output.
+    pub(crate) async fn settle(
+        &self,
+        mut call: ToolCall,
+        phase: Phase,
+        answer: Option<Value>,
+        error: Option<CallError>,
+        latency_ms: Option<u64>,
+    ) -> Result<CallOutcome, EngineError> {
+        call.transition(phase)?;
+        if let Some(error) = &error {
+            tracing_spans::record_error(&error.code);
+        }
+        if self.inner.config.trace_content {
+            if let Some(answer) = &answer {
+                tracing_spans::record_content("gen_ai.tool.call.result", answer);
+            }
+        }
+        // Only a call in an execution has a timeline: the event copies the
+        // output, which no other call should pay for.
+        if call.spec.execution_ref.is_some() {
+            let completed = json!({
+                "source": if call.spec.replay_of.is_some() { "replay" } else { "execute" },
+                "success": phase == Phase::Succeeded,
+                // Events, like the record, name artifacts rather than hold them.
+                "output": if call.status.artifacts.is_empty() { answer.as_ref() } else { call.status.output.as_ref() },
+                "error": error.as_ref().map(|e| e.message.clone()),
+            });
+            self.emit_for(&call, EventKind::ToolCompleted, completed)
+                .await?;
+        }
+        call.status.completed_at = Some(now());
+        call.status.latency_ms = latency_ms;
+        call.status.error = error;
+        self.store_settled(&mut call).await?;
+        self.inner.calls.settled();
+        telemetry::call_settled(&call, self.call_labels(&call).await, phase, latency_ms);
+        tracing::info!(
+            namespace = %call.metadata.namespace,
+            tool = %call.tool_name(),
+            call = %call.metadata.name,
+            phase = %phase,
+            latency_ms,
+            "tool call settled"
+        );
+        Ok(CallOutcome {
+            record: call,
+            output: answer,
+            replayed: false,
+            timings: None,
+        })
+    }
+}
+
+/// What of a value the record keeps: all of it, with named fields redacted,
+/// or only the marker that it was withheld.
+pub(crate) fn recorded_value(mut value: Value, keep: bool, redact: &[String]) -> Value {
+    if !keep {
+        return Value::String(REDACTED.to_owned());
+    }
+    redact_fields(&mut value, redact);
+    value
+}

@@ -1,0 +1,112 @@
+//! Rate limits (`Namespace.spec.rateLimits`), by GCRA: one allowance per
+//! limit, keyed by agent or tool, kept in the store (`Store::take_rate`).
+//! So replicas sharing a store share each allowance, and a restart does
+//! not hand out a fresh one. A cell's name carries its rate, so changing a
+//! namespace's settings starts the allowance afresh.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use joch_core::namespace::{RateLimit, RateScope};
+use joch_core::{DecisionKind, Hook, HookDecision, ToolCall};
+use joch_store::RateCell;
+
+use crate::{Engine, EngineError};
+
+/// A namespace's limits.
+pub(crate) struct Limiters {
+    limits: Vec<Limit>,
+}
+
+struct Limit {
+    spec: RateLimit,
+    /// Between two calls at the sustained rate.
+    interval: Duration,
+    /// Calls allowed back to back.
+    burst: NonZeroU32,
+}
+
+impl Limiters {
+    pub(crate) fn of(limits: &[RateLimit]) -> Limiters {
+        let limits = limits
+            .iter()
+            .filter_map(|spec| {
+                let (calls, period) = spec.rate()?;
+                let burst = NonZeroU32::new(spec.burst.unwrap_or(calls))?;
+                // One call replenished every period/calls: `calls` per period.
+                let interval = period / calls.max(1);
+                Some(Limit {
+                    spec: spec.clone(),
+                    interval,
+                    burst,
+                })
+            })
+            .collect();
+        Limiters { limits }
+    }
+}
+
+impl Limit {
+    /// The store's cell for `key`. Its name carries the rate, so a changed
+    /// setting starts a new allowance.
+    fn cell(&self, namespace: &str, key: &str) -> RateCell {
+        let interval_ms = i64::try_from(self.interval.as_millis()).unwrap_or(i64::MAX);
+        RateCell {
+            namespace: namespace.to_owned(),
+            limit: format!("{}@{interval_ms}ms/{}", self.spec.name, self.burst),
+            key: key.to_owned(),
+            interval_ms,
+            tolerance_ms: interval_ms.saturating_mul(i64::from(self.burst.get())),
+        }
+    }
+}
+
+/// A call over a limit: the decision to record, and when to try again.
+pub(crate) struct Limited {
+    pub(crate) decision: HookDecision,
+    pub(crate) retry_after_seconds: u64,
+}
+
+impl Engine {
+    /// Counts the call against its namespace's limits; `Some` when one is spent.
+    pub(in crate::calls) async fn rate_limit(
+        &self,
+        call: &ToolCall,
+    ) -> Result<Option<Limited>, EngineError> {
+        let namespace = &call.metadata.namespace;
+        let limiters = self.inner.catalog.limiters(namespace).await?;
+        let agent = call.spec.agent_ref.as_ref().map_or("", |a| a.name.as_str());
+        for limit in &limiters.limits {
+            let key = match limit.spec.per {
+                RateScope::Namespace => "",
+                RateScope::Agent => agent,
+                RateScope::Tool => call.tool_name(),
+            };
+            if limit.spec.only.as_ref().is_some_and(|only| only != key) {
+                continue;
+            }
+            let now_ms = crate::engine::now().0.timestamp_millis();
+            let cell = limit.cell(namespace, key);
+            let Some(wait_ms) = self.inner.store.take_rate(&cell, now_ms).await? else {
+                continue;
+            };
+            let retry_after_seconds = wait_ms.div_ceil(1000);
+            let decision = HookDecision {
+                hook: Hook::Request.step().to_owned(),
+                decision: DecisionKind::Deny,
+                policy_id: Some(format!("ratelimit/{}", limit.spec.name)),
+                policy_version: None,
+                reason: Some(format!(
+                    "rate limit {} (per {:?}) reached; retry in {retry_after_seconds} s",
+                    limit.spec.name, limit.spec.per
+                )),
+                shadow: false,
+            };
+            return Ok(Some(Limited {
+                decision,
+                retry_after_seconds,
+            }));
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,227 @@
+//! The catalog: the configuration every call reads (tools and their
+//! compiled schemas, policies, budgets, namespace settings, rate limits and
+//! API tokens), written through `resources.rs` and read through snapshots
+//! of the store (`snapshots.rs`), so that a call pays no store read for each.
+//!
+//! Its state is its own: other parts ask it for a snapshot and tell it when
+//! a kind was written ([`Catalog::touched`]), here or on another replica.
+
+mod namespaces;
+mod reads;
+mod resources;
+pub(crate) mod schema;
+mod snapshots;
+
+use std::sync::Arc;
+
+use joch_core::detect::Detectors;
+use joch_core::token::ApiToken;
+use joch_core::{Budget, Namespace, Object, Policy, Tool, ValidationError};
+use joch_store::{ListQuery, Store, StoreError, StoreErrorKind};
+use tokio::sync::watch;
+
+pub use resources::Configurable;
+pub(crate) use resources::{admit, valid_namespace};
+
+use crate::EngineError;
+use crate::calls::Limiters;
+use crate::identity::TokenIndex;
+use schema::{Compiled, SchemaCache};
+use snapshots::Snapshots;
+
+/// Most items of one kind a namespace's snapshot holds.
+const MAX_LISTED: usize = 1000;
+
+pub(crate) struct Catalog {
+    store: Arc<dyn Store>,
+    /// Tools by `namespace/name`.
+    tools: Snapshots<Tool>,
+    schemas: SchemaCache,
+    /// Each namespace's policies, in name order.
+    policies: Snapshots<Vec<Policy>>,
+    /// Whether any of each namespace's policies reads `cost.*`.
+    spend_readers: Snapshots<bool>,
+    /// Each namespace's detectors, when any of its policies reads
+    /// detections (`None`: detectors cost its calls nothing).
+    detectors: Snapshots<Option<Arc<Detectors>>>,
+    budgets: Snapshots<Vec<Budget>>,
+    namespaces: Snapshots<Namespace>,
+    limiters: Snapshots<Limiters>,
+    /// Every token by hash, under the key `all`.
+    tokens: Snapshots<TokenIndex>,
+    /// Bumped whenever a Tool is created, replaced or deleted, so MCP
+    /// sessions can tell their clients the tool list changed.
+    tools_changed: watch::Sender<u64>,
+}
+
+impl Catalog {
+    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            tools: Snapshots::default(),
+            schemas: SchemaCache::default(),
+            policies: Snapshots::default(),
+            spend_readers: Snapshots::default(),
+            detectors: Snapshots::default(),
+            budgets: Snapshots::default(),
+            namespaces: Snapshots::default(),
+            limiters: Snapshots::default(),
+            tokens: Snapshots::default(),
+            tools_changed: watch::channel(0).0,
+        }
+    }
+
+    /// Drops the snapshots a write of `kind` made stale.
+    pub(crate) fn touched(&self, kind: &str) {
+        match kind {
+            Tool::KIND => {
+                self.tools.invalidate();
+                self.tools_changed.send_modify(|n| *n = n.wrapping_add(1));
+            }
+            Policy::KIND => {
+                self.policies.invalidate();
+                self.spend_readers.invalidate();
+                self.detectors.invalidate();
+            }
+            Budget::KIND => self.budgets.invalidate(),
+            Namespace::KIND => {
+                self.namespaces.invalidate();
+                self.limiters.invalidate();
+                self.detectors.invalidate();
+            }
+            ApiToken::KIND => self.tokens.invalidate(),
+            _ => {}
+        }
+    }
+
+    /// A receiver that changes whenever a Tool of any namespace is created,
+    /// replaced or deleted.
+    pub(crate) fn tool_changes(&self) -> watch::Receiver<u64> {
+        self.tools_changed.subscribe()
+    }
+
+    /// The Tool, loaded once per write.
+    pub(crate) async fn tool(&self, namespace: &str, name: &str) -> Result<Arc<Tool>, StoreError> {
+        let key = format!("{namespace}/{name}");
+        self.tools
+            .get_or_load(&key, self.store.get_object(namespace, name))
+            .await
+    }
+
+    /// The tool's schemas, compiled once per version.
+    pub(crate) fn schemas(&self, tool: &Tool) -> Result<Arc<Compiled>, ValidationError> {
+        self.schemas.get(tool)
+    }
+
+    /// Every policy of the namespace, in name order (the order decisions are
+    /// combined and recorded in).
+    pub(crate) async fn policies(&self, namespace: &str) -> Result<Arc<Vec<Policy>>, EngineError> {
+        self.policies
+            .get_or_load(namespace, async {
+                let mut policies = self.list::<Policy>(namespace).await?;
+                policies.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+                Ok(policies)
+            })
+            .await
+    }
+
+    /// Whether any of the namespace's `policies` reads `cost.*`, answered
+    /// once per policy snapshot.
+    pub(crate) async fn reads_spend(
+        &self,
+        namespace: &str,
+        policies: &[Policy],
+        reads: fn(&Policy) -> bool,
+    ) -> Result<bool, EngineError> {
+        let answer = self
+            .spend_readers
+            .get_or_load(namespace, async {
+                Ok::<_, EngineError>(policies.iter().any(reads))
+            })
+            .await?;
+        Ok(*answer)
+    }
+
+    /// The namespace's detectors when one of `policies` reads them (`reads`);
+    /// else `None`.
+    pub(crate) async fn detectors(
+        &self,
+        namespace: &str,
+        policies: &[Policy],
+        reads: fn(&Policy) -> bool,
+    ) -> Result<Option<Arc<Detectors>>, EngineError> {
+        let loaded = self
+            .detectors
+            .get_or_load(namespace, async {
+                if !policies.iter().any(reads) {
+                    return Ok::<_, EngineError>(None);
+                }
+                let settings = self.namespace(namespace).await?;
+                let detectors = Detectors::new(&settings.spec.detectors)
+                    .map_err(|e| ValidationError::field("spec.detectors", e.to_string()))?;
+                Ok(Some(Arc::new(detectors)))
+            })
+            .await?;
+        Ok(Option::clone(&loaded))
+    }
+
+    /// The namespace's budgets.
+    pub(crate) async fn budgets(&self, namespace: &str) -> Result<Arc<Vec<Budget>>, EngineError> {
+        self.budgets
+            .get_or_load(namespace, async { self.list::<Budget>(namespace).await })
+            .await
+    }
+
+    /// The namespace's settings (defaults when it has none stored).
+    pub(crate) async fn namespace(&self, namespace: &str) -> Result<Arc<Namespace>, EngineError> {
+        self.namespaces
+            .get_or_load(namespace, async {
+                match self
+                    .store
+                    .get_object::<Namespace>(namespace, namespace)
+                    .await
+                {
+                    Ok(ns) => Ok(ns),
+                    Err(e) if e.kind() == StoreErrorKind::NotFound => {
+                        Ok(Namespace::named(namespace))
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            })
+            .await
+    }
+
+    /// The namespace's rate limits, parsed.
+    pub(crate) async fn limiters(&self, namespace: &str) -> Result<Arc<Limiters>, EngineError> {
+        self.limiters
+            .get_or_load(namespace, async {
+                let settings = self.namespace(namespace).await?;
+                Ok::<_, EngineError>(Limiters::of(&settings.spec.rate_limits))
+            })
+            .await
+    }
+
+    /// Every token by hash.
+    pub(crate) async fn tokens(&self) -> Result<Arc<TokenIndex>, EngineError> {
+        self.tokens
+            .get_or_load("all", async {
+                let query = ListQuery {
+                    kind: ApiToken::KIND.to_owned(),
+                    limit: 100_000,
+                    ..ListQuery::default()
+                };
+                let tokens = self.store.list_objects::<ApiToken>(query).await?.items;
+                Ok::<_, EngineError>(crate::identity::index(tokens))
+            })
+            .await
+    }
+
+    async fn list<T: Object>(&self, namespace: &str) -> Result<Vec<T>, EngineError> {
+        let query = ListQuery {
+            namespace: namespace.to_owned(),
+            limit: MAX_LISTED,
+            ..ListQuery::default()
+        };
+        Ok(self.store.list_objects::<T>(query).await?.items)
+    }
+}

@@ -1,0 +1,39 @@
+//! A namespace's settings: read (defaults when none are stored) and written.
+
+use joch_core::Namespace;
+
+use crate::{EngineError, Resources};
+
+impl Resources<'_> {
+    /// Reads a namespace's settings (defaults when it has none stored).
+    pub async fn get_namespace(&self, namespace: &str) -> Result<Namespace, EngineError> {
+        crate::catalog::valid_namespace(namespace)?;
+        Ok(Namespace::clone(
+            &*self.inner.catalog.namespace(namespace).await?,
+        ))
+    }
+
+    /// Creates or replaces a namespace's settings.
+    pub async fn put_namespace(
+        &self,
+        namespace: &str,
+        mut settings: Namespace,
+    ) -> Result<Namespace, EngineError> {
+        if settings.metadata.name.is_empty() {
+            settings.metadata.name = namespace.to_owned();
+        } else if settings.metadata.name != namespace {
+            return Err(EngineError::PathMismatch(format!(
+                "a Namespace's name is the namespace: {:?} is not {namespace:?}",
+                settings.metadata.name
+            )));
+        }
+        match self.resources().create(namespace, settings.clone()).await {
+            Err(EngineError::AlreadyExists { .. }) => {
+                self.resources()
+                    .replace(namespace, namespace, settings)
+                    .await
+            }
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Reads of configured resources as a principal may make them: each asks
+//! the rulebook (`identity::rules`) with the caller's principal first.
+
+use joch_core::{Principal, Tool};
+use tokio::sync::watch;
+
+use crate::identity::rules::{acts_in, may_read, sees};
+use crate::{EngineError, Resources};
+
+impl Resources<'_> {
+    /// A namespace's resources of kind `T`, newest first, if `by` may read
+    /// them ([`may_read`]) in that namespace.
+    pub async fn read_all<T: joch_core::Object>(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        params: crate::ListParams,
+    ) -> Result<crate::ObjectList<T>, EngineError> {
+        acts_in(by, namespace)?;
+        may_read(by, T::PLURAL)?;
+        self.resources().list(namespace, params).await
+    }
+
+    /// One resource of kind `T`, if `by` may read that kind there.
+    pub async fn read<T: joch_core::Object>(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<T, EngineError> {
+        acts_in(by, namespace)?;
+        may_read(by, T::PLURAL)?;
+        self.resources().get(namespace, name).await
+    }
+
+    /// The namespace's tool `name`, if it exists for `by`.
+    pub async fn get_tool(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Tool, EngineError> {
+        acts_in(by, namespace)?;
+        let tool: Tool = self.resources().get(namespace, name).await?;
+        if !sees(by, &tool) {
+            return Err(EngineError::NotFound {
+                kind: "Tool".to_owned(),
+                name: name.to_owned(),
+            });
+        }
+        Ok(tool)
+    }
+
+    /// [`get_tool`](Self::get_tool) from the snapshot the call path reads
+    /// (dropped on every write of a Tool): what a surface needs of the
+    /// called tool beside the call, without a store read per call.
+    pub async fn cached_tool(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<std::sync::Arc<Tool>, EngineError> {
+        acts_in(by, namespace)?;
+        match self.inner.catalog.tool(namespace, name).await {
+            Ok(tool) if sees(by, &tool) => Ok(tool),
+            Ok(_) | Err(joch_store::StoreError::NotFound { .. }) => Err(EngineError::NotFound {
+                kind: "Tool".to_owned(),
+                name: name.to_owned(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The tools of `namespace` that exist for `by`, in name order.
+    pub async fn list_tools(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        params: crate::ListParams,
+    ) -> Result<crate::ObjectList<Tool>, EngineError> {
+        acts_in(by, namespace)?;
+        let mut page = self.resources().list::<Tool>(namespace, params).await?;
+        page.items.retain(|tool| sees(by, tool));
+        Ok(page)
+    }
+}
+
+impl Resources<'_> {
+    /// A receiver that changes whenever a Tool of any namespace is created,
+    /// replaced or deleted.
+    pub fn tool_changes(&self) -> watch::Receiver<u64> {
+        self.inner.catalog.tool_changes()
+    }
+}

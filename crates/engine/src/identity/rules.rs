@@ -1,0 +1,238 @@
+//! The rulebook: what a principal may do with a call, whatever surface it
+//! came through (REST, MCP over HTTP or stdio, hooks, batches, the library).
+//! Surfaces authenticate and pass the `Principal`; every entry point that
+//! makes, decides or settles a call asks here. A rule kept in a handler
+//! would be forgotten by the next surface.
+//!
+//! - A principal acts in its own namespace only; others do not exist for it.
+//! - Tools outside a principal's tool selector do not exist for it.
+//! - A principal cannot decide a call it made, nor decide at all below the
+//!   `approver` role, except when the deciding policy asked the caller's
+//!   own user (`askUser`, or a `userInput` value): that decision is
+//!   recorded as such (`status.askedUser`).
+//! - Replaying and resolving a call, accepting an upstream tool's changed
+//!   definition, and managing tokens and upstream credentials take the
+//!   `admin` role.
+//! - A hook-mode call's result is reported by the principal that made it.
+//! - Reading: an `agent` reads what it calls with (tools, its calls,
+//!   executions, approvals, call contexts, artifacts); an `approver` reads
+//!   everything but tokens; an `admin` reads everything ([`may_read`]).
+//!
+//! - The end user whose own upstream tokens a call uses is the principal
+//!   (a JWT's `sub`, a token's name); the call's `callerId` names them
+//!   only where the namespace trusts its callers for that
+//!   (`spec.trustCallerId`), else a `callerId` naming someone else is
+//!   refused ([`upstream_user`]).
+//!
+//! The local caller (no authentication configured) has no identity: the
+//! rules that compare identities do not apply to it, and a decision is
+//! recorded under the name the decider gives.
+
+use joch_core::token::Role;
+use joch_core::{
+    Approval, LabelSelector, Principal, PrincipalRef, Tool, ToolCall, ValidationError,
+};
+
+use crate::EngineError;
+use crate::policy::evaluate::glob_matches;
+use joch_core::ApprovalActionKind;
+
+/// Refuses a principal bound to another namespace, as if the namespace's
+/// resources did not exist.
+pub(crate) fn acts_in(principal: &Principal, namespace: &str) -> Result<(), EngineError> {
+    match &principal.namespace {
+        Some(own) if own != namespace => Err(EngineError::NotFound {
+            kind: "Namespace".to_owned(),
+            name: namespace.to_owned(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// True when `tool` exists for `principal`: it matches one of the
+/// selector's name globs (if any) and its label selector (if any).
+pub(crate) fn sees(principal: &Principal, tool: &Tool) -> bool {
+    let Some(selector) = &principal.tools else {
+        return true;
+    };
+    let named = selector.names.is_empty()
+        || selector
+            .names
+            .iter()
+            .any(|glob| glob_matches(glob, &tool.metadata.name));
+    let labelled = selector.labels.as_deref().is_none_or(|text| {
+        LabelSelector::parse(text).is_ok_and(|s| s.matches(&tool.metadata.labels))
+    });
+    named && labelled
+}
+
+/// Whose decision it is, as recorded on the Approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decider {
+    /// `status.decidedBy`: the principal's name, or for the local caller
+    /// and an asked user, the name the surface gives.
+    pub(crate) name: String,
+    /// `status.decider`.
+    pub(crate) principal: PrincipalRef,
+    /// `status.askedUser`.
+    pub(crate) asked_user: bool,
+}
+
+/// Who decides on `approval` (of `call`) when `by` does, claiming `claimed`
+/// as the decider's name. `for_user`: the surface asked the call's own
+/// user (MCP elicitation, an agent's own prompt).
+pub(crate) fn decider(
+    call: &ToolCall,
+    approval: &Approval,
+    by: &Principal,
+    claimed: &str,
+    for_user: bool,
+) -> Result<Decider, EngineError> {
+    let asked_user = for_user && asks_user(approval);
+    if !by.is_authenticated() {
+        if claimed.trim().is_empty() {
+            return Err(ValidationError::field("approvedBy", "missing field").into());
+        }
+        return Ok(Decider {
+            name: claimed.to_owned(),
+            principal: by.reference(),
+            asked_user,
+        });
+    }
+    let made_it = call.status.principal.as_ref().is_some_and(|p| by.is(p));
+    if asked_user && made_it {
+        return Ok(Decider {
+            name: claimed.to_owned(),
+            principal: by.reference(),
+            asked_user,
+        });
+    }
+    if made_it {
+        return Err(EngineError::Forbidden(
+            "a principal cannot decide on a call it made; another approver must".to_owned(),
+        ));
+    }
+    if by.role < Role::Approver {
+        return Err(EngineError::Forbidden(format!(
+            "a principal with role {} cannot decide approvals",
+            by.role.as_str()
+        )));
+    }
+    Ok(Decider {
+        name: by.name.clone(),
+        principal: by.reference(),
+        asked_user: false,
+    })
+}
+
+/// True when the approval's policy asked the caller's own user: an
+/// `askUser` routing, or a `userInput` value only that user can give.
+pub(crate) fn asks_user(approval: &Approval) -> bool {
+    approval.spec.routing.ask_user || approval.spec.action.kind == ApprovalActionKind::UserInput
+}
+
+/// The end user whose own upstream tokens (`oauth2` `perUser`) `call`
+/// made by `by` uses: the call's `callerId` where the namespace trusts
+/// callers to name their user (`trust_caller_id`), else the principal. A
+/// `callerId` that names someone else than an untrusting namespace's
+/// principal is refused (the reason is the error), so that one agent's
+/// token cannot reach another user's upstream account by naming them.
+pub(crate) fn upstream_user(
+    by: &Principal,
+    call: &ToolCall,
+    trust_caller_id: bool,
+) -> Result<String, String> {
+    match call
+        .spec
+        .caller_id
+        .as_deref()
+        .filter(|c| !c.trim().is_empty())
+    {
+        Some(caller) if trust_caller_id => Ok(caller.to_owned()),
+        Some(caller) if caller != by.name => Err(format!(
+            "callerId {caller:?} names another user than the caller {:?}, and namespace {:?} does not trust callers to name whose upstream tokens a call uses (spec.trustCallerId)",
+            by.name, call.metadata.namespace
+        )),
+        _ => Ok(by.name.clone()),
+    }
+}
+
+/// Refuses a principal below `admin`: replaying and resolving calls are an
+/// operator's acts, on every surface.
+pub(crate) fn administers(by: &Principal, act: &str) -> Result<(), EngineError> {
+    if by.role == Role::Admin {
+        return Ok(());
+    }
+    Err(EngineError::Forbidden(format!(
+        "a principal with role {} cannot {act}",
+        by.role.as_str()
+    )))
+}
+
+/// What an `agent` reads, by plural (REST path segment): what it calls
+/// tools with and what those calls made.
+const AGENT_READS: [&str; 6] = [
+    "tools",
+    "toolcalls",
+    "executions",
+    "approvals",
+    "callcontexts",
+    "artifacts",
+];
+
+/// Refuses `by` reading a namespace's `plural` (a resource's
+/// `Object::PLURAL`, or a read-only collection: `costs`, `audit`, ...),
+/// as the REST read gate and every console page ask: an agent reads
+/// [`AGENT_READS`], an approver everything but `tokens`, an admin
+/// everything. The local caller is an admin.
+pub fn may_read(by: &Principal, plural: &str) -> Result<(), EngineError> {
+    let allowed = match by.role {
+        Role::Admin => true,
+        Role::Approver => !matches!(plural, "tokens" | "credentials"),
+        Role::Agent => AGENT_READS.contains(&plural),
+    };
+    if allowed {
+        return Ok(());
+    }
+    Err(EngineError::Forbidden(format!(
+        "a principal with role {} cannot read {plural}",
+        by.role.as_str()
+    )))
+}
+
+/// Refuses a hook-mode result reported by anyone but the principal that
+/// made the call (or an admin).
+pub(crate) fn may_report(call: &ToolCall, by: &Principal) -> Result<(), EngineError> {
+    let made_by = call.status.principal.as_ref();
+    if !by.is_authenticated() || by.role == Role::Admin || made_by.is_none_or(|p| by.is(p)) {
+        return Ok(());
+    }
+    Err(EngineError::Forbidden(format!(
+        "only the principal that made call {:?} may report its result",
+        call.metadata.name
+    )))
+}
+
+impl crate::Engine {
+    /// True when the namespace's tool `name` exists for `by`. A tool that
+    /// does not exist is seen only by a principal without a selector (its
+    /// answer is then the usual `tool_not_found`).
+    pub(crate) async fn sees_tool(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, EngineError> {
+        if by.tools.is_none() {
+            return Ok(true);
+        }
+        match self.inner.catalog.tool(namespace, name).await {
+            Ok(tool) => Ok(sees(by, &tool)),
+            Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

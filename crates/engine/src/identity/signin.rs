@@ -1,0 +1,208 @@
+//! Signing in to the console through the identity provider (OpenID Connect,
+//! authorization code with PKCE), the engine's half: the surface fetches
+//! the provider's documents and exchanges the code; the engine keeps each
+//! sign-in's secrets and decides who the ID token signs in.
+//!
+//! A sign-in is started with a fresh `state`, `nonce` and PKCE verifier,
+//! kept in the store (keyed by the state's hash, so any replica finishes
+//! it) for [`SIGN_IN_TTL`] and bound to the browser that started it by a
+//! secret the browser holds in a cookie. Finishing takes the record once:
+//! a replayed or foreign callback finds nothing. The ID token must be the
+//! provider's (JWKS, `iss`, `exp`), issued to the console (`aud`) for this
+//! sign-in (`nonce`), and maps to a principal as an access token does.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use joch_core::object::IndexFields;
+use joch_core::token::hash;
+use joch_store::{Durability, Record, StoreErrorKind};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::Identity;
+use crate::engine::now;
+use crate::identity::sessions::{SESSION_NAMESPACE, secret};
+use crate::{EngineError, SessionOpened};
+
+/// Kind of the pending sign-in records, which no API serves.
+const SIGN_IN_KIND: &str = "OidcSignIn";
+/// How long a started sign-in may take at the identity provider.
+pub const SIGN_IN_TTL: Duration = Duration::from_secs(600);
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Pending {
+    binding_hash: String,
+    nonce: String,
+    verifier: String,
+    expires_at_ms: i64,
+}
+
+/// A sign-in just started: what goes to the provider and to the browser.
+#[derive(Debug, Clone)]
+pub struct SignInStarted {
+    /// The `state` parameter, echoed back by the provider.
+    pub state: String,
+    /// The `nonce` parameter, which the ID token must carry.
+    pub nonce: String,
+    /// The PKCE `code_challenge` (S256 of the verifier).
+    pub challenge: String,
+    /// The secret binding the sign-in to this browser, for its cookie.
+    pub binding: String,
+}
+
+/// A sign-in taken back at the callback.
+#[derive(Debug, Clone)]
+pub struct SignInPending {
+    /// The `nonce` the ID token must carry.
+    pub nonce: String,
+    /// The PKCE `code_verifier` for the token request.
+    pub verifier: String,
+}
+
+/// The PKCE S256 challenge of `verifier` (RFC 7636 §4.2).
+pub fn pkce_challenge(verifier: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+impl Identity<'_> {
+    /// Starts a sign-in through the identity provider (see the module).
+    pub async fn begin_sign_in(&self) -> Result<SignInStarted, EngineError> {
+        let started = SignInStarted {
+            state: secret(),
+            nonce: secret(),
+            challenge: String::new(),
+            binding: secret(),
+        };
+        let pending = Pending {
+            binding_hash: hash(&started.binding),
+            nonce: started.nonce.clone(),
+            verifier: secret(),
+            expires_at_ms: (now().0 + chrono::Duration::seconds(SIGN_IN_TTL.as_secs() as i64))
+                .timestamp_millis(),
+        };
+        let record = Record {
+            kind: SIGN_IN_KIND.to_owned(),
+            namespace: SESSION_NAMESPACE.to_owned(),
+            name: hash(&started.state),
+            resource_version: 1,
+            labels: Default::default(),
+            index: IndexFields::default(),
+            body: serde_json::to_string(&pending).expect("a sign-in serialises"),
+        };
+        self.inner.store.create(record, Durability::Sync).await?;
+        Ok(SignInStarted {
+            challenge: pkce_challenge(&pending.verifier),
+            ..started
+        })
+    }
+
+    /// Takes back, once, the sign-in `state` names, if it has not expired
+    /// and `binding` is the secret of the browser that started it.
+    pub async fn take_sign_in(
+        &self,
+        state: &str,
+        binding: &str,
+    ) -> Result<Option<SignInPending>, EngineError> {
+        let store = &self.inner.store;
+        let name = hash(state);
+        let record = match store.get(SIGN_IN_KIND, SESSION_NAMESPACE, &name).await {
+            Ok(record) => record,
+            Err(e) if e.kind() == StoreErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let Ok(pending) = serde_json::from_str::<Pending>(&record.body) else {
+            return Ok(None);
+        };
+        if pending.binding_hash != hash(binding) {
+            return Ok(None);
+        }
+        // Deleted before use: of two callbacks racing, one finds nothing.
+        match store
+            .delete(SIGN_IN_KIND, SESSION_NAMESPACE, &name, None)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == StoreErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        if pending.expires_at_ms <= now().0.timestamp_millis() {
+            return Ok(None);
+        }
+        Ok(Some(SignInPending {
+            nonce: pending.nonce,
+            verifier: pending.verifier,
+        }))
+    }
+
+    /// Opens a console session for the principal of `id_token`, if it is
+    /// the configured provider's, issued to `client_id` for the sign-in
+    /// whose nonce is `nonce`; `None` otherwise (or without a provider).
+    pub async fn open_id_session(
+        &self,
+        id_token: &str,
+        client_id: &str,
+        nonce: &str,
+        ttl: Duration,
+    ) -> Result<Option<SessionOpened>, EngineError> {
+        let Some(jwt) = &self.inner.config.jwt else {
+            return Ok(None);
+        };
+        let Some(principal) = jwt.id_token_principal(id_token, client_id, nonce) else {
+            return Ok(None);
+        };
+        self.open_principal_session(principal, ttl).await.map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Engine;
+
+    /// BASE64URL(SHA256(verifier)) without padding (RFC 7636 §4.2), as
+    /// Python's `hashlib` and `base64.urlsafe_b64encode` compute it.
+    #[test]
+    fn the_challenge_is_s256_of_the_verifier() {
+        assert_eq!(
+            pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r7wW1gXk-cFgxk"),
+            "QNqBtUGXmxNHCkvrQFE4isHtTqC8SDl0Yy3NFHzmYuU"
+        );
+        assert_eq!(
+            pkce_challenge(""),
+            "47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sign_in_is_taken_once_by_its_own_browser() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = joch_store::SqliteStore::open(dir.path().join("joch.db")).expect("store");
+        let engine = Engine::new(
+            std::sync::Arc::new(store),
+            Vec::new(),
+            std::sync::Arc::new(crate::policy::StandardPolicyEngine::default()),
+            crate::EngineConfig::default(),
+        );
+        let started = engine.identity().begin_sign_in().await.expect("started");
+        let foreign = engine
+            .identity()
+            .take_sign_in(&started.state, "another browser")
+            .await;
+        assert!(foreign.expect("read").is_none());
+        let taken = engine
+            .identity()
+            .take_sign_in(&started.state, &started.binding)
+            .await
+            .expect("read")
+            .expect("the browser's own");
+        assert_eq!(taken.nonce, started.nonce);
+        assert_eq!(pkce_challenge(&taken.verifier), started.challenge);
+        let again = engine
+            .identity()
+            .take_sign_in(&started.state, &started.binding)
+            .await;
+        assert!(again.expect("read").is_none(), "once only");
+    }
+}
