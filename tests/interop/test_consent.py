@@ -12,7 +12,9 @@ refresh token is found in the SQLite file or joch's debug log."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 import threading
+import urllib.parse
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,7 +23,7 @@ import pytest
 import requests
 
 from conftest import NAMESPACE, start_joch
-from test_credentials import ROOT, VAULT_KEY, assert_nowhere, echo_tool, endpoint
+from test_credentials import ROOT, VAULT_KEY, assert_nowhere, echo_tool, endpoint, fresh_postgres_database
 from upstream_oauth import CLIENT_ID, CLIENT_SECRET, AuthorizationServer, ProtectedRest
 
 CALLS = f"/v1/namespaces/{NAMESPACE}/toolcalls"
@@ -276,3 +278,47 @@ def test_a_consent_not_given_before_the_deadline_ends_the_call_saying_what_to_do
         rest.stop()
         joch.process.kill()
         joch.process.wait()
+
+
+def test_a_consent_taken_by_replica_b_resumes_a_call_waiting_on_a(authorization, tmp_path):
+    store, bin_dir = fresh_postgres_database()
+    rest = ProtectedRest(authorization, "unused")
+    env = {"JOCH_ADMIN_TOKEN": ROOT, "JOCH_VAULT_KEY": VAULT_KEY, "UPSTREAM_CLIENT_SECRET": CLIENT_SECRET}
+    replicas = []
+    try:
+        for name in ["a", "b"]:
+            (tmp_path / name).mkdir()
+            replica = start_joch(tmp_path / name, env, store=store)
+            replica.token = ROOT
+            replicas.append(replica)
+        a, b = replicas
+        a.apply(endpoint("mail", rest.url, per_user(authorization)))
+        echo_tool(a, "mail")
+        alice = agent(a, "alice")
+        waiting, answers = in_background(a, alice, 1)
+        approval = pending_consent(a)
+        paused = a.ok("GET", f"{CALLS}/{approval['metadata']['name']}")
+
+        # The authorization server sends the browser to A's callback; a
+        # load balancer hands it to B.
+        back = requests.get(approval["spec"]["payload"]["consentUrl"], cookies={"user": "alice@upstream"},
+                            allow_redirects=False, timeout=30).headers["location"]
+        to_b = urllib.parse.urlsplit(back)._replace(netloc=urllib.parse.urlsplit(b.base).netloc)
+        taken = requests.get(urllib.parse.urlunsplit(to_b), timeout=30)
+        assert taken.status_code == 200, taken.text
+        waiting.join(timeout=30)
+        (done,) = answers
+        assert done["status"]["phase"] == "Succeeded", done
+        assert done["status"]["replica"] != paused["status"]["replica"], "B ran the call A admitted"
+        assert len(rest.seen) == 1, "the call ran once"
+        assert requests.get(back, timeout=30).status_code == 400, "A refuses the used state"
+
+        dump = subprocess.run([f"{bin_dir}/pg_dump", store], check=True, capture_output=True, text=True).stdout
+        assert "authorization_code" in dump
+        for secret in [*authorization.issued, *authorization.other_secrets, CLIENT_SECRET]:
+            assert secret not in dump, f"{secret[:6]}... in PostgreSQL"
+    finally:
+        for replica in replicas:
+            replica.process.kill()
+            replica.process.wait()
+        rest.stop()
