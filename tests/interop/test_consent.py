@@ -12,6 +12,7 @@ refresh token is found in the SQLite file or joch's debug log."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import threading
 import urllib.parse
@@ -24,7 +25,8 @@ import requests
 
 from conftest import NAMESPACE, start_joch
 from test_credentials import ROOT, VAULT_KEY, assert_nowhere, echo_tool, endpoint, fresh_postgres_database
-from upstream_oauth import CLIENT_ID, CLIENT_SECRET, AuthorizationServer, ProtectedRest
+from test_mcp_auth import KEY, b64url, hs256
+from upstream_oauth import CLIENT_ID, CLIENT_SECRET, TOKEN_EXCHANGE, AuthorizationServer, ProtectedRest
 
 CALLS = f"/v1/namespaces/{NAMESPACE}/toolcalls"
 
@@ -322,3 +324,47 @@ def test_a_consent_taken_by_replica_b_resumes_a_call_waiting_on_a(authorization,
             replica.process.kill()
             replica.process.wait()
         rest.stop()
+
+
+def test_token_exchange_acts_for_the_jwt_caller_and_is_kept_per_user(tmp_path):
+    authorization = AuthorizationServer(subject_key=KEY)
+    rest = ProtectedRest(authorization, "unused")
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{"kty": "oct", "kid": "idp-1", "alg": "HS256", "k": b64url(KEY)}]}))
+    joch = start(tmp_path, JOCH_JWT_ISSUER=authorization.issuer, JOCH_JWT_JWKS=str(jwks), JOCH_JWT_AUDIENCE="joch")
+
+    def jwt(sub: str) -> str:
+        return hs256({"iss": authorization.issuer, "sub": sub, "aud": "joch", "exp": int(time.time()) + 600,
+                      "namespace": NAMESPACE, "role": "agent"})
+
+    try:
+        joch.apply(endpoint("mail", rest.url, {"oauth2": {
+            "grant": "token_exchange",
+            "tokenUrl": authorization.token_url,
+            "clientId": CLIENT_ID,
+            "clientSecret": {"env": "UPSTREAM_CLIENT_SECRET"},
+            "scopes": ["mail.read"],
+            "resource": rest.url,
+        }}))
+        echo_tool(joch, "mail")
+        dave, erin = jwt("dave"), jwt("erin")
+        for n, caller in enumerate([dave, dave, erin]):
+            done = call(joch, caller, n)
+            assert done["status"]["phase"] == "Succeeded", done
+        assert users_seen(authorization, rest) == ["dave", "dave", "erin"], "each caller's own token"
+        assert done["status"]["upstreamUser"] == "erin"
+        assert token_requests(authorization, TOKEN_EXCHANGE) == 2, "dave's token was kept for his second call"
+        assert all(r.get("resource") == rest.url for r in authorization.requests)
+
+        # A caller with an API token has no JWT to exchange.
+        refused = call(joch, agent(joch, "alice"), 9)
+        assert refused["status"]["phase"] == "Failed", refused
+        assert "did not authenticate with a JWT" in refused["status"]["error"]["message"], refused
+        listed = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"]
+        assert sorted(c["spec"]["user"] for c in listed) == ["dave", "erin"]
+        assert_nowhere([dave, erin, *authorization.issued, CLIENT_SECRET], tmp_path, joch, listed[0]["metadata"]["name"])
+    finally:
+        rest.stop()
+        authorization.stop()
+        joch.process.kill()
+        joch.process.wait()

@@ -5,7 +5,8 @@
   (with PKCE S256, RFC 7636) and refresh_token grants with HTTP Basic
   client authentication, RFC 8707 `resource`; an authorization endpoint
   where the signed-in user, named by a `user` cookie as a browser session
-  would, consents or, with `consent=deny`, declines), issuing opaque random
+  would, consents or, with `consent=deny`, declines; token exchange, RFC
+  8693, of a JWT signed with `subject_key`), issuing opaque random
   tokens with a lifetime the test sets;
 - `ProtectedMcp`: an MCP server built with the official Python SDK's
   server-side authorization (`AuthSettings` + a `TokenVerifier`): 401 with a
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import secrets
 import threading
@@ -33,6 +35,8 @@ from mcp.server.mcpserver import MCPServer
 
 from conftest import free_port
 
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+JWT_TYPE = "urn:ietf:params:oauth:token-type:jwt"
 CLIENT_ID = "joch-client"
 CLIENT_SECRET = "client-secret-never-logged"
 
@@ -63,8 +67,10 @@ def _answer(request: BaseHTTPRequestHandler, status: int, body: dict) -> None:
 
 
 class AuthorizationServer:
-    def __init__(self, lifetime: int = 3600) -> None:
+    def __init__(self, lifetime: int = 3600, subject_key: bytes | None = None) -> None:
         self.lifetime = lifetime
+        # The key of the identity provider whose JWTs token exchange takes.
+        self.subject_key = subject_key
         self.lock = threading.Lock()
         # token -> {client_id, scopes, resource, exp}
         self.issued: dict[str, dict] = {}
@@ -116,6 +122,8 @@ class AuthorizationServer:
             with self.lock:
                 user = self.refresh_tokens.get(form.get("refresh_token", ""))
             return (user, {}) if user else (None, {"error": "invalid_grant"})
+        if grant == TOKEN_EXCHANGE:
+            return self._exchange(form)
         if grant != "authorization_code":
             return None, {"error": "unsupported_grant_type"}
         with self.lock:
@@ -126,6 +134,20 @@ class AuthorizationServer:
             return None, {"error": "invalid_grant"}
         form.setdefault("scope", asked.get("scope", ""))
         return asked["user"], {}
+
+    def _exchange(self, form: dict) -> tuple[str | None, dict]:
+        """RFC 8693: the subject token must be a JWT this server signed
+        (with `subject_key`); the new token acts for its `sub`."""
+        subject = form.get("subject_token", "")
+        if form.get("subject_token_type") != JWT_TYPE or subject.count(".") != 2 or not self.subject_key:
+            return None, {"error": "invalid_request"}
+        signing_input, signature = subject.rsplit(".", 1)
+        expected = hmac.new(self.subject_key, signing_input.encode(), hashlib.sha256).digest()
+        if base64.urlsafe_b64encode(expected).decode().rstrip("=") != signature:
+            return None, {"error": "invalid_grant"}
+        payload = signing_input.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        return claims["sub"], {}
 
     def revoke_refresh_tokens(self) -> None:
         with self.lock:
@@ -175,7 +197,9 @@ class AuthorizationServer:
                 "resource": form.get("resource"),
                 "exp": int(time.time()) + self.lifetime,
             }
-            if form["grant_type"] != "client_credentials":
+            if form["grant_type"] == TOKEN_EXCHANGE:
+                answer["issued_token_type"] = "urn:ietf:params:oauth:token-type:access_token"
+            elif form["grant_type"] != "client_credentials":
                 # Refresh tokens rotate: the one used is spent.
                 self.refresh_tokens.pop(form.get("refresh_token", ""), None)
                 answer["refresh_token"] = "rt-" + secrets.token_urlsafe(24)

@@ -24,6 +24,11 @@ use serde::Deserialize;
 
 mod discovery;
 
+/// RFC 8693's grant type and token type URIs.
+const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const JWT_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
+const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+
 /// How long a token request (or a discovery request) may take.
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -71,6 +76,12 @@ fn form(oauth2: &OAuth2, resource: Option<&str>, grant: &TokenGrant) -> Result<S
         TokenGrant::Refresh { refresh_token } => vec![
             ("grant_type", "refresh_token".to_owned()),
             ("refresh_token", refresh_token.clone()),
+        ],
+        TokenGrant::Exchange { subject_token } => vec![
+            ("grant_type", TOKEN_EXCHANGE.to_owned()),
+            ("subject_token", subject_token.clone()),
+            ("subject_token_type", JWT_TYPE.to_owned()),
+            ("requested_token_type", ACCESS_TOKEN_TYPE.to_owned()),
         ],
     };
     // A code grant's scopes were asked for at consent (RFC 6749 §4.1.3).

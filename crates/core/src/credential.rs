@@ -68,8 +68,8 @@ pub enum Grant {
     /// Each end user's own token, after their consent, with PKCE
     /// (RFC 6749 §4.1, RFC 7636).
     AuthorizationCode,
-    /// The caller's JWT exchanged for an upstream token (RFC 8693; not
-    /// supported yet).
+    /// The caller's own JWT exchanged for an upstream token on its
+    /// behalf (RFC 8693).
     TokenExchange,
 }
 
@@ -118,6 +118,12 @@ impl UpstreamAuth {
 }
 
 impl OAuth2 {
+    /// True when each end user gets their own token (consent, or token
+    /// exchange), kept per user.
+    pub fn takes_user(&self) -> bool {
+        self.per_user || self.grant == Grant::TokenExchange
+    }
+
     fn problems(&self, at: &str) -> Vec<FieldError> {
         let mut errors = Vec::new();
         let mut problem = |field: &str, message: String| {
@@ -127,7 +133,9 @@ impl OAuth2 {
             })
         };
         match (self.grant, self.per_user) {
-            (Grant::ClientCredentials, false) | (Grant::AuthorizationCode, true) => {}
+            (Grant::ClientCredentials, false)
+            | (Grant::AuthorizationCode, true)
+            | (Grant::TokenExchange, false) => {}
             (Grant::ClientCredentials, true) => problem(
                 "perUser",
                 "client_credentials gets one service token; per-user tokens take grant authorization_code".to_owned(),
@@ -136,9 +144,9 @@ impl OAuth2 {
                 "perUser",
                 "authorization_code gets each end user's own token: set perUser: true".to_owned(),
             ),
-            (Grant::TokenExchange, _) => problem(
-                "grant",
-                "grant token_exchange is not supported yet; use client_credentials or authorization_code".to_owned(),
+            (Grant::TokenExchange, true) => problem(
+                "perUser",
+                "token_exchange acts for each caller already: leave perUser out".to_owned(),
             ),
         }
         for (field, url) in [
@@ -251,6 +259,11 @@ pub enum TokenGrant {
         /// The refresh token kept in the vault.
         refresh_token: String,
     },
+    /// Token exchange (RFC 8693): the caller's JWT as the subject token.
+    Exchange {
+        /// The JWT the caller presented to joch.
+        subject_token: String,
+    },
 }
 
 impl std::fmt::Debug for TokenGrant {
@@ -259,6 +272,7 @@ impl std::fmt::Debug for TokenGrant {
             TokenGrant::ClientCredentials => "ClientCredentials",
             TokenGrant::Code { .. } => "Code",
             TokenGrant::Refresh { .. } => "Refresh",
+            TokenGrant::Exchange { .. } => "Exchange",
         })
     }
 }

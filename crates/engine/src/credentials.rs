@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::Utc;
 use joch_core::credential::{
-    Credential, CredentialSpec, IssuedToken, OAuth2, TokenEndpoint, TokenGrant,
+    Credential, CredentialSpec, Grant, IssuedToken, OAuth2, TokenEndpoint, TokenGrant,
     UpstreamCredentials, UpstreamRef,
 };
 use joch_core::{CallError, ErrorCode, ObjectMeta, Principal, Time};
@@ -23,6 +23,7 @@ use crate::EngineError;
 use crate::Vault;
 
 mod consent;
+mod exchange;
 mod lease;
 mod vault;
 
@@ -270,7 +271,7 @@ impl UpstreamCredentials for Credentials {
         let keys = self.keys.as_ref().ok_or_else(|| {
             failed("no vault key is configured (JOCH_VAULT_KEY or --vault-key-file): oauth2 upstreams need one")
         })?;
-        let user = match (oauth2.per_user, user) {
+        let user = match (oauth2.takes_user(), user) {
             (false, _) => None,
             (true, Some(user)) => Some(user),
             (true, None) => {
@@ -290,6 +291,12 @@ impl UpstreamCredentials for Credentials {
                 if let Some(token) = self.usable(keys, credential, oauth2).await {
                     return Ok(format!("Bearer {token}"));
                 }
+            }
+            if let (Some(user), Grant::TokenExchange) = (user, oauth2.grant) {
+                return Err(failed(format!(
+                    "{} {:?} takes {user:?}'s own token, exchanged when the call was made, and it has expired: call again",
+                    upstream.kind, upstream.name
+                )));
             }
             if let Some(user) = user {
                 // Only the user's consent gives a first token.

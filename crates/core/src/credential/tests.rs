@@ -35,11 +35,11 @@ fn mistakes_are_reported_at_their_exact_paths() {
             vec!["spec.auth.bearer"],
         ),
         (
-            json!({"oauth2": {"grant": "token_exchange", "tokenUrl": "ftp://x",
+            json!({"oauth2": {"grant": "token_exchange", "perUser": true, "tokenUrl": "ftp://x",
                 "clientId": " ", "clientSecret": {}, "scopes": ["ok", "two words"],
                 "resource": "urn:x"}}),
             vec![
-                "spec.auth.oauth2.grant",
+                "spec.auth.oauth2.perUser",
                 "spec.auth.oauth2.tokenUrl",
                 "spec.auth.oauth2.clientId",
                 "spec.auth.oauth2.resource",

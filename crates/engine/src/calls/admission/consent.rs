@@ -5,14 +5,19 @@
 //! the call waits for the user's consent, as an Approval of kind
 //! `consent` whose payload holds the authorization URL.
 //!
+//! An Endpoint with `token_exchange` runs with the caller's own token:
+//! the JWT the caller presented is exchanged now, while joch holds it
+//! (RFC 8693), and the result kept in the vault for the run; a caller
+//! without a JWT is refused.
+//!
 //! A call that waits for a person already (a policy's or the tool's
 //! approval) is not asked for consent too: if its user has no token when
 //! it runs, it fails with `consent_required`, and the next call asks.
 
 use std::time::Duration;
 
-use joch_core::credential::{OAuth2, UpstreamRef};
-use joch_core::{Backend, CallMode, Endpoint, ErrorCode, Phase};
+use joch_core::credential::{Grant, OAuth2, UpstreamRef};
+use joch_core::{Backend, CallError, CallMode, Endpoint, ErrorCode, Phase, Principal, ToolCall};
 use joch_store::StoreErrorKind;
 
 use super::steps::{Admitting, Verdict};
@@ -30,7 +35,7 @@ impl Engine {
         let (Backend::Actions(actions), Some(by)) = (&a.tool.spec.backend, a.by) else {
             return Ok(Verdict::Continue);
         };
-        if a.call.spec.mode == CallMode::Hook || a.deferral.is_some() {
+        if a.call.spec.mode == CallMode::Hook {
             return Ok(Verdict::Continue);
         }
         let namespace = a.call.metadata.namespace.clone();
@@ -49,7 +54,29 @@ impl Engine {
             let Some(oauth2) = endpoint.spec.auth.and_then(|auth| auth.oauth2) else {
                 continue;
             };
-            if !oauth2.per_user {
+            if !oauth2.takes_user() {
+                continue;
+            }
+            let upstream = UpstreamRef::endpoint(name);
+            if oauth2.grant == Grant::TokenExchange {
+                a.call.status.upstream_user = Some(by.name.clone());
+                let url = &endpoint.spec.url;
+                match self.exchange(by, &a.call, &upstream, url, &oauth2).await {
+                    Ok(()) => continue,
+                    Err(error) => {
+                        let rejection = Rejection::refused(
+                            &a.call,
+                            Phase::Failed,
+                            "Token exchange failed",
+                            ErrorCode::UpstreamAuthFailed,
+                            error.message,
+                        );
+                        return Ok(Verdict::Reject(rejection));
+                    }
+                }
+            }
+            if a.deferral.is_some() {
+                // A person decides first; the run asks for the token.
                 continue;
             }
             let trusted = self
@@ -71,7 +98,6 @@ impl Engine {
                 }
             };
             a.call.status.upstream_user = Some(user.clone());
-            let upstream = UpstreamRef::endpoint(name);
             if let Some(deferral) = self
                 .needs_consent(a, &upstream, &endpoint.spec.url, &oauth2, &user)
                 .await
@@ -80,6 +106,37 @@ impl Engine {
             }
         }
         Ok(Verdict::Continue)
+    }
+
+    /// Exchanges the caller's JWT for its token at `upstream` (RFC 8693),
+    /// unless the vault holds a fresh one of the caller's already.
+    async fn exchange(
+        &self,
+        by: &Principal,
+        call: &ToolCall,
+        upstream: &UpstreamRef,
+        url: &str,
+        oauth2: &OAuth2,
+    ) -> Result<(), CallError> {
+        let Some(subject) = by.presented.token() else {
+            return Err(CallError::new(
+                ErrorCode::UpstreamAuthFailed,
+                format!(
+                    "Endpoint {:?} exchanges the caller's JWT for its token (token_exchange), and this caller did not authenticate with a JWT",
+                    upstream.name
+                ),
+            ));
+        };
+        let Some(credentials) = self.inner.config.credentials.as_ref() else {
+            return Err(CallError::new(
+                ErrorCode::UpstreamAuthFailed,
+                "this joch has no token vault",
+            ));
+        };
+        let ns = &call.metadata.namespace;
+        credentials
+            .exchange(ns, (upstream, &by.name), url, oauth2, subject)
+            .await
     }
 
     /// The consent the call waits for, when the vault holds no token of

@@ -11,6 +11,7 @@ fn token(name: &str, role: Role) -> Principal {
         namespace: Some("default".to_owned()),
         role,
         tools: None,
+        presented: Default::default(),
     }
 }
 
