@@ -368,3 +368,35 @@ def test_token_exchange_acts_for_the_jwt_caller_and_is_kept_per_user(tmp_path):
         authorization.stop()
         joch.process.kill()
         joch.process.wait()
+
+
+def test_joch_identifies_itself_by_its_client_id_metadata_document(authorization, joch):
+    rest = ProtectedRest(authorization, "unused")
+    try:
+        document_url = f"{joch.base}/oauth/client-metadata.json"
+        document = requests.get(document_url, timeout=10).json()
+        assert document["client_id"] == document_url
+        assert document["redirect_uris"] == [f"{joch.base}/oauth/callback"]
+        assert document["token_endpoint_auth_method"] == "none"
+
+        auth = per_user(authorization)
+        for key in ["clientId", "clientSecret"]:
+            del auth["oauth2"][key]
+        auth["oauth2"]["clientMetadata"] = True
+        joch.apply(endpoint("mail", rest.url, auth))
+        echo_tool(joch, "mail")
+        waiting, answers = in_background(joch, agent(joch, "alice"), 1)
+        url = pending_consent(joch)["spec"]["payload"]["consentUrl"]
+        assert urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["client_id"] == [document_url]
+        assert consent(url, "alice@upstream").status_code == 200
+        waiting.join(timeout=30)
+        assert answers[0]["status"]["phase"] == "Succeeded", answers
+        assert list(authorization.documents) == [document_url], "the server fetched the document"
+        (exchange,) = [r for r in authorization.requests if r.get("grant_type") == "authorization_code"]
+        assert exchange["client_id"] == document_url, "a public client names itself in the body"
+
+        both = {"oauth2": {**auth["oauth2"], "clientId": "x"}}
+        status, refused = joch.api("POST", f"/v1/namespaces/{NAMESPACE}/endpoints", endpoint("e", rest.url, both))
+        assert status == 422 and refused["details"]["fields"][0]["field"] == "spec.auth.oauth2.clientMetadata"
+    finally:
+        rest.stop()

@@ -26,6 +26,7 @@ import secrets
 import threading
 import time
 import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import uvicorn
@@ -81,6 +82,8 @@ class AuthorizationServer:
         self.refresh_tokens: dict[str, str] = {}
         # Every code and refresh token ever issued, for the searches.
         self.other_secrets: list[str] = []
+        # Client ID Metadata Documents fetched, by URL.
+        self.documents: dict[str, dict] = {}
         self.server = _serve(self._serve)
         self.issuer = f"http://127.0.0.1:{self.server.server_port}"
 
@@ -97,7 +100,9 @@ class AuthorizationServer:
         error), bound to the PKCE challenge and the redirect URI."""
         query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(request.path).query))
         cookies = dict(c.strip().split("=", 1) for c in request.headers.get("cookie", "").split(";") if "=" in c)
-        if query.get("client_id") != CLIENT_ID or query.get("code_challenge_method") != "S256":
+        client = query.get("client_id", "")
+        known = client == CLIENT_ID or self._document_allows(client, query.get("redirect_uri", ""))
+        if not known or query.get("code_challenge_method") != "S256":
             return _answer(request, 400, {"error": "invalid_request"})
         back = {"state": query["state"]}
         if cookies.get("consent") == "deny":
@@ -112,6 +117,17 @@ class AuthorizationServer:
         request.send_header("location", f"{query['redirect_uri']}?{urllib.parse.urlencode(back)}")
         request.send_header("content-length", "0")
         request.end_headers()
+
+    def _document_allows(self, client: str, redirect_uri: str) -> bool:
+        """A URL client id (a Client ID Metadata Document): fetched, its
+        `client_id` its own URL, the redirect URI one it lists."""
+        if not client.startswith("http"):
+            return False
+        with urllib.request.urlopen(client, timeout=10) as answer:
+            document = json.loads(answer.read())
+        with self.lock:
+            self.documents[client] = document
+        return document.get("client_id") == client and redirect_uri in document.get("redirect_uris", [])
 
     def _grant(self, form: dict) -> tuple[str | None, dict]:
         """The user a code or refresh grant is for, or (None, error)."""
@@ -130,7 +146,8 @@ class AuthorizationServer:
             asked = self.codes.pop(form.get("code", ""), None)
         verifier = form.get("code_verifier", "").encode()
         challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=").decode()
-        if not asked or asked["redirect_uri"] != form.get("redirect_uri") or asked["code_challenge"] != challenge:
+        same_client = asked and (asked["client_id"] == CLIENT_ID or asked["client_id"] == form.get("client_id"))
+        if not same_client or asked["redirect_uri"] != form.get("redirect_uri") or asked["code_challenge"] != challenge:
             return None, {"error": "invalid_grant"}
         form.setdefault("scope", asked.get("scope", ""))
         return asked["user"], {}
@@ -175,7 +192,8 @@ class AuthorizationServer:
         client = base64.b64decode(basic.removeprefix("Basic ")).decode() if basic.startswith("Basic ") else ""
         with self.lock:
             self.requests.append(form)
-        if client != f"{CLIENT_ID}:{CLIENT_SECRET}":
+        public = not basic and form.get("client_id") in self.documents
+        if client != f"{CLIENT_ID}:{CLIENT_SECRET}" and not public:
             return _answer(request, 401, {"error": "invalid_client"})
         user, error = self._grant(form)
         if user is None:

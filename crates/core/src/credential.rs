@@ -37,8 +37,16 @@ pub struct OAuth2 {
     /// RFC 8414 or OpenID discovery), as MCP's authorization says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_url: Option<String>,
-    /// joch's client id at that server.
+    /// joch's client id at that server (pre-registered); empty with
+    /// `clientMetadata`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub client_id: String,
+    /// Identify joch by the URL of the Client ID Metadata Document it
+    /// serves (`{public URL}/oauth/client-metadata.json`) instead of a
+    /// pre-registered `clientId`, as the MCP authorization specification
+    /// allows; a public client (no secret).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client_metadata: bool,
     /// joch's client secret, sent with HTTP Basic (RFC 6749 §2.3.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<SecretSource>,
@@ -160,8 +168,23 @@ impl OAuth2 {
                 );
             }
         }
-        if self.client_id.trim().is_empty() {
-            problem("clientId", "must not be empty".to_owned());
+        match (self.client_id.trim().is_empty(), self.client_metadata) {
+            (true, false) => problem(
+                "clientId",
+                "must not be empty (or set clientMetadata: true)".to_owned(),
+            ),
+            (false, true) => problem(
+                "clientMetadata",
+                "joch's metadata document URL is the client id: leave clientId out".to_owned(),
+            ),
+            _ => {}
+        }
+        if self.client_metadata && self.client_secret.is_some() {
+            problem(
+                "clientSecret",
+                "a client identified by its metadata document is public: leave clientSecret out"
+                    .to_owned(),
+            );
         }
         if let Some(resource) = self.resource.as_deref().filter(|r| !is_http_url(r)) {
             problem(

@@ -22,11 +22,13 @@ use serde::{Deserialize, Serialize};
 use crate::EngineError;
 use crate::Vault;
 
+mod client;
 mod consent;
 mod exchange;
 mod lease;
 mod vault;
 
+pub use client::callback_url;
 pub use consent::{ConsentAsk, ConsentGiven};
 
 pub use vault::{VaultKey, VaultKeys};
@@ -53,6 +55,8 @@ pub struct Credentials {
     endpoint: Arc<dyn TokenEndpoint>,
     /// One lock per record name: a refresh in flight is awaited, not repeated.
     refreshing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// joch's public URL, where its Client ID Metadata Document is.
+    public_url: Option<String>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -100,6 +104,7 @@ impl Credentials {
             keys,
             endpoint,
             refreshing: Mutex::default(),
+            public_url: None,
         }
     }
 
@@ -223,6 +228,12 @@ impl Credentials {
 }
 
 impl Vault<'_> {
+    /// joch's Client ID Metadata Document, served at its own URL for
+    /// `clientMetadata` upstreams; `None` without a vault or a public URL.
+    pub fn client_metadata(&self) -> Option<serde_json::Value> {
+        self.inner.config.credentials.as_ref()?.client_metadata()
+    }
+
     /// The namespace's credentials, sealed (surfaces show who, for what
     /// and until when, never `spec.sealed`). Only an admin may list them.
     pub async fn list(
@@ -271,6 +282,7 @@ impl UpstreamCredentials for Credentials {
         let keys = self.keys.as_ref().ok_or_else(|| {
             failed("no vault key is configured (JOCH_VAULT_KEY or --vault-key-file): oauth2 upstreams need one")
         })?;
+        let oauth2 = &*self.client(oauth2)?;
         let user = match (oauth2.takes_user(), user) {
             (false, _) => None,
             (true, Some(user)) => Some(user),

@@ -99,9 +99,10 @@ impl Credentials {
             .keys
             .as_ref()
             .ok_or_else(|| failed("no vault key is configured: per-user tokens need one"))?;
+        let oauth2 = &*self.client(ask.oauth2)?;
         let target = self
             .endpoint
-            .authorization_target(ask.oauth2, ask.url)
+            .authorization_target(oauth2, ask.url)
             .await
             .map_err(failed)?;
         let state = format!("{}.{}", ask.namespace, random());
@@ -137,14 +138,14 @@ impl Credentials {
             .map_err(|e| failed(format!("the consent cannot be kept: {e}")))?;
         let mut query = vec![
             ("response_type", "code".to_owned()),
-            ("client_id", ask.oauth2.client_id.clone()),
+            ("client_id", oauth2.client_id.clone()),
             ("redirect_uri", ask.redirect_uri.to_owned()),
             ("state", state),
             ("code_challenge", challenge),
             ("code_challenge_method", "S256".to_owned()),
         ];
-        if !ask.oauth2.scopes.is_empty() {
-            query.push(("scope", ask.oauth2.scopes.join(" ")));
+        if !oauth2.scopes.is_empty() {
+            query.push(("scope", oauth2.scopes.join(" ")));
         }
         if let Some(resource) = target.resource {
             query.push(("resource", resource));
@@ -209,6 +210,7 @@ impl Credentials {
         let pkce: Pkce = serde_json::from_slice(&plain).map_err(|_| unknown())?;
         let (namespace, spec) = (&meta.namespace, &record.spec);
         let (url, oauth2) = self.upstream_oauth2(namespace, &spec.upstream).await?;
+        let oauth2 = self.client(&oauth2).map_err(|e| e.message)?.into_owned();
         let grant = TokenGrant::Code {
             code: code.to_owned(),
             verifier: pkce.verifier,

@@ -24,6 +24,7 @@ impl Credentials {
         let keys = self.keys.as_ref().ok_or_else(|| {
             failed("no vault key is configured (JOCH_VAULT_KEY or --vault-key-file): token exchange needs one")
         })?;
+        let oauth2 = &*self.client(oauth2)?;
         let name = Credential::name_for(upstream, Some(user));
         let lock = self.lock(format!("{namespace}/{name}"));
         let _one_at_a_time = lock.lock().await;

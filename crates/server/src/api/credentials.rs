@@ -93,3 +93,19 @@ pub(crate) async fn callback(
         "<!doctype html><title>joch</title><p>Consent recorded: the call runs now. You may close this window.</p>"
     }))
 }
+
+/// `GET /oauth/client-metadata.json`: joch's Client ID Metadata Document,
+/// whose URL is joch's client id at servers that take one.
+pub(crate) async fn client_metadata(
+    State(state): State<AppState>,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .engine
+        .vault()
+        .client_metadata()
+        .map(Json)
+        .ok_or_else(|| {
+            let message = "joch serves no client metadata: it has no token vault";
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+        })
+}

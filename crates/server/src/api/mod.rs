@@ -131,6 +131,10 @@ pub(crate) fn routes() -> Router<AppState> {
             get(tokens::list).post(tokens::create),
         )
         .route("/oauth/callback", get(credentials::callback))
+        .route(
+            "/oauth/client-metadata.json",
+            get(credentials::client_metadata),
+        )
         .route("/v1/namespaces/{ns}/credentials", get(credentials::list))
         .route(
             "/v1/namespaces/{ns}/credentials/{name}",

@@ -160,7 +160,8 @@ impl Engine {
         if error.code != ErrorCode::ConsentRequired.as_str() {
             return None;
         }
-        let redirect_uri = self.inner.config.oauth_callback.as_deref()?;
+        let public_url = self.inner.config.public_url.as_deref()?;
+        let redirect_uri = &crate::credentials::callback_url(public_url);
         let timeout = a
             .tool
             .spec
