@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 import subprocess
 import threading
 import urllib.parse
@@ -123,6 +124,12 @@ def token_requests(authorization: AuthorizationServer, grant: str) -> int:
     return sum(1 for r in authorization.requests if r.get("grant_type") == grant)
 
 
+def consents_kept(tmp_path: Path) -> int:
+    """ConsentRequest records in joch's SQLite file."""
+    with sqlite3.connect(tmp_path / "joch.db") as db:
+        return db.execute("SELECT count(*) FROM objects WHERE kind = 'ConsentRequest'").fetchone()[0]
+
+
 def users_seen(authorization: AuthorizationServer, rest: ProtectedRest) -> list[str]:
     """Whose token each request the protected endpoint took carried."""
     return [authorization.issued[token]["user"] for token in rest.seen]
@@ -143,6 +150,7 @@ def test_a_call_waits_for_its_users_consent_then_runs_once(authorization, joch, 
         for part in ["code_challenge_method=S256", "scope=mail.read", f"client_id={CLIENT_ID}"]:
             assert part in url, url
         assert rest.seen == [], "nothing ran before the consent"
+        assert consents_kept(tmp_path) == 1, "the consent under way is kept server-side"
 
         browser = consent(url, "alice@upstream")
         assert browser.status_code == 200 and "Consent recorded" in browser.text, browser.text
@@ -152,6 +160,7 @@ def test_a_call_waits_for_its_users_consent_then_runs_once(authorization, joch, 
         assert done["status"]["upstreamUser"] == "alice"
         assert users_seen(authorization, rest) == ["alice@upstream"], "alice's own token"
         assert len(rest.seen) == 1, "the call ran once"
+        assert consents_kept(tmp_path) == 0, "its state is used up"
 
         again = call(joch, alice, 2)
         assert again["status"]["phase"] == "Succeeded", again
@@ -270,6 +279,7 @@ def test_a_consent_not_given_before_the_deadline_ends_the_call_saying_what_to_do
         error = timed_out["status"]["error"]
         assert error["code"] == "consent_required", error
         assert "call the tool again" in error["message"], error
+        assert consents_kept(tmp_path) == 0, "the consent under way was withdrawn"
         # Too late: the link's consent is refused and nothing is kept.
         (approval,) = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/approvals")["items"]
         late = consent(approval["spec"]["payload"]["consentUrl"], "alice@upstream")

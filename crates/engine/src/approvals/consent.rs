@@ -154,4 +154,18 @@ impl Engine {
             self.deny_rejected(&approval).await
         }
     }
+
+    /// Withdraws the consents under way for a consent approval's call
+    /// that will not run on them (rejected, or past its deadline).
+    pub(super) async fn withdraw_consents(&self, approval: &joch_core::Approval) {
+        let credentials = self.inner.config.credentials.as_ref();
+        if let (ApprovalActionKind::Consent, Some(credentials)) =
+            (approval.spec.action.kind, credentials)
+        {
+            let meta = &approval.metadata;
+            credentials
+                .withdraw_consents(&meta.namespace, &meta.name)
+                .await;
+        }
+    }
 }

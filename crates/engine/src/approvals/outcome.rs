@@ -25,6 +25,7 @@ use joch_core::ApprovalActionKind;
 impl Engine {
     /// Settles a rejected approval's call `Denied`, with the approver's message.
     pub(super) async fn deny_rejected(&self, approval: &Approval) -> Result<(), EngineError> {
+        self.withdraw_consents(approval).await;
         let Some(mut call) = self.awaiting_call(approval).await? else {
             return Ok(());
         };
@@ -99,6 +100,7 @@ impl Engine {
         {
             return self.resume(approval, decision).await;
         }
+        self.withdraw_consents(approval).await;
         let Some(mut call) = self.awaiting_call(approval).await? else {
             return Ok(());
         };

@@ -18,7 +18,7 @@ use joch_core::credential::{
     ConsentRequest, ConsentRequestSpec, Credential, OAuth2, TokenGrant, UpstreamRef,
 };
 use joch_core::{CallError, Endpoint, McpServer, ObjectMeta, Time};
-use joch_store::{Durability, StoreError};
+use joch_store::{Durability, ListQuery, StoreError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -250,6 +250,33 @@ impl Credentials {
             call: r.spec.call,
             user: r.spec.user,
         }))
+    }
+
+    /// Deletes the consents under way for `call` (its approval was
+    /// rejected, or its deadline passed), so that their links stop working
+    /// at once and no record is left behind.
+    pub async fn withdraw_consents(&self, namespace: &str, call: &str) {
+        let query = ListQuery {
+            namespace: namespace.to_owned(),
+            limit: 1_000,
+            ..ListQuery::default()
+        };
+        let under_way = match self.store.list_objects::<ConsentRequest>(query).await {
+            Ok(list) => list.items,
+            Err(e) => {
+                tracing::debug!(error = %e, "consents not withdrawn; they expire");
+                return;
+            }
+        };
+        for record in under_way.iter().filter(|r| r.spec.call == call) {
+            let meta = &record.metadata;
+            let version = Some(meta.resource_version.as_str());
+            // Taken by a callback meanwhile: nothing left to withdraw.
+            let _ = self
+                .store
+                .delete_object::<ConsentRequest>(namespace, &meta.name, version)
+                .await;
+        }
     }
 
     /// The upstream's URL and `oauth2`, as stored now.
