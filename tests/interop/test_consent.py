@@ -292,8 +292,9 @@ def test_a_consent_not_given_before_the_deadline_ends_the_call_saying_what_to_do
         joch.process.wait()
 
 
-def test_a_consent_taken_by_replica_b_resumes_a_call_waiting_on_a(authorization, tmp_path):
+def test_a_consent_taken_by_replica_b_resumes_a_call_waiting_on_a(tmp_path):
     store, bin_dir = fresh_postgres_database()
+    authorization = AuthorizationServer(lifetime=61)
     rest = ProtectedRest(authorization, "unused")
     env = {"JOCH_ADMIN_TOKEN": ROOT, "JOCH_VAULT_KEY": VAULT_KEY, "UPSTREAM_CLIENT_SECRET": CLIENT_SECRET}
     replicas = []
@@ -325,6 +326,13 @@ def test_a_consent_taken_by_replica_b_resumes_a_call_waiting_on_a(authorization,
         assert len(rest.seen) == 1, "the call ran once"
         assert requests.get(back, timeout=30).status_code == 400, "A refuses the used state"
 
+        # Alice's token nears expiry: calls racing on both replicas refresh it once.
+        time.sleep(1.2)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            done = list(pool.map(lambda n: call(replicas[n % 2], alice, n), range(8)))
+        assert all(d["status"]["phase"] == "Succeeded" for d in done), done
+        assert token_requests(authorization, "refresh_token") == 1, "one refresh across both replicas"
+
         dump = subprocess.run([f"{bin_dir}/pg_dump", store], check=True, capture_output=True, text=True).stdout
         assert "authorization_code" in dump
         for secret in [*authorization.issued, *authorization.other_secrets, CLIENT_SECRET]:
@@ -334,6 +342,7 @@ def test_a_consent_taken_by_replica_b_resumes_a_call_waiting_on_a(authorization,
             replica.process.kill()
             replica.process.wait()
         rest.stop()
+        authorization.stop()
 
 
 def test_token_exchange_acts_for_the_jwt_caller_and_is_kept_per_user(tmp_path):
