@@ -21,8 +21,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import anyio
+import httpx2
 import pytest
 import requests
+from mcp import ClientSession, types
+from mcp.client.streamable_http import streamable_http_client
 
 from conftest import NAMESPACE, start_joch
 from test_credentials import ROOT, VAULT_KEY, assert_nowhere, echo_tool, endpoint, fresh_postgres_database
@@ -417,5 +421,37 @@ def test_joch_identifies_itself_by_its_client_id_metadata_document(authorization
         both = {"oauth2": {**auth["oauth2"], "clientId": "x"}}
         status, refused = joch.api("POST", f"/v1/namespaces/{NAMESPACE}/endpoints", endpoint("e", rest.url, both))
         assert status == 422 and refused["details"]["fields"][0]["field"] == "spec.auth.oauth2.clientMetadata"
+    finally:
+        rest.stop()
+
+
+def test_an_mcp_client_is_sent_the_consent_url_and_its_call_then_answers(authorization, joch):
+    rest = ProtectedRest(authorization, "unused")
+    try:
+        joch.apply(endpoint("mail", rest.url, per_user(authorization)))
+        echo_tool(joch, "mail")
+        alice = agent(joch, "alice")
+        asked = []
+
+        async def open_in_browser(context, params):
+            # The client shows the URL; its user consents in their browser.
+            asked.append(params)
+            answer = await anyio.to_thread.run_sync(lambda: consent(params.url, "alice@upstream"))
+            assert answer.status_code == 200, answer.text
+            return types.ElicitResult(action="accept")
+
+        async def scenario():
+            headers = {"authorization": f"Bearer {alice}"}
+            async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+                async with streamable_http_client(joch.mcp_url(), http_client=http) as (read, write):
+                    async with ClientSession(read, write, elicitation_callback=open_in_browser) as session:
+                        await session.initialize()
+                        return await session.call_tool("echo_mail", {"n": 1})
+
+        result = anyio.run(scenario)
+        assert not result.is_error, result
+        (question,) = asked
+        assert question.mode == "url" and question.url.startswith(authorization.authorize_url)
+        assert users_seen(authorization, rest) == ["alice@upstream"], "the call ran once, as alice"
     finally:
         rest.stop()

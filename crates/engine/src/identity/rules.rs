@@ -126,9 +126,14 @@ pub(crate) fn decider(
 }
 
 /// True when the approval's policy asked the caller's own user: an
-/// `askUser` routing, or a `userInput` value only that user can give.
+/// `askUser` routing, a `userInput` value only that user can give, or a
+/// consent (only that user may decline it for themselves).
 pub(crate) fn asks_user(approval: &Approval) -> bool {
-    approval.spec.routing.ask_user || approval.spec.action.kind == ApprovalActionKind::UserInput
+    approval.spec.routing.ask_user
+        || matches!(
+            approval.spec.action.kind,
+            ApprovalActionKind::UserInput | ApprovalActionKind::Consent
+        )
 }
 
 /// The end user whose own upstream tokens (`oauth2` `perUser`) `call`
