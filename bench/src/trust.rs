@@ -97,7 +97,8 @@ pub async fn back_test(
     let started = Instant::now();
     let mut read_done = started;
     let report = engine
-        .test_policy(&Principal::local(), NAMESPACE, test, &mut |_| {
+        .policies()
+        .test(&Principal::local(), NAMESPACE, test, &mut |_| {
             read_done = Instant::now();
         })
         .await?;

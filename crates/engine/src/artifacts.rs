@@ -228,7 +228,7 @@ impl Artifacts<'_> {
         id: &str,
         range: Option<ByteRange>,
     ) -> Result<(Artifact, Vec<u8>), EngineError> {
-        let artifact = self.artifacts().get(namespace, id).await?;
+        let artifact = self.get(namespace, id).await?;
         let bytes = self
             .blobs()?
             .read(&artifact.spec.sha256, range.map(|r| (r.start, r.len())))

@@ -11,6 +11,7 @@ mod execute;
 mod hooked;
 mod hooks;
 mod idempotency;
+mod prepare;
 mod ratelimit;
 mod records;
 mod replay;

@@ -247,3 +247,16 @@ pub(crate) fn now() -> Time {
 pub(crate) fn new_call_name() -> String {
     uuid::Uuid::now_v7().to_string()
 }
+
+/// An engine over a fresh SQLite file in `dir`, with no backends: for the
+/// engine's own tests.
+#[cfg(test)]
+pub(crate) fn test_engine(dir: &tempfile::TempDir) -> Engine {
+    let store = joch_store::SqliteStore::open(dir.path().join("joch.db")).expect("store");
+    Engine::new(
+        Arc::new(store),
+        Vec::new(),
+        Arc::new(crate::policy::StandardPolicyEngine::default()),
+        EngineConfig::default(),
+    )
+}

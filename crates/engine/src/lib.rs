@@ -55,7 +55,7 @@ pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};
 pub use lifecycle::{RecoveryReport, Resolve, Running, Workers};
 pub use mcp::{
-    AttachedClient, MAX_CLIENT_BYTES, MCP_SESSION_KIND, McpSession, McpSessionLimits,
-    TOO_MANY_SESSIONS, UpstreamNotice, drift_timeline, principal_key,
+    AttachedClient, MAX_CLIENT_BYTES, MAX_SUBSCRIPTIONS, MCP_SESSION_KIND, McpSession,
+    McpSessionLimits, TOO_MANY_SESSIONS, UpstreamNotice, drift_timeline, principal_key,
 };
 pub use policy::Progress;

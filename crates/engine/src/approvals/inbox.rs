@@ -41,7 +41,7 @@ impl Approvals<'_> {
             ..ListParams::default()
         };
         let mut items = Vec::new();
-        for approval in self.approvals().list(namespace, params).await?.items {
+        for approval in self.list(namespace, params).await?.items {
             let call = self
                 .calls()
                 .get(namespace, &approval.spec.action.tool_call_ref.name)
@@ -79,7 +79,7 @@ impl Approvals<'_> {
         decision: ApprovalDecision,
     ) -> Result<Approval, EngineError> {
         rules::acts_in(by, namespace)?;
-        let approval = self.approvals().get(namespace, name).await?;
+        let approval = self.get(namespace, name).await?;
         let input = decision
             .edited_input
             .as_ref()

@@ -1,10 +1,5 @@
-use std::sync::Arc;
-
 use joch_core::Approval;
 use serde_json::json;
-
-use crate::policy::StandardPolicyEngine;
-use crate::{Engine, EngineConfig};
 
 fn approval(name: &str) -> Approval {
     serde_json::from_value(json!({
@@ -25,13 +20,7 @@ fn approval(name: &str) -> Approval {
 #[tokio::test]
 async fn an_approval_deadline_is_armed_once_per_process() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = joch_store::SqliteStore::open(dir.path().join("joch.db")).expect("store");
-    let engine = Engine::new(
-        Arc::new(store),
-        Vec::new(),
-        Arc::new(StandardPolicyEngine::default()),
-        EngineConfig::default(),
-    );
+    let engine = crate::engine::test_engine(&dir);
     let timers = || {
         tokio::runtime::Handle::current()
             .metrics()

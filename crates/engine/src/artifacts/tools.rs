@@ -136,7 +136,6 @@ impl Artifacts<'_> {
         execution: &str,
     ) -> Result<Vec<Value>, EngineError> {
         let ids: Vec<String> = self
-            .artifacts()
             .calls(by, namespace, execution)
             .await?
             .into_iter()

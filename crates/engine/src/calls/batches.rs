@@ -64,17 +64,44 @@ impl Engine {
             json!({"tool_call_count": calls.len(), "batch": number}),
         )
         .await?;
+        let (mut slots, stopped) = self.admit_batch(by, &run, number, calls).await?;
+        if let Some(reason) = &stopped {
+            self.stop_batch(&mut run, &mut slots, reason).await?;
+        }
+        let calls = self.run_slots(by, namespace, slots, wait).await?;
+        let failures = calls
+            .iter()
+            .filter(|c| c.record.status.phase != Phase::Succeeded)
+            .count();
+        telemetry::batch_done(
+            calls.len(),
+            failures,
+            started.elapsed().as_secs_f64() * 1000.0,
+        );
+        let execution = self.resources().get(namespace, execution).await?;
+        Ok(Batch {
+            execution,
+            number,
+            calls,
+        })
+    }
 
+    /// Records each call of the batch in order. A denial under the
+    /// execution's `approvalDenialPolicy` of `degrade` or `fail` stops the
+    /// batch: the calls after it are recorded as skipped (the reason given).
+    async fn admit_batch(
+        &self,
+        by: &Principal,
+        run: &Execution,
+        number: u32,
+        calls: Vec<ToolCall>,
+    ) -> Result<(Vec<Slot>, Option<String>), EngineError> {
+        let (namespace, execution) = (&run.metadata.namespace, &run.metadata.name);
         let policy = run.spec.fail_safe.approval_denial_policy;
         let mut slots = Vec::with_capacity(calls.len());
         let mut stopped: Option<String> = None;
         for mut call in calls {
-            if call
-                .spec
-                .execution_ref
-                .as_ref()
-                .is_some_and(|r| r.name != execution)
-            {
+            if (call.spec.execution_ref.as_ref()).is_some_and(|r| &r.name != execution) {
                 return Err(EngineError::Misdirected(format!(
                     "a call of this batch names another execution than {execution:?}"
                 )));
@@ -90,64 +117,79 @@ impl Engine {
                 slots.push(Slot::ArtifactRead(Box::new(call)));
                 continue;
             }
-            match self
+            let admitted = self
                 .record(by, namespace, call, Intent::WhenSettled, stopped.as_deref())
-                .await?
-            {
-                Admission::KeyHeldBy(holder) => slots.push(Slot::Replayed(holder)),
-                Admission::New(recorded) => {
-                    let denied = recorded
-                        .rejection
-                        .as_ref()
-                        .is_some_and(|r| r.phase == Phase::Denied);
-                    if denied && stopped.is_none() {
-                        let name = &recorded.call.metadata.name;
-                        match policy {
-                            DenialPolicy::Continue => {
-                                let message = format!(
-                                    "tool call {name} was denied; the run continues (fail_safe continue)"
-                                );
-                                self.emit(
-                                    namespace,
-                                    execution,
-                                    EventKind::Warning,
-                                    json!({"message": message}),
-                                )
-                                .await?;
-                            }
-                            DenialPolicy::Degrade | DenialPolicy::Fail => {
-                                stopped = Some(format!(
-                                    "tool call {name} was denied; the rest of the batch is skipped"
-                                ));
-                            }
-                        }
-                    }
-                    slots.push(Slot::Admitted(recorded));
-                }
-            }
-        }
-        if let Some(reason) = &stopped {
-            for slot in &mut slots {
-                if let Slot::Admitted(recorded) = slot {
-                    self.skip(recorded, reason).await?;
-                }
-            }
-            run.status.phase = if policy == DenialPolicy::Fail {
-                ExecutionPhase::Failed
-            } else {
-                ExecutionPhase::Degraded
-            };
-            run.status.message = Some(reason.clone());
-            self.inner
-                .store
-                .update_object(&mut run, Durability::Sync)
                 .await?;
+            let recorded = match admitted {
+                Admission::KeyHeldBy(holder) => {
+                    slots.push(Slot::Replayed(holder));
+                    continue;
+                }
+                Admission::New(recorded) => recorded,
+            };
+            let denied = (recorded.rejection.as_ref()).is_some_and(|r| r.phase == Phase::Denied);
+            if denied && stopped.is_none() {
+                let name = &recorded.call.metadata.name;
+                if policy == DenialPolicy::Continue {
+                    let message = format!(
+                        "tool call {name} was denied; the run continues (fail_safe continue)"
+                    );
+                    self.emit(
+                        namespace,
+                        execution,
+                        EventKind::Warning,
+                        json!({"message": message}),
+                    )
+                    .await?;
+                } else {
+                    stopped = Some(format!(
+                        "tool call {name} was denied; the rest of the batch is skipped"
+                    ));
+                }
+            }
+            slots.push(Slot::Admitted(recorded));
         }
+        Ok((slots, stopped))
+    }
 
+    /// Skips the batch's calls admitted before it stopped, and marks the
+    /// execution `Failed` or `Degraded` as its policy says.
+    async fn stop_batch(
+        &self,
+        run: &mut Execution,
+        slots: &mut [Slot],
+        reason: &str,
+    ) -> Result<(), EngineError> {
+        for slot in slots.iter_mut() {
+            if let Slot::Admitted(recorded) = slot {
+                self.skip(recorded, reason).await?;
+            }
+        }
+        run.status.phase = if run.spec.fail_safe.approval_denial_policy == DenialPolicy::Fail {
+            ExecutionPhase::Failed
+        } else {
+            ExecutionPhase::Degraded
+        };
+        run.status.message = Some(reason.to_owned());
+        (self.inner.store)
+            .update_object(run, Durability::Sync)
+            .await?;
+        Ok(())
+    }
+
+    /// Runs (or, without `wait`, starts) the batch's calls and returns their
+    /// outcomes in the order given. Calls that will not run settle first,
+    /// in order, so that a stopped batch's timeline is deterministic; the
+    /// rest run concurrently.
+    async fn run_slots(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        slots: Vec<Slot>,
+        wait: bool,
+    ) -> Result<Vec<CallOutcome>, EngineError> {
         let mut calls = Vec::with_capacity(slots.len());
         let mut tasks = JoinSet::new();
-        // Calls that will not run settle first, in the order given, so that
-        // a stopped batch's timeline is deterministic; the rest run concurrently.
         let mut runnable = Vec::with_capacity(slots.len());
         for (index, slot) in slots.into_iter().enumerate() {
             match slot {
@@ -178,23 +220,7 @@ impl Engine {
                 }
                 Slot::Admitted(recorded) => {
                     let engine = self.clone();
-                    tasks.spawn(async move {
-                        let outcome = if recorded.call.status.phase == Phase::AwaitingApproval
-                            && recorded.rejection.is_none()
-                        {
-                            let (ns, name) = (
-                                recorded.call.metadata.namespace.clone(),
-                                recorded.call.metadata.name.clone(),
-                            );
-                            engine
-                                .wait_settled(&ns, &name)
-                                .await
-                                .map(|c| CallOutcome::stored(c, false))
-                        } else {
-                            engine.run(*recorded).await
-                        };
-                        (index, outcome)
-                    });
+                    tasks.spawn(async move { (index, engine.run_or_wait(*recorded).await) });
                 }
             }
         }
@@ -203,21 +229,17 @@ impl Engine {
             calls.push((index, outcome?));
         }
         calls.sort_by_key(|(index, _)| *index);
-        let failures = calls
-            .iter()
-            .filter(|(_, c)| c.record.status.phase != Phase::Succeeded)
-            .count();
-        telemetry::batch_done(
-            calls.len(),
-            failures,
-            started.elapsed().as_secs_f64() * 1000.0,
-        );
-        let execution = self.resources().get(namespace, execution).await?;
-        Ok(Batch {
-            execution,
-            number,
-            calls: calls.into_iter().map(|(_, c)| c).collect(),
-        })
+        Ok(calls.into_iter().map(|(_, c)| c).collect())
+    }
+
+    /// Runs an admitted call, or waits for one that waits for a person.
+    async fn run_or_wait(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
+        if recorded.call.status.phase == Phase::AwaitingApproval && recorded.rejection.is_none() {
+            let call = &recorded.call.metadata;
+            let settled = self.wait_settled(&call.namespace, &call.name).await?;
+            return Ok(CallOutcome::stored(settled, false));
+        }
+        self.run(recorded).await
     }
 
     /// The execution, created on its first batch, with its batch counter advanced.

@@ -5,8 +5,8 @@ use std::time::Instant;
 use joch_core::artifact::is_media_type;
 use joch_core::redact::{REDACTED, redact_fields};
 use joch_core::{
-    Backend, CallError, CallMode, ErrorCode, EventKind, Hook, Invocation, McpServer, Phase, Policy,
-    Tool, ToolCall, ToolOutput,
+    Backend, CallError, CallMode, ErrorCode, EventKind, Hook, Invocation, Phase, Policy, Tool,
+    ToolCall, ToolOutput,
 };
 use joch_store::Durability;
 use joch_store::timing::{self, Stage};
@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::calls::hooks::refusal;
+use crate::calls::prepare::Prepared;
 use crate::calls::{CallOutcome, Recorded, Rejection};
 use crate::catalog::schema::Compiled;
 use crate::engine::now;
@@ -21,6 +22,14 @@ use crate::policy::{self, Effect, Facts};
 use crate::telemetry;
 use crate::tracing_spans;
 use crate::{Engine, EngineError};
+
+/// What the backend gave, and how long it took.
+struct Invoked {
+    result: Result<Value, CallError>,
+    latency_ms: u64,
+    /// The media type of a result that came as text, not JSON.
+    text_type: Option<String>,
+}
 
 /// What settling a result needs besides the call and the tool.
 pub(crate) struct Concluding<'a> {
@@ -65,71 +74,48 @@ impl Engine {
         if call.spec.mode == CallMode::Hook {
             return self.hand_over(call).await;
         }
-        if let Backend::Agent {} = tool.spec.backend {
-            let error = CallError::new(
-                ErrorCode::RunByAgent,
-                format!(
-                    "tool {:?} is run by the agent itself: report its calls through /v1/hooks/aos or /v1/hooks/claude",
-                    tool.metadata.name
-                ),
-            );
-            return self
-                .settle(call, Phase::Failed, None, Some(error), None)
-                .await;
-        }
-        let kind = tool.spec.backend.kind();
-        let Some(backend) = self.inner.backends.get(kind).cloned() else {
-            let error = CallError::new(
-                ErrorCode::BackendUnavailable,
-                format!("no {kind:?} backend is configured"),
-            );
-            return self
-                .settle(call, Phase::Failed, None, Some(error), None)
-                .await;
-        };
-
-        let action_inputs = match &tool.spec.backend {
-            Backend::Actions(actions) => {
-                let inputs = self.action_inputs(&call, actions).await?;
-                if let Some(error) = crate::calls::context::missing_endpoints(actions, &inputs) {
-                    return self
-                        .settle(call, Phase::Failed, None, Some(error), None)
-                        .await;
-                }
-                Some(inputs)
+        let prepared = match self.prepare(&tool, &call).await? {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                return self
+                    .settle(call, Phase::Failed, None, Some(error), None)
+                    .await;
             }
-            _ => None,
         };
-        let mcp_server = match &tool.spec.backend {
-            Backend::Mcp(mcp) => match self
-                .inner
-                .store
-                .get_object::<McpServer>(&call.metadata.namespace, &mcp.server)
-                .await
-            {
-                Ok(server) => Some(server),
-                Err(joch_store::StoreError::NotFound { .. }) => {
-                    let error = CallError::new(
-                        ErrorCode::McpServerMissing,
-                        format!("McpServer {:?} no longer exists", mcp.server),
-                    );
-                    return self
-                        .settle(call, Phase::Failed, None, Some(error), None)
-                        .await;
-                }
-                Err(e) => return Err(e.into()),
-            },
-            _ => None,
-        };
-        if let Some(error) = self
-            .outbound_refusal(&call, &tool, mcp_server.as_ref(), action_inputs.as_ref())
-            .await?
-        {
-            return self
-                .settle(call, Phase::Failed, None, Some(error), None)
-                .await;
+        let written = self.mark_running(&mut call, &tool).await?;
+        let invoked = self
+            .invoke(&mut call, &tool, &args, &prepared, written)
+            .await;
+        if prepared.actions.is_some() {
+            // A declarative tool reports its state changes in its result, even a failed one.
+            let reported = match &invoked.result {
+                Ok(output) => Some(output),
+                Err(failure) => failure.details.as_ref(),
+            };
+            if let Some(reported) = reported {
+                self.persist_actions_outcome(&call, reported).await?;
+            }
         }
-        // A call recovered after a crash is already Running: this is its next attempt.
+        self.conclude(
+            call,
+            &tool,
+            Concluding {
+                schemas: schemas.as_deref(),
+                policies: &policies,
+                facts: facts.as_ref(),
+                answers_on_failure: prepared.actions.is_some(),
+                latency_ms: Some(invoked.latency_ms),
+                text_type: invoked.text_type,
+            },
+            invoked.result,
+        )
+        .await
+    }
+
+    /// Marks the call `Running` (its next attempt, for one recovered after a
+    /// crash) and, if it is already written, writes that: synced before a
+    /// side effect that must not repeat. Returns whether it is written.
+    async fn mark_running(&self, call: &mut ToolCall, tool: &Tool) -> Result<bool, EngineError> {
         if call.status.phase != Phase::Running {
             call.transition(Phase::Running)?;
         }
@@ -143,21 +129,29 @@ impl Engine {
         };
         let written = !call.metadata.resource_version.is_empty();
         if written {
-            self.inner
-                .store
-                .update_object(&mut call, durability)
-                .await?;
+            self.inner.store.update_object(call, durability).await?;
         }
+        Ok(written)
+    }
 
+    /// Runs the backend, relaying its chunks, and reads its output.
+    async fn invoke(
+        &self,
+        call: &mut ToolCall,
+        tool: &Tool,
+        args: &serde_json::Map<String, Value>,
+        prepared: &Prepared,
+        written: bool,
+    ) -> Invoked {
         let started = Instant::now();
-        let relay = self.relay_chunks(&call);
+        let relay = self.relay_chunks(call);
         let client =
-            matches!(tool.spec.backend, Backend::Mcp(_)).then(|| self.call_client(&call, &tool));
+            matches!(tool.spec.backend, Backend::Mcp(_)).then(|| self.call_client(call, tool));
         let invocation = Invocation {
             namespace: &call.metadata.namespace,
             call_id: &call.metadata.name,
-            tool: &tool,
-            args: &args,
+            tool,
+            args,
             checksum: &call.status.checksum,
             attempt: call.status.attempts,
             idempotency_key: call
@@ -165,27 +159,28 @@ impl Engine {
                 .side_effects
                 .as_ref()
                 .and_then(|s| s.idempotency_key.as_deref()),
-            actions: action_inputs.as_ref(),
-            mcp_server: mcp_server.as_ref(),
+            actions: prepared.actions.as_ref(),
+            mcp_server: prepared.mcp_server.as_ref(),
             chunks: relay
                 .as_ref()
                 .map(|relay| relay as &dyn joch_core::OutputChunks),
             client: client.as_ref(),
         };
-        let mut text_type = None;
-        let invoke = backend
+        let kind = prepared.kind;
+        let invoke = (prepared.backend)
             .invoke_output(invocation)
             .instrument(tracing::info_span!("backend", backend = kind));
         timing::enter(Stage::Backend);
         let (result, version) = if written {
             (invoke.await, None)
         } else {
-            self.invoke_unwritten(&call, invoke).await
+            self.invoke_unwritten(call, invoke).await
         };
         timing::enter(Stage::Settle);
         if let Some(version) = version {
             call.metadata.resource_version = version;
         }
+        let mut text_type = None;
         let result = result.map(|output| match output {
             ToolOutput::Json(value) => value,
             ToolOutput::Bytes { media_type, bytes } if is_media_type(&media_type) => {
@@ -207,31 +202,11 @@ impl Engine {
             &tool.metadata.name,
             started.elapsed().as_secs_f64() * 1000.0,
         );
-
-        if action_inputs.is_some() {
-            // A declarative tool reports its state changes in its result, even a failed one.
-            let reported = match &result {
-                Ok(output) => Some(output),
-                Err(failure) => failure.details.as_ref(),
-            };
-            if let Some(reported) = reported {
-                self.persist_actions_outcome(&call, reported).await?;
-            }
-        }
-        self.conclude(
-            call,
-            &tool,
-            Concluding {
-                schemas: schemas.as_deref(),
-                policies: &policies,
-                facts: facts.as_ref(),
-                answers_on_failure: action_inputs.is_some(),
-                latency_ms: Some(latency_ms),
-                text_type,
-            },
+        Invoked {
             result,
-        )
-        .await
+            latency_ms,
+            text_type,
+        }
     }
 
     /// Runs the backend of a call not yet written (see `admission::Intent`): a
@@ -351,42 +326,6 @@ impl Engine {
             kept.map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
         self.settle(call, phase, answer, error, how.latency_ms)
             .await
-    }
-
-    /// Why the call may not go where its tool sends it, under the
-    /// namespace's `outbound.allowedHosts`.
-    async fn outbound_refusal(
-        &self,
-        call: &ToolCall,
-        tool: &Tool,
-        mcp_server: Option<&McpServer>,
-        actions: Option<&joch_core::ActionInputs>,
-    ) -> Result<Option<CallError>, EngineError> {
-        let urls: Vec<&str> = match &tool.spec.backend {
-            Backend::Rest(rest) => vec![rest.endpoint.url.as_str()],
-            Backend::Mcp(_) => mcp_server
-                .and_then(|s| s.spec.http.as_ref())
-                .map(|h| vec![h.url.as_str()])
-                .unwrap_or_default(),
-            Backend::Actions(_) => actions
-                .map(|a| a.endpoints.values().map(|e| e.url.as_str()).collect())
-                .unwrap_or_default(),
-            Backend::Agent {} | Backend::Noop {} => Vec::new(),
-        };
-        if urls.is_empty() {
-            return Ok(None);
-        }
-        let settings = self
-            .resources()
-            .get_namespace(&call.metadata.namespace)
-            .await?;
-        let Some(outbound) = &settings.spec.outbound else {
-            return Ok(None);
-        };
-        Ok(urls
-            .into_iter()
-            .find_map(|url| outbound.allows(url).err())
-            .map(|reason| CallError::new(ErrorCode::OutboundNotAllowed, reason)))
     }
 
     /// Settles a call that will not run, telling the model why.

@@ -55,7 +55,7 @@ impl Calls<'_> {
         } else {
             match tokio::time::timeout(wait, self.wait_settled(namespace, name)).await {
                 Ok(settled) => settled?,
-                Err(_) => self.calls().get(namespace, name).await?,
+                Err(_) => self.get(namespace, name).await?,
             }
         };
         Ok(CallOutcome::stored(call, false).into_response())
@@ -79,7 +79,7 @@ impl Calls<'_> {
             .await?;
         // Withdrawn by us, not decided by an approver first: the call is ours to end.
         let approval = self.approvals().get(namespace, name).await?;
-        let call = self.calls().get(namespace, name).await?;
+        let call = self.get(namespace, name).await?;
         if approval.status.phase != ApprovalPhase::Expired
             || call.status.phase != Phase::AwaitingApproval
         {

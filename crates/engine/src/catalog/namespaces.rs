@@ -27,11 +27,9 @@ impl Resources<'_> {
                 settings.metadata.name
             )));
         }
-        match self.resources().create(namespace, settings.clone()).await {
+        match self.create(namespace, settings.clone()).await {
             Err(EngineError::AlreadyExists { .. }) => {
-                self.resources()
-                    .replace(namespace, namespace, settings)
-                    .await
+                self.replace(namespace, namespace, settings).await
             }
             other => other,
         }

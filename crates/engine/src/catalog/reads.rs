@@ -18,7 +18,7 @@ impl Resources<'_> {
     ) -> Result<crate::ObjectList<T>, EngineError> {
         acts_in(by, namespace)?;
         may_read(by, T::PLURAL)?;
-        self.resources().list(namespace, params).await
+        self.list(namespace, params).await
     }
 
     /// One resource of kind `T`, if `by` may read that kind there.
@@ -30,7 +30,7 @@ impl Resources<'_> {
     ) -> Result<T, EngineError> {
         acts_in(by, namespace)?;
         may_read(by, T::PLURAL)?;
-        self.resources().get(namespace, name).await
+        self.get(namespace, name).await
     }
 
     /// The namespace's tool `name`, if it exists for `by`.
@@ -41,7 +41,7 @@ impl Resources<'_> {
         name: &str,
     ) -> Result<Tool, EngineError> {
         acts_in(by, namespace)?;
-        let tool: Tool = self.resources().get(namespace, name).await?;
+        let tool: Tool = self.get(namespace, name).await?;
         if !sees(by, &tool) {
             return Err(EngineError::NotFound {
                 kind: "Tool".to_owned(),
@@ -79,7 +79,7 @@ impl Resources<'_> {
         params: crate::ListParams,
     ) -> Result<crate::ObjectList<Tool>, EngineError> {
         acts_in(by, namespace)?;
-        let mut page = self.resources().list::<Tool>(namespace, params).await?;
+        let mut page = self.list::<Tool>(namespace, params).await?;
         page.items.retain(|tool| sees(by, tool));
         Ok(page)
     }

@@ -159,7 +159,6 @@ impl Identity<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Engine;
 
     /// BASE64URL(SHA256(verifier)) without padding (RFC 7636 §4.2), as
     /// Python's `hashlib` and `base64.urlsafe_b64encode` compute it.
@@ -178,13 +177,7 @@ mod tests {
     #[tokio::test]
     async fn a_sign_in_is_taken_once_by_its_own_browser() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = joch_store::SqliteStore::open(dir.path().join("joch.db")).expect("store");
-        let engine = Engine::new(
-            std::sync::Arc::new(store),
-            Vec::new(),
-            std::sync::Arc::new(crate::policy::StandardPolicyEngine::default()),
-            crate::EngineConfig::default(),
-        );
+        let engine = crate::engine::test_engine(&dir);
         let started = engine.identity().begin_sign_in().await.expect("started");
         let foreign = engine
             .identity()

@@ -398,9 +398,7 @@ impl Mcp<'_> {
             None => self.resources().create(namespace, server).await?,
             Some(name) => self.resources().replace(namespace, name, server).await?,
         };
-        self.mcp()
-            .sync_server(namespace, &stored.metadata.name)
-            .await
+        self.sync_server(namespace, &stored.metadata.name).await
     }
 
     /// Adopts the held-back definitions of `tool` (every held tool when

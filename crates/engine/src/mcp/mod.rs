@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 
 pub use discovery::drift_timeline;
 pub use sessions::{
-    MAX_CLIENT_BYTES, MCP_SESSION_KIND, McpSession, McpSessionLimits, TOO_MANY_SESSIONS,
-    principal_key,
+    MAX_CLIENT_BYTES, MAX_SUBSCRIPTIONS, MCP_SESSION_KIND, McpSession, McpSessionLimits,
+    TOO_MANY_SESSIONS, principal_key,
 };
 pub use surface::{AttachedClient, UpstreamNotice};
 

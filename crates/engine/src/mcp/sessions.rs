@@ -9,7 +9,7 @@
 //! Open sessions are capped per namespace and per principal; a session
 //! unused for `idle` is removed by the expiry worker `Running` owns.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use joch_core::Principal;
@@ -32,6 +32,9 @@ const SESSIONS_NAMESPACE: &str = "joch-system";
 
 /// Largest `initialize` parameters a session keeps, in bytes of JSON.
 pub const MAX_CLIENT_BYTES: usize = 16 * 1024;
+
+/// Most resources one session may subscribe to.
+pub const MAX_SUBSCRIPTIONS: usize = 256;
 
 /// The stable code of a refusal beyond a cap.
 pub const TOO_MANY_SESSIONS: &str = "too_many_mcp_sessions";
@@ -73,6 +76,13 @@ pub struct McpSession {
     pub client: Value,
     /// When it was last used, in unix milliseconds.
     pub last_seen_ms: i64,
+    /// The exposed resource URIs it subscribed to, at most
+    /// [`MAX_SUBSCRIPTIONS`]: restored with the session on any replica.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub subscribed: BTreeSet<String>,
+    /// The level it set with `logging/setLevel`, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<String>,
     #[serde(skip)]
     version: u64,
 }
@@ -226,6 +236,8 @@ impl Mcp<'_> {
             principal: key,
             client,
             last_seen_ms: now().0.timestamp_millis(),
+            subscribed: BTreeSet::new(),
+            log_level: None,
             version: 1,
         };
         let record = session_record(&session)?;
@@ -276,21 +288,66 @@ impl Mcp<'_> {
     }
 
     /// Records that `session` was used now. `NotFound` when it was closed
-    /// meanwhile (by a DELETE on another replica, or expiry).
-    pub async fn touch_session(&self, mut session: McpSession) -> Result<(), EngineError> {
-        session.last_seen_ms = now().0.timestamp_millis();
-        let expected = session.version;
-        session.version += 1;
-        let record = session_record(&session)?;
-        match self
-            .inner
-            .store
-            .update(record, expected, Durability::Deferred)
-            .await
-        {
-            // Another replica touched it first: it is alive either way.
-            Err(e) if e.kind() == StoreErrorKind::Conflict => Ok(()),
-            other => Ok(other?),
+    /// meanwhile (by a DELETE on another replica, or expiry). `session` may
+    /// be an older copy: a write since (another replica's touch, a
+    /// subscription) is read again and kept.
+    pub async fn touch_session(&self, session: McpSession) -> Result<(), EngineError> {
+        let mut session = session;
+        for _ in 0..2 {
+            session.last_seen_ms = now().0.timestamp_millis();
+            let expected = session.version;
+            session.version += 1;
+            let record = session_record(&session)?;
+            match self
+                .inner
+                .store
+                .update(record, expected, Durability::Deferred)
+                .await
+            {
+                Err(e) if e.kind() == StoreErrorKind::Conflict => {
+                    session = self.open_session_by_id(&session.id).await?;
+                }
+                other => return Ok(other?),
+            }
+        }
+        // Written again between our read and our write: used just now.
+        Ok(())
+    }
+
+    /// Changes what session `id` asked of the upstream surface (its
+    /// subscriptions, its log level), durably, so that a replica that
+    /// re-creates the session restores it. A write that raced another
+    /// request of the session is made again on what that one wrote.
+    /// Refused beyond [`MAX_SUBSCRIPTIONS`].
+    pub async fn remember(
+        &self,
+        id: &str,
+        change: impl Fn(&mut McpSession),
+    ) -> Result<(), EngineError> {
+        loop {
+            let mut session = self.open_session_by_id(id).await?;
+            change(&mut session);
+            if session.subscribed.len() > MAX_SUBSCRIPTIONS {
+                return Err(EngineError::Invalid(joch_core::ValidationError::field(
+                    "params.uri",
+                    format!(
+                        "a session may subscribe to at most {MAX_SUBSCRIPTIONS} resources; \
+                         unsubscribe from one first"
+                    ),
+                )));
+            }
+            let expected = session.version;
+            session.version += 1;
+            let record = session_record(&session)?;
+            match self
+                .inner
+                .store
+                .update(record, expected, Durability::Sync)
+                .await
+            {
+                Err(e) if e.kind() == StoreErrorKind::Conflict => continue,
+                other => return Ok(other?),
+            }
         }
     }
 
@@ -302,7 +359,7 @@ impl Mcp<'_> {
         namespace: &str,
         id: &str,
     ) -> Result<(), EngineError> {
-        self.mcp().session(by, namespace, id).await?;
+        self.session(by, namespace, id).await?;
         match self
             .inner
             .store
@@ -353,3 +410,6 @@ fn session_not_found(id: &str) -> EngineError {
 fn unavailable(message: String) -> EngineError {
     EngineError::Store(joch_store::StoreError::Unavailable(message))
 }
+
+#[cfg(test)]
+mod tests;

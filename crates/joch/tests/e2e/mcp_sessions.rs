@@ -315,3 +315,72 @@ async fn a_session_serves_only_the_principal_that_opened_it() {
     let own = as_(&alice, Some(&id), list).await.unwrap();
     assert_eq!(own.status(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn a_session_recreated_after_a_restart_keeps_its_subscriptions_and_log_level() {
+    let upstream = crate::mcp_surface::peers::start_docs().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("joch.db");
+    let mut first = Joch::builder().db(&db).start().await;
+    crate::mcp::apply(&first, crate::mcp::server("docs", &upstream, json!({}))).await;
+    let session = Session::open(&first, "subscriber").await;
+    let subscribed = session
+        .request(
+            &first,
+            1,
+            "resources/subscribe",
+            json!({"uri": "docs.note://a"}),
+        )
+        .await;
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+    let level = session
+        .request(&first, 2, "logging/setLevel", json!({"level": "info"}))
+        .await;
+    assert!(level.get("result").is_some(), "{level}");
+    first.kill();
+
+    // The session's worker is re-created by the next process, from its record.
+    let second = Joch::builder().db(&db).start().await;
+    session.request(&second, 3, "tools/list", json!({})).await;
+    let mut stream = session.listen(&second, None).await.bytes_stream();
+    // The stream is attached to the worker just after its headers answer.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, touched) = second.call("docs.touch", json!({})).await;
+    assert!(status.is_success(), "{touched}");
+    let heard = methods_heard(
+        &mut stream,
+        &["notifications/resources/updated", "notifications/message"],
+    )
+    .await;
+    assert!(
+        heard.contains(&"notifications/resources/updated".to_owned()),
+        "the subscription outlived the process that took it: {heard:?}"
+    );
+    assert!(
+        heard.contains(&"notifications/message".to_owned()),
+        "the log level outlived the process that set it: {heard:?}"
+    );
+}
+
+/// The methods of the notifications `stream` brings until each of `wanted`
+/// came, or 20 seconds passed.
+async fn methods_heard<B: AsRef<[u8]>>(
+    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<B>> + Unpin),
+    wanted: &[&str],
+) -> Vec<String> {
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let heard: Vec<String> = messages(&text)
+            .iter()
+            .filter_map(|m| m["method"].as_str().map(str::to_owned))
+            .collect();
+        if wanted.iter().all(|w| heard.iter().any(|h| h == w)) {
+            return heard;
+        }
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(Ok(chunk))) => text.push_str(&String::from_utf8_lossy(chunk.as_ref())),
+            _ => return heard,
+        }
+    }
+}

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
-    ElicitRequestParams, ElicitResult, ElicitationAction, GetTaskParams, Implementation,
-    ProtocolVersion,
+    ElicitRequestParams, ElicitResult, ElicitationAction, GetPromptRequestParams, GetTaskParams,
+    Implementation, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
 };
 use rmcp::service::{RequestContext, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -177,6 +177,85 @@ async fn the_clients_user_approves_through_the_form_of_input_required() {
         "one call, resumed: {calls}"
     );
 }
+
+/// Resource reads and prompt gets are calls: deferred to a person, they
+/// answer `input_required` as `tools/call` does, and the retry resumes them.
+#[tokio::test]
+async fn a_deferred_prompt_get_or_resource_read_answers_input_required() {
+    let upstream = crate::mcp_surface::peers::start_docs().await;
+    let joch = Joch::start().await;
+    crate::mcp::apply(&joch, crate::mcp::server("docs", &upstream, json!({}))).await;
+    apply_policy(
+        &joch,
+        "ask-first",
+        json!({"version": "1", "appliesTo": {"tools": ["docs:prompt", "docs:resource"]},
+               "rules": [{"when": {}, "require": {"approval": "human", "approvalRouting": {"askUser": true}}}]}),
+    )
+    .await;
+
+    // A client whose user answers the form: rmcp's client drives the rounds.
+    let user = Approver::default();
+    let client = stateless(&joch, user.clone()).await;
+    let got = client
+        .get_prompt(GetPromptRequestParams::new("docs.greet"))
+        .await
+        .unwrap();
+    let got = serde_json::to_value(got).unwrap();
+    assert_eq!(
+        got["messages"][0]["content"]["text"], "hello from greet",
+        "{got}"
+    );
+    assert_eq!(user.asked.lock().unwrap().len(), 1);
+
+    // A client that cannot answer: the state, then the retry once approved.
+    let reader = stateless(&joch, Plain).await;
+    let read = reader
+        .read_resource_once(ReadResourceRequestParams::new("docs.note://a"))
+        .await
+        .unwrap();
+    let ReadResourceResponse::InputRequired(waiting) = read else {
+        panic!("not input_required: {read:?}")
+    };
+    let state = waiting.request_state.clone().expect("a requestState");
+    let name = state.strip_prefix("toolcall/").expect("names the call");
+    let (status, body) = joch
+        .send(
+            reqwest::Method::POST,
+            &format!("/v1/namespaces/{NS}/approvals/{name}/approve"),
+            Some(json!({"approvedBy": "alice"})),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let mut retry = ReadResourceRequestParams::new("docs.note://a");
+    retry.request_state = Some(state.clone());
+    let ReadResourceResponse::Complete(read) = reader.read_resource_once(retry).await.unwrap()
+    else {
+        panic!("the retry after the approval still waits")
+    };
+    let read = serde_json::to_value(read).unwrap();
+    assert_eq!(
+        read["contents"][0]["text"], "contents of note://a",
+        "{read}"
+    );
+    assert_eq!(read["contents"][0]["uri"], "docs.note://a", "{read}");
+
+    let (_, calls) = joch.get(&format!("/v1/namespaces/{NS}/toolcalls")).await;
+    let operations: Vec<_> = calls["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["spec"]["operation"].clone(), c["status"]["phase"].clone()))
+        .collect();
+    assert_eq!(operations.len(), 2, "one call each, resumed: {calls}");
+    assert!(operations.contains(&(json!("resources/read"), json!("Succeeded"))));
+    assert!(operations.contains(&(json!("prompts/get"), json!("Succeeded"))));
+}
+
+/// A client that declares nothing.
+#[derive(Clone, Default)]
+struct Plain;
+
+impl ClientHandler for Plain {}
 
 /// A client that runs its calls as tasks (and takes no elicitation).
 #[derive(Clone, Default)]

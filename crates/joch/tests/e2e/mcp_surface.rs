@@ -3,7 +3,7 @@
 //! to a client that can answer it and refused for one that cannot. The
 //! upstream and the clients are the official Rust SDK, on loopback.
 
-mod peers;
+pub(crate) mod peers;
 
 use reqwest::StatusCode;
 use rmcp::ServiceExt;

@@ -20,6 +20,9 @@
 //! settle: settled, it gets the call's result, read from the record (the
 //! tool ran once, when the decision was made; another retry reads the same
 //! outcome); still waiting, `input_required` again with the state only.
+//!
+//! A `resources/read` or `prompts/get` deferred to a person (they are calls
+//! of the server's surface tool) answers and resumes the same way.
 
 use std::time::Duration;
 
@@ -28,7 +31,7 @@ use joch_engine::{EngineError, Principal};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, ElicitRequest, ElicitRequestParams, InputRequest, InputRequiredResult,
-    MetaObject, ProtocolVersion,
+    InputResponses, MetaObject, ProtocolVersion,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::json;
@@ -56,6 +59,25 @@ pub(super) fn stateless(context: &RequestContext<RoleServer>) -> bool {
 /// True when the request retries a call joch answered `input_required`.
 pub(super) fn is_retry(request: &CallToolRequestParams) -> bool {
     request.request_state.is_some()
+}
+
+/// A request retried after `input_required`: the tool its call is of (a
+/// server's surface tool for a resource read or a prompt get), the state
+/// joch gave and the answers the client brings.
+pub(super) struct Retry<'a> {
+    pub(super) tool: &'a str,
+    pub(super) state: Option<&'a str>,
+    pub(super) responses: Option<&'a InputResponses>,
+}
+
+impl<'a> From<&'a CallToolRequestParams> for Retry<'a> {
+    fn from(request: &'a CallToolRequestParams) -> Self {
+        Retry {
+            tool: &request.name,
+            state: request.request_state.as_deref(),
+            responses: request.input_responses.as_ref(),
+        }
+    }
 }
 
 impl JochMcp {
@@ -102,30 +124,26 @@ impl JochMcp {
         &self,
         by: &Principal,
         namespace: &str,
-        request: &CallToolRequestParams,
+        request: Retry<'_>,
         tool: Option<&Tool>,
     ) -> Result<Result<ToolCall, InputRequiredResult>, ErrorData> {
         let name = request
-            .request_state
-            .as_deref()
+            .state
             .and_then(|s| s.strip_prefix(STATE_PREFIX))
             .filter(|name| !name.is_empty())
             .ok_or_else(|| ErrorData::invalid_params("requestState is not one joch gave", None))?;
         // Whose call it is, before anything is decided on it.
         let call = self.resumed(by, namespace, name, Duration::ZERO).await?;
-        if call.tool_name() != request.name {
+        if call.tool_name() != request.tool {
             return Err(ErrorData::invalid_params(
                 format!(
                     "requestState names a call of another tool than {:?}",
-                    request.name
+                    request.tool
                 ),
                 None,
             ));
         }
-        let answer = request
-            .input_responses
-            .as_ref()
-            .and_then(|r| r.get(APPROVAL_INPUT));
+        let answer = request.responses.and_then(|r| r.get(APPROVAL_INPUT));
         if let (Some(answer), false) = (answer, call.status.phase.is_terminal()) {
             if let Ok(approval) = self.engine.approvals().get(namespace, name).await {
                 let decider = elicit::decider_name(&call);

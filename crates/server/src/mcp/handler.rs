@@ -124,13 +124,21 @@ impl JochMcp {
     }
 
     fn session(&self, extensions: &Extensions) -> Option<String> {
-        self.session.clone().or_else(|| {
-            extensions
-                .get::<axum::http::request::Parts>()
-                .and_then(|p| p.headers.get("mcp-session-id"))
-                .and_then(|v| v.to_str().ok())
-                .map(|id| format!("mcp-{id}"))
-        })
+        self.session
+            .clone()
+            .or_else(|| self.session_id(extensions).map(|id| format!("mcp-{id}")))
+    }
+
+    /// An HTTP session's `Mcp-Session-Id` (none over stdio).
+    pub(super) fn session_id(&self, extensions: &Extensions) -> Option<String> {
+        if self.session.is_some() {
+            return None;
+        }
+        extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
     }
 
     /// The execution a request's calls belong to: `_meta`'s, else the session's.
@@ -389,19 +397,6 @@ pub(super) enum Ran {
     Settled(Box<ToolCall>),
     /// The call waits for a person, who decides its Approval.
     Deferred(Box<joch_core::Approval>),
-}
-
-impl Ran {
-    /// The settled call; a call run without `defer` always settles.
-    pub(super) fn settled(self) -> Result<ToolCall, EngineError> {
-        match self {
-            Ran::Settled(call) => Ok(*call),
-            Ran::Deferred(approval) => Err(EngineError::Refused {
-                code: "approval_pending",
-                message: format!("call {} waits for approval", approval.metadata.name),
-            }),
-        }
-    }
 }
 
 /// `future`'s output, or never: a `select!` branch over something that may

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use super::convert::{call_result, is_mcp_tool, refused, tool_definition};
 use super::handler::{JochMcp, Ran};
+use super::surface::Asked;
 use super::{deferred, tasks};
 
 /// What joch says of itself in `initialize`: tools, and the upstream
@@ -103,7 +104,7 @@ impl ServerHandler for JochMcp {
         let defer = deferred::stateless(&context);
         let ran = if defer && deferred::is_retry(&request) {
             match self
-                .resume(&by, &namespace, &request, tool.as_deref())
+                .resume(&by, &namespace, (&request).into(), tool.as_deref())
                 .await?
             {
                 Ok(settled) => Ok(Ran::Settled(Box::new(settled))),
@@ -166,6 +167,7 @@ impl ServerHandler for JochMcp {
             self.namespace(&context.extensions),
             self.principal(&context.extensions),
         ) {
+            self.restore(&context.extensions).await;
             self.watch_tools(by, namespace.clone(), context.peer.clone());
             self.relay_notices(namespace, context.peer.clone());
         }
@@ -203,11 +205,19 @@ impl ServerHandler for JochMcp {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let result = self
-            .read_or_get(McpOperation::ReadResource, &request.uri, None, &context)
-            .await?;
-        let result: ReadResourceResult = serde_json::from_value(result).map_err(internal)?;
-        Ok(result.into())
+        let asked = Asked {
+            operation: McpOperation::ReadResource,
+            exposed: &request.uri,
+            arguments: None,
+            state: request.request_state.as_deref(),
+            responses: request.input_responses.as_ref(),
+        };
+        match self.read_or_get(asked, &context).await? {
+            Ok(result) => Ok(serde_json::from_value::<ReadResourceResult>(result)
+                .map_err(internal)?
+                .into()),
+            Err(waiting) => Ok(ReadResourceResponse::InputRequired(waiting)),
+        }
     }
 
     async fn subscribe(
@@ -244,12 +254,19 @@ impl ServerHandler for JochMcp {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let arguments = request.arguments.map(Value::Object);
-        let result = self
-            .read_or_get(McpOperation::GetPrompt, &request.name, arguments, &context)
-            .await?;
-        let result: GetPromptResult = serde_json::from_value(result).map_err(internal)?;
-        Ok(result.into())
+        let asked = Asked {
+            operation: McpOperation::GetPrompt,
+            exposed: &request.name,
+            arguments: request.arguments.clone().map(Value::Object),
+            state: request.request_state.as_deref(),
+            responses: request.input_responses.as_ref(),
+        };
+        match self.read_or_get(asked, &context).await? {
+            Ok(result) => Ok(serde_json::from_value::<GetPromptResult>(result)
+                .map_err(internal)?
+                .into()),
+            Err(waiting) => Ok(GetPromptResponse::InputRequired(waiting)),
+        }
     }
 
     async fn complete(

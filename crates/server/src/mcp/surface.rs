@@ -20,14 +20,27 @@ use std::sync::{Arc, Mutex};
 
 use joch_core::mcp_surface::{McpOperation, surface_tool_name};
 use joch_core::{McpServer, Phase, ToolCall};
-use joch_engine::{Principal, UpstreamNotice};
+use joch_engine::{McpSession, Principal, UpstreamNotice};
 use rmcp::ErrorData;
-use rmcp::model::Extensions;
+use rmcp::model::{Extensions, InputRequiredResult, InputResponses};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::handler::JochMcp;
+use super::deferred;
+use super::handler::{JochMcp, Ran};
+
+/// A `resources/read` or `prompts/get`, as the client asked it.
+pub(crate) struct Asked<'a> {
+    pub(crate) operation: McpOperation,
+    /// The exposed URI or prompt name.
+    pub(crate) exposed: &'a str,
+    /// A prompt's arguments.
+    pub(crate) arguments: Option<Value>,
+    /// A retry's `requestState` and answers (protocol 2026-07-28).
+    pub(crate) state: Option<&'a str>,
+    pub(crate) responses: Option<&'a InputResponses>,
+}
 
 /// What one session asked of the upstream surface.
 #[derive(Default)]
@@ -52,6 +65,14 @@ const LEVELS: [&str; 8] = [
 
 fn rank(level: &str) -> usize {
     LEVELS.iter().position(|l| *l == level).unwrap_or(0)
+}
+
+fn subscribe(session: &mut McpSession, uri: &str, on: bool) {
+    if on {
+        session.subscribed.insert(uri.to_owned());
+    } else {
+        session.subscribed.remove(uri);
+    }
 }
 
 fn internal(e: impl std::fmt::Display) -> ErrorData {
@@ -158,38 +179,60 @@ impl JochMcp {
             .collect()
     }
 
-    /// `resources/read` or `prompts/get` of an exposed `name`, as a call of
-    /// the server's surface tool; the result with its URIs exposed.
+    /// `resources/read` or `prompts/get` of an exposed name, as a call of
+    /// the server's surface tool; the result with its URIs exposed. Over
+    /// protocol 2026-07-28, one deferred to a person answers
+    /// `input_required` (`Err`), and its retry resumes it (`deferred.rs`).
     pub(crate) async fn read_or_get(
         &self,
-        operation: McpOperation,
-        exposed: &str,
-        arguments: Option<Value>,
+        asked: Asked<'_>,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Value, ErrorData> {
+    ) -> Result<Result<Value, InputRequiredResult>, ErrorData> {
         let (by, servers) = self.servers(&context.extensions).await?;
         let namespace = self.namespace(&context.extensions)?;
+        let exposed = asked.exposed;
         let Some((server, upstream)) = route(&servers, exposed) else {
             return Err(ErrorData::resource_not_found(
                 format!("no upstream server of namespace {namespace:?} offers {exposed:?}"),
                 None,
             ));
         };
-        let input = match operation {
-            McpOperation::ReadResource => json!({"uri": upstream}),
-            _ => json!({"name": upstream, "arguments": arguments.unwrap_or(json!({}))}),
-        };
+        let operation = asked.operation;
         let tool = surface_tool_name(&server.metadata.name, operation).unwrap_or_default();
-        let mut call: ToolCall = self.call_named(&tool, input, context);
-        call.spec.operation = operation;
-        let settled = self
-            .run_call(&by, &namespace, call, None, context, false)
-            .await
-            .and_then(super::handler::Ran::settled)
-            .map_err(|e| {
+        let defer = deferred::stateless(context);
+        let ran = if defer && asked.state.is_some() {
+            let retry = deferred::Retry {
+                tool: &tool,
+                state: asked.state,
+                responses: asked.responses,
+            };
+            match self.resume(&by, &namespace, retry, None).await? {
+                Ok(settled) => Ok(Ran::Settled(Box::new(settled))),
+                Err(waiting) => return Ok(Err(waiting)),
+            }
+        } else {
+            let input = match operation {
+                McpOperation::ReadResource => json!({"uri": upstream}),
+                _ => json!({"name": upstream, "arguments": asked.arguments.unwrap_or(json!({}))}),
+            };
+            let mut call: ToolCall = self.call_named(&tool, input, context);
+            call.spec.operation = operation;
+            self.run_call(&by, &namespace, call, None, context, defer)
+                .await
+        };
+        let settled = match ran {
+            Ok(Ran::Settled(settled)) => *settled,
+            Ok(Ran::Deferred(approval)) => {
+                return Ok(Err(self.input_required(&approval, None, context)));
+            }
+            Err(e) => {
                 let e = crate::ApiError::from(e);
-                ErrorData::invalid_request(e.message.clone(), Some(json!({"code": e.code})))
-            })?;
+                return Err(ErrorData::invalid_request(
+                    e.message.clone(),
+                    Some(json!({"code": e.code})),
+                ));
+            }
+        };
         if settled.status.phase != Phase::Succeeded {
             let (code, message) = settled
                 .status
@@ -212,7 +255,7 @@ impl JochMcp {
         if let Some(contents) = output.get_mut("contents").and_then(Value::as_array_mut) {
             expose(contents, "uri", &server.surface_prefix());
         }
-        Ok(output)
+        Ok(Ok(output))
     }
 
     /// Passes `method` to the server an exposed name routes to, with the
@@ -246,20 +289,31 @@ impl JochMcp {
             .map_err(upstream_error)
     }
 
-    /// Subscribes (or unsubscribes) the session to an exposed URI.
+    /// Subscribes (or unsubscribes) the session to an exposed URI. An HTTP
+    /// session remembers it in its record first, so that whichever replica
+    /// re-creates the session subscribes again (`restore`).
     pub(crate) async fn subscription(
         &self,
         uri: String,
         on: bool,
         extensions: &Extensions,
     ) -> Result<(), ErrorData> {
-        let method = if on {
-            "resources/subscribe"
+        let (method, undo) = if on {
+            ("resources/subscribe", false)
         } else {
-            "resources/unsubscribe"
+            ("resources/unsubscribe", true)
         };
-        self.pass_on(method, json!({"uri": uri}), "/uri", extensions)
+        self.remember(extensions, |s| subscribe(s, &uri, on))
             .await?;
+        if let Err(e) = self
+            .pass_on(method, json!({"uri": uri}), "/uri", extensions)
+            .await
+        {
+            let _ = self
+                .remember(extensions, |s| subscribe(s, &uri, undo))
+                .await;
+            return Err(e);
+        }
         let mut subscribed = self
             .surface
             .subscribed
@@ -279,6 +333,16 @@ impl JochMcp {
         level: String,
         extensions: &Extensions,
     ) -> Result<(), ErrorData> {
+        self.remember(extensions, |s| s.log_level = Some(level.clone()))
+            .await?;
+        self.apply_log_level(level, extensions).await
+    }
+
+    async fn apply_log_level(
+        &self,
+        level: String,
+        extensions: &Extensions,
+    ) -> Result<(), ErrorData> {
         let (by, servers) = self.servers(extensions).await?;
         for server in &servers {
             let _ = self
@@ -289,6 +353,54 @@ impl JochMcp {
         }
         *self.surface.level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
         Ok(())
+    }
+
+    /// Keeps a change of what an HTTP session asked in its record (a stdio
+    /// session lives and dies with its process: nothing to keep).
+    async fn remember(
+        &self,
+        extensions: &Extensions,
+        change: impl Fn(&mut McpSession),
+    ) -> Result<(), ErrorData> {
+        let Some(id) = self.session_id(extensions) else {
+            return Ok(());
+        };
+        self.engine.mcp().remember(&id, change).await.map_err(|e| {
+            let e = crate::ApiError::from(e);
+            ErrorData::invalid_params(e.message.clone(), Some(json!({"code": e.code})))
+        })
+    }
+
+    /// Restores, in a session re-created here (on another replica, or
+    /// after a restart), what it had asked of the upstream surface: its
+    /// subscriptions and its log level, upstream as well.
+    pub(crate) async fn restore(&self, extensions: &Extensions) {
+        let Some(id) = self.session_id(extensions) else {
+            return;
+        };
+        let Ok(session) = self.engine.mcp().open_session_by_id(&id).await else {
+            return;
+        };
+        for uri in session.subscribed {
+            let subscribed = self
+                .pass_on(
+                    "resources/subscribe",
+                    json!({"uri": uri}),
+                    "/uri",
+                    extensions,
+                )
+                .await;
+            if subscribed.is_ok() {
+                self.surface
+                    .subscribed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(uri);
+            }
+        }
+        if let Some(level) = session.log_level {
+            let _ = self.apply_log_level(level, extensions).await;
+        }
     }
 
     /// Passes the namespace's upstream notifications to the session until it ends.

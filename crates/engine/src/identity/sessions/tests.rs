@@ -1,27 +1,15 @@
-use std::sync::Arc;
 use std::time::Duration;
 
 use joch_core::token::Role;
 
-use crate::policy::StandardPolicyEngine;
-use crate::{Engine, EngineConfig};
-
-fn engine(dir: &tempfile::TempDir) -> Engine {
-    let store = joch_store::SqliteStore::open(dir.path().join("joch.db")).expect("store");
-    Engine::new(
-        Arc::new(store),
-        Vec::new(),
-        Arc::new(StandardPolicyEngine::default()),
-        EngineConfig::default(),
-    )
-}
+use crate::engine::test_engine;
 
 /// A session signs in its token's principal until it is closed, expires,
 /// or its token is revoked; an unknown token opens none.
 #[tokio::test]
 async fn a_session_lasts_until_closed_expired_or_revoked() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let engine = engine(&dir);
+    let engine = test_engine(&dir);
     let (_, secret) = engine
         .identity()
         .create_token("ns", "alice", Role::Approver, None)

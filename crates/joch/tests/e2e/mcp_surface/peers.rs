@@ -1,5 +1,6 @@
 //! The parts of the MCP surface tests: an upstream (the official Rust SDK)
-//! with resources, prompts and tools that ask, withdraw, wait and touch;
+//! with resources, prompts and tools that ask, withdraw, wait and touch
+//! (which updates `note://a`, and says so in a log message after the call);
 //! a client that answers; and readers of what joch recorded.
 
 use std::sync::{Arc, Mutex};
@@ -128,6 +129,17 @@ impl ServerHandler for Docs {
         if request.name == "touch" {
             let updated = serde_json::from_value(json!({"uri": "note://a"})).unwrap();
             context.peer.notify_resource_updated(updated).await.unwrap();
+            // Said once the call is over: a message outside any call goes
+            // to the sessions that set a log level.
+            let peer = context.peer.clone();
+            #[allow(deprecated)] // logging: 2025-11-25's, which the front relays
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                let said = json!({"level": "info", "data": "touched note://a"});
+                let _ = peer
+                    .notify_logging_message(serde_json::from_value(said).unwrap())
+                    .await;
+            });
             context.peer.notify_prompt_list_changed().await.unwrap();
             self.late.store(true, std::sync::atomic::Ordering::SeqCst);
             context.peer.notify_tool_list_changed().await.unwrap();
