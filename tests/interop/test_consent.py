@@ -206,6 +206,8 @@ def test_an_approver_cannot_consent_for_the_user(authorization, joch):
         echo_tool(joch, "mail")
         waiting = call(joch, agent(joch, "alice"), 1, wait=False)
         name = waiting["metadata"]["name"]
+        # The caller that does not wait reads the URL on the call's record.
+        assert waiting["spec"]["approval"]["consentUrl"].startswith(authorization.authorize_url)
         pending_consent(joch)
         status, refused = joch.api("POST", f"/v1/namespaces/{NAMESPACE}/approvals/{name}/approve",
                                    {"approvedBy": "root"})
@@ -315,6 +317,7 @@ def test_a_consent_taken_by_replica_b_resumes_a_call_waiting_on_a(tmp_path):
         waiting, answers = in_background(a, alice, 1)
         approval = pending_consent(a)
         paused = a.ok("GET", f"{CALLS}/{approval['metadata']['name']}")
+        assert paused["spec"]["approval"]["consentUrl"] == approval["spec"]["payload"]["consentUrl"]
 
         # The authorization server sends the browser to A's callback; a
         # load balancer hands it to B.

@@ -163,6 +163,10 @@ pub struct CallApproval {
     /// Why, in the approver's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// While the call waits for its user's consent to an upstream: the
+    /// authorization URL to send the user to (as on its Approval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consent_url: Option<String>,
 }
 
 /// `spec.hookContext`: ids of the agent's hook events for this call.

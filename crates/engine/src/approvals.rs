@@ -91,6 +91,11 @@ impl Deferral {
         self.user_input.is_none()
     }
 
+    /// The authorization URL of the consent the call waits for, if any.
+    pub(crate) fn consent_url(&self) -> Option<&str> {
+        self.consent_url.as_deref()
+    }
+
     pub(crate) fn policy(&self) -> Option<&PolicyRef> {
         self.policy.as_ref()
     }
