@@ -85,6 +85,16 @@ impl Approvals<'_> {
         let rationale = "consented at the authorization server".to_owned();
         self.decide_consent(&given, ApprovalPhase::Approved, rationale)
             .await?;
+        for call in &given.also {
+            let waiting = ConsentGiven {
+                call: call.clone(),
+                also: Vec::new(),
+                ..given.clone()
+            };
+            let rationale = "their consent for another call serves this one".to_owned();
+            self.decide_consent(&waiting, ApprovalPhase::Approved, rationale)
+                .await?;
+        }
         Ok(given)
     }
 

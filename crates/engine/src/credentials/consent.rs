@@ -41,6 +41,9 @@ pub struct ConsentGiven {
     pub call: String,
     /// The user who consented.
     pub user: String,
+    /// Other calls of the user that waited for a consent to the same
+    /// upstream: the token serves them too (their consents are withdrawn).
+    pub also: Vec<String>,
 }
 
 /// 32 random bytes, base64url: a state, or a PKCE verifier (43 characters).
@@ -235,10 +238,14 @@ impl Credentials {
         )
         .await
         .map_err(|e| format!("the token cannot be kept: {e}"))?;
+        let same =
+            |r: &ConsentRequest| r.spec.user == spec.user && r.spec.upstream == spec.upstream;
+        let also = self.take_where(namespace, same).await;
         Ok(ConsentGiven {
             namespace: namespace.clone(),
             call: spec.call.clone(),
             user: spec.user.clone(),
+            also: also.into_iter().map(|r| r.spec.call).collect(),
         })
     }
 
@@ -249,6 +256,7 @@ impl Credentials {
             namespace: r.metadata.namespace,
             call: r.spec.call,
             user: r.spec.user,
+            also: Vec::new(),
         }))
     }
 
@@ -256,6 +264,17 @@ impl Credentials {
     /// rejected, or its deadline passed), so that their links stop working
     /// at once and no record is left behind.
     pub async fn withdraw_consents(&self, namespace: &str, call: &str) {
+        self.take_where(namespace, |r| r.spec.call == call).await;
+    }
+
+    /// Takes (deletes) the consents under way in `namespace` that `which`
+    /// picks; answers those this replica took (not one a callback took
+    /// meanwhile).
+    async fn take_where(
+        &self,
+        namespace: &str,
+        which: impl Fn(&ConsentRequest) -> bool,
+    ) -> Vec<ConsentRequest> {
         let query = ListQuery {
             namespace: namespace.to_owned(),
             limit: 1_000,
@@ -265,18 +284,22 @@ impl Credentials {
             Ok(list) => list.items,
             Err(e) => {
                 tracing::debug!(error = %e, "consents not withdrawn; they expire");
-                return;
+                return Vec::new();
             }
         };
-        for record in under_way.iter().filter(|r| r.spec.call == call) {
+        let mut taken = Vec::new();
+        for record in under_way.into_iter().filter(|r| which(r)) {
             let meta = &record.metadata;
             let version = Some(meta.resource_version.as_str());
-            // Taken by a callback meanwhile: nothing left to withdraw.
-            let _ = self
+            let deleted = self
                 .store
                 .delete_object::<ConsentRequest>(namespace, &meta.name, version)
                 .await;
+            if deleted.is_ok() {
+                taken.push(record);
+            }
         }
+        taken
     }
 
     /// The upstream's URL and `oauth2`, as stored now.
