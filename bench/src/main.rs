@@ -23,12 +23,15 @@ use anyhow::{Context, Result, bail, ensure};
 use axum::Json;
 use axum::routing::post;
 use clap::Parser;
+
+use args::Args;
 use hdrhistogram::Histogram;
 use joch_store::Store;
 use reqwest::Client;
 use serde_json::{Value, json};
 
 mod abandoned;
+mod args;
 mod at_rest;
 mod breakdown;
 mod floor;
@@ -39,86 +42,6 @@ mod soak;
 mod trust;
 
 const NAMESPACE: &str = "bench";
-
-#[derive(Parser, Debug)]
-#[command(about = "Compare calling a webhook directly with calling it through joch")]
-struct Args {
-    /// Measured calls per scenario.
-    #[arg(long, default_value_t = 20_000)]
-    calls: usize,
-    /// Calls in flight at once (worker tasks sharing one HTTP client).
-    #[arg(long, default_value_t = 64)]
-    concurrency: usize,
-    /// Unmeasured calls per scenario first, to open connections and warm caches.
-    #[arg(long, default_value_t = 500)]
-    warmup: usize,
-    /// Measured calls per scenario with a single caller (latency at rest).
-    #[arg(long, default_value_t = 1_000)]
-    single_calls: usize,
-    /// Synced writes timed to find the disk's floor.
-    #[arg(long, default_value_t = 200)]
-    floor_samples: usize,
-    /// A PostgreSQL server (`postgres://user@host:port/db`) on which to also
-    /// measure the no-op tool with 1, 2 and 3 replicas, each in a fresh
-    /// database the bench creates.
-    #[arg(long, env = "JOCH_BENCH_POSTGRES")]
-    postgres: Option<String>,
-    /// Only these joch scenarios (comma-separated: noop, read_only,
-    /// external_write); the direct baseline always runs.
-    #[arg(long, value_delimiter = ',')]
-    only: Vec<String>,
-    /// Also measure latency at these offered rates, in calls/s
-    /// (comma-separated; open loop, see `open_loop.rs`).
-    #[arg(long, value_delimiter = ',')]
-    offered_rate: Vec<usize>,
-    /// How long each offered rate is held.
-    #[arg(long, default_value_t = 5)]
-    offered_seconds: usize,
-    /// Only measure issue 21's costs: detectors per KiB of output, and a
-    /// back-test over a ledger of `--ledger-calls` calls.
-    #[arg(long)]
-    trust: bool,
-    /// Calls in the back-test's ledger.
-    #[arg(long, default_value_t = 1_000_000)]
-    ledger_calls: usize,
-    /// Instead of the scenarios above, soak a `joch serve` process for this
-    /// many seconds with fresh client-chosen names, slow clients and
-    /// abandoned MCP sessions (see `soak.rs`); 0: off.
-    #[arg(long, default_value_t = 0)]
-    soak_seconds: u64,
-    /// The soak's run without hostile clients, whose p99 is the reference.
-    #[arg(long, default_value_t = 120)]
-    soak_baseline_seconds: u64,
-    /// The `joch` binary the soak runs (default: beside this one).
-    #[arg(long)]
-    soak_joch: Option<std::path::PathBuf>,
-    /// The open-files limit the soaked joch runs under.
-    #[arg(long, default_value_t = 1024)]
-    soak_open_files: u64,
-    /// Half-open connections the soak keeps open at all times.
-    #[arg(long, default_value_t = 300)]
-    soak_slow: usize,
-    /// Normal callers in flight at once during the soak.
-    #[arg(long, default_value_t = 8)]
-    soak_concurrency: usize,
-    /// How often the soak opens and abandons an MCP session, in ms (0: never).
-    #[arg(long, default_value_t = 2000)]
-    soak_mcp_every_ms: u64,
-    /// Instead of the scenarios above, compare MCP with REST on a `joch
-    /// serve` process (the binary of `--soak-joch`; see `mcp.rs`).
-    #[arg(long)]
-    mcp: bool,
-    /// Callers at once in the MCP comparison's throughput runs.
-    #[arg(long, default_value_t = 32)]
-    mcp_concurrency: usize,
-    /// Instead of the scenarios above, open this many MCP sessions and
-    /// abandon them, and report joch's RSS (see `abandoned.rs`); 0: off.
-    #[arg(long, default_value_t = 0)]
-    mcp_abandoned: usize,
-    /// The session idle time the abandoned sessions' joch runs with.
-    #[arg(long, default_value_t = 10)]
-    mcp_abandoned_idle_seconds: u64,
-}
 
 /// Where a worker sends its calls, and how it tells success from failure.
 #[derive(Clone)]

@@ -132,3 +132,40 @@ async fn the_writer_waits_for_the_write_lock_instead_of_failing() {
         failures.first()
     );
 }
+
+/// The writer never checkpoints (`checkpointer.rs`): the WAL still reaches
+/// the database file, beside it.
+#[tokio::test]
+async fn the_wal_is_checkpointed_beside_the_writer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("joch.db");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("open"));
+    let size = || std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let before = size();
+    for n in 0..2_000 {
+        let mut call: ToolCall = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("call-{n}"), "namespace": "ns"},
+            "spec": {"toolRef": {"name": "t"}, "input": {"n": n, "pad": "x".repeat(200)}}
+        }))
+        .expect("call");
+        let durability = if n % 100 == 99 {
+            Durability::Sync
+        } else {
+            Durability::Deferred
+        };
+        store
+            .create_object(&mut call, durability)
+            .await
+            .expect("create");
+    }
+    for _ in 0..100 {
+        if size() > before + 256 * 1024 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!(
+        "the database file stayed at {} bytes (from {before}): nothing was checkpointed",
+        size()
+    );
+}
