@@ -36,25 +36,37 @@ use crate::{ApiError, AppState, hooks};
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
+        .merge(health())
+        .merge(configuration())
+        .merge(executions())
+        .merge(calls())
+        .merge(administration())
+        .fallback(|| async {
+            ApiError::new(StatusCode::NOT_FOUND, "route_not_found", "no such endpoint")
+        })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this endpoint does not take that method",
+            )
+        })
+}
+
+/// Liveness, readiness and the OpenAPI document.
+fn health() -> Router<AppState> {
+    Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(openapi::serve))
+}
+
+/// Namespaces and the resources clients configure.
+fn configuration() -> Router<AppState> {
+    Router::new()
         .route(
             "/v1/namespaces/{ns}",
             get(namespaces::get).put(namespaces::put),
-        )
-        .route("/v1/namespaces/{ns}/artifacts/{name}", get(artifacts::get))
-        .route(
-            "/v1/namespaces/{ns}/artifacts/{name}/content",
-            get(artifacts::content),
-        )
-        .route(
-            "/v1/namespaces/{ns}/executions/{name}/artifacttools",
-            get(artifacts::tools),
-        )
-        .route(
-            "/v1/namespaces/{ns}/executions/{name}/artifacttools/{tool}",
-            post(artifacts::call),
         )
         .route(
             "/v1/namespaces/{ns}/tools",
@@ -75,28 +87,6 @@ pub(crate) fn routes() -> Router<AppState> {
                 .delete(delete::<Policy>)
                 // `POST …/policies/test`: a policy named `test` stays readable.
                 .post(policytests::test),
-        )
-        .route(
-            "/v1/namespaces/{ns}/executions",
-            get(list::<Execution>).post(create::<Execution>),
-        )
-        .route(
-            "/v1/namespaces/{ns}/executions/{name}",
-            get(read::<Execution>)
-                .put(replace::<Execution>)
-                .delete(delete::<Execution>),
-        )
-        .route(
-            "/v1/namespaces/{ns}/executions/{name}/batches",
-            post(executions::batch),
-        )
-        .route(
-            "/v1/namespaces/{ns}/executions/{name}/events",
-            get(executions::events),
-        )
-        .route(
-            "/v1/namespaces/{ns}/executions/{name}/complete",
-            post(executions::complete),
         )
         .route(
             "/v1/namespaces/{ns}/standingapprovals",
@@ -127,32 +117,6 @@ pub(crate) fn routes() -> Router<AppState> {
                 .delete(delete::<Budget>),
         )
         .route(
-            "/v1/namespaces/{ns}/tokens",
-            get(tokens::list).post(tokens::create),
-        )
-        .route("/oauth/callback", get(credentials::callback))
-        .route(
-            "/oauth/client-metadata.json",
-            get(credentials::client_metadata),
-        )
-        .route("/v1/namespaces/{ns}/credentials", get(credentials::list))
-        .route(
-            "/v1/namespaces/{ns}/credentials/{name}",
-            axum::routing::delete(credentials::revoke),
-        )
-        .route(
-            "/v1/namespaces/{ns}/tokens/{name}",
-            axum::routing::delete(tokens::revoke),
-        )
-        .route("/v1/namespaces/{ns}/audit", get(audit::list))
-        .route("/v1/namespaces/{ns}/audit/verify", get(audit::verify))
-        .route(
-            "/v1/namespaces/{ns}/audit/checkpoints",
-            get(audit::checkpoints),
-        )
-        .route("/v1/namespaces/{ns}/costs", get(costs::in_namespace))
-        .route("/v1/costs", get(costs::everywhere))
-        .route(
             "/v1/namespaces/{ns}/mcpservers",
             get(list::<McpServer>).post(mcpservers::create),
         )
@@ -170,6 +134,55 @@ pub(crate) fn routes() -> Router<AppState> {
             "/v1/namespaces/{ns}/mcpservers/{name}/refresh",
             post(mcpservers::refresh),
         )
+}
+
+/// Executions: their batches, events and artifacts, and the calls' contexts.
+fn executions() -> Router<AppState> {
+    Router::new()
+        .route("/v1/namespaces/{ns}/artifacts/{name}", get(artifacts::get))
+        .route(
+            "/v1/namespaces/{ns}/artifacts/{name}/content",
+            get(artifacts::content),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions/{name}/artifacttools",
+            get(artifacts::tools),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions/{name}/artifacttools/{tool}",
+            post(artifacts::call),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions",
+            get(list::<Execution>).post(create::<Execution>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions/{name}",
+            get(read::<Execution>)
+                .put(replace::<Execution>)
+                .delete(delete::<Execution>),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions/{name}/batches",
+            post(executions::batch),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions/{name}/events",
+            get(executions::events),
+        )
+        .route(
+            "/v1/namespaces/{ns}/executions/{name}/complete",
+            post(executions::complete),
+        )
+        .route(
+            "/v1/namespaces/{ns}/callcontexts/{name}",
+            get(contexts::get),
+        )
+}
+
+/// Tool calls, their approvals, and hook mode.
+fn calls() -> Router<AppState> {
+    Router::new()
         .route("/v1/hooks/aos", post(hooks::aos::default_namespace))
         .route(
             "/v1/namespaces/{ns}/hooks/aos",
@@ -179,10 +192,6 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/v1/namespaces/{ns}/hooks/claude",
             post(hooks::claude::in_namespace),
-        )
-        .route(
-            "/v1/namespaces/{ns}/callcontexts/{name}",
-            get(contexts::get),
         )
         .route("/v1/namespaces/{ns}/approvals", get(approvals::list))
         .route("/v1/namespaces/{ns}/approvals/{name}", get(approvals::get))
@@ -214,16 +223,38 @@ pub(crate) fn routes() -> Router<AppState> {
             "/v1/namespaces/{ns}/toolcalls/{name}/resolve",
             post(toolcalls::resolve),
         )
-        .fallback(|| async {
-            ApiError::new(StatusCode::NOT_FOUND, "route_not_found", "no such endpoint")
-        })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "this endpoint does not take that method",
-            )
-        })
+}
+
+/// Tokens, upstream credentials (and the OAuth callback and client
+/// metadata they use), the audit and costs.
+fn administration() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/v1/namespaces/{ns}/tokens",
+            get(tokens::list).post(tokens::create),
+        )
+        .route("/oauth/callback", get(credentials::callback))
+        .route(
+            "/oauth/client-metadata.json",
+            get(credentials::client_metadata),
+        )
+        .route("/v1/namespaces/{ns}/credentials", get(credentials::list))
+        .route(
+            "/v1/namespaces/{ns}/credentials/{name}",
+            axum::routing::delete(credentials::revoke),
+        )
+        .route(
+            "/v1/namespaces/{ns}/tokens/{name}",
+            axum::routing::delete(tokens::revoke),
+        )
+        .route("/v1/namespaces/{ns}/audit", get(audit::list))
+        .route("/v1/namespaces/{ns}/audit/verify", get(audit::verify))
+        .route(
+            "/v1/namespaces/{ns}/audit/checkpoints",
+            get(audit::checkpoints),
+        )
+        .route("/v1/namespaces/{ns}/costs", get(costs::in_namespace))
+        .route("/v1/costs", get(costs::everywhere))
 }
 
 /// Query parameters of every list endpoint.

@@ -60,7 +60,51 @@ const RESOURCES: &[(&str, &str, bool)] = &[
 
 /// Builds the whole document.
 pub(crate) fn document() -> OpenApi {
-    let mut paths = PathsBuilder::new()
+    let parts = [
+        basics,
+        resources,
+        calls,
+        executions,
+        approvals,
+        configuration,
+        administration,
+        hooks,
+    ];
+    let paths = parts
+        .into_iter()
+        .fold(PathsBuilder::new(), |paths, add| add(paths));
+    let components = ComponentsBuilder::new()
+        .schema("Error", error_schema())
+        .schema("Resource", resource_schema())
+        .schema("ResourceList", list_schema())
+        .security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        )
+        .build();
+    OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("joch")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(
+                    "A tool-call gateway and durable ledger for AI agents. Without tokens \
+                     configured joch serves loopback only and needs no authentication.",
+                ))
+                .build(),
+        )
+        .paths(paths.build())
+        .components(Some(components))
+        .security(Some(vec![
+            SecurityRequirement::default(),
+            SecurityRequirement::new("bearer", Vec::<String>::new()),
+        ]))
+        .build()
+}
+
+/// Health, the document itself and namespaces.
+fn basics(paths: PathsBuilder) -> PathsBuilder {
+    paths
         .path("/healthz", get("Liveness", "health", ok(any_object())))
         .path(
             "/readyz",
@@ -78,8 +122,11 @@ pub(crate) fn document() -> OpenApi {
                     .request_body(Some(body(resource())));
                 with_path(op, &["ns"]).response("200", ok(resource()))
             }),
-        );
+        )
+}
 
+/// The resources clients configure: list, read, create, replace, delete.
+fn resources(mut paths: PathsBuilder) -> PathsBuilder {
     for &(plural, kind, writable) in RESOURCES {
         let collection = format!("/v1/namespaces/{{ns}}/{plural}");
         let item = format!("{collection}/{{name}}");
@@ -120,8 +167,12 @@ pub(crate) fn document() -> OpenApi {
         item_ops = item_ops.operation(HttpMethod::Delete, delete);
         paths = paths.path(collection, collection_item).path(item, item_ops);
     }
+    paths
+}
 
-    paths = paths
+/// Tool calls: make, read, replay, resolve.
+fn calls(paths: PathsBuilder) -> PathsBuilder {
+    paths
         .path(
             "/v1/namespaces/{ns}/toolcalls",
             get_list("List ToolCalls", "toolcalls").operation(
@@ -163,22 +214,6 @@ pub(crate) fn document() -> OpenApi {
             ),
         )
         .path(
-            "/v1/namespaces/{ns}/policies/test",
-            PathItem::new(
-                HttpMethod::Post,
-                with_path(
-                    operation(
-                        "Back-test a candidate policy on the recorded calls \
-                         (application/x-ndjson: progress lines, then the report)",
-                        "policies",
-                    ),
-                    &["ns"],
-                )
-                .request_body(Some(body(any_object())))
-                .response("200", ok(any_object())),
-            ),
-        )
-        .path(
             "/v1/namespaces/{ns}/toolcalls/{name}/resolve",
             post_item(
                 "Settle an Unknown call by hand",
@@ -187,6 +222,11 @@ pub(crate) fn document() -> OpenApi {
                 &["200"],
             ),
         )
+}
+
+/// Executions' batches, events and artifacts, and call contexts.
+fn executions(paths: PathsBuilder) -> PathsBuilder {
+    paths
         .path(
             "/v1/namespaces/{ns}/executions/{name}/batches",
             PathItem::new(
@@ -275,6 +315,15 @@ pub(crate) fn document() -> OpenApi {
             ),
         )
         .path(
+            "/v1/namespaces/{ns}/callcontexts/{name}",
+            get_item("Read a call context", "contexts"),
+        )
+}
+
+/// Approvals, and the decisions on them.
+fn approvals(mut paths: PathsBuilder) -> PathsBuilder {
+    paths = paths
+        .path(
             "/v1/namespaces/{ns}/approvals",
             get_list("List Approvals", "approvals"),
         )
@@ -292,10 +341,27 @@ pub(crate) fn document() -> OpenApi {
             post_item(summary, "approvals", schema_of::<DecisionBody>(), &["200"]),
         );
     }
-    paths = paths
+    paths
+}
+
+/// What acts on configured resources beyond their CRUD.
+fn configuration(paths: PathsBuilder) -> PathsBuilder {
+    paths
         .path(
-            "/v1/namespaces/{ns}/callcontexts/{name}",
-            get_item("Read a call context", "contexts"),
+            "/v1/namespaces/{ns}/policies/test",
+            PathItem::new(
+                HttpMethod::Post,
+                with_path(
+                    operation(
+                        "Back-test a candidate policy on the recorded calls \
+                         (application/x-ndjson: progress lines, then the report)",
+                        "policies",
+                    ),
+                    &["ns"],
+                )
+                .request_body(Some(body(any_object())))
+                .response("200", ok(any_object())),
+            ),
         )
         .path(
             "/v1/namespaces/{ns}/mcpservers/{name}/accept",
@@ -315,6 +381,11 @@ pub(crate) fn document() -> OpenApi {
                 &["200"],
             ),
         )
+}
+
+/// Tokens, upstream credentials, the audit and costs.
+fn administration(paths: PathsBuilder) -> PathsBuilder {
+    paths
         .path(
             "/v1/namespaces/{ns}/tokens",
             PathItem::new(
@@ -410,7 +481,11 @@ pub(crate) fn document() -> OpenApi {
                 params::<CostParams>(operation("Spend across namespaces", "costs"))
                     .response("200", ok(any_object())),
             ),
-        );
+        )
+}
+
+/// Hook mode, in the default namespace and in a named one.
+fn hooks(mut paths: PathsBuilder) -> PathsBuilder {
     for (prefix, ns) in [("/v1", &[][..]), ("/v1/namespaces/{ns}", &["ns"][..])] {
         paths = paths
             .path(
@@ -447,32 +522,5 @@ pub(crate) fn document() -> OpenApi {
                 ),
             );
     }
-
-    let components = ComponentsBuilder::new()
-        .schema("Error", error_schema())
-        .schema("Resource", resource_schema())
-        .schema("ResourceList", list_schema())
-        .security_scheme(
-            "bearer",
-            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
-        )
-        .build();
-    OpenApiBuilder::new()
-        .info(
-            InfoBuilder::new()
-                .title("joch")
-                .version(env!("CARGO_PKG_VERSION"))
-                .description(Some(
-                    "A tool-call gateway and durable ledger for AI agents. Without tokens \
-                     configured joch serves loopback only and needs no authentication.",
-                ))
-                .build(),
-        )
-        .paths(paths.build())
-        .components(Some(components))
-        .security(Some(vec![
-            SecurityRequirement::default(),
-            SecurityRequirement::new("bearer", Vec::<String>::new()),
-        ]))
-        .build()
+    paths
 }
