@@ -195,7 +195,9 @@ pub(super) async fn decide_by_answer(
         .ok()
         .and_then(|result| verdict(&question, &result));
     let Some(verdict) = verdict else {
-        tracing::warn!(approval = %name, %answer, "input response does not fit the question; left undecided");
+        if question != Question::OpenUrl {
+            tracing::warn!(approval = %name, %answer, "input response does not fit the question; left undecided");
+        }
         return;
     };
     let namespace = &approval.metadata.namespace;
