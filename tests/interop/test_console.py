@@ -9,9 +9,11 @@ $JOCH_SCREENSHOTS (default: a directory in the system's temp dir)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -342,6 +344,39 @@ def test_the_ledger_filters_and_opens_a_call(setup, browser):
     check_page(browser, "call")
 
 
+def next_second() -> str:
+    """Waits for the next whole second (UTC) and gives it as the ledger's
+    `datetime-local` fields take it."""
+    now = time.time()
+    time.sleep(math.ceil(now) - now + 0.01)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(math.floor(time.time())))
+
+
+def test_the_ledger_time_range_reaches_calls_older_than_the_newest_page(setup, browser):
+    joch, _, tokens = setup
+    joch.apply({"apiVersion": "joch.dev/v1alpha1", "kind": "Tool", "metadata": {"name": "range.noop"},
+                "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}})
+    call = lambda name: joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/toolcalls", {
+        "apiVersion": "joch.dev/v1alpha1", "kind": "ToolCall", "metadata": {"name": name},
+        "spec": {"toolRef": {"name": "range.noop"}, "input": {}}})
+    start = next_second()
+    call("c-range-old")
+    end = next_second()
+    for i in range(55):  # more than a page (50), all after the range
+        call(f"c-range-new-{i}")
+    sign_in(browser, joch.base, tokens["alice"])
+    browser.get(f"{joch.base}/ui/calls?ns={NAMESPACE}&tool=range.noop")
+    assert "c-range-old" not in browser.find_element(By.TAG_NAME, "tbody").text, "not on the newest page"
+    for field, value in [("f-from", start), ("f-to", end)]:
+        browser.execute_script("arguments[0].value = arguments[1]", browser.find_element(By.ID, field), value)
+    browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    wait(browser, lambda d: "from=" in d.current_url)
+    rows = browser.find_elements(By.CSS_SELECTOR, "tbody tr")
+    assert [r.find_element(By.CSS_SELECTOR, "td a").text for r in rows] == ["c-range-old"]
+    assert not browser.find_elements(By.CSS_SELECTOR, "a[rel=next]")
+    check_page(browser, "ledger-range")
+
+
 def test_replay_is_an_admins_and_leads_to_the_new_call(setup, browser):
     joch, _, tokens = setup
     sign_in(browser, joch.base, tokens["alice"])
@@ -555,6 +590,9 @@ def test_the_overview_shows_rates_latency_cost_and_budget_burn(setup, browser):
     assert [label.split(":")[0] for label in labels] == [
         "calls per second", "p50 and p99 latency, ms", "failure and denial rate, %"], labels
     check_page(browser, "overview")
+    browser.find_element(By.LINK_TEXT, "24h").click()
+    wait(browser, lambda d: "the last 24 hours" in d.find_element(By.ID, "main").text)
+    assert browser.find_element(By.LINK_TEXT, "24h").get_attribute("aria-current") == "true"
 
 
 def test_a_user_input_request_takes_a_value_that_reaches_the_tool(setup, browser):

@@ -94,3 +94,16 @@ def test_a_sign_in_started_in_another_browser_is_refused(oidc, browser):
     assert "started in another browser" in browser.find_element(By.CSS_SELECTOR, "p.alert").text
     browser.get(f"{joch.base}/ui/inbox")
     assert browser.current_url.endswith("/ui/signin")
+
+
+def test_sign_ins_share_one_fetch_of_the_discovery_document(oidc, browser):
+    joch, idp = oidc
+    for _ in range(2):
+        browser.delete_all_cookies()
+        browser.get(f"{joch.base}/ui/signin")
+        browser.find_element(By.LINK_TEXT, f"Sign in with {idp.issuer}").click()
+        wait(browser, lambda d: d.current_url.startswith(f"{joch.base}/ui/inbox"))
+    tokens = [path for _, path, _ in idp.seen if path == "/token"]
+    discoveries = [path for _, path, _ in idp.seen if path == "/.well-known/openid-configuration"]
+    assert len(tokens) >= 2, "two sign-ins ran to the end"
+    assert len(discoveries) == 1, f"fetched {len(discoveries)} times: kept for its TTL"

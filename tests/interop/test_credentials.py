@@ -19,8 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from selenium.webdriver.common.by import By
 
 from conftest import NAMESPACE, start_joch
+from test_console import browser, check_page, post_from_page, sign_in, wait  # noqa: F401 (a fixture)
 from upstream_oauth import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -245,6 +247,45 @@ def test_a_revoked_credential_is_obtained_again_and_only_admins_manage_them(auth
         assert len(authorization.requests) == 2, "a new token after the revocation"
         status, missing = vaulted.api("DELETE", f"/v1/namespaces/{NAMESPACE}/credentials/nope")
         assert (status, missing["code"]) == (404, "credential_not_found"), missing
+    finally:
+        rest.stop()
+
+
+def test_the_console_lists_and_revokes_credentials_for_admins_only(authorization, vaulted, browser):
+    rest = ProtectedRest(authorization, STATIC_BEARER)
+    try:
+        vaulted.apply(endpoint("oauth", rest.url, oauth2(authorization)))
+        echo_tool(vaulted, "oauth")
+        call(vaulted, "echo_oauth", {"n": 1})
+        token = next(t for t in rest.seen if authorization.valid(t))
+        approver, agent = (
+            vaulted.ok("POST", f"/v1/namespaces/{NAMESPACE}/tokens", {"name": name, "role": role})
+            for name, role in [("alice", "approver"), ("bot", "agent")]
+        )
+
+        sign_in(browser, vaulted.base, ROOT)
+        browser.get(f"{vaulted.base}/ui/credentials?ns={NAMESPACE}")
+        row = browser.find_element(By.XPATH, "//tr[td[text()='endpoint.oauth.service']]")
+        assert "Endpoint/oauth" in row.text and "client_credentials" in row.text and "joch (service)" in row.text
+        assert token not in browser.page_source, "the token is never shown"
+        check_page(browser, "credentials")
+        csrf_less = post_from_page(browser, "/ui/credentials/endpoint.oauth.service/revoke", {}, {})
+        assert csrf_less["status"] == 403, csrf_less
+        browser.find_element(By.CSS_SELECTOR, "button[aria-label='Revoke endpoint.oauth.service']").click()
+        wait(browser, lambda d: "No credential in this namespace." in d.find_element(By.ID, "main").text)
+        assert vaulted.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"] == []
+
+        call(vaulted, "echo_oauth", {"n": 2})
+        for secret in (approver["token"], agent["token"]):
+            sign_in(browser, vaulted.base, secret)
+            assert not browser.find_elements(By.LINK_TEXT, "Credentials"), "not in their menu"
+            csrf = browser.find_element(By.CSS_SELECTOR, "meta[name=csrf-token]").get_attribute("content")
+            revoke = "/ui/credentials/endpoint.oauth.service/revoke"
+            refused = post_from_page(browser, revoke, {}, {"x-csrf-token": csrf})
+            assert (refused["status"], refused["body"]["code"]) == (403, "forbidden"), refused
+            browser.get(f"{vaulted.base}/ui/credentials?ns={NAMESPACE}")
+            assert "cannot manage credentials" in browser.page_source
+        assert len(vaulted.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"]) == 1
     finally:
         rest.stop()
 

@@ -54,6 +54,10 @@ pub struct IndexFields {
     pub agent: Option<String>,
     /// For a ToolCall that ran, its cost (summed by cost reports and budgets).
     pub cost: Option<IndexedCost>,
+    /// For a ToolCall, when it was created, in unix milliseconds: lists
+    /// narrow to a time range by it. Set once, when the record is created
+    /// (an update never changes it).
+    pub created_ms: Option<i64>,
 }
 
 /// A call's cost as the store keeps it: exact millionths, so sums are exact.

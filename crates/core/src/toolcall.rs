@@ -449,6 +449,10 @@ impl Object for ToolCall {
                     .or(self.metadata.creation_timestamp)
                     .map_or(0, |t| t.0.timestamp_millis()),
             }),
+            created_ms: self
+                .metadata
+                .creation_timestamp
+                .map(|t| t.0.timestamp_millis()),
         }
     }
 }

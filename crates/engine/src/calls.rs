@@ -16,6 +16,7 @@ mod ratelimit;
 mod records;
 mod replay;
 mod resumed;
+mod window;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,7 @@ pub use chunks::{ChunkFollower, FOLLOW_QUEUE};
 pub use hooked::{Deferred, HookResult, HookVerdict, named_values};
 pub use idempotency::{MAX_KEY_LEN, validate_key};
 pub use replay::{Replay, ReplayMode};
+pub use window::{CallBucket, CallWindow};
 
 pub(crate) use admission::{Admitting, COMPLETION, RESUMPTION};
 pub(crate) use chunks::Followers;

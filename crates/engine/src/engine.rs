@@ -177,6 +177,12 @@ pub struct ListParams {
     pub execution: Option<String>,
     /// ToolCalls made by this agent only.
     pub agent: Option<String>,
+    /// `createdSince`: ToolCalls created at or after this RFC 3339 instant.
+    /// With either bound the list runs by creation time (see
+    /// [`joch_store::ListQuery::created_since_ms`]).
+    pub created_since: Option<String>,
+    /// `createdBefore`: ToolCalls created before this RFC 3339 instant.
+    pub created_before: Option<String>,
 }
 
 impl Inner {
@@ -218,6 +224,8 @@ impl Inner {
                 message: format!("limit must be between 1 and {}", self.config.max_list_limit),
             });
         }
+        let created_since_ms = crate::list_range::bound("createdSince", &params.created_since)?;
+        let created_before_ms = crate::list_range::bound("createdBefore", &params.created_before)?;
         Ok(ListQuery {
             kind: String::new(),
             namespace: namespace.to_owned(),
@@ -232,6 +240,8 @@ impl Inner {
             },
             limit,
             continue_from: params.continue_token,
+            created_since_ms,
+            created_before_ms,
         })
     }
 }

@@ -26,6 +26,7 @@ mod events;
 mod facade;
 mod identity;
 mod lifecycle;
+mod list_range;
 mod mcp;
 pub mod policy;
 mod signal;
@@ -38,8 +39,8 @@ pub use audit::{
     RecordAudit,
 };
 pub use calls::{
-    BATCH_LABEL, Batch, CallOutcome, ChunkFollower, Deferred, FOLLOW_QUEUE, HookResult,
-    HookVerdict, MAX_KEY_LEN, Replay, ReplayMode, named_values, validate_key,
+    BATCH_LABEL, Batch, CallBucket, CallOutcome, CallWindow, ChunkFollower, Deferred, FOLLOW_QUEUE,
+    HookResult, HookVerdict, MAX_KEY_LEN, Replay, ReplayMode, named_values, validate_key,
 };
 pub use catalog::Configurable;
 pub use credentials::{Credentials, VaultKeys};

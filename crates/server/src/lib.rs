@@ -95,6 +95,8 @@ pub struct AppState {
     pub config: Arc<ServerConfig>,
     /// Long-lived answers open, by principal.
     pub(crate) streams: Arc<streams::Streams>,
+    /// The console's OpenID provider's discovery document, kept a while.
+    pub(crate) discoveries: Arc<console::Discoveries>,
 }
 
 /// The whole API as a router, ready to serve or to mount in a test.
@@ -111,6 +113,7 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         engine,
         config: Arc::new(config),
         streams: Arc::default(),
+        discoveries: Arc::default(),
     };
     let mcp = Router::new()
         .route("/mcp", axum::routing::any(mcp::serve))

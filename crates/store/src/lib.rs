@@ -21,6 +21,8 @@
 pub mod blobs;
 mod checkpoints;
 mod error;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod keyset;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod record;

@@ -124,6 +124,22 @@ pub struct ListQuery {
     pub limit: usize,
     /// The `continue` token of the previous page.
     pub continue_from: Option<String>,
+    /// Only objects created at or after this unix millisecond (kinds that
+    /// index their creation: ToolCalls). With either bound, the list runs
+    /// by creation time, newest first, served by the `objects_by_created`
+    /// index, and its `continue` tokens are of that order.
+    pub created_since_ms: Option<i64>,
+    /// Only objects created before this unix millisecond (see
+    /// [`ListQuery::created_since_ms`]).
+    pub created_before_ms: Option<i64>,
+}
+
+impl ListQuery {
+    /// True when the query bounds creation time, so that the list runs by
+    /// creation time rather than by `seq`.
+    pub fn is_ranged(&self) -> bool {
+        self.created_since_ms.is_some() || self.created_before_ms.is_some()
+    }
 }
 
 /// Which ToolCall costs to sum, and how to group them.
@@ -327,6 +343,11 @@ pub trait Store: Send + Sync + 'static {
     /// How many objects match the query's kind, namespace and index
     /// columns (its selector, limit and token are ignored).
     async fn count(&self, query: ListQuery) -> Result<u64, StoreError>;
+
+    /// As [`Store::count`], but stops at `cap`: a bounded count, for a
+    /// caller that needs to know "this many, or at least `cap`" at a cost
+    /// that does not grow past it.
+    async fn count_at_most(&self, query: ListQuery, cap: u64) -> Result<u64, StoreError>;
 
     /// Sums the costs of ToolCalls that match, grouped as asked.
     async fn cost_totals(&self, query: CostQuery) -> Result<Vec<CostTotal>, StoreError>;

@@ -17,10 +17,12 @@ mod costs;
 mod keys;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod ranges;
 mod rates;
 pub use audit::*;
 pub use costs::*;
 pub use keys::*;
+pub use ranges::*;
 pub use rates::*;
 
 /// One `#[tokio::test]` per behaviour, each on a new store from `$new`:
@@ -40,6 +42,7 @@ macro_rules! store_suite {
             ref list_is_newest_first_and_pages,
             ref list_filters_on_index_and_labels,
             ref list_refuses_a_foreign_continue_token,
+            ref a_list_narrows_to_a_creation_range_and_pages,
             ref deferred_writes_commit_with_the_next_synced_one,
             arc concurrent_writers_all_land,
             ref a_key_is_claimed_once,

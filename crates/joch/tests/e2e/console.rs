@@ -334,11 +334,26 @@ async fn the_ledger_pages_of_a_million_calls() {
 
     let joch = Joch::builder().db(&db).start().await;
     let ns = crate::harness::NS;
+    // A second of the ledger a tenth of the way in: far older than the
+    // newest page, so the seq order alone would read 900,000 calls first.
+    let early =
+        chrono::Utc::now() - chrono::Duration::from_std(started.elapsed().mul_f64(0.9)).unwrap();
+    let second = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let range = format!(
+        "&from={}&to={}",
+        second(early),
+        second(early + chrono::Duration::seconds(1))
+    );
+    let since = format!("&from={}", second(early));
+    let ranged_tool = format!("{range}&tool=tool-3");
     for (what, query) in [
         ("first page", ""),
         ("by agent", "&agent=agent-3"),
         ("by tool and phase", "&tool=tool-0&phase=Failed"),
         ("matching nothing", "&tool=tool-7&phase=Failed"),
+        ("a second, 10% in", range.as_str()),
+        ("since 10% in", since.as_str()),
+        ("a second, 10% in, one tool", ranged_tool.as_str()),
     ] {
         let mut times = Vec::new();
         let mut next = None;
@@ -352,19 +367,38 @@ async fn the_ledger_pages_of_a_million_calls() {
             next = next_page(&html);
         }
         times.sort_by(f64::total_cmp);
-        let mut next_ms = f64::NAN;
-        if let Some(next) = next {
+        // The next page, and the 20th: keyset paging does not slow down.
+        let (mut next_ms, mut twentieth_ms) = (f64::NAN, f64::NAN);
+        for n in 2..=20 {
+            let Some(query) = next.take() else { break };
             let t = Instant::now();
-            let page = send(&joch, Method::GET, &format!("/ui/calls?{next}"), "", "").await;
+            let page = send(&joch, Method::GET, &format!("/ui/calls?{query}"), "", "").await;
             assert_eq!(page.status(), StatusCode::OK);
-            let _ = page.text().await.unwrap();
-            next_ms = t.elapsed().as_secs_f64() * 1000.0;
+            next = next_page(&page.text().await.unwrap());
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            match n {
+                2 => next_ms = ms,
+                20 => twentieth_ms = ms,
+                _ => {}
+            }
         }
         eprintln!(
-            "{what}: p50 {:.1} ms, max {:.1} ms; next page {next_ms:.1} ms",
+            "{what}: p50 {:.1} ms, max {:.1} ms; next page {next_ms:.1} ms, 20th {twentieth_ms:.1} ms",
             times[10], times[20]
         );
     }
+    // The overview: every call is within its hour, so each bucket is
+    // counted on the index and sampled.
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let page = send(&joch, Method::GET, &format!("/ui/overview?ns={ns}"), "", "").await;
+        assert_eq!(page.status(), StatusCode::OK);
+        let _ = page.text().await.unwrap();
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(f64::total_cmp);
+    eprintln!("overview: p50 {:.1} ms, max {:.1} ms", times[2], times[4]);
 }
 
 /// The query of the page's "Next page" link, if it has one.

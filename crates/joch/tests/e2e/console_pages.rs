@@ -80,3 +80,69 @@ async fn an_executions_page_shows_its_call_context() {
     let none = page(&joch, &format!("/ui/executions/run-2?ns={NS}")).await;
     assert!(none.contains("No call context"), "{none}");
 }
+
+/// The store a scenario's joch will open, opened first by the test.
+async fn open(store: &crate::harness::TestStore) -> std::sync::Arc<dyn joch_store::Store> {
+    match store {
+        crate::harness::TestStore::Sqlite { db, .. } => {
+            std::sync::Arc::new(joch_store::SqliteStore::open(db).unwrap())
+        }
+        crate::harness::TestStore::Postgres(url) => std::sync::Arc::new(
+            joch_store::PostgresStore::connect(url, Default::default())
+                .await
+                .unwrap(),
+        ),
+    }
+}
+
+// The overview covers the last hour, read from the store by creation
+// time: a call created 61 minutes ago is not counted, one created 59
+// minutes ago is, and so is one made now; the last 6 hours count all
+// three; a window it does not offer is refused.
+crate::storetest!(the_overview_counts_the_calls_of_its_window_only, |store| {
+    let written = open(&store).await;
+    for (name, tool, minutes_ago) in [("before", "old.tool", 61), ("within", "recent.tool", 59)] {
+        let mut call = joch_core::ToolCall::of(name, tool, json!({}));
+        call.metadata.namespace = NS.to_owned();
+        let at = chrono::Utc::now() - chrono::Duration::minutes(minutes_ago);
+        call.metadata.creation_timestamp = Some(joch_core::Time(at));
+        call.status.phase = joch_core::Phase::Succeeded;
+        written
+            .create_object(&mut call, joch_store::Durability::Sync)
+            .await
+            .unwrap();
+    }
+    drop(written);
+    let joch = store.joch().start().await;
+    joch.create_tool(json!({
+        "metadata": {"name": "now.tool"},
+        "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}}
+    }))
+    .await;
+    let call = json!({"spec": {"toolRef": {"name": "now.tool"}, "input": {}}});
+    assert_eq!(joch.post_call(call).await.0, StatusCode::CREATED);
+
+    let html = page(&joch, &format!("/ui/overview?ns={NS}")).await;
+    assert!(html.contains("<dt>Calls</dt><dd>2</dd>"), "{html}");
+    for tool in ["recent.tool", "now.tool"] {
+        let cell = format!("<td data-label=\"Tool\">{tool}</td>");
+        assert!(html.contains(&cell), "{tool}: {html}");
+    }
+    assert!(
+        !html.contains("old.tool"),
+        "a call before the window: {html}"
+    );
+    let day = page(&joch, &format!("/ui/overview?ns={NS}&window=6h")).await;
+    assert!(
+        day.contains("<dt>Calls</dt><dd>3</dd>"),
+        "6 hours hold all three: {day}"
+    );
+    let answer = reqwest::get(format!("{}/ui/overview?ns={NS}&window=2h", joch.base))
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.status(),
+        StatusCode::BAD_REQUEST,
+        "an unknown window"
+    );
+});

@@ -39,6 +39,7 @@ mod mcp_surface;
 mod metrics;
 mod openapi;
 mod policies;
+mod ranges;
 mod recovery;
 mod replay;
 mod replicas;

@@ -269,6 +269,10 @@ pub(crate) struct ListQueryParams {
     phase: Option<String>,
     execution: Option<String>,
     agent: Option<String>,
+    /// ToolCalls created at or after this RFC 3339 instant.
+    created_since: Option<String>,
+    /// ToolCalls created before this RFC 3339 instant.
+    created_before: Option<String>,
 }
 
 impl From<ListQueryParams> for ListParams {
@@ -281,6 +285,8 @@ impl From<ListQueryParams> for ListParams {
             phase: q.phase,
             execution: q.execution,
             agent: q.agent,
+            created_since: q.created_since,
+            created_before: q.created_before,
         }
     }
 }

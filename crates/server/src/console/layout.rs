@@ -2,6 +2,7 @@
 //! by the viewer's role, who is signed in, the alert region, and the CSRF
 //! token htmx sends with every action.
 
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
@@ -18,6 +19,7 @@ pub(crate) enum Section {
     Upstreams,
     Policies,
     Tokens,
+    Credentials,
     SignIn,
 }
 
@@ -31,6 +33,7 @@ impl Section {
             Section::Upstreams => "Upstreams",
             Section::Policies => "Policies",
             Section::Tokens => "Tokens",
+            Section::Credentials => "Credentials",
             Section::SignIn => "Sign in",
         }
     }
@@ -44,6 +47,7 @@ impl Section {
             Section::Upstreams => "/ui/upstreams",
             Section::Policies => "/ui/policies",
             Section::Tokens => "/ui/tokens",
+            Section::Credentials => "/ui/credentials",
             Section::SignIn => "/ui/signin",
         }
     }
@@ -104,6 +108,7 @@ fn navigation(viewer: &Viewer, current: Section) -> Markup {
         (Section::Upstreams, "mcpservers"),
         (Section::Policies, "policies"),
         (Section::Tokens, "tokens"),
+        (Section::Credentials, "credentials"),
     ] {
         if reads(plural) {
             sections.push(section);
@@ -159,4 +164,14 @@ pub(crate) fn wire<T: serde::Serialize>(value: &T) -> String {
         Ok(other) => other.to_string(),
         Err(_) => String::new(),
     }
+}
+
+/// 303 to `to`: where a form's action sends the browser next (a path that
+/// is not a header value sends it nowhere, rather than failing).
+pub(crate) fn see_other(to: &str) -> Response {
+    let mut response = StatusCode::SEE_OTHER.into_response();
+    if let Ok(to) = HeaderValue::from_str(to) {
+        response.headers_mut().insert(header::LOCATION, to);
+    }
+    response
 }

@@ -42,13 +42,14 @@ fn given(text: &str) -> Option<String> {
     Some(text.trim().to_owned()).filter(|t| !t.is_empty())
 }
 
-fn instant(text: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, ApiError> {
+/// A `datetime-local` value (UTC) as RFC 3339, as the store's list takes it.
+fn instant(text: &str) -> Result<Option<String>, ApiError> {
     let Some(text) = given(text) else {
         return Ok(None);
     };
     chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%dT%H:%M")
         .or_else(|_| chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%dT%H:%M:%S"))
-        .map(|t| Some(t.and_utc()))
+        .map(|t| Some(t.and_utc().to_rfc3339()))
         .map_err(|_| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
@@ -59,8 +60,8 @@ fn instant(text: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, ApiError
 }
 
 impl Filters {
-    fn params(&self) -> ListParams {
-        ListParams {
+    fn params(&self) -> Result<ListParams, ApiError> {
+        Ok(ListParams {
             label_selector: given(&self.label),
             limit: Some(PAGE),
             continue_token: given(&self.continue_token),
@@ -68,7 +69,9 @@ impl Filters {
             phase: given(&self.phase),
             execution: given(&self.execution),
             agent: given(&self.agent),
-        }
+            created_since: instant(&self.from)?,
+            created_before: instant(&self.to)?,
+        })
     }
 
     fn query(&self, continue_token: &str) -> String {
@@ -100,21 +103,12 @@ pub(crate) async fn list(
     Query(mut filters): Query<Filters>,
 ) -> Result<Response, ApiError> {
     filters.ns.clone_from(&viewer.namespace);
-    let (from, to) = (instant(&filters.from)?, instant(&filters.to)?);
     let page_of = state
         .engine
         .calls()
-        .list(&viewer.namespace, filters.params())
+        .list(&viewer.namespace, filters.params()?)
         .await?;
-    // The time range narrows the page the store returned (newest first).
-    let within = |t: Option<Time>| {
-        t.is_some_and(|t| from.is_none_or(|f| t.0 >= f) && to.is_none_or(|e| t.0 < e))
-    };
-    let calls: Vec<&ToolCall> = page_of
-        .items
-        .iter()
-        .filter(|c| within(c.metadata.creation_timestamp))
-        .collect();
+    let calls: Vec<&ToolCall> = page_of.items.iter().collect();
     let next = page_of.continue_token.as_deref().map(|t| filters.query(t));
     let body = html! {
         h1 { "Ledger" }
@@ -148,8 +142,8 @@ fn filter_form(f: &Filters) -> Markup {
                 }
             }
             (text("label", "Labels (selector)", &f.label))
-            div { label for="f-from" { "From (UTC)" } input id="f-from" type="datetime-local" name="from" value=(f.from); }
-            div { label for="f-to" { "To (UTC)" } input id="f-to" type="datetime-local" name="to" value=(f.to); }
+            div { label for="f-from" { "From (UTC)" } input id="f-from" type="datetime-local" step="1" name="from" value=(f.from); }
+            div { label for="f-to" { "Before (UTC)" } input id="f-to" type="datetime-local" step="1" name="to" value=(f.to); }
             div { button.primary type="submit" { "Filter" } }
         }
     }

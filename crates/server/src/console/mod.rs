@@ -15,6 +15,7 @@
 //! - `executions.rs`: runs and one run's live timeline in lanes;
 //! - `upstreams.rs`: MCP servers and their held-back definitions;
 //! - `settings.rs`: policies (read) and tokens (admin);
+//! - `credentials.rs`: the token vault's credentials, listed and revoked (admin);
 //! - `overview.rs`: rates, latencies, costs and budget burn, as SVG;
 //! - `trends.rs`: the overview's per-tool charts over time;
 //! - `layout.rs`: the page shell; `assets.rs`: embedded static files.
@@ -23,6 +24,7 @@ mod argsform;
 mod artifacts;
 mod assets;
 mod audit;
+mod credentials;
 mod executions;
 mod inbox;
 mod layout;
@@ -44,6 +46,7 @@ use axum::{Form, Router};
 use serde::de::DeserializeOwned;
 
 use crate::{ApiError, AppState};
+pub(crate) use oidc::Discoveries;
 
 /// The console's routes, each behind the viewer guard.
 pub(crate) fn routes(state: AppState) -> Router<AppState> {
@@ -70,6 +73,8 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/ui/policies", get(settings::policies))
         .route("/ui/tokens", get(settings::tokens).post(settings::issue))
         .route("/ui/tokens/{name}/revoke", post(settings::revoke))
+        .route("/ui/credentials", get(credentials::list))
+        .route("/ui/credentials/{name}/revoke", post(credentials::revoke))
         .route("/ui/upstreams", get(upstreams::show))
         .route("/ui/upstreams/{name}/accept", post(upstreams::accept))
         .layer(axum::middleware::from_fn_with_state(state, viewer::guard))

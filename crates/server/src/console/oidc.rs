@@ -12,6 +12,12 @@
 //! that a Strict cookie would not follow; for the same reason the callback
 //! answers a page that moves on to the inbox itself, so that the Strict
 //! session cookie goes with that same-site navigation.
+//!
+//! The discovery document is kept for [`DISCOVERY_TTL`] ([`Discoveries`]),
+//! so that sign-ins do not each fetch it (twice: to start and to exchange).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::Extension;
 use axum::extract::State;
@@ -30,6 +36,17 @@ use crate::{AppState, OidcClient};
 const BINDING_COOKIE: &str = "joch_oidc";
 /// The callback's path, below the public URL.
 const CALLBACK: &str = "/ui/signin/oidc/callback";
+
+/// How long a fetched discovery document is used before it is fetched
+/// again (a provider that moves its endpoints is followed within this).
+pub(crate) const DISCOVERY_TTL: Duration = Duration::from_secs(10 * 60);
+
+/// The issuer's discovery document, as last fetched. One sign-in at a time
+/// fetches it (others wait for that fetch); a failed fetch is not kept.
+#[derive(Default)]
+pub(crate) struct Discoveries {
+    fetched: tokio::sync::Mutex<Option<(Instant, Arc<Discovery>)>>,
+}
 
 /// What the discovery document names (OpenID Connect Discovery §3).
 #[derive(Deserialize)]
@@ -81,7 +98,20 @@ fn http() -> reqwest::Client {
         .unwrap_or_default()
 }
 
-async fn discover(oidc: &OidcClient) -> Result<Discovery, Failure> {
+/// The discovery document: the one kept, while younger than the TTL.
+async fn discover(state: &AppState, oidc: &OidcClient) -> Result<Arc<Discovery>, Failure> {
+    let mut kept = state.discoveries.fetched.lock().await;
+    if let Some((at, discovery)) = kept.as_ref() {
+        if at.elapsed() < DISCOVERY_TTL {
+            return Ok(Arc::clone(discovery));
+        }
+    }
+    let discovery = Arc::new(fetch_discovery(oidc).await?);
+    *kept = Some((Instant::now(), Arc::clone(&discovery)));
+    Ok(discovery)
+}
+
+async fn fetch_discovery(oidc: &OidcClient) -> Result<Discovery, Failure> {
     let url = format!(
         "{}/.well-known/openid-configuration",
         oidc.issuer.trim_end_matches('/')
@@ -118,7 +148,7 @@ pub(crate) async fn start(
 
 async fn started(state: &AppState) -> Result<Response, Failure> {
     let oidc = client(state)?;
-    let endpoints = discover(oidc).await?;
+    let endpoints = discover(state, oidc).await?;
     let sign_in = state
         .engine
         .identity()
@@ -221,7 +251,7 @@ async fn exchange(
     code: &str,
     verifier: &str,
 ) -> Result<String, Failure> {
-    let endpoints = discover(oidc).await?;
+    let endpoints = discover(state, oidc).await?;
     let redirect = redirect_uri(state);
     let mut form = vec![
         ("grant_type", "authorization_code"),

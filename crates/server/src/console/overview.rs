@@ -1,60 +1,96 @@
-//! `/ui/overview`: the namespace at a glance over its most recent calls
-//! (up to [`WINDOW`]): calls per second, calls over time, per tool the
-//! failure and denial rates and p50/p99 latency, today's cost per tool and
-//! agent, each budget's burn, and the approvals waiting; per tool over
-//! time in `trends.rs`. Charts are SVG drawn here; nothing is loaded from
-//! outside. The window bounds the page's cost whatever the ledger's size.
+//! `/ui/overview`: the namespace at a glance over a fixed window, the last
+//! hour (or 6 or 24, `?window=`) in 12 buckets ([`CallWindow`], read by
+//! `engine.calls().over`: per bucket a count up to [`COUNT_CAP`] and at
+//! most [`SAMPLE`] of its newest calls): calls per second, calls over time, per
+//! tool the failure and denial rates and p50/p99 latency, today's cost per
+//! tool and agent, each budget's burn, and the approvals waiting; per tool
+//! over time in `trends.rs`. Charts are SVG drawn here; nothing is loaded
+//! from outside. The page's cost is bounded whatever the ledger's size.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::State;
 use axum::response::Response;
 use chrono::{Datelike, TimeZone, Utc};
-use joch_core::{Budget, Phase, Time, ToolCall};
-use joch_engine::{CostGroup, CostTotal, ListParams, may_read};
+use joch_core::{Budget, Time};
+use joch_engine::{CallBucket, CallWindow, CostGroup, CostTotal, ListParams, may_read};
 use maud::{Markup, html};
+use serde::Deserialize;
 
 use super::layout::{Section, page};
+use super::trends::{Stats, calls_in, weight};
 use super::viewer::Viewer;
+use crate::extract::Query;
 use crate::{ApiError, AppState};
 
-/// The most recent calls the overview reads.
-const WINDOW: usize = 5_000;
-/// Columns of the calls-over-time chart.
-const BUCKETS: usize = 30;
+/// Buckets per window, whatever its length.
+const BUCKETS: usize = 12;
+/// At most this many calls read per bucket (its newest).
+const SAMPLE: usize = 400;
+/// Calls counted per bucket, at most (past it, estimated from the sample).
+const COUNT_CAP: u64 = 50_000;
 
-#[derive(Default)]
-struct ToolStats {
-    calls: usize,
-    failed: usize,
-    denied: usize,
-    latencies: Vec<u64>,
+/// The windows the page offers (`?window=`), each ending now.
+#[derive(Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub(crate) enum Span {
+    #[default]
+    #[serde(rename = "1h")]
+    Hour,
+    #[serde(rename = "6h")]
+    SixHours,
+    #[serde(rename = "24h")]
+    Day,
 }
 
-impl ToolStats {
-    fn percentile(&mut self, p: f64) -> Option<u64> {
-        if self.latencies.is_empty() {
-            return None;
+impl Span {
+    const ALL: [Span; 3] = [Span::Hour, Span::SixHours, Span::Day];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Span::Hour => "1h",
+            Span::SixHours => "6h",
+            Span::Day => "24h",
         }
-        self.latencies.sort_unstable();
-        let rank =
-            ((p * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
-        Some(self.latencies[rank - 1])
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Span::Hour => "the last hour",
+            Span::SixHours => "the last 6 hours",
+            Span::Day => "the last 24 hours",
+        }
+    }
+
+    fn bucket(self) -> Duration {
+        let hours = match self {
+            Span::Hour => 1,
+            Span::SixHours => 6,
+            Span::Day => 24,
+        };
+        Duration::from_secs(hours * 3600 / BUCKETS as u64)
     }
 }
 
-fn per_tool(calls: &[ToolCall]) -> BTreeMap<String, ToolStats> {
-    let mut tools: BTreeMap<String, ToolStats> = BTreeMap::new();
-    for c in calls {
-        let s = tools.entry(c.tool_name().to_owned()).or_default();
-        s.calls += 1;
-        match c.status.phase {
-            Phase::Failed | Phase::Unknown => s.failed += 1,
-            Phase::Denied => s.denied += 1,
-            _ => {}
+/// The page's query: the namespace (read by the viewer guard) and window.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Choice {
+    #[allow(dead_code)]
+    ns: String,
+    window: Span,
+}
+
+fn per_tool(buckets: &[CallBucket]) -> BTreeMap<String, Stats> {
+    let mut tools: BTreeMap<String, Stats> = BTreeMap::new();
+    for b in buckets {
+        for c in &b.sample {
+            tools
+                .entry(c.tool_name().to_owned())
+                .or_default()
+                .add(c, weight(b));
         }
-        s.latencies.extend(c.status.latency_ms);
     }
     tools
 }
@@ -63,32 +99,30 @@ fn per_tool(calls: &[ToolCall]) -> BTreeMap<String, ToolStats> {
 pub(crate) async fn show(
     State(state): State<AppState>,
     Extension(viewer): Extension<Viewer>,
+    Query(choice): Query<Choice>,
 ) -> Result<Response, ApiError> {
     let (engine, ns) = (&state.engine, viewer.namespace.as_str());
-    let params = ListParams {
-        limit: Some(WINDOW),
-        ..ListParams::default()
+    let span = choice.window;
+    let window = CallWindow {
+        until: Time(Utc::now()),
+        bucket: span.bucket(),
+        buckets: BUCKETS,
+        sample: SAMPLE,
+        count_cap: COUNT_CAP,
     };
-    let calls = engine.calls().list(ns, params).await?.items;
+    let buckets = engine.calls().over(ns, window).await?;
     let waiting = engine.approvals().inbox(&viewer.principal, ns).await?.len();
-    let times: Vec<i64> = calls
-        .iter()
-        .filter_map(|c| {
-            c.metadata
-                .creation_timestamp
-                .map(|t| t.0.timestamp_millis())
-        })
-        .collect();
     let spending = spending(&state, &viewer).await?;
     let body = html! {
         h1 { "Overview" }
-        (summary(ns, &times, waiting))
+        (spans(ns, span))
+        (summary(ns, span, &buckets, waiting))
         h2 { "Calls over time" }
-        (over_time(&times))
+        (over_time(span, &buckets))
         h2 { "Per tool" }
-        (tool_table(per_tool(&calls)))
+        (tool_table(per_tool(&buckets)))
         h2 { "Per tool over time" }
-        (super::trends::section(&calls))
+        (super::trends::section(&buckets))
         (spending)
     };
     Ok(page(Some(&viewer), Section::Overview, "Overview", body))
@@ -143,76 +177,90 @@ async fn spending(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError>
     })
 }
 
-fn summary(ns: &str, times: &[i64], waiting: usize) -> Markup {
-    let span = match (times.iter().min(), times.iter().max()) {
-        (Some(a), Some(b)) if b > a => (b - a) as f64 / 1000.0,
-        _ => 0.0,
-    };
-    let rate = if span > 0.0 {
-        times.len() as f64 / span
-    } else {
-        0.0
-    };
+/// Links to the other windows; the shown one marked current.
+fn spans(ns: &str, shown: Span) -> Markup {
+    html! {
+        nav.spans aria-label="Window" {
+            ul {
+                @for s in Span::ALL {
+                    li { a href={ "/ui/overview?ns=" (ns) "&window=" (s.as_str()) } aria-current=[(s == shown).then_some("true")] { (s.as_str()) } }
+                }
+            }
+        }
+    }
+}
+
+fn summary(ns: &str, span: Span, buckets: &[CallBucket], waiting: usize) -> Markup {
+    let calls: f64 = buckets.iter().map(calls_in).sum();
+    let estimated = buckets.iter().any(|b| !b.counted_all);
+    let read: usize = buckets.iter().map(|b| b.sample.len()).sum();
+    let seconds = (span.bucket().as_secs() as usize * buckets.len()).max(1);
+    let rate = calls / seconds as f64;
+    let minutes = span.bucket().as_secs() / 60;
     html! {
         dl.facts.card {
-            dt { "Calls read" } dd { (times.len()) " (the most recent, at most " (WINDOW) ")" }
-            dt { "Calls per second" } dd { (format!("{rate:.2}")) " over " (format!("{span:.0}")) " s" }
+            dt { "Window" } dd { (span.title()) ", in " (buckets.len()) " buckets of " (minutes) " min" }
+            dt { "Calls" } dd { @if estimated { "about " } (format!("{calls:.0}")) }
+            dt { "Calls per second" } dd { (format!("{rate:.2}")) }
+            @if (read as f64) < calls {
+                dt { "Estimated from" } dd { (read) " calls read (the newest " (SAMPLE) " of each bucket)" }
+            }
             dt { "Approvals waiting" } dd { a href={ "/ui/inbox?ns=" (ns) } { (waiting) } }
         }
     }
 }
 
-/// A column chart of calls per time bucket, oldest left.
-fn over_time(times: &[i64]) -> Markup {
-    let (Some(&first), Some(&last)) = (times.iter().min(), times.iter().max()) else {
-        return html! { p.note { "No call yet." } };
-    };
-    let width = ((last - first) / BUCKETS as i64).max(1);
-    let mut counts = [0usize; BUCKETS];
-    for t in times {
-        counts[(((t - first) / width) as usize).min(BUCKETS - 1)] += 1;
+/// A column chart of calls per bucket, oldest left.
+fn over_time(span: Span, buckets: &[CallBucket]) -> Markup {
+    if buckets.iter().all(|b| b.count == 0) {
+        return html! { p.note { "No call in this window." } };
     }
-    let top = counts.iter().copied().max().unwrap_or(1).max(1);
+    let counts: Vec<f64> = buckets.iter().map(calls_in).collect();
+    let top = counts.iter().copied().fold(1.0, f64::max);
+    let step = 300.0 / buckets.len().max(1) as f64;
     let label = format!(
-        "Calls per {} s, {} buckets, at most {top} in one",
-        width / 1000,
-        BUCKETS
+        "Calls per {} min, {} buckets, at most {top:.0} in one",
+        span.bucket().as_secs() / 60,
+        buckets.len()
     );
     html! {
         svg viewBox="0 0 300 80" width="100%" height="120" role="img" aria-label=(label) preserveAspectRatio="none" {
             @for (i, n) in counts.iter().enumerate() {
-                @let h = 76.0 * *n as f64 / top as f64;
-                rect x=(i * 10 + 1) y=(format!("{:.1}", 78.0 - h)) width="8" height=(format!("{h:.1}")) fill="#0b57d0" { title { (n) " calls" } }
+                @let h = 76.0 * n / top;
+                rect x=(format!("{:.1}", i as f64 * step + 1.0)) y=(format!("{:.1}", 78.0 - h)) width=(format!("{:.1}", step - 2.0)) height=(format!("{h:.1}")) fill="#0b57d0" { title { (format!("{n:.0}")) " calls" } }
             }
             line x1="0" y1="78.5" x2="300" y2="78.5" stroke="#6e7781" {}
         }
     }
 }
 
-fn pct(part: usize, whole: usize) -> String {
-    if whole == 0 {
+fn pct(part: f64, whole: f64) -> String {
+    if whole <= 0.0 {
         "—".to_owned()
     } else {
-        format!("{:.1} %", 100.0 * part as f64 / whole as f64)
+        format!("{:.1} %", 100.0 * part / whole)
     }
 }
 
-fn tool_table(tools: BTreeMap<String, ToolStats>) -> Markup {
-    let top = tools.values().map(|s| s.calls).max().unwrap_or(1).max(1);
+fn tool_table(tools: BTreeMap<String, Stats>) -> Markup {
+    if tools.is_empty() {
+        return html! { p.note { "No call in this window." } };
+    }
+    let top = tools.values().map(|s| s.calls).fold(1.0, f64::max);
     html! {
         table {
             thead { tr { th { "Tool" } th { "Calls" } th { "Failed" } th { "Denied" } th { "p50" } th { "p99" } th { "Share" } } }
             tbody {
-                @for (name, mut s) in tools {
+                @for (name, s) in tools {
                     @let (p50, p99) = (s.percentile(0.5), s.percentile(0.99));
                     tr {
                         td data-label="Tool" { (name) }
-                        td data-label="Calls" { (s.calls) }
+                        td data-label="Calls" { (format!("{:.0}", s.calls)) }
                         td data-label="Failed" { (pct(s.failed, s.calls)) }
                         td data-label="Denied" { (pct(s.denied, s.calls)) }
                         td data-label="p50" { @if let Some(v) = p50 { (v) " ms" } @else { "—" } }
                         td data-label="p99" { @if let Some(v) = p99 { (v) " ms" } @else { "—" } }
-                        td data-label="Share" { (bars(s.calls, s.failed, s.denied, top)) }
+                        td data-label="Share" { (bars(&s, top)) }
                     }
                 }
             }
@@ -221,15 +269,18 @@ fn tool_table(tools: BTreeMap<String, ToolStats>) -> Markup {
 }
 
 /// One stacked bar: ran, failed, denied.
-fn bars(calls: usize, failed: usize, denied: usize, top: usize) -> Markup {
-    let w = |n: usize| format!("{:.1}", 120.0 * n as f64 / top as f64);
-    let ok = calls - failed - denied;
-    let label = format!("{ok} ran, {failed} failed, {denied} denied");
+fn bars(s: &Stats, top: f64) -> Markup {
+    let w = |n: f64| format!("{:.1}", 120.0 * n / top);
+    let ok = s.calls - s.failed - s.denied;
+    let label = format!(
+        "{ok:.0} ran, {:.0} failed, {:.0} denied",
+        s.failed, s.denied
+    );
     html! {
         svg viewBox="0 0 120 12" width="120" height="12" role="img" aria-label=(label) {
             rect x="0" y="0" width=(w(ok)) height="12" fill="#0f6d31" {}
-            rect x=(w(ok)) y="0" width=(w(failed)) height="12" fill="#b42318" {}
-            rect x=(w(ok + failed)) y="0" width=(w(denied)) height="12" fill="#8a4b00" {}
+            rect x=(w(ok)) y="0" width=(w(s.failed)) height="12" fill="#b42318" {}
+            rect x=(w(ok + s.failed)) y="0" width=(w(s.denied)) height="12" fill="#8a4b00" {}
         }
     }
 }
@@ -317,19 +368,6 @@ fn budget_table(budgets: &[Budget], [day, month]: [Totals<'_>; 2]) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let mut s = ToolStats {
-            latencies: (1..=100).rev().collect(),
-            ..ToolStats::default()
-        };
-        assert_eq!(
-            (s.percentile(0.5), s.percentile(0.99), s.percentile(1.0)),
-            (Some(50), Some(99), Some(100))
-        );
-        assert_eq!(ToolStats::default().percentile(0.5), None);
-    }
 
     #[test]
     fn a_budget_counts_its_scope_in_its_currency() {

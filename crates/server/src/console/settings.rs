@@ -4,8 +4,7 @@
 
 use axum::Extension;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use joch_core::Policy;
 use joch_core::token::{ApiToken, Role};
 use joch_engine::ListParams;
@@ -14,7 +13,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::Fields;
-use super::layout::{Section, json_block, page, wire};
+use super::layout::{Section, json_block, page, see_other, wire};
 use super::viewer::Viewer;
 use crate::extract::Path;
 use crate::{ApiError, AppState};
@@ -159,10 +158,5 @@ pub(crate) async fn revoke(
         .identity()
         .revoke_token(&viewer.principal, &viewer.namespace, &name)
         .await?;
-    let mut response = StatusCode::SEE_OTHER.into_response();
-    let to = format!("/ui/tokens?ns={}", viewer.namespace);
-    if let Ok(to) = HeaderValue::from_str(&to) {
-        response.headers_mut().insert("location", to);
-    }
-    Ok(response)
+    Ok(see_other(&format!("/ui/tokens?ns={}", viewer.namespace)))
 }

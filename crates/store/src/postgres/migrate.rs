@@ -65,6 +65,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "audit entries by record",
         include_str!("../../migrations/postgres/0009_audit_by_record.sql"),
     ),
+    (
+        10,
+        "creation time of calls",
+        include_str!("../../migrations/postgres/0010_created_at.sql"),
+    ),
 ];
 
 /// [`MIGRATIONS`] as a source for sqlx's migrator. (The `sqlx::migrate!`

@@ -291,7 +291,11 @@ impl Store for PostgresStore {
     }
 
     async fn count(&self, query: ListQuery) -> Result<u64, StoreError> {
-        reads::count(&self.pool, &query).await
+        reads::count(&self.pool, &query, None).await
+    }
+
+    async fn count_at_most(&self, query: ListQuery, cap: u64) -> Result<u64, StoreError> {
+        reads::count(&self.pool, &query, Some(cap)).await
     }
 
     async fn cost_totals(&self, query: CostQuery) -> Result<Vec<CostTotal>, StoreError> {

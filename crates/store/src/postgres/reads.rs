@@ -10,12 +10,13 @@ use sqlx_core::row::Row;
 use sqlx_postgres::{PgPool, PgRow, Postgres};
 
 use super::unavailable;
+use crate::keyset::After;
 use crate::{
     AuditRecord, CostGroup, CostQuery, CostTotal, EventRecord, ListQuery, Page, Record, StoreError,
 };
 
 /// What [`record`] decodes, in its order.
-pub(super) const COLUMNS: &str = "seq, kind, namespace, name, resource_version, labels::TEXT, tool, phase, execution, checksum, agent, cost_micros, cost_currency, cost_at, body";
+pub(super) const COLUMNS: &str = "seq, kind, namespace, name, resource_version, labels::TEXT, tool, phase, execution, checksum, agent, cost_micros, cost_currency, cost_at, body, created_at";
 
 /// Rows fetched per round trip while a label selector skips some: the
 /// selector is matched here, so a page may take several.
@@ -44,7 +45,8 @@ pub(super) async fn get<'c>(
         })
 }
 
-/// `{select} WHERE ...` for the query's kind, namespace and index columns.
+/// `{select} WHERE ...` for the query's kind, namespace, index columns and
+/// creation-time range.
 fn filtered<'a>(select: &str, q: &ListQuery) -> QueryBuilder<'a, Postgres> {
     let mut sql = QueryBuilder::new(select);
     sql.push(" WHERE kind = ").push_bind(q.kind.clone());
@@ -64,12 +66,33 @@ fn filtered<'a>(select: &str, q: &ListQuery) -> QueryBuilder<'a, Postgres> {
                 .push_bind(value.clone());
         }
     }
+    for (bound, value) in [(">=", q.created_since_ms), ("<", q.created_before_ms)] {
+        if let Some(ms) = value {
+            sql.push(format_args!(" AND created_at {bound} "))
+                .push_bind(ms);
+        }
+    }
     sql
 }
 
-/// How many objects match the query's kind, namespace and index columns.
-pub(super) async fn count(pool: &PgPool, q: &ListQuery) -> Result<u64, StoreError> {
-    let n: i64 = filtered("SELECT COUNT(*) FROM objects", q)
+/// How many objects match the query's kind, namespace, index columns and
+/// range; with a cap, at most that many (the rows past it are not visited).
+pub(super) async fn count(
+    pool: &PgPool,
+    q: &ListQuery,
+    cap: Option<u64>,
+) -> Result<u64, StoreError> {
+    let mut sql = match cap {
+        Some(cap) => {
+            let mut sql = filtered("SELECT COUNT(*) FROM (SELECT 1 FROM objects", q);
+            sql.push(" LIMIT ")
+                .push_bind(i64::try_from(cap).unwrap_or(i64::MAX))
+                .push(") AS counted");
+            sql
+        }
+        None => filtered("SELECT COUNT(*) FROM objects", q),
+    };
+    let n: i64 = sql
         .build()
         .fetch_one(pool)
         .await
@@ -137,12 +160,7 @@ pub(super) async fn cost_totals(
 /// chunks still to come and is left for a later list, as it would be had it
 /// come a moment later.
 pub(super) async fn list(pool: &PgPool, q: &ListQuery) -> Result<Page, StoreError> {
-    let mut before: Option<i64> = match &q.continue_from {
-        Some(token) => Some(token.parse().map_err(|_| {
-            StoreError::InvalidArgument(format!("invalid continue token {token:?}"))
-        })?),
-        None => None,
-    };
+    let mut after = After::of(q)?;
     // One row beyond the page tells whether another page follows.
     let chunk = if q.selector.is_empty() {
         q.limit.saturating_add(1)
@@ -150,28 +168,43 @@ pub(super) async fn list(pool: &PgPool, q: &ListQuery) -> Result<Page, StoreErro
         q.limit.saturating_add(1).max(SCAN_CHUNK)
     };
     let select = format!("SELECT {COLUMNS} FROM objects");
+    let order = if q.is_ranged() {
+        " ORDER BY created_at DESC, seq DESC LIMIT "
+    } else {
+        " ORDER BY seq DESC LIMIT "
+    };
     let mut page = Page::default();
-    let mut last_seq = None;
+    let mut last = None;
     loop {
-        let mut sql = filtered(&select, q);
-        if let Some(seq) = before {
-            sql.push(" AND seq < ").push_bind(seq);
+        let mut sql = filtered(&select, &After::narrow(after, q));
+        match after {
+            None => {}
+            Some(After::Seq(seq)) => {
+                sql.push(" AND seq < ").push_bind(seq);
+            }
+            Some(After::Created { ms, seq }) => {
+                sql.push(" AND (created_at < ").push_bind(ms);
+                sql.push(" OR seq < ").push_bind(seq).push(")");
+            }
         }
-        sql.push(" ORDER BY seq DESC LIMIT ")
+        sql.push(order)
             .push_bind(i64::try_from(chunk).unwrap_or(i64::MAX));
         let rows = sql.build().fetch_all(pool).await.map_err(unavailable)?;
         let exhausted = rows.len() < chunk;
         for row in &rows {
             let (seq, record) = record(row).map_err(unavailable)?;
-            before = Some(seq);
+            after = Some(match record.index.created_ms.filter(|_| q.is_ranged()) {
+                Some(ms) => After::Created { ms, seq },
+                None => After::Seq(seq),
+            });
             if !q.selector.matches(&record.labels) {
                 continue;
             }
             if page.items.len() == q.limit {
-                page.continue_token = last_seq.map(|s: i64| s.to_string());
+                page.continue_token = last;
                 return Ok(page);
             }
-            last_seq = Some(seq);
+            last = Some(After::token(q, seq, record.index.created_ms));
             page.items.push(record);
         }
         if exhausted {
@@ -208,6 +241,7 @@ pub(super) fn record(row: &PgRow) -> Result<(i64, Record), sqlx_core::Error> {
             checksum: row.try_get(9)?,
             agent: row.try_get(10)?,
             cost,
+            created_ms: row.try_get(15)?,
         },
         body: row.try_get(14)?,
     };

@@ -82,10 +82,12 @@ pub(super) async fn insert<'c>(
     // ON CONFLICT DO NOTHING rather than catching the unique violation: the
     // transaction stays usable and the server logs no error for a duplicate.
     let sql = "INSERT INTO objects (kind, namespace, name, resource_version, labels, tool, phase,
-               execution, checksum, agent, cost_micros, cost_currency, cost_at, body)
-               VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+               execution, checksum, agent, cost_micros, cost_currency, cost_at, body, created_at)
+               VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
                ON CONFLICT (kind, namespace, name) DO NOTHING";
+    // `created_at` is bound here only: set once, an update leaves it alone.
     let inserted = bind_record(query(sql), r)?
+        .bind(r.index.created_ms)
         .execute(conn)
         .await
         .map_err(unavailable)?

@@ -16,6 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0007_checksum_index_in_executions.sql"),
     include_str!("../../migrations/sqlite/0008_rate_cells.sql"),
     include_str!("../../migrations/sqlite/0009_audit_by_record.sql"),
+    include_str!("../../migrations/sqlite/0010_created_at.sql"),
 ];
 
 /// Applies the migrations the database has not seen, each in its own transaction.

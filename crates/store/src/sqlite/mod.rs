@@ -292,7 +292,13 @@ impl Store for SqliteStore {
 
     async fn count(&self, query: ListQuery) -> Result<u64, StoreError> {
         self.readers
-            .run(move |conn| rows::count(conn, &query))
+            .run(move |conn| rows::count(conn, &query, None))
+            .await
+    }
+
+    async fn count_at_most(&self, query: ListQuery, cap: u64) -> Result<u64, StoreError> {
+        self.readers
+            .run(move |conn| rows::count(conn, &query, Some(cap)))
             .await
     }
 

@@ -7,6 +7,7 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 
 use super::unavailable;
+use crate::keyset::After;
 use crate::{
     AuditRecord, CostGroup, CostQuery, CostTotal, EventRecord, IdempotencyClaim, ListQuery, Page,
     RateCell, Record, StoreError,
@@ -19,10 +20,11 @@ use crate::{
 /// Literal SQL in the queries below spells out the same cast.
 const TEXT: &str = "CAST(? AS TEXT)";
 
-const COLUMNS: &str = "seq, kind, namespace, name, resource_version, labels, tool, phase, execution, checksum, agent, cost_micros, cost_currency, cost_at, body";
+const COLUMNS: &str = "seq, kind, namespace, name, resource_version, labels, tool, phase, execution, checksum, agent, cost_micros, cost_currency, cost_at, body, created_at";
 
 /// A record's values in the order of `COLUMNS` after `seq`, bound as ?1..?14
-/// by both the insert and the update.
+/// by both the insert and the update (`created_at`, set once, is the
+/// insert's ?15).
 fn row_values(r: &Record) -> rusqlite::Result<Vec<SqlValue>> {
     let cost = r.index.cost.as_ref();
     Ok(vec![
@@ -47,10 +49,14 @@ pub(super) fn insert(conn: &Connection, r: &Record) -> Result<(), StoreError> {
     let result = conn
         .prepare_cached(
             "INSERT INTO objects (kind, namespace, name, resource_version, labels, tool, phase, execution, checksum,
-             agent, cost_micros, cost_currency, cost_at, body)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+             agent, cost_micros, cost_currency, cost_at, body, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )
-        .and_then(|mut stmt| stmt.execute(rusqlite::params_from_iter(row_values(r)?)));
+        .and_then(|mut stmt| {
+            let mut values = row_values(r)?;
+            values.push(r.index.created_ms.into());
+            stmt.execute(rusqlite::params_from_iter(values))
+        });
     match result {
         Ok(_) => Ok(()),
         Err(e) if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
@@ -185,7 +191,8 @@ pub(super) fn get(
         })
 }
 
-/// `{select} WHERE ...` for the query's kind, namespace and index columns.
+/// `{select} WHERE ...` for the query's kind, namespace, index columns and
+/// creation-time range.
 fn filtered(select: &str, q: &ListQuery) -> (String, Vec<SqlValue>) {
     let mut sql = format!("{select} WHERE kind = {TEXT}");
     let mut args: Vec<SqlValue> = vec![q.kind.clone().into()];
@@ -206,12 +213,25 @@ fn filtered(select: &str, q: &ListQuery) -> (String, Vec<SqlValue>) {
             args.push(value.clone().into());
         }
     }
+    for (bound, value) in [(">=", q.created_since_ms), ("<", q.created_before_ms)] {
+        if let Some(ms) = value {
+            sql.push_str(&format!(" AND created_at {bound} ?"));
+            args.push(ms.into());
+        }
+    }
     (sql, args)
 }
 
-/// How many objects match the query's kind, namespace and index columns.
-pub(super) fn count(conn: &Connection, q: &ListQuery) -> Result<u64, StoreError> {
-    let (sql, args) = filtered("SELECT COUNT(*) FROM objects", q);
+/// How many objects match the query's kind, namespace, index columns and
+/// range; with a cap, at most that many (the rows past it are not visited).
+pub(super) fn count(conn: &Connection, q: &ListQuery, cap: Option<u64>) -> Result<u64, StoreError> {
+    let (mut sql, mut args) = filtered("SELECT COUNT(*) FROM objects", q);
+    if let Some(cap) = cap {
+        let (inner, inner_args) = filtered("SELECT 1 FROM objects", q);
+        sql = format!("SELECT COUNT(*) FROM ({inner} LIMIT ?)");
+        args = inner_args;
+        args.push(i64::try_from(cap).unwrap_or(i64::MAX).into());
+    }
     let n: i64 = conn
         .prepare_cached(&sql)
         .and_then(|mut stmt| stmt.query_row(rusqlite::params_from_iter(args), |r| r.get(0)))
@@ -269,33 +289,47 @@ pub(super) fn cost_totals(conn: &Connection, q: &CostQuery) -> Result<Vec<CostTo
 
 /// Lists newest first. Label selectors are applied while stepping through the
 /// rows, so a page is always full unless the list is exhausted.
+/// A query with a creation-time range runs by creation time on the
+/// `objects_by_created` index.
 pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError> {
-    let (mut sql, mut args) = filtered(&format!("SELECT {COLUMNS} FROM objects"), q);
-    if let Some(token) = &q.continue_from {
-        let seq: i64 = token.parse().map_err(|_| {
-            StoreError::InvalidArgument(format!("invalid continue token {token:?}"))
-        })?;
-        sql.push_str(" AND seq < ?");
-        args.push(seq.into());
+    let after = After::of(q)?;
+    let (mut sql, mut args) = filtered(
+        &format!("SELECT {COLUMNS} FROM objects"),
+        &After::narrow(after, q),
+    );
+    match after {
+        None => {}
+        Some(After::Seq(seq)) => {
+            sql.push_str(" AND seq < ?");
+            args.push(seq.into());
+        }
+        Some(After::Created { ms, seq }) => {
+            sql.push_str(" AND (created_at < ? OR seq < ?)");
+            args.extend([ms.into(), seq.into()]);
+        }
     }
-    sql.push_str(" ORDER BY seq DESC");
+    sql.push_str(if q.is_ranged() {
+        " ORDER BY created_at DESC, seq DESC"
+    } else {
+        " ORDER BY seq DESC"
+    });
 
     let mut stmt = conn.prepare_cached(&sql).map_err(unavailable)?;
     let mut rows = stmt
         .query(rusqlite::params_from_iter(args))
         .map_err(unavailable)?;
     let mut page = Page::default();
-    let mut last_seq = None;
+    let mut last = None;
     while let Some(row) = rows.next().map_err(unavailable)? {
         let (seq, record) = record(row).map_err(unavailable)?;
         if !q.selector.matches(&record.labels) {
             continue;
         }
         if page.items.len() == q.limit {
-            page.continue_token = last_seq.map(|s: i64| s.to_string());
+            page.continue_token = last;
             break;
         }
-        last_seq = Some(seq);
+        last = Some(After::token(q, seq, record.index.created_ms));
         page.items.push(record);
     }
     Ok(page)
@@ -327,6 +361,7 @@ fn record(row: &Row<'_>) -> rusqlite::Result<(i64, Record)> {
                 }),
                 _ => None,
             },
+            created_ms: row.get(15)?,
         },
         body: row.get(14)?,
     };

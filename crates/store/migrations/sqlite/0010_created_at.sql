@@ -1,0 +1,11 @@
+-- A ToolCall's creation time (unix milliseconds), so that a list narrowed to
+-- a time range (the ledger's) is served by an index rather than by reading
+-- calls newest first until the range is reached. The index ends with `seq`:
+-- a ranged list runs by (created_at, seq), which is its keyset. The column
+-- is written once, by the insert; calls stored before it are filled in from
+-- their bodies (creationTimestamp, RFC 3339 with milliseconds).
+ALTER TABLE objects ADD COLUMN created_at INTEGER;
+UPDATE objects
+   SET created_at = CAST(ROUND((julianday(json_extract(body, '$.metadata.creationTimestamp')) - 2440587.5) * 86400000.0) AS INTEGER)
+ WHERE kind = 'ToolCall' AND json_valid(body);
+CREATE INDEX objects_by_created ON objects (kind, namespace, created_at, seq) WHERE created_at IS NOT NULL;

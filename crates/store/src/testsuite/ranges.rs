@@ -1,0 +1,85 @@
+//! Lists narrowed to a creation-time range: the ledger's time filter.
+
+use super::{query, record};
+use crate::{Durability, ListQuery, Store, StoreErrorKind};
+
+/// Stores ToolCalls created at these unix milliseconds, in this order (so
+/// that `seq` and creation order differ), named by their time and
+/// position; a call with no time and another kind's object, at 3000, too.
+async fn calls_at(store: &dyn Store, times: &[i64]) {
+    for (i, ms) in times.iter().enumerate() {
+        let mut r = record("ToolCall", "ns", &format!("c{ms}-{i}"));
+        r.index.created_ms = Some(*ms);
+        r.index.tool = Some(if i % 2 == 0 { "even" } else { "odd" }.into());
+        store.create(r, Durability::Sync).await.expect("create");
+    }
+    store
+        .create(record("ToolCall", "ns", "untimed"), Durability::Sync)
+        .await
+        .expect("create");
+    let mut other = record("Artifact", "ns", "c3000-other");
+    other.index.created_ms = Some(3_000);
+    store.create(other, Durability::Sync).await.expect("create");
+}
+
+/// Every page's names, following `continue` tokens.
+async fn pages(store: &dyn Store, mut q: ListQuery) -> Vec<Vec<String>> {
+    let mut pages = Vec::new();
+    loop {
+        let page = store.list(q.clone()).await.expect("list");
+        pages.push(page.items.iter().map(|r| r.name.clone()).collect());
+        match page.continue_token {
+            Some(token) => q.continue_from = Some(token),
+            None => return pages,
+        }
+    }
+}
+
+fn ranged(since: Option<i64>, before: Option<i64>, limit: usize) -> ListQuery {
+    ListQuery {
+        created_since_ms: since,
+        created_before_ms: before,
+        ..query("ToolCall", "ns", limit)
+    }
+}
+
+/// A range keeps calls created at or after its start and before its end,
+/// newest created first (ties by `seq`, newest first), paged by keyset;
+/// counts (bounded ones too) and index filters narrow alike, and a token
+/// of the unranged order is refused.
+pub async fn a_list_narrows_to_a_creation_range_and_pages(store: &dyn Store) {
+    calls_at(store, &[1_000, 5_000, 2_000, 4_000, 3_000, 6_000, 4_000]).await;
+    let names = |pages: Vec<Vec<String>>| pages.concat();
+    assert_eq!(
+        pages(store, ranged(Some(2_000), Some(6_000), 2)).await,
+        vec![
+            vec!["c5000-1", "c4000-6"],
+            vec!["c4000-3", "c3000-4"],
+            vec!["c2000-2"],
+        ]
+    );
+    assert_eq!(
+        names(pages(store, ranged(Some(4_000), None, 10)).await),
+        ["c6000-5", "c5000-1", "c4000-6", "c4000-3"]
+    );
+    assert_eq!(
+        names(pages(store, ranged(None, Some(2_001), 1)).await),
+        ["c2000-2", "c1000-0"]
+    );
+    assert!(names(pages(store, ranged(Some(7_000), None, 10)).await).is_empty());
+    let mut even = ranged(Some(2_000), Some(5_000), 10);
+    even.index.tool = Some("even".into());
+    assert_eq!(
+        names(pages(store, even.clone()).await),
+        ["c4000-6", "c3000-4", "c2000-2"]
+    );
+    assert_eq!(store.count(even.clone()).await.expect("count"), 3);
+    let bounded = |cap| store.count_at_most(even.clone(), cap);
+    assert_eq!(bounded(2).await.expect("count"), 2, "stops at its cap");
+    assert_eq!(bounded(10).await.expect("count"), 3);
+
+    let mut foreign = ranged(Some(0), None, 10);
+    foreign.continue_from = Some("3".into());
+    let refused = store.list(foreign).await.expect_err("a seq token");
+    assert_eq!(refused.kind(), StoreErrorKind::InvalidArgument);
+}
