@@ -24,7 +24,6 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-import requests
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
@@ -118,10 +117,11 @@ def pending_consent(joch) -> dict:
     raise AssertionError("no consent approval opened")
 
 
-def consent(url: str, user: str, decision: str = "allow") -> requests.Response:
-    """The user's browser: signed in at the authorization server, follows
-    its redirect back to joch."""
-    return requests.get(url, cookies={"user": user, "consent": decision}, timeout=30)
+def consent(url: str, user: str, decision: str = "allow", follow: bool = True) -> httpx2.Response:
+    """The user's browser: signed in at the authorization server (its
+    session cookie), follows its redirect back to joch."""
+    cookie = {"cookie": f"user={user}; consent={decision}"}
+    return httpx2.get(url, headers=cookie, follow_redirects=follow, timeout=30)
 
 
 def token_requests(authorization: AuthorizationServer, grant: str) -> int:
@@ -181,7 +181,7 @@ def test_a_call_waits_for_its_users_consent_then_runs_once(authorization, joch, 
         callback = browser.history[-1].headers["location"]
         for forged in [callback, f"{joch.base}/oauth/callback?state={NAMESPACE}.forged&code=x",
                        f"{joch.base}/oauth/callback?state=nonamespace&code=x"]:
-            replayed = requests.get(forged, timeout=30)
+            replayed = httpx2.get(forged, timeout=30)
             assert replayed.status_code == 400, replayed.text
             assert replayed.json()["details"] == {"parameter": "state"}
         status, missing = as_token(joch, None, "GET", "/oauth/callback?state=x")
@@ -328,17 +328,16 @@ def test_a_consent_taken_by_replica_b_resumes_a_call_waiting_on_a(tmp_path):
 
         # The authorization server sends the browser to A's callback; a
         # load balancer hands it to B.
-        back = requests.get(approval["spec"]["payload"]["consentUrl"], cookies={"user": "alice@upstream"},
-                            allow_redirects=False, timeout=30).headers["location"]
+        back = consent(approval["spec"]["payload"]["consentUrl"], "alice@upstream", follow=False).headers["location"]
         to_b = urllib.parse.urlsplit(back)._replace(netloc=urllib.parse.urlsplit(b.base).netloc)
-        taken = requests.get(urllib.parse.urlunsplit(to_b), timeout=30)
+        taken = httpx2.get(urllib.parse.urlunsplit(to_b), timeout=30)
         assert taken.status_code == 200, taken.text
         waiting.join(timeout=30)
         (done,) = answers
         assert done["status"]["phase"] == "Succeeded", done
         assert done["status"]["replica"] != paused["status"]["replica"], "B ran the call A admitted"
         assert len(rest.seen) == 1, "the call ran once"
-        assert requests.get(back, timeout=30).status_code == 400, "A refuses the used state"
+        assert httpx2.get(back, timeout=30).status_code == 400, "A refuses the used state"
 
         # Alice's token nears expiry: calls racing on both replicas refresh it once.
         time.sleep(1.2)
@@ -407,7 +406,7 @@ def test_joch_identifies_itself_by_its_client_id_metadata_document(authorization
     rest = ProtectedRest(authorization, "unused")
     try:
         document_url = f"{joch.base}/oauth/client-metadata.json"
-        document = requests.get(document_url, timeout=10).json()
+        document = httpx2.get(document_url, timeout=10).json()
         assert document["client_id"] == document_url
         assert document["redirect_uris"] == [f"{joch.base}/oauth/callback"]
         assert document["token_endpoint_auth_method"] == "none"
