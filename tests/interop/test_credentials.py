@@ -308,18 +308,20 @@ def test_a_failing_token_request_fails_the_call_saying_why(authorization, tmp_pa
 
 def test_auth_mistakes_are_named_at_their_paths(vaulted):
     bad = protected_server("http://127.0.0.1:9/mcp", {"oauth2": {
-        "grant": "authorization_code", "tokenUrl": "ftp://as", "clientId": "",
+        "grant": "token_exchange", "perUser": True, "tokenUrl": "ftp://as", "clientId": "",
         "clientSecret": {"env": "A", "file": "/b"},
     }})
     status, answer = vaulted.api("POST", f"/v1/namespaces/{NAMESPACE}/mcpservers", bad)
     assert (status, answer["code"]) == (422, "invalid_resource"), answer
     fields = [f["field"] for f in answer["details"]["fields"]]
     assert fields == [
-        "spec.http.auth.oauth2.grant",
+        "spec.http.auth.oauth2.perUser",
         "spec.http.auth.oauth2.tokenUrl",
         "spec.http.auth.oauth2.clientId",
         "spec.http.auth.oauth2.clientSecret",
+        "spec.http.auth.oauth2.grant",
     ], answer
+    assert "use it on an Endpoint" in answer["details"]["fields"][-1]["message"]
     status, answer = vaulted.api("POST", f"/v1/namespaces/{NAMESPACE}/endpoints",
                                  endpoint("e", "http://127.0.0.1:9/", {}))
     assert [f["field"] for f in answer["details"]["fields"]] == ["spec.auth"], answer

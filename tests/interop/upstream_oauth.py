@@ -1,8 +1,12 @@
 """A protected upstream on loopback, for joch's upstream credentials:
 
 - `AuthorizationServer`: an OAuth 2.0 authorization server (RFC 8414
-  metadata, a token endpoint for the client_credentials grant with HTTP
-  Basic client authentication, RFC 8707 `resource`), issuing opaque random
+  metadata, a token endpoint for the client_credentials, authorization_code
+  (with PKCE S256, RFC 7636) and refresh_token grants with HTTP Basic
+  client authentication, RFC 8707 `resource`; an authorization endpoint
+  where the signed-in user, named by a `user` cookie as a browser session
+  would, consents or, with `consent=deny`, declines; token exchange, RFC
+  8693, of a JWT signed with `subject_key`), issuing opaque random
   tokens with a lifetime the test sets;
 - `ProtectedMcp`: an MCP server built with the official Python SDK's
   server-side authorization (`AuthSettings` + a `TokenVerifier`): 401 with a
@@ -15,11 +19,14 @@ database and logs for them."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import secrets
 import threading
 import time
 import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import uvicorn
@@ -29,6 +36,8 @@ from mcp.server.mcpserver import MCPServer
 
 from conftest import free_port
 
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+JWT_TYPE = "urn:ietf:params:oauth:token-type:jwt"
 CLIENT_ID = "joch-client"
 CLIENT_SECRET = "client-secret-never-logged"
 
@@ -59,13 +68,22 @@ def _answer(request: BaseHTTPRequestHandler, status: int, body: dict) -> None:
 
 
 class AuthorizationServer:
-    def __init__(self, lifetime: int = 3600) -> None:
+    def __init__(self, lifetime: int = 3600, subject_key: bytes | None = None) -> None:
         self.lifetime = lifetime
+        # The key of the identity provider whose JWTs token exchange takes.
+        self.subject_key = subject_key
         self.lock = threading.Lock()
         # token -> {client_id, scopes, resource, exp}
         self.issued: dict[str, dict] = {}
         self.requests: list[dict] = []
         self.seen: list[tuple[str, str]] = []
+        # code -> the authorization request it answers; refresh token -> user
+        self.codes: dict[str, dict] = {}
+        self.refresh_tokens: dict[str, str] = {}
+        # Every code and refresh token ever issued, for the searches.
+        self.other_secrets: list[str] = []
+        # Client ID Metadata Documents fetched, by URL.
+        self.documents: dict[str, dict] = {}
         self.server = _serve(self._serve)
         self.issuer = f"http://127.0.0.1:{self.server.server_port}"
 
@@ -73,14 +91,97 @@ class AuthorizationServer:
     def token_url(self) -> str:
         return f"{self.issuer}/token"
 
+    @property
+    def authorize_url(self) -> str:
+        return f"{self.issuer}/authorize"
+
+    def _authorize(self, request: BaseHTTPRequestHandler) -> None:
+        """The user's consent: a 302 back to the client with a code (or an
+        error), bound to the PKCE challenge and the redirect URI."""
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(request.path).query))
+        cookies = dict(c.strip().split("=", 1) for c in request.headers.get("cookie", "").split(";") if "=" in c)
+        client = query.get("client_id", "")
+        known = client == CLIENT_ID or self._document_allows(client, query.get("redirect_uri", ""))
+        if not known or query.get("code_challenge_method") != "S256":
+            return _answer(request, 400, {"error": "invalid_request"})
+        back = {"state": query["state"]}
+        if cookies.get("consent") == "deny":
+            back["error"] = "access_denied"
+        else:
+            code = "code-" + secrets.token_urlsafe(16)
+            with self.lock:
+                self.codes[code] = {**query, "user": cookies.get("user", "nobody")}
+                self.other_secrets.append(code)
+            back["code"] = code
+        request.send_response(302)
+        request.send_header("location", f"{query['redirect_uri']}?{urllib.parse.urlencode(back)}")
+        request.send_header("content-length", "0")
+        request.end_headers()
+
+    def _document_allows(self, client: str, redirect_uri: str) -> bool:
+        """A URL client id (a Client ID Metadata Document): fetched, its
+        `client_id` its own URL, the redirect URI one it lists."""
+        if not client.startswith("http"):
+            return False
+        with urllib.request.urlopen(client, timeout=10) as answer:
+            document = json.loads(answer.read())
+        with self.lock:
+            self.documents[client] = document
+        return document.get("client_id") == client and redirect_uri in document.get("redirect_uris", [])
+
+    def _grant(self, form: dict) -> tuple[str | None, dict]:
+        """The user a code or refresh grant is for, or (None, error)."""
+        grant = form.get("grant_type")
+        if grant == "client_credentials":
+            return CLIENT_ID, {}
+        if grant == "refresh_token":
+            with self.lock:
+                user = self.refresh_tokens.get(form.get("refresh_token", ""))
+            return (user, {}) if user else (None, {"error": "invalid_grant"})
+        if grant == TOKEN_EXCHANGE:
+            return self._exchange(form)
+        if grant != "authorization_code":
+            return None, {"error": "unsupported_grant_type"}
+        with self.lock:
+            asked = self.codes.pop(form.get("code", ""), None)
+        verifier = form.get("code_verifier", "").encode()
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=").decode()
+        same_client = asked and (asked["client_id"] == CLIENT_ID or asked["client_id"] == form.get("client_id"))
+        if not same_client or asked["redirect_uri"] != form.get("redirect_uri") or asked["code_challenge"] != challenge:
+            return None, {"error": "invalid_grant"}
+        form.setdefault("scope", asked.get("scope", ""))
+        return asked["user"], {}
+
+    def _exchange(self, form: dict) -> tuple[str | None, dict]:
+        """RFC 8693: the subject token must be a JWT this server signed
+        (with `subject_key`); the new token acts for its `sub`."""
+        subject = form.get("subject_token", "")
+        if form.get("subject_token_type") != JWT_TYPE or subject.count(".") != 2 or not self.subject_key:
+            return None, {"error": "invalid_request"}
+        signing_input, signature = subject.rsplit(".", 1)
+        expected = hmac.new(self.subject_key, signing_input.encode(), hashlib.sha256).digest()
+        if base64.urlsafe_b64encode(expected).decode().rstrip("=") != signature:
+            return None, {"error": "invalid_grant"}
+        payload = signing_input.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        return claims["sub"], {}
+
+    def revoke_refresh_tokens(self) -> None:
+        with self.lock:
+            self.refresh_tokens.clear()
+
     def _serve(self, request: BaseHTTPRequestHandler, method: str) -> None:
         path = urllib.parse.urlsplit(request.path).path
         self.seen.append((method, path))
+        if (method, path) == ("GET", "/authorize"):
+            return self._authorize(request)
         if (method, path) == ("GET", "/.well-known/oauth-authorization-server"):
             return _answer(request, 200, {
                 "issuer": self.issuer,
                 "token_endpoint": self.token_url,
-                "grant_types_supported": ["client_credentials"],
+                "authorization_endpoint": self.authorize_url,
+                "grant_types_supported": ["client_credentials", "authorization_code", "refresh_token"],
+                "code_challenge_methods_supported": ["S256"],
                 "token_endpoint_auth_methods_supported": ["client_secret_basic"],
             })
         if (method, path) != ("POST", "/token"):
@@ -91,26 +192,38 @@ class AuthorizationServer:
         client = base64.b64decode(basic.removeprefix("Basic ")).decode() if basic.startswith("Basic ") else ""
         with self.lock:
             self.requests.append(form)
-        if client != f"{CLIENT_ID}:{CLIENT_SECRET}":
+        public = not basic and form.get("client_id") in self.documents
+        if client != f"{CLIENT_ID}:{CLIENT_SECRET}" and not public:
             return _answer(request, 401, {"error": "invalid_client"})
-        if form.get("grant_type") != "client_credentials":
-            return _answer(request, 400, {"error": "unsupported_grant_type"})
+        user, error = self._grant(form)
+        if user is None:
+            return _answer(request, 400, error)
         # A slow server widens the window in which racing calls could each ask.
         time.sleep(0.2)
         token = "at-" + secrets.token_urlsafe(24)
-        with self.lock:
-            self.issued[token] = {
-                "client_id": CLIENT_ID,
-                "scopes": form.get("scope", "").split(),
-                "resource": form.get("resource"),
-                "exp": int(time.time()) + self.lifetime,
-            }
-        _answer(request, 200, {
+        answer = {
             "access_token": token,
             "token_type": "Bearer",
             "expires_in": self.lifetime,
             "scope": form.get("scope", ""),
-        })
+        }
+        with self.lock:
+            self.issued[token] = {
+                "client_id": CLIENT_ID,
+                "user": user,
+                "scopes": form.get("scope", "").split(),
+                "resource": form.get("resource"),
+                "exp": int(time.time()) + self.lifetime,
+            }
+            if form["grant_type"] == TOKEN_EXCHANGE:
+                answer["issued_token_type"] = "urn:ietf:params:oauth:token-type:access_token"
+            elif form["grant_type"] != "client_credentials":
+                # Refresh tokens rotate: the one used is spent.
+                self.refresh_tokens.pop(form.get("refresh_token", ""), None)
+                answer["refresh_token"] = "rt-" + secrets.token_urlsafe(24)
+                self.refresh_tokens[answer["refresh_token"]] = user
+                self.other_secrets.append(answer["refresh_token"])
+        _answer(request, 200, answer)
 
     def valid(self, token: str) -> dict | None:
         with self.lock:
@@ -205,9 +318,10 @@ class ProtectedRest:
         body = json.loads(request.rfile.read(length) or b"{}")
         token = request.headers.get("authorization", "").removeprefix("Bearer ")
         self.seen.append(token)
-        if token != self.bearer and self.authorization.valid(token) is None:
+        grant = self.authorization.valid(token)
+        if token != self.bearer and grant is None:
             return _answer(request, 401, {"error": "invalid_token"})
-        _answer(request, 200, {"echo": body})
+        _answer(request, 200, {"echo": body, "user": (grant or {}).get("user")})
 
     def stop(self) -> None:
         self.server.shutdown()

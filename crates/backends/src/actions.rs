@@ -273,6 +273,7 @@ impl ActionsExecutor {
                 &upstream,
                 &spec.url,
                 credentials,
+                run.call.actions.and_then(|a| a.upstream_user.as_deref()),
             )
             .await
             .map_err(|e| e.message)?;

@@ -93,6 +93,8 @@ impl McpClients {
             &upstream,
             &http.url,
             self.credentials.as_deref(),
+            // Tools are listed without a user: per-user tokens are for Endpoints.
+            None,
         )
         .await
         .map(Some)

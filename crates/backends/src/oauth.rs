@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use joch_core::credential::{
-    Grant, IssuedToken, OAuth2, TokenEndpoint, UpstreamAuth, UpstreamCredentials, UpstreamRef,
+    AuthorizationTarget, IssuedToken, OAuth2, TokenEndpoint, TokenGrant, UpstreamAuth,
+    UpstreamCredentials, UpstreamRef,
 };
 use joch_core::{CallError, ErrorCode};
 use reqwest::Client;
@@ -22,6 +23,11 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde::Deserialize;
 
 mod discovery;
+
+/// RFC 8693's grant type and token type URIs.
+const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const JWT_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
+const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 
 /// How long a token request (or a discovery request) may take.
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(15);
@@ -54,13 +60,32 @@ struct ErrorAnswer {
     error_description: Option<String>,
 }
 
-fn form(oauth2: &OAuth2, resource: Option<&str>) -> Result<String, String> {
-    let grant = match oauth2.grant {
-        Grant::ClientCredentials => "client_credentials",
-        other => return Err(format!("grant {} is not supported yet", other.as_str())),
+fn form(oauth2: &OAuth2, resource: Option<&str>, grant: &TokenGrant) -> Result<String, String> {
+    let mut fields = match grant {
+        TokenGrant::ClientCredentials => vec![("grant_type", "client_credentials".to_owned())],
+        TokenGrant::Code {
+            code,
+            verifier,
+            redirect_uri,
+        } => vec![
+            ("grant_type", "authorization_code".to_owned()),
+            ("code", code.clone()),
+            ("code_verifier", verifier.clone()),
+            ("redirect_uri", redirect_uri.clone()),
+        ],
+        TokenGrant::Refresh { refresh_token } => vec![
+            ("grant_type", "refresh_token".to_owned()),
+            ("refresh_token", refresh_token.clone()),
+        ],
+        TokenGrant::Exchange { subject_token } => vec![
+            ("grant_type", TOKEN_EXCHANGE.to_owned()),
+            ("subject_token", subject_token.clone()),
+            ("subject_token_type", JWT_TYPE.to_owned()),
+            ("requested_token_type", ACCESS_TOKEN_TYPE.to_owned()),
+        ],
     };
-    let mut fields = vec![("grant_type", grant.to_owned())];
-    if !oauth2.scopes.is_empty() {
+    // A code grant's scopes were asked for at consent (RFC 6749 §4.1.3).
+    if !oauth2.scopes.is_empty() && !matches!(grant, TokenGrant::Code { .. }) {
         fields.push(("scope", oauth2.scopes.join(" ")));
     }
     if let Some(resource) = resource {
@@ -92,6 +117,12 @@ impl HttpTokenEndpoint {
         if let Some(url) = &oauth2.token_url {
             return Ok((url.clone(), oauth2.resource.clone()));
         }
+        let found = self.discovered(upstream_url).await?;
+        Ok((found.token_url, oauth2.resource.clone().or(found.resource)))
+    }
+
+    /// What discovery found for `upstream_url`, asked once while joch runs.
+    async fn discovered(&self, upstream_url: &str) -> Result<discovery::Discovered, String> {
         let known = self
             .discovered
             .lock()
@@ -109,13 +140,41 @@ impl HttpTokenEndpoint {
                 found
             }
         };
-        Ok((found.token_url, oauth2.resource.clone().or(found.resource)))
+        Ok(found)
     }
 }
 
 #[async_trait]
 impl TokenEndpoint for HttpTokenEndpoint {
-    async fn request(&self, oauth2: &OAuth2, upstream_url: &str) -> Result<IssuedToken, String> {
+    async fn authorization_target(
+        &self,
+        oauth2: &OAuth2,
+        upstream_url: &str,
+    ) -> Result<AuthorizationTarget, String> {
+        if let Some(url) = &oauth2.authorization_url {
+            return Ok(AuthorizationTarget {
+                url: url.clone(),
+                resource: oauth2.resource.clone(),
+            });
+        }
+        let found = self.discovered(upstream_url).await?;
+        let url = found.authorization_url.ok_or_else(|| {
+            format!(
+                "the authorization server of {upstream_url} publishes no authorization_endpoint"
+            )
+        })?;
+        Ok(AuthorizationTarget {
+            url,
+            resource: oauth2.resource.clone().or(found.resource),
+        })
+    }
+
+    async fn request(
+        &self,
+        oauth2: &OAuth2,
+        upstream_url: &str,
+        grant: &TokenGrant,
+    ) -> Result<IssuedToken, String> {
         let (url, resource) = self.token_url(oauth2, upstream_url).await?;
         crate::outbound::check_url(&url)?;
         let mut request = self
@@ -124,7 +183,7 @@ impl TokenEndpoint for HttpTokenEndpoint {
             .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(ACCEPT, "application/json")
             .timeout(TOKEN_TIMEOUT)
-            .body(form(oauth2, resource.as_deref())?);
+            .body(form(oauth2, resource.as_deref(), grant)?);
         if let Some(source) = &oauth2.client_secret {
             let secret = crate::secret(source)?;
             request = request.header(AUTHORIZATION, basic(&oauth2.client_id, &secret));
@@ -169,6 +228,7 @@ pub(crate) async fn authorization(
     upstream: &UpstreamRef,
     url: &str,
     credentials: Option<&dyn UpstreamCredentials>,
+    user: Option<&str>,
 ) -> Result<String, CallError> {
     let failed = |message: String| CallError::new(ErrorCode::UpstreamAuthFailed, message);
     match (&auth.bearer, &auth.oauth2, credentials) {
@@ -177,7 +237,7 @@ pub(crate) async fn authorization(
             .map_err(failed),
         (None, Some(oauth2), Some(credentials)) => {
             credentials
-                .authorization(namespace, upstream, url, oauth2)
+                .authorization(namespace, upstream, url, oauth2, user)
                 .await
         }
         (None, Some(_), None) => Err(failed(

@@ -59,6 +59,9 @@ pub struct ActionInputs {
     pub endpoints: std::collections::BTreeMap<String, crate::endpoint::EndpointSpec>,
     /// `{user, workflow, agents, flags}`: the execution's context, with `user` filled in.
     pub context: Map<String, Value>,
+    /// The end user whose own upstream tokens the call uses (the call's
+    /// `status.upstreamUser`), for Endpoints with per-user `oauth2`.
+    pub upstream_user: Option<String>,
 }
 
 /// A tool that ran and failed, or could not be reached: recorded as the

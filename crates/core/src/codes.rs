@@ -127,6 +127,13 @@ words! {
         McpError = "mcp_error",
         /// joch could not obtain a token for the upstream (`spec.auth`).
         UpstreamAuthFailed = "upstream_auth_failed",
+        /// The upstream needs the end user's own token, which joch does not
+        /// hold: the user has not consented (before the deadline), or the
+        /// token was revoked or can no longer be refreshed.
+        ConsentRequired = "consent_required",
+        /// The call's `callerId` would name the end user whose upstream
+        /// token it uses, and its namespace does not trust callers for that.
+        CallerIdNotTrusted = "caller_id_not_trusted",
         /// The tool reported an error (MCP `isError`, a failed action).
         ToolError = "tool_error",
         /// A declarative tool's action failed.
@@ -209,6 +216,9 @@ words! {
         ToolCall = "tool_call",
         /// Provide a value the call needs, or reject it.
         UserInput = "user_input",
+        /// The end user consents, at the upstream's authorization server,
+        /// to joch acting for them there; the call then runs.
+        Consent = "consent",
     }
 }
 

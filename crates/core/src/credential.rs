@@ -37,8 +37,16 @@ pub struct OAuth2 {
     /// RFC 8414 or OpenID discovery), as MCP's authorization says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_url: Option<String>,
-    /// joch's client id at that server.
+    /// joch's client id at that server (pre-registered); empty with
+    /// `clientMetadata`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub client_id: String,
+    /// Identify joch by the URL of the Client ID Metadata Document it
+    /// serves (`{public URL}/oauth/client-metadata.json`) instead of a
+    /// pre-registered `clientId`, as the MCP authorization specification
+    /// allows; a public client (no secret).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client_metadata: bool,
     /// joch's client secret, sent with HTTP Basic (RFC 6749 §2.3.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<SecretSource>,
@@ -49,6 +57,14 @@ pub struct OAuth2 {
     /// discovery: the `resource` of the upstream's metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
+    /// Each end user's own token (`authorization_code` only, and required
+    /// with it): the user consents once, and joch keeps their token.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_user: bool,
+    /// The authorization server's authorization endpoint, where the user
+    /// consents (`authorization_code`); absent: discovered like `tokenUrl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_url: Option<String>,
 }
 
 /// `auth.oauth2.grant`.
@@ -57,10 +73,11 @@ pub struct OAuth2 {
 pub enum Grant {
     /// One service token for joch itself (RFC 6749 §4.4).
     ClientCredentials,
-    /// Each end user's own token, after consent (not supported yet).
+    /// Each end user's own token, after their consent, with PKCE
+    /// (RFC 6749 §4.1, RFC 7636).
     AuthorizationCode,
-    /// The caller's JWT exchanged for an upstream token (RFC 8693; not
-    /// supported yet).
+    /// The caller's own JWT exchanged for an upstream token on its
+    /// behalf (RFC 8693).
     TokenExchange,
 }
 
@@ -109,6 +126,12 @@ impl UpstreamAuth {
 }
 
 impl OAuth2 {
+    /// True when each end user gets their own token (consent, or token
+    /// exchange), kept per user.
+    pub fn takes_user(&self) -> bool {
+        self.per_user || self.grant == Grant::TokenExchange
+    }
+
     fn problems(&self, at: &str) -> Vec<FieldError> {
         let mut errors = Vec::new();
         let mut problem = |field: &str, message: String| {
@@ -117,23 +140,51 @@ impl OAuth2 {
                 message,
             })
         };
-        if self.grant != Grant::ClientCredentials {
-            problem(
-                "grant",
-                format!(
-                    "grant {} is not supported yet; use client_credentials",
-                    self.grant.as_str()
-                ),
-            );
+        match (self.grant, self.per_user) {
+            (Grant::ClientCredentials, false)
+            | (Grant::AuthorizationCode, true)
+            | (Grant::TokenExchange, false) => {}
+            (Grant::ClientCredentials, true) => problem(
+                "perUser",
+                "client_credentials gets one service token; per-user tokens take grant authorization_code".to_owned(),
+            ),
+            (Grant::AuthorizationCode, false) => problem(
+                "perUser",
+                "authorization_code gets each end user's own token: set perUser: true".to_owned(),
+            ),
+            (Grant::TokenExchange, true) => problem(
+                "perUser",
+                "token_exchange acts for each caller already: leave perUser out".to_owned(),
+            ),
         }
-        if let Some(url) = self.token_url.as_deref().filter(|u| !is_http_url(u)) {
-            problem(
-                "tokenUrl",
-                format!("must be an http:// or https:// URL, got {url:?}"),
-            );
+        for (field, url) in [
+            ("tokenUrl", &self.token_url),
+            ("authorizationUrl", &self.authorization_url),
+        ] {
+            if let Some(url) = url.as_deref().filter(|u| !is_http_url(u)) {
+                problem(
+                    field,
+                    format!("must be an http:// or https:// URL, got {url:?}"),
+                );
+            }
         }
-        if self.client_id.trim().is_empty() {
-            problem("clientId", "must not be empty".to_owned());
+        match (self.client_id.trim().is_empty(), self.client_metadata) {
+            (true, false) => problem(
+                "clientId",
+                "must not be empty (or set clientMetadata: true)".to_owned(),
+            ),
+            (false, true) => problem(
+                "clientMetadata",
+                "joch's metadata document URL is the client id: leave clientId out".to_owned(),
+            ),
+            _ => {}
+        }
+        if self.client_metadata && self.client_secret.is_some() {
+            problem(
+                "clientSecret",
+                "a client identified by its metadata document is public: leave clientSecret out"
+                    .to_owned(),
+            );
         }
         if let Some(resource) = self.resource.as_deref().filter(|r| !is_http_url(r)) {
             problem(
@@ -210,13 +261,75 @@ impl std::fmt::Debug for IssuedToken {
     }
 }
 
+/// What a token request sends beside the client: the grant's own fields.
+/// Debug never shows the code, verifier or refresh token.
+#[derive(Clone, PartialEq, Eq)]
+pub enum TokenGrant {
+    /// `client_credentials`: nothing more.
+    ClientCredentials,
+    /// `authorization_code` with its PKCE verifier (RFC 7636) and the
+    /// redirect URI the code was issued to.
+    Code {
+        /// The code the authorization server gave the user's browser.
+        code: String,
+        /// The PKCE code verifier kept since the consent began.
+        verifier: String,
+        /// joch's callback URL, as sent in the authorization request.
+        redirect_uri: String,
+    },
+    /// `refresh_token` (RFC 6749 §6).
+    Refresh {
+        /// The refresh token kept in the vault.
+        refresh_token: String,
+    },
+    /// Token exchange (RFC 8693): the caller's JWT as the subject token.
+    Exchange {
+        /// The JWT the caller presented to joch.
+        subject_token: String,
+    },
+}
+
+impl std::fmt::Debug for TokenGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TokenGrant::ClientCredentials => "ClientCredentials",
+            TokenGrant::Code { .. } => "Code",
+            TokenGrant::Refresh { .. } => "Refresh",
+            TokenGrant::Exchange { .. } => "Exchange",
+        })
+    }
+}
+
+/// Where an authorization request goes: the endpoint and the resource
+/// indicator (RFC 8707) to send with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizationTarget {
+    /// The authorization endpoint.
+    pub url: String,
+    /// The resource indicator, as configured or discovered.
+    pub resource: Option<String>,
+}
+
 /// Asks an authorization server's token endpoint for a token. Implemented
 /// over HTTP by the backends; errors never contain a token or a secret.
 #[async_trait]
 pub trait TokenEndpoint: Send + Sync {
-    /// The token `oauth2` describes (its grant, client, scopes, resource)
-    /// for the upstream at `upstream_url` (where discovery starts).
-    async fn request(&self, oauth2: &OAuth2, upstream_url: &str) -> Result<IssuedToken, String>;
+    /// A token for `oauth2`'s client (its scopes, resource) for the
+    /// upstream at `upstream_url` (where discovery starts), by `grant`.
+    async fn request(
+        &self,
+        oauth2: &OAuth2,
+        upstream_url: &str,
+        grant: &TokenGrant,
+    ) -> Result<IssuedToken, String>;
+
+    /// The authorization endpoint for `oauth2` (as written, or discovered
+    /// from the upstream at `upstream_url`).
+    async fn authorization_target(
+        &self,
+        oauth2: &OAuth2,
+        upstream_url: &str,
+    ) -> Result<AuthorizationTarget, String>;
 }
 
 /// Gives backends the `Authorization` header value for an upstream: from
@@ -225,13 +338,16 @@ pub trait TokenEndpoint: Send + Sync {
 #[async_trait]
 pub trait UpstreamCredentials: Send + Sync {
     /// `Bearer <token>` for `upstream` (at `url`) of `namespace` under
-    /// `oauth2`.
+    /// `oauth2`, for `user` when `oauth2.per_user` (the call's
+    /// `status.upstreamUser`). A per-user token joch does not hold fails
+    /// with `consent_required`.
     async fn authorization(
         &self,
         namespace: &str,
         upstream: &UpstreamRef,
         url: &str,
         oauth2: &OAuth2,
+        user: Option<&str>,
     ) -> Result<String, CallError>;
 }
 
@@ -316,6 +432,9 @@ impl Object for Credential {
         validate_name("metadata.name", &self.metadata.name)
     }
 }
+
+mod consent;
+pub use consent::{ConsentRequest, ConsentRequestSpec};
 
 #[cfg(test)]
 mod tests;

@@ -472,6 +472,19 @@ impl Object for McpServer {
             for e in http.auth.iter().flat_map(|a| a.problems("spec.http.auth")) {
                 problem(&e.field, e.message);
             }
+            // A server's tools are listed without a user, so its calls
+            // cannot take each user's own token yet.
+            if let Some(oauth2) = http.auth.as_ref().and_then(|a| a.oauth2.as_ref()) {
+                if oauth2.takes_user() {
+                    problem(
+                        "spec.http.auth.oauth2.grant",
+                        format!(
+                            "grant {} gives each user their own token, which an McpServer cannot take yet (its tools are listed without a user): use it on an Endpoint",
+                            oauth2.grant.as_str()
+                        ),
+                    );
+                }
+            }
         }
         if let Some(interval) = &self.spec.discovery.refresh_interval {
             match parse_duration(interval) {

@@ -80,6 +80,13 @@ pub struct NamespaceSpec {
     /// policies that read `input.detected.<name>` or `output.detected.<name>`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub detectors: Vec<crate::detect::CustomDetector>,
+    /// A call's `callerId` names the end user whose upstream tokens
+    /// (`oauth2` `perUser`) it uses (default false: the authenticated
+    /// principal does, and a call whose `callerId` names someone else is
+    /// refused). Set it where a trusted front end authenticates its users
+    /// and calls joch with one token for all of them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trust_caller_id: bool,
 }
 
 /// One entry of `spec.rateLimits`.

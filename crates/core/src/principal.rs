@@ -49,6 +49,42 @@ pub struct ToolSelector {
     pub labels: Option<String>,
 }
 
+/// The JWT a caller presented, kept in memory only, for token exchange
+/// (RFC 8693) on the caller's behalf: never shown by `Debug`, never
+/// serialised, and ignored when principals are compared.
+#[derive(Clone, Default)]
+pub struct Presented(Option<std::sync::Arc<str>>);
+
+impl Presented {
+    /// The JWT `token`.
+    pub fn jwt(token: &str) -> Self {
+        Presented(Some(token.into()))
+    }
+
+    /// The JWT, if the caller presented one.
+    pub fn token(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+impl std::fmt::Debug for Presented {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Presented(..)"
+        } else {
+            "None"
+        })
+    }
+}
+
+impl PartialEq for Presented {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Presented {}
+
 /// An authenticated caller, or the local one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
@@ -62,6 +98,8 @@ pub struct Principal {
     pub role: Role,
     /// The tools that exist for it; `None`: every tool of its namespace.
     pub tools: Option<ToolSelector>,
+    /// The JWT it presented, for token exchange (JWT principals only).
+    pub presented: Presented,
 }
 
 impl Principal {
@@ -73,6 +111,7 @@ impl Principal {
             namespace: None,
             role: Role::Admin,
             tools: None,
+            presented: Default::default(),
         }
     }
 
@@ -84,6 +123,7 @@ impl Principal {
             namespace: None,
             role: Role::Admin,
             tools: None,
+            presented: Default::default(),
         }
     }
 
@@ -132,6 +172,7 @@ mod tests {
             namespace: Some("default".to_owned()),
             role: Role::Approver,
             tools: None,
+            presented: Default::default(),
         }
     }
 

@@ -163,6 +163,10 @@ pub struct CallApproval {
     /// Why, in the approver's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// While the call waits for its user's consent to an upstream: the
+    /// authorization URL to send the user to (as on its Approval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consent_url: Option<String>,
 }
 
 /// `spec.hookContext`: ids of the agent's hook events for this call.
@@ -240,6 +244,11 @@ pub struct ToolCallStatus {
     /// rest of `status`, a value in a request is ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<crate::principal::PrincipalRef>,
+    /// The end user whose own upstream tokens the call uses (a JWT's
+    /// `sub`, a token's name, or a trusted `callerId`); set by joch at
+    /// admission, only for tools whose upstream takes per-user tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_user: Option<String>,
     /// The nonce of the envelope the caller's output came in (seed 001),
     /// when the tool is untrusted and `outputEnvelope: nonce`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -62,6 +62,8 @@ pub(crate) struct Deferral {
     policy: Option<PolicyRef>,
     reason: Option<String>,
     approver_reason: Option<String>,
+    /// The authorization URL of a consent the call waits for.
+    consent_url: Option<String>,
 }
 
 impl Deferral {
@@ -80,12 +82,18 @@ impl Deferral {
             }),
             reason: d.verdict.reason.clone(),
             approver_reason: d.verdict.approver_reason.clone(),
+            consent_url: None,
         }
     }
 
     /// True for a yes/no approval (a user-input request needs a value each time).
     pub(crate) fn is_approval(&self) -> bool {
         self.user_input.is_none()
+    }
+
+    /// The authorization URL of the consent the call waits for, if any.
+    pub(crate) fn consent_url(&self) -> Option<&str> {
+        self.consent_url.as_deref()
     }
 
     pub(crate) fn policy(&self) -> Option<&PolicyRef> {
@@ -99,6 +107,22 @@ impl Deferral {
             policy: None,
             reason: Some("the tool requires approval".to_owned()),
             approver_reason: None,
+            consent_url: None,
+        }
+    }
+
+    /// The call waits for its user's consent at `url`, until `timeout`.
+    pub(crate) fn consent(url: String, reason: String, timeout: Duration) -> Self {
+        Deferral {
+            routing: ApprovalRouting {
+                timeout_seconds: Some(timeout.as_secs()),
+                ..ApprovalRouting::default()
+            },
+            user_input: None,
+            policy: None,
+            reason: Some(reason),
+            approver_reason: None,
+            consent_url: Some(url),
         }
     }
 }
@@ -151,9 +175,10 @@ impl Engine {
         routing.timeout_seconds = Some(timeout.as_secs());
         let deadline =
             Time(now().0 + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX));
-        let (kind, options) = match &deferral.user_input {
-            Some(_) => (ApprovalActionKind::UserInput, vec!["provide", "reject"]),
-            None => (
+        let (kind, options) = match (&deferral.user_input, &deferral.consent_url) {
+            (_, Some(_)) => (ApprovalActionKind::Consent, vec!["consent", "reject"]),
+            (Some(_), None) => (ApprovalActionKind::UserInput, vec!["provide", "reject"]),
+            (None, None) => (
                 ApprovalActionKind::ToolCall,
                 vec!["approve", "reject", "edit"],
             ),
@@ -161,6 +186,9 @@ impl Engine {
         let mut payload = json!({"tool": tool.metadata.name, "input": call.spec.input, "reason": deferral.reason});
         if let Some(input) = &deferral.user_input {
             payload["userInput"] = json!(input);
+        }
+        if let Some(url) = &deferral.consent_url {
+            payload["consentUrl"] = json!(url);
         }
         let mut approval = Approval {
             api_version: joch_core::API_VERSION.to_owned(),
@@ -455,6 +483,12 @@ impl Approvals<'_> {
     ) -> Result<Approval, EngineError> {
         let mut approval = self.pending_approval(namespace, name).await?;
         let decider = self.decider(by, &approval, &mut decision).await?;
+        if approval.spec.action.kind == ApprovalActionKind::Consent {
+            return Err(EngineError::Refused {
+                code: "consent_not_approvable",
+                message: "a consent is given by the user at the authorization server (the approval's consentUrl), not approved; it may be rejected".to_owned(),
+            });
+        }
         let verb = match (&decision.edited_input, approval.spec.action.kind) {
             (_, ApprovalActionKind::UserInput) if decision.value.is_none() => {
                 return Err(EngineError::InvalidDecision(
@@ -500,6 +534,8 @@ fn decided(name: &str, phase: ApprovalPhase) -> EngineError {
     }
 }
 
+mod consent;
+pub use consent::ConsentReply;
 mod inbox;
 pub use inbox::InboxItem;
 mod outcome;

@@ -12,8 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::Utc;
 use joch_core::credential::{
-    Credential, CredentialSpec, IssuedToken, OAuth2, TokenEndpoint, UpstreamCredentials,
-    UpstreamRef,
+    Credential, CredentialSpec, Grant, IssuedToken, OAuth2, TokenEndpoint, TokenGrant,
+    UpstreamCredentials, UpstreamRef,
 };
 use joch_core::{CallError, ErrorCode, ObjectMeta, Principal, Time};
 use joch_store::{Durability, ListQuery, Store, StoreError};
@@ -22,8 +22,14 @@ use serde::{Deserialize, Serialize};
 use crate::EngineError;
 use crate::Vault;
 
+mod client;
+mod consent;
+mod exchange;
 mod lease;
 mod vault;
+
+pub use client::callback_url;
+pub use consent::{ConsentAsk, ConsentGiven};
 
 pub use vault::{VaultKey, VaultKeys};
 
@@ -49,6 +55,8 @@ pub struct Credentials {
     endpoint: Arc<dyn TokenEndpoint>,
     /// One lock per record name: a refresh in flight is awaited, not repeated.
     refreshing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// joch's public URL, where its Client ID Metadata Document is.
+    public_url: Option<String>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -61,6 +69,17 @@ impl std::fmt::Debug for Credentials {
 
 fn failed(message: impl Into<String>) -> CallError {
     CallError::new(ErrorCode::UpstreamAuthFailed, message)
+}
+
+/// The end user has no token joch can use: only their consent helps.
+fn consent_required(upstream: &UpstreamRef, user: &str, why: &str) -> CallError {
+    CallError::new(
+        ErrorCode::ConsentRequired,
+        format!(
+            "{} {:?} needs {user:?}'s consent ({why}): call again, and open the consent URL the paused call gives (its approval's consentUrl)",
+            upstream.kind, upstream.name
+        ),
+    )
 }
 
 fn issuer(oauth2: &OAuth2) -> String {
@@ -85,12 +104,27 @@ impl Credentials {
             keys,
             endpoint,
             refreshing: Mutex::default(),
+            public_url: None,
         }
     }
 
     fn lock(&self, key: String) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
         locks.entry(key).or_default().clone()
+    }
+
+    /// What `stored` seals, if it opens and was issued for `oauth2`.
+    fn opened(keys: &VaultKeys, stored: &Credential, oauth2: &OAuth2) -> Option<Sealed> {
+        let meta = &stored.metadata;
+        let plain = keys
+            .open(
+                &stored.spec.key_id,
+                &stored.spec.sealed,
+                &aad(&meta.namespace, &meta.name),
+            )
+            .ok()?;
+        let sealed: Sealed = serde_json::from_slice(&plain).ok()?;
+        (sealed.issuer == issuer(oauth2)).then_some(sealed)
     }
 
     /// The stored token of `name`, if it opens, was issued for `oauth2`
@@ -102,20 +136,18 @@ impl Credentials {
         stored: &mut Credential,
         oauth2: &OAuth2,
     ) -> Option<String> {
-        let meta = &stored.metadata;
-        let aad = aad(&meta.namespace, &meta.name);
-        let plain = keys
-            .open(&stored.spec.key_id, &stored.spec.sealed, &aad)
-            .ok()?;
-        let sealed: Sealed = serde_json::from_slice(&plain).ok()?;
+        let sealed = Self::opened(keys, stored, oauth2)?;
         let margin = chrono::Duration::from_std(REFRESH_MARGIN).expect("small");
         let fresh = stored
             .spec
             .expires_at
             .is_none_or(|at| at.0 - margin > Utc::now());
-        if sealed.issuer != issuer(oauth2) || !fresh {
+        if !fresh {
             return None;
         }
+        let meta = &stored.metadata;
+        let aad = aad(&meta.namespace, &meta.name);
+        let plain = serde_json::to_vec(&sealed).expect("strings serialise");
         if stored.spec.key_id != keys.current_id() {
             stored.spec.sealed = keys.seal(&plain, &aad);
             stored.spec.key_id = keys.current_id().to_owned();
@@ -125,27 +157,31 @@ impl Credentials {
         Some(sealed.access_token)
     }
 
-    /// Seals `token` into the record `name`, created or replaced.
+    /// Seals `token` into the record for `upstream` and `user`, created or
+    /// replaced. A refresh answer without a refresh token keeps the one
+    /// `kept_refresh` held (RFC 6749 §6).
+    #[allow(clippy::too_many_arguments)]
     async fn keep(
         &self,
         keys: &VaultKeys,
         namespace: &str,
-        upstream: &UpstreamRef,
+        (upstream, user): (&UpstreamRef, Option<&str>),
         oauth2: &OAuth2,
         token: &IssuedToken,
         stored: Option<Credential>,
+        kept_refresh: Option<String>,
     ) -> Result<(), StoreError> {
-        let name = Credential::name_for(upstream, None);
+        let name = Credential::name_for(upstream, user);
         let sealed = Sealed {
             access_token: token.access_token.clone(),
-            refresh_token: token.refresh_token.clone(),
+            refresh_token: token.refresh_token.clone().or(kept_refresh),
             issuer: issuer(oauth2),
         };
         let plain = serde_json::to_vec(&sealed).expect("strings serialise");
         let now = Utc::now();
         let spec = CredentialSpec {
             upstream: upstream.clone(),
-            user: None,
+            user: user.map(str::to_owned),
             grant: oauth2.grant,
             scope: token.scope.clone(),
             obtained_at: Time(now),
@@ -192,6 +228,12 @@ impl Credentials {
 }
 
 impl Vault<'_> {
+    /// joch's Client ID Metadata Document, served at its own URL for
+    /// `clientMetadata` upstreams; `None` without a vault or a public URL.
+    pub fn client_metadata(&self) -> Option<serde_json::Value> {
+        self.inner.config.credentials.as_ref()?.client_metadata()
+    }
+
     /// The namespace's credentials, sealed (surfaces show who, for what
     /// and until when, never `spec.sealed`). Only an admin may list them.
     pub async fn list(
@@ -235,11 +277,23 @@ impl UpstreamCredentials for Credentials {
         upstream: &UpstreamRef,
         url: &str,
         oauth2: &OAuth2,
+        user: Option<&str>,
     ) -> Result<String, CallError> {
         let keys = self.keys.as_ref().ok_or_else(|| {
             failed("no vault key is configured (JOCH_VAULT_KEY or --vault-key-file): oauth2 upstreams need one")
         })?;
-        let name = Credential::name_for(upstream, None);
+        let oauth2 = &*self.client(oauth2)?;
+        let user = match (oauth2.takes_user(), user) {
+            (false, _) => None,
+            (true, Some(user)) => Some(user),
+            (true, None) => {
+                return Err(failed(format!(
+                    "{} {:?} takes per-user tokens, and this request names no user",
+                    upstream.kind, upstream.name
+                )));
+            }
+        };
+        let name = Credential::name_for(upstream, user);
         let lock = self.lock(format!("{namespace}/{name}"));
         let _one_at_a_time = lock.lock().await;
         let deadline = tokio::time::Instant::now() + 2 * lease::REFRESH_LEASE;
@@ -250,7 +304,27 @@ impl UpstreamCredentials for Credentials {
                     return Ok(format!("Bearer {token}"));
                 }
             }
-            match self.claim(namespace, upstream, oauth2, stored).await? {
+            if let (Some(user), Grant::TokenExchange) = (user, oauth2.grant) {
+                return Err(failed(format!(
+                    "{} {:?} takes {user:?}'s own token, exchanged when the call was made, and it has expired: call again",
+                    upstream.kind, upstream.name
+                )));
+            }
+            if let Some(user) = user {
+                // Only the user's consent gives a first token.
+                let held = stored.as_ref().is_some_and(|c| !c.spec.sealed.is_empty());
+                if !held {
+                    return Err(consent_required(
+                        upstream,
+                        user,
+                        "joch holds no token of theirs",
+                    ));
+                }
+            }
+            match self
+                .claim(namespace, (upstream, user), oauth2, stored)
+                .await?
+            {
                 lease::Claim::Won(credential) => break *credential,
                 lease::Claim::Busy if tokio::time::Instant::now() < deadline => Self::pause().await,
                 lease::Claim::Busy => {
@@ -261,8 +335,51 @@ impl UpstreamCredentials for Credentials {
                 }
             }
         };
-        let token = match self.endpoint.request(oauth2, url).await {
+        let token = self
+            .obtain(keys, (upstream, user), url, oauth2, claimed)
+            .await?;
+        Ok(format!("Bearer {}", token.access_token))
+    }
+}
+
+impl Credentials {
+    /// Asks the token endpoint for a new token of `claimed` (a service
+    /// token; or the user's, with their refresh token) and keeps it.
+    async fn obtain(
+        &self,
+        keys: &VaultKeys,
+        (upstream, user): (&UpstreamRef, Option<&str>),
+        url: &str,
+        oauth2: &OAuth2,
+        claimed: Credential,
+    ) -> Result<IssuedToken, CallError> {
+        let refresh_token = Self::opened(keys, &claimed, oauth2).and_then(|s| s.refresh_token);
+        let grant = match (user, &refresh_token) {
+            (None, _) => TokenGrant::ClientCredentials,
+            (Some(_), Some(refresh_token)) => TokenGrant::Refresh {
+                refresh_token: refresh_token.clone(),
+            },
+            (Some(user), None) => {
+                self.forget(claimed).await;
+                return Err(consent_required(
+                    upstream,
+                    user,
+                    "their token expired and cannot be refreshed",
+                ));
+            }
+        };
+        let token = match self.endpoint.request(oauth2, url, &grant).await {
             Ok(token) => token,
+            // The authorization server no longer honours the grant (revoked, expired).
+            Err(e) if user.is_some() && e.contains("invalid_grant") => {
+                self.forget(claimed).await;
+                let user = user.unwrap_or_default();
+                return Err(consent_required(
+                    upstream,
+                    user,
+                    "their refresh token was refused",
+                ));
+            }
             Err(e) => {
                 self.release(claimed).await;
                 return Err(failed(format!(
@@ -271,14 +388,22 @@ impl UpstreamCredentials for Credentials {
                 )));
             }
         };
-        let stored = Some(claimed);
+        let namespace = claimed.metadata.namespace.clone();
         if let Err(e) = self
-            .keep(keys, namespace, upstream, oauth2, &token, stored)
+            .keep(
+                keys,
+                &namespace,
+                (upstream, user),
+                oauth2,
+                &token,
+                Some(claimed),
+                refresh_token,
+            )
             .await
         {
             // Another replica kept one meanwhile: this token is as good.
-            tracing::debug!(credential = %name, error = %e, "token not kept");
+            tracing::debug!(upstream = %upstream.name, error = %e, "token not kept");
         }
-        Ok(format!("Bearer {}", token.access_token))
+        Ok(token)
     }
 }

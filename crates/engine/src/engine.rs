@@ -58,6 +58,11 @@ pub struct EngineConfig {
     /// The token vault the backends use, built by the opener from `vault`
     /// (default none: credentials list empty).
     pub credentials: Option<Arc<crate::Credentials>>,
+    /// joch's public URL (`--public-url`), under which users' consents
+    /// come back (`/oauth/callback`) and joch's Client ID Metadata
+    /// Document is served (default none: per-user upstreams cannot ask
+    /// for consent, and their calls fail with `consent_required`).
+    pub public_url: Option<String>,
 }
 
 impl Default for EngineConfig {
@@ -77,6 +82,7 @@ impl Default for EngineConfig {
             mcp_sessions: crate::McpSessionLimits::default(),
             vault: None,
             credentials: None,
+            public_url: None,
         }
     }
 }

@@ -33,7 +33,7 @@ mod signal;
 mod telemetry;
 mod tracing_spans;
 
-pub use approvals::{ApprovalDecision, InboxItem};
+pub use approvals::{ApprovalDecision, ConsentReply, InboxItem};
 pub use audit::{
     AuditLine, AuditProblem, AuditReport, CheckedEntry, CheckpointSigner, CheckpointSigning,
     RecordAudit,

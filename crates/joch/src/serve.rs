@@ -52,6 +52,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             per_principal: args.max_mcp_sessions_per_principal,
         },
         vault: vault_keys(&args)?,
+        public_url: Some(public_url.clone()),
         ..EngineConfig::default()
     };
     let location = match &args.store {

@@ -35,6 +35,10 @@ pub(crate) async fn authorize(
         path.as_str(),
         "/healthz" | "/readyz" | "/metrics" | "/openapi.json"
     ) || path.starts_with("/demo/")
+        // A user's browser back from an authorization server: its state is the authority.
+        || path == "/oauth/callback"
+        // joch's Client ID Metadata Document, fetched by authorization servers.
+        || path == "/oauth/client-metadata.json"
         // The console resolves its viewer from its session cookie itself.
         || path == "/ui"
         || path.starts_with("/ui/")

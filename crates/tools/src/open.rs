@@ -105,11 +105,14 @@ pub async fn start(
         .map_err(|e| Error::Invalid(format!("cannot build the webhook client: {e}")))?;
     let token_endpoint = HttpTokenEndpoint::new()
         .map_err(|e| Error::Invalid(format!("cannot build the token client: {e}")))?;
-    let credentials = Arc::new(Credentials::new(
-        store.clone(),
-        config.vault.clone(),
-        Arc::new(token_endpoint),
-    ));
+    let credentials = Arc::new(
+        Credentials::new(
+            store.clone(),
+            config.vault.clone(),
+            Arc::new(token_endpoint),
+        )
+        .with_public_url(config.public_url.clone()),
+    );
     config.credentials = Some(credentials.clone());
     let actions = ActionsExecutor::new(webhook.clone()).with_credentials(credentials.clone());
     let backends: Vec<Arc<dyn ToolBackend>> = vec![

@@ -14,6 +14,8 @@ use serde::Deserialize;
 pub(crate) struct Discovered {
     /// The authorization server's token endpoint.
     pub token_url: String,
+    /// Its authorization endpoint, when it has one.
+    pub authorization_url: Option<String>,
     /// The protected resource's identifier, for `resource`.
     pub resource: Option<String>,
 }
@@ -29,6 +31,8 @@ struct ResourceMetadata {
 #[derive(Deserialize)]
 struct ServerMetadata {
     token_endpoint: String,
+    #[serde(default)]
+    authorization_endpoint: Option<String>,
 }
 
 /// Discovers the token endpoint of `upstream` (an MCP endpoint or any
@@ -49,6 +53,7 @@ pub(crate) async fn discover(client: &Client, upstream: &str) -> Result<Discover
             crate::outbound::check_url(&server.token_endpoint)?;
             return Ok(Discovered {
                 token_url: server.token_endpoint,
+                authorization_url: server.authorization_endpoint,
                 resource: resource.resource,
             });
         }

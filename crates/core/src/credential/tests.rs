@@ -35,11 +35,11 @@ fn mistakes_are_reported_at_their_exact_paths() {
             vec!["spec.auth.bearer"],
         ),
         (
-            json!({"oauth2": {"grant": "authorization_code", "tokenUrl": "ftp://x",
+            json!({"oauth2": {"grant": "token_exchange", "perUser": true, "tokenUrl": "ftp://x",
                 "clientId": " ", "clientSecret": {}, "scopes": ["ok", "two words"],
                 "resource": "urn:x"}}),
             vec![
-                "spec.auth.oauth2.grant",
+                "spec.auth.oauth2.perUser",
                 "spec.auth.oauth2.tokenUrl",
                 "spec.auth.oauth2.clientId",
                 "spec.auth.oauth2.resource",
@@ -48,6 +48,24 @@ fn mistakes_are_reported_at_their_exact_paths() {
             ],
         ),
     ];
+    let cases = cases.into_iter().chain([
+        (
+            json!({"oauth2": {"grant": "authorization_code", "clientId": "c",
+                "authorizationUrl": "mailto:x"}}),
+            vec![
+                "spec.auth.oauth2.perUser",
+                "spec.auth.oauth2.authorizationUrl",
+            ],
+        ),
+        (
+            json!({"oauth2": {"grant": "client_credentials", "clientId": "c", "perUser": true}}),
+            vec!["spec.auth.oauth2.perUser"],
+        ),
+        (
+            json!({"oauth2": {"grant": "authorization_code", "clientId": "c", "perUser": true}}),
+            vec![],
+        ),
+    ]);
     for (auth, fields) in cases {
         let found: Vec<String> = problems(auth.clone()).into_iter().map(|p| p.0).collect();
         assert_eq!(found, fields, "{auth}");

@@ -25,6 +25,7 @@ use joch_core::ApprovalActionKind;
 impl Engine {
     /// Settles a rejected approval's call `Denied`, with the approver's message.
     pub(super) async fn deny_rejected(&self, approval: &Approval) -> Result<(), EngineError> {
+        self.withdraw_consents(approval).await;
         let Some(mut call) = self.awaiting_call(approval).await? else {
             return Ok(());
         };
@@ -99,6 +100,7 @@ impl Engine {
         {
             return self.resume(approval, decision).await;
         }
+        self.withdraw_consents(approval).await;
         let Some(mut call) = self.awaiting_call(approval).await? else {
             return Ok(());
         };
@@ -109,14 +111,33 @@ impl Engine {
             json!({"approved": false, "reason": "approval timed out"}),
         )
         .await?;
-        let reason = "nobody decided on the approval before its deadline".to_owned();
-        let rejection = Rejection::refused(
-            &call,
-            Phase::TimedOut,
-            "Approval timed out",
-            ErrorCode::ApprovalTimedOut,
-            reason,
-        );
+        let rejection = if approval.spec.action.kind == ApprovalActionKind::Consent {
+            let url = approval
+                .spec
+                .payload
+                .get("consentUrl")
+                .and_then(Value::as_str);
+            let reason = format!(
+                "the user did not consent before the deadline{}: call the tool again, and have the user open the new consent URL it gives (the approval's consentUrl) before its deadline",
+                url.map(|_| " at the consent URL").unwrap_or_default()
+            );
+            Rejection::refused(
+                &call,
+                Phase::TimedOut,
+                "Consent not given",
+                ErrorCode::ConsentRequired,
+                reason,
+            )
+        } else {
+            let reason = "nobody decided on the approval before its deadline".to_owned();
+            Rejection::refused(
+                &call,
+                Phase::TimedOut,
+                "Approval timed out",
+                ErrorCode::ApprovalTimedOut,
+                reason,
+            )
+        };
         self.refuse(call, rejection).await.map(drop)
     }
 

@@ -24,7 +24,10 @@ impl Engine {
         backend: &ActionsBackend,
     ) -> Result<ActionInputs, EngineError> {
         let ns = &call.metadata.namespace;
-        let mut inputs = ActionInputs::default();
+        let mut inputs = ActionInputs {
+            upstream_user: call.status.upstream_user.clone(),
+            ..ActionInputs::default()
+        };
         for (_, name) in backend.endpoints() {
             match self.inner.store.get_object::<Endpoint>(ns, name).await {
                 Ok(endpoint) => {

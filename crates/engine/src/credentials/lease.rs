@@ -33,7 +33,7 @@ impl Credentials {
     pub(super) async fn claim(
         &self,
         namespace: &str,
-        upstream: &UpstreamRef,
+        (upstream, user): (&UpstreamRef, Option<&str>),
         oauth2: &OAuth2,
         stored: Option<Credential>,
     ) -> Result<Claim, CallError> {
@@ -55,14 +55,14 @@ impl Credentials {
                     api_version: joch_core::API_VERSION.to_owned(),
                     kind: <Credential as joch_core::Object>::KIND.to_owned(),
                     metadata: ObjectMeta {
-                        name: Credential::name_for(upstream, None),
+                        name: Credential::name_for(upstream, user),
                         namespace: namespace.to_owned(),
                         creation_timestamp: Some(Time(now)),
                         ..ObjectMeta::default()
                     },
                     spec: CredentialSpec {
                         upstream: upstream.clone(),
-                        user: None,
+                        user: user.map(str::to_owned),
                         grant: oauth2.grant,
                         scope: None,
                         obtained_at: Time(now),
@@ -103,6 +103,20 @@ impl Credentials {
         };
         if let Err(e) = released {
             tracing::debug!(error = %e, "a refresh claim not released; it lapses");
+        }
+    }
+
+    /// Deletes a claimed user's credential whose grant is gone: the next
+    /// call asks for their consent again.
+    pub(super) async fn forget(&self, claimed: Credential) {
+        let meta = &claimed.metadata;
+        let version = Some(meta.resource_version.as_str());
+        if let Err(e) = self
+            .store
+            .delete_object::<Credential>(&meta.namespace, &meta.name, version)
+            .await
+        {
+            tracing::debug!(error = %e, "a dead credential not deleted; another replica did");
         }
     }
 

@@ -18,6 +18,12 @@
 //!   executions, approvals, call contexts, artifacts); an `approver` reads
 //!   everything but tokens; an `admin` reads everything ([`may_read`]).
 //!
+//! - The end user whose own upstream tokens a call uses is the principal
+//!   (a JWT's `sub`, a token's name); the call's `callerId` names them
+//!   only where the namespace trusts its callers for that
+//!   (`spec.trustCallerId`), else a `callerId` naming someone else is
+//!   refused ([`upstream_user`]).
+//!
 //! The local caller (no authentication configured) has no identity: the
 //! rules that compare identities do not apply to it, and a decision is
 //! recorded under the name the decider gives.
@@ -120,9 +126,40 @@ pub(crate) fn decider(
 }
 
 /// True when the approval's policy asked the caller's own user: an
-/// `askUser` routing, or a `userInput` value only that user can give.
+/// `askUser` routing, a `userInput` value only that user can give, or a
+/// consent (only that user may decline it for themselves).
 pub(crate) fn asks_user(approval: &Approval) -> bool {
-    approval.spec.routing.ask_user || approval.spec.action.kind == ApprovalActionKind::UserInput
+    approval.spec.routing.ask_user
+        || matches!(
+            approval.spec.action.kind,
+            ApprovalActionKind::UserInput | ApprovalActionKind::Consent
+        )
+}
+
+/// The end user whose own upstream tokens (`oauth2` `perUser`) `call`
+/// made by `by` uses: the call's `callerId` where the namespace trusts
+/// callers to name their user (`trust_caller_id`), else the principal. A
+/// `callerId` that names someone else than an untrusting namespace's
+/// principal is refused (the reason is the error), so that one agent's
+/// token cannot reach another user's upstream account by naming them.
+pub(crate) fn upstream_user(
+    by: &Principal,
+    call: &ToolCall,
+    trust_caller_id: bool,
+) -> Result<String, String> {
+    match call
+        .spec
+        .caller_id
+        .as_deref()
+        .filter(|c| !c.trim().is_empty())
+    {
+        Some(caller) if trust_caller_id => Ok(caller.to_owned()),
+        Some(caller) if caller != by.name => Err(format!(
+            "callerId {caller:?} names another user than the caller {:?}, and namespace {:?} does not trust callers to name whose upstream tokens a call uses (spec.trustCallerId)",
+            by.name, call.metadata.namespace
+        )),
+        _ => Ok(by.name.clone()),
+    }
 }
 
 /// Refuses a principal below `admin`: replaying and resolving calls are an

@@ -70,6 +70,7 @@ impl From<SignedIn> for Principal {
             namespace: s.namespace,
             role: s.role,
             tools: s.tools,
+            presented: Default::default(),
         }
     }
 }

@@ -111,6 +111,7 @@ impl JwtConfig {
             namespace: Some(claims.namespace),
             role: claims.role,
             tools: claims.joch_tools,
+            presented: joch_core::principal::Presented::jwt(token),
         })
     }
 }
@@ -129,6 +130,7 @@ pub(crate) fn index(tokens: Vec<ApiToken>) -> TokenIndex {
                 namespace: Some(t.metadata.namespace.clone()),
                 role: t.spec.role,
                 tools: t.spec.tools.clone(),
+                presented: Default::default(),
             };
             (t.spec.hash, principal)
         })

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use reqwest::{Method, StatusCode};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
     ElicitRequestParams, ElicitResult, ElicitationAction, GetPromptRequestParams, GetTaskParams,
@@ -399,4 +400,50 @@ async fn a_requeststate_is_no_credential_another_agent_cannot_resume_the_call() 
         refused.to_string().contains("no call of yours"),
         "{refused}"
     );
+}
+
+/// A client that takes URL-mode elicitation only (it opens links).
+struct Opener;
+
+impl ClientHandler for Opener {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        let mut elicitation = rmcp::model::ElicitationCapability::default();
+        elicitation.url = Some(rmcp::model::UrlElicitationCapability::new());
+        capabilities.elicitation = Some(elicitation);
+        ClientConfig::new(capabilities, Implementation::new("e2e-opener", "1"))
+    }
+}
+
+#[tokio::test]
+async fn a_call_waiting_for_consent_gives_its_authorization_url_in_input_required() {
+    let key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+    let joch = Joch::builder().env("JOCH_VAULT_KEY", key).start().await;
+    let authorize = "http://127.0.0.1:9/authorize";
+    let endpoint = json!({"kind": "Endpoint", "metadata": {"name": "mail"}, "spec": {
+        "url": "http://127.0.0.1:9/mail",
+        "auth": {"oauth2": {"grant": "authorization_code", "perUser": true, "clientId": "joch",
+            "authorizationUrl": authorize, "tokenUrl": "http://127.0.0.1:9/token"}}}});
+    let path = format!("/v1/namespaces/{NS}/endpoints");
+    let (status, body) = joch.send(Method::POST, &path, Some(endpoint)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    joch.create_tool(
+        json!({"name": "mail.read", "actions": [{"type": "webhook", "endpoint": "mail"}]}),
+    )
+    .await;
+
+    let client = stateless(&joch, Opener).await;
+    let first = client
+        .call_tool_once(CallToolRequestParams::new("mail.read").with_arguments(Default::default()))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(first) = first else {
+        panic!("not input_required: {first:?}")
+    };
+    let asked = serde_json::to_value(first.input_requests.expect("a question")).unwrap();
+    let question = &asked["approval"]["params"];
+    assert_eq!(question["mode"], "url", "{asked}");
+    let url = question["url"].as_str().unwrap();
+    assert!(url.starts_with(&format!("{authorize}?")), "{url}");
+    assert!(url.contains("code_challenge_method=S256"), "{url}");
 }

@@ -225,12 +225,18 @@ fn calls() -> Router<AppState> {
         )
 }
 
-/// Tokens, upstream credentials, the audit and costs.
+/// Tokens, upstream credentials (and the OAuth callback and client
+/// metadata they use), the audit and costs.
 fn administration() -> Router<AppState> {
     Router::new()
         .route(
             "/v1/namespaces/{ns}/tokens",
             get(tokens::list).post(tokens::create),
+        )
+        .route("/oauth/callback", get(credentials::callback))
+        .route(
+            "/oauth/client-metadata.json",
+            get(credentials::client_metadata),
         )
         .route("/v1/namespaces/{ns}/credentials", get(credentials::list))
         .route(

@@ -7,7 +7,9 @@
 //! - `inputRequests.approval`: the question for its user, when the client
 //!   declared elicitation: a form for an `askUser` approval or a
 //!   `userInput` value (the form a session's client is sent live,
-//!   `elicit.rs`), else (URL mode) the link where the Approval is decided;
+//!   `elicit.rs`), for a consent to an upstream (URL mode) its
+//!   authorization URL, else (URL mode) the link where the Approval is
+//!   decided;
 //! - `requestState`: `toolcall/<name>`, the ToolCall's name and nothing
 //!   else. The state is the record in the store, so the retry is served by
 //!   whichever replica it reaches; the engine lets only the principal that
@@ -95,7 +97,11 @@ impl JochMcp {
             .as_ref()
             .is_some_and(|e| e.form.is_some() || e.url.is_none());
         let by_url = elicitation.as_ref().is_some_and(|e| e.url.is_some());
-        let question = if form && elicit::may_ask(approval) {
+        let question = if by_url && elicit::is_consent(approval) {
+            // The user's consent at the upstream's authorization server:
+            // its URL, not where the Approval is decided.
+            Some(elicit::form(approval, tool))
+        } else if form && elicit::may_ask(approval) {
             Some(elicit::form(approval, tool))
         } else if by_url {
             Some(ElicitRequestParams::UrlElicitationParams {

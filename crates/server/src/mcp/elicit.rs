@@ -31,10 +31,17 @@ use serde_json::Value;
 /// Longest argument text put in a question; the Approval has it all.
 const MAX_ARGS_CHARS: usize = 2_000;
 
-/// True when the client declared form elicitation at `initialize`.
+/// True when the client declared elicitation at `initialize` (form, or
+/// URL mode, in which a consent's authorization URL is relayed).
 pub(super) fn client_can_answer(peer: &Peer<RoleServer>) -> bool {
-    peer.supported_elicitation_modes()
-        .contains(&ElicitationMode::Form)
+    !peer.supported_elicitation_modes().is_empty()
+}
+
+/// True for a call waiting for its user's consent: its authorization URL
+/// goes to clients that take URL-mode elicitation; the user's consent
+/// itself comes back through joch's OAuth callback, not the answer.
+pub(super) fn is_consent(approval: &Approval) -> bool {
+    approval.spec.action.kind == ApprovalActionKind::Consent
 }
 
 /// Whether `approval` may be put to the client's user: a value asked by a
@@ -52,6 +59,9 @@ enum Question {
     /// A value for the argument `arg`; `json` when the tool wants an object
     /// or array there, which a form can only take as text.
     Value { arg: String, json: bool },
+    /// Open the authorization URL and consent there (URL mode); only a
+    /// decline is an answer that decides.
+    OpenUrl,
 }
 
 /// A decision the user's answer makes; `by` is filled in by the caller.
@@ -79,6 +89,13 @@ impl Asking {
         tool: Option<&Tool>,
     ) -> Option<Self> {
         let (question, params) = request(&approval, tool);
+        let mode = match question {
+            Question::OpenUrl => ElicitationMode::Url,
+            _ => ElicitationMode::Form,
+        };
+        if !peer.supported_elicitation_modes().contains(&mode) {
+            return None;
+        }
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
         let sent = peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
@@ -126,6 +143,10 @@ impl Asking {
             }
         };
         let Some(verdict) = verdict(&self.question, &result) else {
+            if self.question == Question::OpenUrl {
+                // Opened: the consent comes back through /oauth/callback.
+                return;
+            }
             tracing::warn!(approval = %name, answer = ?result.content, "elicitation answer does not fit the question; left undecided");
             return;
         };
@@ -174,7 +195,9 @@ pub(super) async fn decide_by_answer(
         .ok()
         .and_then(|result| verdict(&question, &result));
     let Some(verdict) = verdict else {
-        tracing::warn!(approval = %name, %answer, "input response does not fit the question; left undecided");
+        if question != Question::OpenUrl {
+            tracing::warn!(approval = %name, %answer, "input response does not fit the question; left undecided");
+        }
         return;
     };
     let namespace = &approval.metadata.namespace;
@@ -238,6 +261,18 @@ async fn record(
 /// why) and the form the answer fills in.
 fn request(approval: &Approval, tool: Option<&Tool>) -> (Question, ElicitRequestParams) {
     let payload = &approval.spec.payload;
+    if let (true, Some(url)) = (
+        is_consent(approval),
+        payload.get("consentUrl").and_then(Value::as_str),
+    ) {
+        let params = ElicitRequestParams::UrlElicitationParams {
+            meta: None,
+            message: approval.spec.risk.summary.clone(),
+            url: url.to_owned(),
+            elicitation_id: approval.metadata.uid.clone(),
+        };
+        return (Question::OpenUrl, params);
+    }
     let tool_name = payload.get("tool").and_then(Value::as_str).unwrap_or("?");
     let mut args = payload
         .get("input")
@@ -402,6 +437,7 @@ fn verdict(question: &Question, result: &ElicitResult) -> Option<Verdict> {
         })
     };
     let content = match result.action {
+        ElicitationAction::Accept if *question == Question::OpenUrl => return None,
         ElicitationAction::Accept => result.content.as_ref()?,
         ElicitationAction::Decline => return Some(declined("declined")),
         ElicitationAction::Cancel => return Some(declined("cancelled the question")),
@@ -444,6 +480,8 @@ fn verdict(question: &Question, result: &ElicitResult) -> Option<Verdict> {
                 ..ApprovalDecision::default()
             }))
         }
+        // Accepted above: nothing to decide.
+        Question::OpenUrl => None,
     }
 }
 

@@ -303,7 +303,8 @@ impl JochMcp {
                         return Ok(Ran::Deferred(Box::new(approval.clone())));
                     }
                     // Sent from this task, so that it rides this request's stream.
-                    if let Some(approval) = approval.ok().filter(elicit::may_ask) {
+                    let askable = |a: &joch_core::Approval| elicit::may_ask(a) || elicit::is_consent(a);
+                    if let Some(approval) = approval.ok().filter(askable) {
                         asking = elicit::Asking::start(&context.peer, approval, tool).await;
                     }
                 }

@@ -13,6 +13,7 @@
 //! (Pending, Running, settled): see [`Intent`].
 
 mod checks;
+mod consent;
 mod policies;
 mod steps;
 
@@ -96,6 +97,9 @@ impl Engine {
             call.spec.approval = Some(CallApproval {
                 required: true,
                 status: Some("pending".to_owned()),
+                consent_url: deferral
+                    .as_ref()
+                    .and_then(|d| d.consent_url().map(str::to_owned)),
                 ..Default::default()
             });
         }

@@ -56,6 +56,9 @@ pub(crate) enum Check {
     ToolConfig,
     /// The (possibly modified) input matches the tool's `inputSchema`.
     InputSchema,
+    /// The call's user has a token for each upstream taking per-user
+    /// tokens, or the call waits for their consent.
+    UpstreamConsent,
 }
 
 /// The checks a new call passes, in order.
@@ -71,6 +74,7 @@ pub(crate) const ADMISSION: &[Check] = &[
     Check::StandingDecision,
     Check::ToolConfig,
     Check::InputSchema,
+    Check::UpstreamConsent,
 ];
 
 /// The checks that arguments an approver edited pass again before the approved call runs.
@@ -213,6 +217,7 @@ impl Check {
             Check::StandingDecision => engine.standing(a).await,
             Check::ToolConfig => Ok(engine.tool_config(a)),
             Check::InputSchema => Ok(Engine::input_schema(a)),
+            Check::UpstreamConsent => engine.upstream_consent(a).await,
         }
     }
 }
@@ -254,6 +259,7 @@ mod tests {
             Check::StandingDecision,
             Check::ToolConfig,
             Check::InputSchema,
+            Check::UpstreamConsent,
         ];
         for check in all {
             let times = ADMISSION.iter().filter(|c| **c == check).count();
@@ -275,6 +281,9 @@ mod tests {
         // A standing decision answers a deferral, which the policies and
         // the tool's requiresApproval make.
         assert!(at(Check::ToolApproval) < at(Check::StandingDecision));
+        // A consent is asked for last: a call refused or awaiting a person
+        // leaves no consent under way.
+        assert_eq!(at(Check::UpstreamConsent), ADMISSION.len() - 1);
         // Resumed calls were admitted already: only their new arguments
         // are checked again.
         assert!(!RESUMPTION.contains(&Check::ToolApproval));

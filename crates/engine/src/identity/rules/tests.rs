@@ -11,6 +11,7 @@ fn token(name: &str, role: Role) -> Principal {
         namespace: Some("default".to_owned()),
         role,
         tools: None,
+        presented: Default::default(),
     }
 }
 
@@ -174,5 +175,37 @@ fn reading_follows_the_role() {
         assert_eq!(by(Role::Approver), approver, "approver reads {plural}");
         assert!(by(Role::Admin), "admin reads {plural}");
         assert!(may_read(&local, plural).is_ok(), "local reads {plural}");
+    }
+}
+
+#[test]
+fn the_upstream_user_is_the_principal_unless_the_namespace_trusts_caller_ids() {
+    let alice = token("alice", Role::Agent);
+    let jwt_bob = Principal {
+        kind: PrincipalKind::Jwt,
+        ..token("bob", Role::Agent)
+    };
+    let with_caller = |caller: Option<&str>| {
+        let mut call = call_by(&alice);
+        call.spec.caller_id = caller.map(str::to_owned);
+        call
+    };
+    // (principal, callerId, trusted) -> the user, or a refusal naming the setting.
+    let cases = [
+        (&alice, None, false, Ok("alice")),
+        (&jwt_bob, None, false, Ok("bob")),
+        (&alice, Some("alice"), false, Ok("alice")),
+        (&alice, Some(" "), false, Ok("alice")),
+        (&alice, Some("carol"), true, Ok("carol")),
+        (&alice, None, true, Ok("alice")),
+        (&alice, Some("carol"), false, Err("spec.trustCallerId")),
+    ];
+    for (by, caller, trusted, expected) in cases {
+        let got = upstream_user(by, &with_caller(caller), trusted);
+        match (expected, got) {
+            (Ok(user), Ok(got)) => assert_eq!(got, user, "{caller:?} {trusted}"),
+            (Err(reason), Err(got)) => assert!(got.contains(reason), "{got}"),
+            (expected, got) => panic!("{caller:?} {trusted}: {got:?}, expected {expected:?}"),
+        }
     }
 }

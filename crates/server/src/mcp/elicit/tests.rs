@@ -226,3 +226,31 @@ fn answers_become_decisions() {
         Some(json!("not json"))
     );
 }
+
+#[test]
+fn a_consent_is_a_url_to_open_whose_acceptance_decides_nothing() {
+    let url = "https://as.example/authorize?state=ns.x";
+    let consent = approval(
+        "consent",
+        json!({}),
+        json!({"tool": "mail", "input": {}, "consentUrl": url}),
+    );
+    assert!(is_consent(&consent) && !may_ask(&consent));
+    let (question, params) = request(&consent, None);
+    assert_eq!(question, Question::OpenUrl);
+    match params {
+        ElicitRequestParams::UrlElicitationParams {
+            url: sent, message, ..
+        } => {
+            assert_eq!(sent, url);
+            assert_eq!(message, "Creates a ticket the customer sees.");
+        }
+        other => panic!("not a URL: {other:?}"),
+    }
+    let answer = ElicitResult::new;
+    assert_eq!(verdict(&question, &answer(ElicitationAction::Accept)), None);
+    assert!(matches!(
+        verdict(&question, &answer(ElicitationAction::Decline)),
+        Some(Verdict::Reject(_))
+    ));
+}

@@ -1,0 +1,199 @@
+//! The consent check: a declarative tool whose Endpoint takes each end
+//! user's own token (`oauth2` `authorization_code`, `perUser`) runs with
+//! the token of the call's user ([`rules::upstream_user`]). When the vault
+//! holds none it can use (none yet, revoked, or no longer refreshable),
+//! the call waits for the user's consent, as an Approval of kind
+//! `consent` whose payload holds the authorization URL.
+//!
+//! An Endpoint with `token_exchange` runs with the caller's own token:
+//! the JWT the caller presented is exchanged now, while joch holds it
+//! (RFC 8693), and the result kept in the vault for the run; a caller
+//! without a JWT is refused.
+//!
+//! A call that waits for a person already (a policy's or the tool's
+//! approval) is not asked for consent too: if its user has no token when
+//! it runs, it fails with `consent_required`, and the next call asks.
+
+use std::time::Duration;
+
+use joch_core::credential::{Grant, OAuth2, UpstreamRef};
+use joch_core::{Backend, CallError, CallMode, Endpoint, ErrorCode, Phase, Principal, ToolCall};
+use joch_store::StoreErrorKind;
+
+use super::steps::{Admitting, Verdict};
+use crate::approvals::Deferral;
+use crate::calls::Rejection;
+use crate::credentials::ConsentAsk;
+use crate::identity::rules;
+use crate::{Engine, EngineError};
+
+impl Engine {
+    pub(super) async fn upstream_consent(
+        &self,
+        a: &mut Admitting<'_>,
+    ) -> Result<Verdict, EngineError> {
+        let (Backend::Actions(actions), Some(by)) = (&a.tool.spec.backend, a.by) else {
+            return Ok(Verdict::Continue);
+        };
+        if a.call.spec.mode == CallMode::Hook {
+            return Ok(Verdict::Continue);
+        }
+        let namespace = a.call.metadata.namespace.clone();
+        for (_, name) in actions.endpoints() {
+            let endpoint = match self
+                .inner
+                .store
+                .get_object::<Endpoint>(&namespace, name)
+                .await
+            {
+                Ok(endpoint) => endpoint,
+                // Execution reports a missing Endpoint.
+                Err(e) if e.kind() == StoreErrorKind::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let Some(oauth2) = endpoint.spec.auth.and_then(|auth| auth.oauth2) else {
+                continue;
+            };
+            if !oauth2.takes_user() {
+                continue;
+            }
+            let upstream = UpstreamRef::endpoint(name);
+            if oauth2.grant == Grant::TokenExchange {
+                a.call.status.upstream_user = Some(by.name.clone());
+                let url = &endpoint.spec.url;
+                match self.exchange(by, &a.call, &upstream, url, &oauth2).await {
+                    Ok(()) => continue,
+                    Err(error) => {
+                        let rejection = Rejection::refused(
+                            &a.call,
+                            Phase::Failed,
+                            "Token exchange failed",
+                            ErrorCode::UpstreamAuthFailed,
+                            error.message,
+                        );
+                        return Ok(Verdict::Reject(rejection));
+                    }
+                }
+            }
+            if a.deferral.is_some() {
+                // A person decides first; the run asks for the token.
+                continue;
+            }
+            let trusted = self
+                .resources()
+                .get_namespace(&namespace)
+                .await?
+                .spec
+                .trust_caller_id;
+            let user = match rules::upstream_user(by, &a.call, trusted) {
+                Ok(user) => user,
+                Err(reason) => {
+                    return Ok(Verdict::Reject(Rejection::refused(
+                        &a.call,
+                        Phase::Denied,
+                        "Caller id not trusted",
+                        ErrorCode::CallerIdNotTrusted,
+                        reason,
+                    )));
+                }
+            };
+            a.call.status.upstream_user = Some(user.clone());
+            if let Some(deferral) = self
+                .needs_consent(a, &upstream, &endpoint.spec.url, &oauth2, &user)
+                .await
+            {
+                return Ok(Verdict::Defer(deferral));
+            }
+        }
+        Ok(Verdict::Continue)
+    }
+
+    /// Exchanges the caller's JWT for its token at `upstream` (RFC 8693),
+    /// unless the vault holds a fresh one of the caller's already.
+    async fn exchange(
+        &self,
+        by: &Principal,
+        call: &ToolCall,
+        upstream: &UpstreamRef,
+        url: &str,
+        oauth2: &OAuth2,
+    ) -> Result<(), CallError> {
+        let Some(subject) = by.presented.token() else {
+            return Err(CallError::new(
+                ErrorCode::UpstreamAuthFailed,
+                format!(
+                    "Endpoint {:?} exchanges the caller's JWT for its token (token_exchange), and this caller did not authenticate with a JWT",
+                    upstream.name
+                ),
+            ));
+        };
+        let Some(credentials) = self.inner.config.credentials.as_ref() else {
+            return Err(CallError::new(
+                ErrorCode::UpstreamAuthFailed,
+                "this joch has no token vault",
+            ));
+        };
+        let ns = &call.metadata.namespace;
+        credentials
+            .exchange(ns, (upstream, &by.name), url, oauth2, subject)
+            .await
+    }
+
+    /// The consent the call waits for, when the vault holds no token of
+    /// `user` for `upstream`. Any other trouble with the token is left to
+    /// the call's run, which fails with the reason.
+    async fn needs_consent(
+        &self,
+        a: &Admitting<'_>,
+        upstream: &UpstreamRef,
+        url: &str,
+        oauth2: &OAuth2,
+        user: &str,
+    ) -> Option<Deferral> {
+        use joch_core::credential::UpstreamCredentials as _;
+        let credentials = self.inner.config.credentials.as_ref()?;
+        let ns = &a.call.metadata.namespace;
+        let error = credentials
+            .authorization(ns, upstream, url, oauth2, Some(user))
+            .await
+            .err()?;
+        if error.code != ErrorCode::ConsentRequired.as_str() {
+            return None;
+        }
+        let public_url = self.inner.config.public_url.as_deref()?;
+        let redirect_uri = &crate::credentials::callback_url(public_url);
+        let timeout = a
+            .tool
+            .spec
+            .side_effects
+            .approval_timeout_seconds
+            .map_or(self.inner.config.approval_timeout, Duration::from_secs);
+        let expires_at = joch_core::Time(
+            crate::engine::now().0
+                + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX),
+        );
+        let ask = ConsentAsk {
+            namespace: ns,
+            call: &a.call.metadata.name,
+            user,
+            upstream,
+            url,
+            oauth2,
+            redirect_uri,
+            expires_at,
+        };
+        match credentials.begin_consent(ask).await {
+            Ok(consent_url) => {
+                let reason = format!(
+                    "{user:?} has not consented to joch calling Endpoint {:?} for them: open the consentUrl",
+                    upstream.name
+                );
+                Some(Deferral::consent(consent_url, reason, timeout))
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %upstream.name, error = %e.message, "a consent could not begin");
+                None
+            }
+        }
+    }
+}
