@@ -17,42 +17,35 @@
 
 use std::path::Path;
 use std::sync::mpsc;
+use std::time::Duration;
 
 use rusqlite::Connection;
 
 use super::unavailable;
 use crate::StoreError;
 
-/// WAL frames (pages) past which a commit wakes the checkpointer.
-const CHECKPOINT_PAST: i32 = 1_000;
+/// How often the WAL is checkpointed.
+const EVERY: Duration = Duration::from_millis(50);
 /// WAL frames (pages) past which a checkpoint waits for the writer.
 const RESTART_PAST: i64 = 16_384;
 
-/// Starts the checkpointer of the database at `path`, and has `writer`'s
-/// commits wake it. It stops when the writer's connection closes.
-pub(super) fn spawn(path: &Path, writer: &mut Connection) -> Result<(), StoreError> {
+/// Keeps the checkpointer running; dropping it stops the thread.
+pub(super) struct Checkpointer(#[allow(dead_code)] mpsc::Sender<()>);
+
+pub(super) fn spawn(path: &Path) -> Result<Checkpointer, StoreError> {
     let conn = Connection::open(path).map_err(unavailable)?;
     conn.execute_batch("PRAGMA busy_timeout = 5000; PRAGMA cache_size = -256;")
         .map_err(unavailable)?;
-    // One wake-up pending at most: commits meanwhile are covered by it.
-    let (wake, woken) = mpsc::sync_channel(1);
-    writer
-        .wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, frames: i32| {
-            if frames >= CHECKPOINT_PAST {
-                let _ = wake.try_send(());
-            }
-            Ok(())
-        }))
-        .map_err(unavailable)?;
+    let (stop, stopped) = mpsc::channel();
     std::thread::Builder::new()
         .name("joch-sqlite-checkpointer".to_owned())
-        .spawn(move || run(&conn, &woken))
+        .spawn(move || run(&conn, &stopped))
         .map_err(|e| StoreError::Unavailable(format!("cannot start the checkpointer: {e}")))?;
-    Ok(())
+    Ok(Checkpointer(stop))
 }
 
-fn run(conn: &Connection, woken: &mpsc::Receiver<()>) {
-    while woken.recv().is_ok() {
+fn run(conn: &Connection, stopped: &mpsc::Receiver<()>) {
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(EVERY) {
         match checkpoint(conn, "PASSIVE") {
             Ok(frames) if frames > RESTART_PAST => {
                 if let Err(e) = checkpoint(conn, "RESTART") {

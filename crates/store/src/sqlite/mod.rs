@@ -34,6 +34,7 @@ pub struct SqliteStore {
     path: PathBuf,
     writes: mpsc::Sender<WriteRequest>,
     readers: Readers,
+    _checkpointer: checkpointer::Checkpointer,
 }
 
 impl SqliteStore {
@@ -56,8 +57,8 @@ impl SqliteStore {
         let readers = (0..READERS)
             .map(|_| open_reader(&path))
             .collect::<Result<Vec<_>, _>>()?;
-        checkpointer::spawn(&path, &mut conn)?;
         Ok(Self {
+            _checkpointer: checkpointer::spawn(&path)?,
             path,
             writes: writer::spawn(conn)?,
             readers: Readers::new(readers),
