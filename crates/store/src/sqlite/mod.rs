@@ -6,7 +6,6 @@
 //! call. Reads run on a small pool of read-only connections, which WAL lets
 //! proceed while the writer commits.
 
-mod checkpointer;
 mod migrate;
 mod readers;
 mod rows;
@@ -34,7 +33,6 @@ pub struct SqliteStore {
     path: PathBuf,
     writes: mpsc::Sender<WriteRequest>,
     readers: Readers,
-    _checkpointer: checkpointer::Checkpointer,
 }
 
 impl SqliteStore {
@@ -43,14 +41,14 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         let mut conn = Connection::open(&path).map_err(unavailable)?;
-        // Savepoints journal in memory, not in temp files. The writer never
-        // checkpoints: `checkpointer.rs` does, beside it.
+        // Savepoints journal in memory, not in temp files. (A WAL checkpoint
+        // every 16 MiB rather than SQLite's 4 was tried: one caller's calls
+        // got slower, 0.32 -> 0.45 ms, and 64 callers' no faster.)
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;
              PRAGMA busy_timeout = 5000;
-             PRAGMA temp_store = MEMORY;
-             PRAGMA wal_autocheckpoint = 0;",
+             PRAGMA temp_store = MEMORY;",
         )
         .map_err(unavailable)?;
         migrate::run(&mut conn)?;
@@ -58,7 +56,6 @@ impl SqliteStore {
             .map(|_| open_reader(&path))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
-            _checkpointer: checkpointer::spawn(&path)?,
             path,
             writes: writer::spawn(conn)?,
             readers: Readers::new(readers),
