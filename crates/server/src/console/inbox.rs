@@ -235,6 +235,9 @@ fn actions(viewer: &Viewer, item: &InboxItem, schema: &Value) -> Markup {
     let url = format!("/ui/approvals/{name}/decide?ns={}", viewer.namespace);
     let id = |field: &str| format!("{field}-{name}");
     let user_input = a.spec.action.kind == ApprovalActionKind::UserInput;
+    // A consent is the user's to give, at the upstream's authorization
+    // server: the engine refuses to approve it (`consent_not_approvable`).
+    let consent = a.spec.action.kind == ApprovalActionKind::Consent;
     let input = item
         .call
         .as_ref()
@@ -246,20 +249,27 @@ fn actions(viewer: &Viewer, item: &InboxItem, schema: &Value) -> Markup {
         // for an approval or denial that leaves the fields alone.
         form hx-post=(url) hx-target="#inbox" hx-swap="innerHTML" novalidate {
             div.actions {
-                fieldset {
-                    legend { "Approve" }
-                    label for=(id("rationale")) { "Rationale (for the record)" }
-                    input id=(id("rationale")) type="text" name="rationale";
-                    @if user_input {
-                        label for=(id("value")) { "Value to provide (text)" }
-                        input id=(id("value")) type="text" name="value";
-                        button.primary type="submit" name="verb" value="provide" { "Provide value" }
-                    } @else {
-                        button.primary type="submit" name="verb" value="approve" { "Approve" }
-                        button type="submit" name="verb" value="always" { "Approve always" }
+                @if consent {
+                    p.note {
+                        "This call waits for its user's consent at the upstream's authorization \
+                         server: only the user can give it. You may deny the call."
+                    }
+                } @else {
+                    fieldset {
+                        legend { "Approve" }
+                        label for=(id("rationale")) { "Rationale (for the record)" }
+                        input id=(id("rationale")) type="text" name="rationale";
+                        @if user_input {
+                            label for=(id("value")) { "Value to provide (text)" }
+                            input id=(id("value")) type="text" name="value";
+                            button.primary type="submit" name="verb" value="provide" { "Provide value" }
+                        } @else {
+                            button.primary type="submit" name="verb" value="approve" { "Approve" }
+                            button type="submit" name="verb" value="always" { "Approve always" }
+                        }
                     }
                 }
-                @if !user_input {
+                @if !user_input && !consent {
                     fieldset {
                         legend { "Edit the arguments" }
                         @for f in &fields { (f) }
@@ -374,4 +384,53 @@ pub(crate) async fn decide(
     };
     let items = engine.approvals().inbox(by, ns).await?;
     Ok(Html(rendered(engine, &viewer, &items).await?.into_string()).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use joch_core::{Approval, Principal};
+    use serde_json::json;
+
+    use super::*;
+
+    fn item(kind: &str) -> InboxItem {
+        let approval: Approval = serde_json::from_value(json!({
+            "metadata": {"name": "call-1", "namespace": "ns"},
+            "spec": {
+                "action": {"type": kind, "toolCallRef": {"name": "call-1"}},
+                "risk": {"level": "external_write", "summary": "test"},
+                "options": ["approve", "reject"],
+                "payload": {}
+            }
+        }))
+        .expect("an approval");
+        InboxItem {
+            approval,
+            call: None,
+            may_decide: Ok(()),
+        }
+    }
+
+    fn viewer() -> Viewer {
+        Viewer {
+            principal: Principal::local(),
+            namespace: "ns".to_owned(),
+            csrf: "t".to_owned(),
+            signed_in: false,
+        }
+    }
+
+    /// A consent offers no approval or edit (the engine would refuse
+    /// them), only a denial; a call's approval offers all three.
+    #[test]
+    fn a_consent_can_only_be_denied() {
+        let consent = actions(&viewer(), &item("consent"), &json!({})).into_string();
+        assert!(!consent.contains(r#"value="approve""#), "{consent}");
+        assert!(!consent.contains(r#"value="edit""#), "{consent}");
+        assert!(consent.contains(r#"value="deny""#), "{consent}");
+        assert!(consent.contains("only the user can give it"), "{consent}");
+        let call = actions(&viewer(), &item("tool_call"), &json!({})).into_string();
+        assert!(call.contains(r#"value="approve""#), "{call}");
+        assert!(call.contains(r#"value="edit""#), "{call}");
+    }
 }
