@@ -33,6 +33,9 @@ const SESSIONS_NAMESPACE: &str = "joch-system";
 /// Largest `initialize` parameters a session keeps, in bytes of JSON.
 pub const MAX_CLIENT_BYTES: usize = 16 * 1024;
 
+/// Most times a change to a session is made again on a newer record.
+const MAX_REWRITES: usize = 16;
+
 /// Most resources one session may subscribe to.
 pub const MAX_SUBSCRIPTIONS: usize = 256;
 
@@ -324,7 +327,7 @@ impl Mcp<'_> {
         id: &str,
         change: impl Fn(&mut McpSession),
     ) -> Result<(), EngineError> {
-        loop {
+        for _ in 0..MAX_REWRITES {
             let mut session = self.open_session_by_id(id).await?;
             change(&mut session);
             if session.subscribed.len() > MAX_SUBSCRIPTIONS {
@@ -349,6 +352,9 @@ impl Mcp<'_> {
                 other => return Ok(other?),
             }
         }
+        Err(unavailable(format!(
+            "MCP session {id} was written by other requests {MAX_REWRITES} times in a row; try again"
+        )))
     }
 
     /// Closes `by`'s session `id` (an MCP `DELETE`). `NotFound` if it is
