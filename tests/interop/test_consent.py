@@ -7,7 +7,8 @@ the waiting caller gets the call's result. Then: the token is reused,
 refreshed once when calls race, revoked (consent again), declined, and a
 consent that does not come before the deadline ends the call saying what
 to do. Forged and replayed states store nothing, and no token, code or
-refresh token is found in the SQLite file or joch's debug log."""
+refresh token is found in the SQLite file, joch's debug log or the traces
+it exports."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import NAMESPACE, start_joch
+from otlp import TraceReceiver
 from test_credentials import ROOT, VAULT_KEY, assert_nowhere, echo_tool, endpoint, fresh_postgres_database
 from test_mcp_auth import KEY, b64url, hs256
 from upstream_oauth import CLIENT_ID, CLIENT_SECRET, TOKEN_EXCHANGE, AuthorizationServer, ProtectedRest
@@ -55,11 +57,30 @@ def start(tmp_path: Path, **env: str):
 
 
 @pytest.fixture
-def joch(tmp_path: Path):
-    server = start(tmp_path)
+def traces():
+    receiver = TraceReceiver()
+    yield receiver
+    receiver.stop()
+
+
+@pytest.fixture
+def joch(tmp_path: Path, traces: TraceReceiver):
+    server = start(tmp_path, **traces.env())
     yield server
     server.process.kill()
     server.process.wait()
+
+
+def assert_not_traced(secrets: list[str], traces: TraceReceiver, present: str) -> None:
+    """None of `secrets` in the traces joch exported, where `present` (a
+    call's name) is found: the search can succeed."""
+    deadline = time.monotonic() + 10
+    while present not in traces.text():
+        assert time.monotonic() < deadline, "the call's span was never exported"
+        time.sleep(0.05)
+    exported = traces.text()
+    for secret in secrets:
+        assert secret not in exported, f"{secret[:6]}... in the exported traces"
 
 
 def per_user(authorization: AuthorizationServer) -> dict:
@@ -139,7 +160,7 @@ def users_seen(authorization: AuthorizationServer, rest: ProtectedRest) -> list[
     return [authorization.issued[token]["user"] for token in rest.seen]
 
 
-def test_a_call_waits_for_its_users_consent_then_runs_once(authorization, joch, tmp_path):
+def test_a_call_waits_for_its_users_consent_then_runs_once(authorization, joch, tmp_path, traces):
     rest = ProtectedRest(authorization, "unused")
     try:
         joch.apply(endpoint("mail", rest.url, per_user(authorization)))
@@ -202,6 +223,7 @@ def test_a_call_waits_for_its_users_consent_then_runs_once(authorization, joch, 
         secrets = [*authorization.issued, *authorization.other_secrets, CLIENT_SECRET]
         assert len(secrets) >= 4
         assert_nowhere(secrets, tmp_path, joch, name)
+        assert_not_traced(secrets, traces, again["metadata"]["name"])
     finally:
         rest.stop()
 
