@@ -273,8 +273,13 @@ impl JochMcp {
                 .await
         });
         let mut asking: Option<elicit::Asking> = None;
-        let mut ticker = tokio::time::interval(self.progress_every);
-        ticker.tick().await;
+        // Its first tick one period from now: awaiting an interval's
+        // immediate first tick waits for the timer's next turn (up to a
+        // millisecond), which a fast call would pay in full.
+        let mut ticker = tokio::time::interval_at(
+            tokio::time::Instant::now() + self.progress_every,
+            self.progress_every,
+        );
         let mut reported = 0u32;
         loop {
             tokio::select! {
