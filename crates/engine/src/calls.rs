@@ -321,7 +321,7 @@ impl Calls<'_> {
     /// [`call`](Self::call), and if the call is recorded `AwaitingApproval`,
     /// `paused` gets its Approval before the wait: a surface that can reach
     /// the caller's user (MCP elicitation) may then ask them too, deciding
-    /// through [`approve`](Self::approve) / [`reject`](Self::reject) like
+    /// through [`approve`](crate::Approvals::approve) / [`reject`](crate::Approvals::reject) like
     /// any approver. Nothing is sent for a call that does not wait.
     pub async fn call_reporting_pause(
         &self,
