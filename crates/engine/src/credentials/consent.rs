@@ -70,8 +70,12 @@ fn encode(value: &str) -> String {
 fn record_of(state: &str) -> Option<(&str, String)> {
     let (namespace, _) = state.split_once('.')?;
     joch_core::names::validate_namespace(namespace).ok()?;
-    let name = ConsentRequest::name_for(&joch_core::token::hash(state));
-    Some((namespace, name))
+    Some((namespace, record_name(state)))
+}
+
+/// The name of the record a state is kept under: its hash, never the state.
+fn record_name(state: &str) -> String {
+    ConsentRequest::name_for(&joch_core::token::hash(state))
 }
 
 /// The consent an upstream needs, as the call's admission asks for it.
@@ -111,7 +115,7 @@ impl Credentials {
         let state = format!("{}.{}", ask.namespace, random());
         let verifier = random();
         let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
-        let (_, name) = record_of(&state).expect("a valid namespace");
+        let name = record_name(&state);
         let pkce = Pkce {
             verifier,
             redirect_uri: ask.redirect_uri.to_owned(),
