@@ -213,31 +213,26 @@ async fn record(
     by: String,
     caller: Principal,
 ) {
-    let decided = match verdict {
-        Verdict::Approve(d) => {
-            let decision = ApprovalDecision {
-                by,
-                for_user: true,
-                ..d
-            };
-            engine
-                .approvals()
-                .approve(&caller, namespace, name, decision)
-                .await
-                .map(drop)
-        }
-        Verdict::Reject(d) => {
-            let decision = ApprovalDecision {
-                by,
-                for_user: true,
-                ..d
-            };
-            engine
-                .approvals()
-                .reject(&caller, namespace, name, decision)
-                .await
-                .map(drop)
-        }
+    let (approve, decision) = match verdict {
+        Verdict::Approve(d) => (true, d),
+        Verdict::Reject(d) => (false, d),
+    };
+    let decision = ApprovalDecision {
+        by,
+        for_user: true,
+        ..decision
+    };
+    let approvals = engine.approvals();
+    let decided = if approve {
+        approvals
+            .approve(&caller, namespace, name, decision)
+            .await
+            .map(drop)
+    } else {
+        approvals
+            .reject(&caller, namespace, name, decision)
+            .await
+            .map(drop)
     };
     match decided {
         Ok(()) => {}
