@@ -67,8 +67,9 @@ impl Engine {
         let max_inline_bytes = match tool.spec.max_inline_bytes {
             Some(max) => Some(max),
             None => {
-                self.resources()
-                    .get_namespace(&call.metadata.namespace)
+                self.inner
+                    .catalog
+                    .namespace(&call.metadata.namespace)
                     .await?
                     .spec
                     .max_inline_bytes

@@ -35,8 +35,9 @@ impl Engine {
         }
         let configured = namespace == "default"
             || self
-                .resources()
-                .get_namespace(namespace)
+                .inner
+                .catalog
+                .namespace(namespace)
                 .await
                 .is_ok_and(|ns| !ns.metadata.resource_version.is_empty());
         CallLabels {

@@ -27,8 +27,9 @@ impl Engine {
         let mode = match tool.spec.output_envelope {
             Some(mode) => mode,
             None => self
-                .resources()
-                .get_namespace(&call.metadata.namespace)
+                .inner
+                .catalog
+                .namespace(&call.metadata.namespace)
                 .await?
                 .spec
                 .output_envelope

@@ -80,8 +80,9 @@ impl Engine {
                 continue;
             }
             let trusted = self
-                .resources()
-                .get_namespace(&namespace)
+                .inner
+                .catalog
+                .namespace(&namespace)
                 .await?
                 .spec
                 .trust_caller_id;
