@@ -36,6 +36,7 @@ mod mcp_front;
 mod mcp_sessions;
 mod mcp_stateless;
 mod mcp_surface;
+mod mcp_tasks;
 mod metrics;
 mod openapi;
 mod policies;
