@@ -12,13 +12,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use joch_core::credential::{UpstreamCredentials, UpstreamRef};
-use joch_core::mcp::McpServerSpec;
+use joch_core::mcp::{McpProtocol, McpServerSpec};
 use joch_core::mcp_surface::{CallClient, ClientCapabilities, McpOperation};
 use joch_core::{
     Backend, CallError, ErrorCode, Invocation, McpServer, ToolBackend, ToolDiscovery, ToolFailure,
 };
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, ServerResult,
@@ -27,10 +26,12 @@ use rmcp::service::PeerRequestOptions;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 
 mod handler;
 mod progress;
+mod rounds;
 mod surface;
 
 use handler::{NoticeSink, Upstream};
@@ -130,6 +131,7 @@ impl McpClients {
         if let Some(live) = slot.as_ref() {
             let same = live.spec.stdio == server.spec.stdio
                 && live.spec.http == server.spec.http
+                && live.spec.protocol == server.spec.protocol
                 && live.authorization == authorization;
             if same && !live.client.peer().is_transport_closed() {
                 return Ok(live.client.clone());
@@ -208,10 +210,44 @@ impl McpClients {
     }
 }
 
+/// As `spec.protocol` says: `initialize` (the versions before
+/// 2026-07-28), or `server/discover` first and 2026-07-28 if the server
+/// speaks it, else `initialize`.
+fn lifecycle(server: &McpServer) -> ClientLifecycleMode {
+    match server.spec.protocol {
+        McpProtocol::Legacy => ClientLifecycleMode::Initialize,
+        McpProtocol::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            legacy_version: None,
+        },
+    }
+}
+
 async fn connect(
     server: &McpServer,
     handler: Upstream,
     authorization: Option<&str>,
+) -> Result<Client, CallError> {
+    let lifecycle = lifecycle(server);
+    let modern = !matches!(lifecycle, ClientLifecycleMode::Initialize);
+    let first = handshake(server, handler.clone(), authorization, lifecycle).await;
+    match first {
+        // rmcp falls back to `initialize` when `server/discover` is refused
+        // as unknown; a server that answers it naming only older versions
+        // fails the handshake instead, and is spoken to with `initialize`.
+        Err(_) if modern => {
+            let legacy = ClientLifecycleMode::Initialize;
+            handshake(server, handler, authorization, legacy).await
+        }
+        first => first,
+    }
+}
+
+async fn handshake(
+    server: &McpServer,
+    handler: Upstream,
+    authorization: Option<&str>,
+    lifecycle: ClientLifecycleMode,
 ) -> Result<Client, CallError> {
     let name = &server.metadata.name;
     let unavailable = |what: String| {
@@ -241,7 +277,7 @@ async fn connect(
                 .map_err(|e| unavailable(format!("cannot start {:?}: {e}", stdio.command)))?;
             handler
                 .clone()
-                .serve(transport)
+                .serve_with_lifecycle(transport, lifecycle.clone())
                 .await
                 .map_err(|e| unavailable(e.to_string()))
         } else if let Some(http) = &server.spec.http {
@@ -270,7 +306,7 @@ async fn connect(
                 .map_err(|e| unavailable(e.to_string()))?;
             let transport = StreamableHttpClientTransport::with_client(client, config);
             handler
-                .serve(transport)
+                .serve_with_lifecycle(transport, lifecycle.clone())
                 .await
                 .map_err(|e| unavailable(e.to_string()))
         } else {
@@ -331,6 +367,7 @@ impl ToolBackend for McpClients {
                 ));
             }
             Ok(Err(Ended::Failed(e))) => return Err(self.failed(server, &client, e).await),
+            Ok(Err(Ended::Refused(e))) => return Err(e),
             Err(_) => {
                 return Err(self
                     .failed(server, &client, ServiceError::Timeout { timeout })
@@ -417,6 +454,8 @@ enum Ended {
     /// The client cancelled it; the server was sent `notifications/cancelled`.
     Cancelled,
     Failed(ServiceError),
+    /// The server asked what could not be answered (`rounds.rs`).
+    Refused(CallError),
 }
 
 impl From<ServiceError> for Ended {
@@ -434,10 +473,39 @@ impl From<ServiceError> for Ended {
 async fn call_tool(
     client: &Client,
     routes: &ProgressRoutes,
-    params: CallToolRequestParams,
+    mut params: CallToolRequestParams,
     sink: Option<&dyn joch_core::OutputChunks>,
     caller: Option<&Arc<dyn CallClient>>,
 ) -> Result<CallToolResult, Ended> {
+    for _ in 0..rounds::MAX_ROUNDS {
+        match call_once(client, routes, params.clone(), sink, caller).await? {
+            ServerResult::CallToolResult(result) => return Ok(result),
+            ServerResult::InputRequiredResult(asked) => {
+                params = rounds::answered(params, asked, caller)
+                    .await
+                    .map_err(Ended::Refused)?;
+            }
+            _ => return Err(Ended::Failed(ServiceError::UnexpectedResponse)),
+        }
+    }
+    Err(Ended::Refused(CallError::new(
+        ErrorCode::McpError,
+        format!(
+            "the server still asked for input after {} rounds",
+            rounds::MAX_ROUNDS
+        ),
+    )))
+}
+
+/// One `tools/call` request of a call: its result, or (2026-07-28) the
+/// server's questions.
+async fn call_once(
+    client: &Client,
+    routes: &ProgressRoutes,
+    params: CallToolRequestParams,
+    sink: Option<&dyn joch_core::OutputChunks>,
+    caller: Option<&Arc<dyn CallClient>>,
+) -> Result<ServerResult, Ended> {
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = client
         .send_request_with_option(request, PeerRequestOptions::no_options())
@@ -474,8 +542,5 @@ async fn call_tool(
             sink.chunk(chunk);
         }
     }
-    match response? {
-        ServerResult::CallToolResult(result) => Ok(result),
-        _ => Err(Ended::Failed(ServiceError::UnexpectedResponse)),
-    }
+    Ok(response?)
 }

@@ -192,7 +192,9 @@ impl Engine {
         match self.inner.store.delete(CANCEL_KIND, ns, name, None).await {
             Ok(_) => {}
             Err(e) if e.kind() == StoreErrorKind::NotFound => {}
-            Err(e) => tracing::warn!(call = %name, error = %e, "a settled call's cancel mark stays"),
+            Err(e) => {
+                tracing::warn!(call = %name, error = %e, "a settled call's cancel mark stays")
+            }
         }
     }
 }

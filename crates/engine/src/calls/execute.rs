@@ -78,7 +78,8 @@ impl Engine {
         // Registered before it runs: a cancel heard meanwhile stops it.
         let running = self.running(&call);
         if *running.watch().borrow() {
-            let error = CallError::new(ErrorCode::Cancelled, "the call was cancelled before it ran");
+            let error =
+                CallError::new(ErrorCode::Cancelled, "the call was cancelled before it ran");
             return self
                 .settle(call, Phase::Failed, None, Some(error), None)
                 .await;

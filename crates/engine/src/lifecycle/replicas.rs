@@ -93,7 +93,10 @@ impl Engine {
                     crate::calls::CANCEL_KIND => {
                         inner.calls.cancels.heard(&change.namespace, &change.name);
                     }
-                    Change::ANYTHING => Engine { inner: inner.clone() }.recheck_cancels(),
+                    Change::ANYTHING => Engine {
+                        inner: inner.clone(),
+                    }
+                    .recheck_cancels(),
                     _ => {}
                 }
                 inner.touched_kind(&change.kind);

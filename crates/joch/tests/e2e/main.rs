@@ -37,6 +37,7 @@ mod mcp_sessions;
 mod mcp_stateless;
 mod mcp_surface;
 mod mcp_tasks;
+mod mcp_upstream;
 mod metrics;
 mod openapi;
 mod policies;

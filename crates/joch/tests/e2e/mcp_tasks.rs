@@ -111,8 +111,12 @@ async fn a_running_webhook_call_cancelled_through_rest_drops_its_request() {
     let joch = Joch::start().await;
     // The first call hangs for 30 s.
     let hangs = format!("{}/hang-first", webhook.base);
-    joch.create_tool(rest_tool("slow.read", &hangs, json!({"level": "read_only"})))
-        .await;
+    joch.create_tool(rest_tool(
+        "slow.read",
+        &hangs,
+        json!({"level": "read_only"}),
+    ))
+    .await;
     let (status, call) = joch
         .send(
             Method::POST,
@@ -129,7 +133,10 @@ async fn a_running_webhook_call_cancelled_through_rest_drops_its_request() {
     let (status, cancelled) = joch.send(Method::POST, &cancel, None).await;
     assert_eq!(status, StatusCode::OK, "{cancelled}");
     assert_eq!(cancelled["status"]["phase"], "Failed", "{cancelled}");
-    assert_eq!(cancelled["status"]["error"]["code"], "cancelled", "{cancelled}");
+    assert_eq!(
+        cancelled["status"]["error"]["code"], "cancelled",
+        "{cancelled}"
+    );
     assert!(started.elapsed() < Duration::from_secs(10), "not dropped");
     // Cancelling it again answers it as it stands; an unknown call is 404.
     let (status, again) = joch.send(Method::POST, &cancel, None).await;

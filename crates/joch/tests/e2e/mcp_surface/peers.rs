@@ -215,6 +215,8 @@ pub(crate) async fn start_docs_with(docs: Docs) -> String {
 #[derive(Clone, Default)]
 pub(crate) struct User {
     elicitation: Option<Value>,
+    /// What an accepted form answers with.
+    content: Option<Value>,
     pub(crate) asked: Arc<Mutex<Vec<String>>>,
 }
 
@@ -224,6 +226,12 @@ impl User {
             elicitation: Some(elicitation),
             ..User::default()
         }
+    }
+
+    /// Accepting forms with `content`.
+    pub(crate) fn answering(mut self, content: Value) -> Self {
+        self.content = Some(content);
+        self
     }
 
     pub(crate) async fn heard(&self, what: &str) -> bool {
@@ -264,7 +272,11 @@ impl ClientHandler for User {
             }
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         }
-        Ok(ElicitResult::new(ElicitationAction::Accept))
+        let accepted = ElicitResult::new(ElicitationAction::Accept);
+        Ok(match &self.content {
+            Some(content) => accepted.with_content(content.clone()),
+            None => accepted,
+        })
     }
 
     async fn on_resource_updated(
