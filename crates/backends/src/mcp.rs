@@ -506,6 +506,15 @@ async fn call_once(
     sink: Option<&dyn joch_core::OutputChunks>,
     caller: Option<&Arc<dyn CallClient>>,
 ) -> Result<ServerResult, Ended> {
+    if let Some(caller) = caller {
+        // Cancelled before it was sent: a server may ignore the cancellation
+        // of a request it has not seen yet, so it is not sent at all.
+        tokio::select! {
+            biased;
+            () = caller.cancelled() => return Err(Ended::Cancelled),
+            () = std::future::ready(()) => {}
+        }
+    }
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = client
         .send_request_with_option(request, PeerRequestOptions::no_options())

@@ -4,7 +4,7 @@
 //! the replica running it or another; a webhook call through REST. The
 //! upstream is told, and the call's record settles cancelled, once.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
@@ -18,7 +18,7 @@ use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt};
 use serde_json::json;
 
 use crate::audit::chained;
-use crate::harness::{Joch, NS, Webhook, rest_tool, wait_for_phase};
+use crate::harness::{Joch, NS, Webhook, rest_tool, wait_for_hits, wait_for_phase};
 use crate::mcp::{apply, server};
 use crate::mcp_surface::peers::{Docs, start_docs_with};
 use crate::replicas::{fresh_database, replica};
@@ -49,7 +49,11 @@ async fn tasker(joch: &Joch) -> RunningService<RoleClient, Tasker> {
 
 /// Starts `docs.wait` (which waits 10 s to be cancelled) as a task, and
 /// returns its id once it runs upstream.
-async fn running_wait(joch: &Joch, client: &RunningService<RoleClient, Tasker>) -> String {
+async fn running_wait(
+    joch: &Joch,
+    docs: &Docs,
+    client: &RunningService<RoleClient, Tasker>,
+) -> String {
     let id = match client
         .call_tool_once(CallToolRequestParams::new("docs.wait"))
         .await
@@ -59,12 +63,16 @@ async fn running_wait(joch: &Joch, client: &RunningService<RoleClient, Tasker>) 
         other => panic!("not a task: {other:?}"),
     };
     wait_for_phase(joch, &id, "Running").await;
+    assert!(
+        set(&docs.waiting).await,
+        "the call never reached the upstream"
+    );
     id
 }
 
-async fn told(docs: &Docs) -> bool {
+async fn set(flag: &AtomicBool) -> bool {
     for _ in 0..100 {
-        if docs.cancelled.load(Ordering::SeqCst) {
+        if flag.load(Ordering::SeqCst) {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -95,13 +103,13 @@ async fn a_running_task_is_cancelled_upstream_and_settles_cancelled_once() {
     let joch = Joch::start().await;
     apply(&joch, server("docs", &url, json!({}))).await;
     let client = tasker(&joch).await;
-    let id = running_wait(&joch, &client).await;
+    let id = running_wait(&joch, &docs, &client).await;
 
     client
         .cancel_task(CancelTaskParams::new(&id))
         .await
         .unwrap();
-    assert!(told(&docs).await, "the upstream was not told");
+    assert!(set(&docs.cancelled).await, "the upstream was not told");
     assert_cancelled_once(&joch, &client, &id).await;
 }
 
@@ -158,7 +166,7 @@ async fn a_task_running_on_one_replica_is_cancelled_through_another() {
     let (a, b) = tokio::join!(replica(&store), replica(&store));
     apply(&a, server("docs", &url, json!({}))).await;
     let client_a = tasker(&a).await;
-    let id = running_wait(&a, &client_a).await;
+    let id = running_wait(&a, &docs, &client_a).await;
     let replica_a = a.get_call(&id).await["status"]["replica"].clone();
 
     let client_b = tasker(&b).await;
@@ -166,7 +174,7 @@ async fn a_task_running_on_one_replica_is_cancelled_through_another() {
         .cancel_task(CancelTaskParams::new(&id))
         .await
         .unwrap();
-    assert!(told(&docs).await, "the upstream was not told");
+    assert!(set(&docs.cancelled).await, "the upstream was not told");
     assert_cancelled_once(&b, &client_b, &id).await;
     let call = b.get_call(&id).await;
     assert_eq!(call["status"]["replica"], replica_a, "settled by A: {call}");
@@ -175,4 +183,39 @@ async fn a_task_running_on_one_replica_is_cancelled_through_another() {
     let (status, again) = b.send(Method::POST, &cancel, None).await;
     assert_eq!(status, StatusCode::OK, "{again}");
     assert_eq!(again["status"]["error"]["code"], "cancelled", "{again}");
+}
+
+#[tokio::test]
+async fn only_the_agent_that_made_a_call_or_an_admin_may_cancel_it() {
+    use crate::auth::{ROOT, token};
+    let webhook = Webhook::start().await;
+    let joch = Joch::builder().env("JOCH_ADMIN_TOKEN", ROOT).start().await;
+    let hangs = format!("{}/hang-first", webhook.base);
+    let tools = format!("/v1/namespaces/{NS}/tools");
+    let tool = rest_tool("slow.read", &hangs, json!({"level": "read_only"}));
+    let (status, _) = joch.send_as(ROOT, Method::POST, &tools, Some(tool)).await;
+    assert!(status.is_success(), "{status}");
+    let (maker, other) = (
+        token(&joch, NS, "bot-a", "agent").await,
+        token(&joch, NS, "bot-b", "agent").await,
+    );
+    let calls = format!("/v1/namespaces/{NS}/toolcalls?wait=false");
+    let body = json!({"spec": {"toolRef": {"name": "slow.read"}, "input": {}}});
+    let (status, call) = joch.send_as(&maker, Method::POST, &calls, Some(body)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{call}");
+    let name = call["metadata"]["name"].as_str().unwrap().to_owned();
+    wait_for_hits(&webhook, 1).await;
+
+    let cancel = format!("/v1/namespaces/{NS}/toolcalls/{name}/cancel");
+    let refused = joch.send_as(&other, Method::POST, &cancel, None).await;
+    crate::harness::assert_error(&refused, StatusCode::FORBIDDEN, "forbidden");
+    let path = format!("/v1/namespaces/{NS}/toolcalls/{name}");
+    let (_, still) = joch.send_as(ROOT, Method::GET, &path, None).await;
+    assert_ne!(still["status"]["phase"], "Failed", "not cancelled: {still}");
+    let (status, cancelled) = joch.send_as(ROOT, Method::POST, &cancel, None).await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(
+        cancelled["status"]["error"]["code"], "cancelled",
+        "{cancelled}"
+    );
 }

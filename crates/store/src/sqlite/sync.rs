@@ -72,7 +72,9 @@ impl Syncs {
         std::thread::Builder::new()
             .name("joch-sqlite-sync".to_owned())
             .spawn(move || thread.run())
-            .map_err(|e| StoreError::Unavailable(format!("cannot start the store's sync thread: {e}")))?;
+            .map_err(|e| {
+                StoreError::Unavailable(format!("cannot start the store's sync thread: {e}"))
+            })?;
         Ok(syncs)
     }
 

@@ -29,6 +29,8 @@ use crate::harness::{Joch, NS};
 #[derive(Clone, Default)]
 pub(crate) struct Docs {
     pub(crate) cancelled: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when `wait` starts.
+    pub(crate) waiting: Arc<std::sync::atomic::AtomicBool>,
     /// Set by `touch`: the tool `late` is listed from then on.
     late: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -119,6 +121,8 @@ impl ServerHandler for Docs {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if request.name == "wait" {
+            self.waiting
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             tokio::select! {
                 () = context.ct.cancelled() => self.cancelled.store(true, std::sync::atomic::Ordering::SeqCst),
                 () = tokio::time::sleep(std::time::Duration::from_secs(10)) => {}
