@@ -33,6 +33,7 @@ mod handler;
 mod progress;
 mod rounds;
 mod surface;
+mod tasks;
 
 use handler::{NoticeSink, Upstream};
 use progress::ProgressRoutes;
@@ -144,6 +145,7 @@ impl McpClients {
             progress: self.progress.clone(),
             calls: Arc::default(),
             capabilities: caps,
+            tasks: server.spec.protocol == McpProtocol::Auto,
             notices: self.notices.clone(),
             server: (
                 server.metadata.namespace.clone(),
@@ -480,6 +482,9 @@ async fn call_tool(
     for _ in 0..rounds::MAX_ROUNDS {
         match call_once(client, routes, params.clone(), sink, caller).await? {
             ServerResult::CallToolResult(result) => return Ok(result),
+            ServerResult::CreateTaskResult(created) => {
+                return tasks::follow(client, created.task, sink, caller).await;
+            }
             ServerResult::InputRequiredResult(asked) => {
                 params = rounds::answered(params, asked, caller)
                     .await

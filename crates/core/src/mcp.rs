@@ -95,8 +95,9 @@ pub enum McpProtocol {
     Legacy,
     /// `server/discover` first: 2026-07-28 when the server speaks it (a
     /// question the server asks during a call comes as `input_required`,
-    /// which joch relays to the client that made the call), else as
-    /// `legacy`.
+    /// which joch relays to the client that made the call; joch declares
+    /// the tasks extension and follows a task the server answers with),
+    /// else as `legacy`.
     Auto,
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use joch_core::mcp_surface::CallClient;
 use joch_core::{CallError, ErrorCode};
-use rmcp::model::{CallToolRequestParams, InputRequiredResult, InputResponses};
+use rmcp::model::{CallToolRequestParams, InputRequests, InputRequiredResult, InputResponses};
 use serde_json::Value;
 
 /// At most this many rounds of questions in one call (as rmcp's client).
@@ -24,8 +24,20 @@ pub(super) async fn answered(
     asked: InputRequiredResult,
     caller: Option<&Arc<dyn CallClient>>,
 ) -> Result<CallToolRequestParams, CallError> {
+    let answers = answers(asked.input_requests.unwrap_or_default(), caller).await?;
+    let mut params = params.with_input_responses(answers);
+    params.request_state = asked.request_state;
+    Ok(params)
+}
+
+/// The client's answer to each question (also an upstream task's
+/// `input_required`, see `tasks.rs`); or why one has none.
+pub(super) async fn answers(
+    asked: InputRequests,
+    caller: Option<&Arc<dyn CallClient>>,
+) -> Result<InputResponses, CallError> {
     let mut answers = InputResponses::new();
-    for (key, request) in asked.input_requests.unwrap_or_default() {
+    for (key, request) in asked {
         let request = serde_json::to_value(&request).map_err(unreadable)?;
         let method = request
             .get("method")
@@ -51,9 +63,7 @@ pub(super) async fn answered(
             })?;
         answers.insert(key, answer);
     }
-    let mut params = params.with_input_responses(answers);
-    params.request_state = asked.request_state;
-    Ok(params)
+    Ok(answers)
 }
 
 fn unreadable(e: serde_json::Error) -> CallError {

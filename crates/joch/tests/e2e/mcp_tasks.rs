@@ -25,7 +25,7 @@ use crate::replicas::{fresh_database, replica};
 
 /// A 2026-07-28 client that runs its calls as tasks.
 #[derive(Clone, Default)]
-struct Tasker;
+pub(crate) struct Tasker;
 
 impl ClientHandler for Tasker {
     fn get_info(&self) -> ClientConfig {
@@ -36,7 +36,7 @@ impl ClientHandler for Tasker {
     }
 }
 
-async fn tasker(joch: &Joch) -> RunningService<RoleClient, Tasker> {
+pub(crate) async fn tasker(joch: &Joch) -> RunningService<RoleClient, Tasker> {
     let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
     let discover = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],

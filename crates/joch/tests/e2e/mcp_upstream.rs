@@ -2,14 +2,17 @@
 //! negotiated with `spec.protocol: auto`: a server that speaks it is
 //! spoken to in it, and its `input_required` question reaches the client
 //! that made the call (or ends the call, recorded, for a client that
-//! cannot answer); a server that does not is spoken to as before.
+//! cannot answer); a server that does not is spoken to as before. A
+//! server's own task (SEP-2663) is followed within the joch call.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InputRequiredResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, DetailedTask, GetTaskParams, GetTaskResult, InputRequiredResult,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Task, TaskPayload, TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -17,7 +20,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::json;
 
-use crate::harness::{Joch, NS};
+use crate::harness::{Joch, NS, wait_for_phase};
 use crate::mcp::{apply, server};
 use crate::mcp_surface::peers::{User, answer, calls, connect, exchanges};
 
@@ -205,5 +208,228 @@ async fn an_upstream_before_2026_07_28_is_spoken_to_as_before_with_auto_or_by_de
         "call 2025-11-25",
         "the default stays: {:?}",
         modern.heard()
+    );
+}
+
+/// A server of 2026-07-28 with the tasks extension: `work` runs as a task
+/// (for a client that declares the extension) that says it is halfway,
+/// asks the caller's name, and ends with a greeting; `forever` runs as a
+/// task until it is cancelled. It notes every task request it gets.
+#[derive(Clone, Default)]
+struct Worker {
+    polls: Arc<Mutex<u32>>,
+    name: Arc<Mutex<Option<String>>>,
+    heard: Arc<Mutex<Vec<String>>>,
+}
+
+impl Worker {
+    fn note(&self, what: String) {
+        self.heard.lock().unwrap().push(what);
+    }
+
+    fn heard(&self) -> Vec<String> {
+        self.heard.lock().unwrap().clone()
+    }
+
+    fn task(id: &str, message: &str) -> Task {
+        Task::new(
+            id,
+            TaskStatus::Working,
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00Z",
+        )
+        .with_status_message(message)
+        .with_poll_interval_ms(50)
+    }
+}
+
+impl ServerHandler for Worker {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities =
+            json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}});
+        ServerConfig::new(serde_json::from_value(capabilities).unwrap())
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = ["work", "forever"].map(|name| {
+            serde_json::from_value(json!({"name": name, "inputSchema": {"type": "object"},
+                                          "annotations": {"readOnlyHint": true}}))
+            .unwrap()
+        });
+        Ok(ListToolsResult::with_all_items(tools.to_vec()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let tasks = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        self.note(format!("call {} tasks={tasks}", request.name));
+        if !tasks {
+            return Ok(CallToolResult::success(vec![ContentBlock::text("done directly")]).into());
+        }
+        Ok(CreateTaskResult::new(Worker::task(&request.name, "starting")).into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let id = request.task_id;
+        if id == "forever" {
+            return Ok(GetTaskResult::new(DetailedTask::new(
+                Worker::task(&id, "still going"),
+                TaskPayload::Working,
+            )));
+        }
+        let polls = {
+            let mut polls = self.polls.lock().unwrap();
+            *polls += 1;
+            *polls
+        };
+        let name = self.name.lock().unwrap().clone();
+        let (message, payload) = match (polls, name) {
+            (1, _) => ("halfway", TaskPayload::Working),
+            (_, None) => {
+                let asked = json!({"name": {"method": "elicitation/create", "params": {
+                    "mode": "form", "message": "Your name?", "requestedSchema":
+                    {"type": "object", "properties": {"name": {"type": "string"}}}}}});
+                let input_requests = serde_json::from_value(asked).unwrap();
+                ("asking", TaskPayload::InputRequired { input_requests })
+            }
+            (_, Some(name)) => {
+                let result =
+                    CallToolResult::success(vec![ContentBlock::text(format!("done for {name}"))]);
+                let serde_json::Value::Object(result) = serde_json::to_value(result).unwrap()
+                else {
+                    unreachable!()
+                };
+                ("done", TaskPayload::Completed { result })
+            }
+        };
+        Ok(GetTaskResult::new(DetailedTask::new(
+            Worker::task(&id, message),
+            payload,
+        )))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let answer = &request.input_responses["name"];
+        let name = answer["content"]["name"].as_str().unwrap_or("?").to_owned();
+        self.note(format!("update {name}"));
+        *self.name.lock().unwrap() = Some(name);
+        Ok(())
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.note(format!("cancel {}", request.task_id));
+        Ok(())
+    }
+}
+
+async fn start_worker(worker: Worker) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let service = StreamableHttpService::new(
+        move || Ok(worker.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let app = axum::Router::new().route_service("/mcp", service);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+#[tokio::test]
+async fn an_upstreams_own_task_is_followed_its_question_relayed_and_its_result_taken() {
+    let worker = Worker::default();
+    let joch = Joch::start().await;
+    let url = start_worker(worker.clone()).await;
+    apply(&joch, server("worker", &url, json!({"protocol": "auto"}))).await;
+
+    let user = ada();
+    let client = connect(&joch, user.clone()).await;
+    assert_eq!(answer(&client, "worker.work").await, "done for ada");
+    assert_eq!(*user.asked.lock().unwrap(), ["Your name?"]);
+    let heard = worker.heard();
+    assert_eq!(heard, ["call work tasks=true", "update ada"], "{heard:?}");
+
+    // The task's statuses are the call's output chunks.
+    let call = calls(&joch).await.pop().unwrap();
+    assert_eq!(call["status"]["phase"], "Succeeded", "{call}");
+    let execution = call["spec"]["executionRef"]["name"].as_str().unwrap();
+    let (_, events) = joch
+        .get(&format!(
+            "/v1/namespaces/{NS}/executions/{execution}/events"
+        ))
+        .await;
+    let statuses: Vec<_> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "output_chunk")
+        .flat_map(|e| e["data"]["chunks"].as_array().cloned().unwrap_or_default())
+        .map(|c| {
+            format!(
+                "{} {}",
+                c["status"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "working starting",
+            "working halfway",
+            "input_required asking",
+            "completed done"
+        ],
+        "{events}"
+    );
+}
+
+#[tokio::test]
+async fn cancelling_the_joch_task_cancels_the_upstreams_task() {
+    let worker = Worker::default();
+    let joch = Joch::start().await;
+    let url = start_worker(worker.clone()).await;
+    apply(&joch, server("worker", &url, json!({"protocol": "auto"}))).await;
+
+    let client = crate::mcp_tasks::tasker(&joch).await;
+    let id = match client
+        .call_tool_once(CallToolRequestParams::new("worker.forever"))
+        .await
+        .unwrap()
+    {
+        CallToolResponse::Task(created) => created.task.task_id,
+        other => panic!("not a task: {other:?}"),
+    };
+    wait_for_phase(&joch, &id, "Running").await;
+    client
+        .cancel_task(CancelTaskParams::new(&id))
+        .await
+        .unwrap();
+    let call = wait_for_phase(&joch, &id, "Failed").await;
+    assert_eq!(call["status"]["error"]["code"], "cancelled", "{call}");
+    assert_eq!(
+        worker.heard(),
+        ["call forever tasks=true", "cancel forever"]
     );
 }
