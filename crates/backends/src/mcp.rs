@@ -348,7 +348,13 @@ impl ToolBackend for McpClients {
         let timeout = Duration::from_millis(server.spec.timeout_ms);
         if backend.operation != McpOperation::CallTool {
             return self
-                .read_or_get(server, &client, backend.operation, invocation.args)
+                .read_or_get(
+                    server,
+                    &client,
+                    backend.operation,
+                    invocation.args,
+                    invocation.client,
+                )
                 .await;
         }
         let request = CallToolRequestParams::new(backend.tool.clone())

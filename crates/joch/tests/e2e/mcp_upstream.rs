@@ -10,9 +10,10 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, DetailedTask, GetTaskParams, GetTaskResult, InputRequiredResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Task, TaskPayload, TaskStatus, UpdateTaskParams,
+    CreateTaskResult, DetailedTask, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    GetTaskParams, GetTaskResult, InputRequiredResult, ListPromptsResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Task, TaskPayload,
+    TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -48,7 +49,43 @@ impl Greeter {
 
 impl ServerHandler for Greeter {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .build(),
+        )
+    }
+
+    async fn list_prompts(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompt = serde_json::from_value(json!({"name": "hello"})).unwrap();
+        Ok(ListPromptsResult::with_all_items(vec![prompt]))
+    }
+
+    /// `hello` asks the name as `greet` does, in 2026-07-28 only.
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let Some(answers) = &request.input_responses else {
+            let asked = json!({"name": {"method": "elicitation/create", "params": {"mode": "form",
+                "message": "Your name?", "requestedSchema": {"type": "object", "properties": {}}}}});
+            let mut result =
+                InputRequiredResult::from_input_requests(serde_json::from_value(asked).unwrap());
+            result.request_state = Some("prompt".to_owned());
+            return Ok(result.into());
+        };
+        assert_eq!(request.request_state.as_deref(), Some("prompt"));
+        let name = answers["name"]["content"]["name"].as_str().unwrap_or("?");
+        let result: GetPromptResult = serde_json::from_value(json!({"messages": [
+            {"role": "user", "content": {"type": "text", "text": format!("hello {name}")}}]}))
+        .unwrap();
+        Ok(result.into())
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -161,6 +198,16 @@ async fn an_upstream_of_2026_07_28_asks_through_input_required_and_the_caller_an
     assert_eq!(exchanges.len(), 1, "{exchanges:?}");
     assert_eq!(exchanges[0]["method"], "elicitation/create");
     assert_eq!(exchanges[0]["relayed"], true, "{exchanges:?}");
+    // A prompt get asks the same way.
+    let prompt = client
+        .get_prompt(GetPromptRequestParams::new("greeter.hello"))
+        .await
+        .unwrap();
+    let prompt = serde_json::to_value(prompt).unwrap();
+    assert_eq!(
+        prompt["messages"][0]["content"]["text"], "hello ada",
+        "{prompt}"
+    );
 
     // A client that takes no elicitation: the call ends, recorded; the
     // server gets no answer nobody gave.
@@ -180,6 +227,11 @@ async fn an_upstream_of_2026_07_28_asks_through_input_required_and_the_caller_an
         "{failed}"
     );
     assert_eq!(greeter.heard().len(), 4, "one more call, never answered");
+    let failed_calls = calls(&joch).await;
+    let failed_calls = failed_calls
+        .iter()
+        .filter(|c| c["status"]["phase"] == "Failed");
+    assert_eq!(failed_calls.count(), 1);
 }
 
 #[tokio::test]
