@@ -78,7 +78,9 @@ async fn synced_writes_are_answered_after_a_sync_that_they_share() {
         let (store, mut call): (Arc<dyn Store>, _) = (store.clone(), call(name));
         async move { store.create_object(&mut call, durability).await }
     };
-    create("deferred", Durability::Deferred).await.expect("deferred");
+    create("deferred", Durability::Deferred)
+        .await
+        .expect("deferred");
     assert_eq!(store.syncs(), before, "a deferred write does not sync");
     create("synced", Durability::Sync).await.expect("synced");
     assert_eq!(store.syncs(), before + 1, "answered after its sync");
