@@ -1,11 +1,12 @@
-//! The consent check: a declarative tool whose Endpoint takes each end
-//! user's own token (`oauth2` `authorization_code`, `perUser`) runs with
+//! The consent check: a declarative tool whose Endpoint, or an MCP tool
+//! whose McpServer, takes each end user's own token (`oauth2`
+//! `authorization_code`, `perUser`) runs with
 //! the token of the call's user ([`rules::upstream_user`]). When the vault
 //! holds none it can use (none yet, revoked, or no longer refreshable),
 //! the call waits for the user's consent, as an Approval of kind
 //! `consent` whose payload holds the authorization URL.
 //!
-//! An Endpoint with `token_exchange` runs with the caller's own token:
+//! An upstream with `token_exchange` runs with the caller's own token:
 //! the JWT the caller presented is exchanged now, while joch holds it
 //! (RFC 8693), and the result kept in the vault for the run; a caller
 //! without a JWT is refused.
@@ -17,7 +18,9 @@
 use std::time::Duration;
 
 use joch_core::credential::{Grant, OAuth2, UpstreamRef};
-use joch_core::{Backend, CallError, CallMode, Endpoint, ErrorCode, Phase, Principal, ToolCall};
+use joch_core::{
+    Backend, CallError, CallMode, Endpoint, ErrorCode, McpServer, Phase, Principal, ToolCall,
+};
 use joch_store::StoreErrorKind;
 
 use super::steps::{Admitting, Verdict};
@@ -27,41 +30,88 @@ use crate::credentials::ConsentAsk;
 use crate::identity::rules;
 use crate::{Engine, EngineError};
 
+/// An upstream of the tool that takes each end user's own token.
+struct PerUser {
+    upstream: UpstreamRef,
+    url: String,
+    oauth2: OAuth2,
+}
+
 impl Engine {
+    /// The upstreams of `tool` taking per-user tokens: the Endpoints of a
+    /// declarative tool, or an MCP tool's server (missing ones are left to
+    /// the run, which reports them).
+    async fn per_user_upstreams(
+        &self,
+        namespace: &str,
+        backend: &Backend,
+    ) -> Result<Vec<PerUser>, EngineError> {
+        let mut found = Vec::new();
+        let store = &self.inner.store;
+        match backend {
+            Backend::Actions(actions) => {
+                for (_, name) in actions.endpoints() {
+                    let endpoint = match store.get_object::<Endpoint>(namespace, name).await {
+                        Ok(endpoint) => endpoint,
+                        Err(e) if e.kind() == StoreErrorKind::NotFound => continue,
+                        Err(e) => return Err(e.into()),
+                    };
+                    let oauth2 = endpoint.spec.auth.and_then(|auth| auth.oauth2);
+                    if let Some(oauth2) = oauth2.filter(OAuth2::takes_user) {
+                        let upstream = UpstreamRef::endpoint(name);
+                        found.push(PerUser {
+                            upstream,
+                            url: endpoint.spec.url,
+                            oauth2,
+                        });
+                    }
+                }
+            }
+            Backend::Mcp(mcp) => {
+                let server = match store.get_object::<McpServer>(namespace, &mcp.server).await {
+                    Ok(server) => server,
+                    Err(e) if e.kind() == StoreErrorKind::NotFound => return Ok(found),
+                    Err(e) => return Err(e.into()),
+                };
+                if let Some(http) = server.spec.http {
+                    if let Some(oauth2) = http.per_user().cloned() {
+                        let upstream = UpstreamRef::mcp_server(&mcp.server);
+                        found.push(PerUser {
+                            upstream,
+                            url: http.url,
+                            oauth2,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(found)
+    }
+
     pub(super) async fn upstream_consent(
         &self,
         a: &mut Admitting<'_>,
     ) -> Result<Verdict, EngineError> {
-        let (Backend::Actions(actions), Some(by)) = (&a.tool.spec.backend, a.by) else {
+        let Some(by) = a.by else {
             return Ok(Verdict::Continue);
         };
         if a.call.spec.mode == CallMode::Hook {
             return Ok(Verdict::Continue);
         }
         let namespace = a.call.metadata.namespace.clone();
-        for (_, name) in actions.endpoints() {
-            let endpoint = match self
-                .inner
-                .store
-                .get_object::<Endpoint>(&namespace, name)
-                .await
-            {
-                Ok(endpoint) => endpoint,
-                // Execution reports a missing Endpoint.
-                Err(e) if e.kind() == StoreErrorKind::NotFound => continue,
-                Err(e) => return Err(e.into()),
-            };
-            let Some(oauth2) = endpoint.spec.auth.and_then(|auth| auth.oauth2) else {
-                continue;
-            };
-            if !oauth2.takes_user() {
-                continue;
-            }
-            let upstream = UpstreamRef::endpoint(name);
+        let upstreams = self
+            .per_user_upstreams(&namespace, &a.tool.spec.backend)
+            .await?;
+        for PerUser {
+            upstream,
+            url,
+            oauth2,
+        } in upstreams
+        {
             if oauth2.grant == Grant::TokenExchange {
                 a.call.status.upstream_user = Some(by.name.clone());
-                let url = &endpoint.spec.url;
-                match self.exchange(by, &a.call, &upstream, url, &oauth2).await {
+                match self.exchange(by, &a.call, &upstream, &url, &oauth2).await {
                     Ok(()) => continue,
                     Err(error) => {
                         let rejection = Rejection::refused(
@@ -100,7 +150,7 @@ impl Engine {
             };
             a.call.status.upstream_user = Some(user.clone());
             if let Some(deferral) = self
-                .needs_consent(a, &upstream, &endpoint.spec.url, &oauth2, &user)
+                .needs_consent(a, &upstream, &url, &oauth2, &user)
                 .await
             {
                 return Ok(Verdict::Defer(deferral));
@@ -123,8 +173,8 @@ impl Engine {
             return Err(CallError::new(
                 ErrorCode::UpstreamAuthFailed,
                 format!(
-                    "Endpoint {:?} exchanges the caller's JWT for its token (token_exchange), and this caller did not authenticate with a JWT",
-                    upstream.name
+                    "{} {:?} exchanges the caller's JWT for its token (token_exchange), and this caller did not authenticate with a JWT",
+                    upstream.kind, upstream.name
                 ),
             ));
         };
@@ -186,8 +236,8 @@ impl Engine {
         match credentials.begin_consent(ask).await {
             Ok(consent_url) => {
                 let reason = format!(
-                    "{user:?} has not consented to joch calling Endpoint {:?} for them: open the consentUrl",
-                    upstream.name
+                    "{user:?} has not consented to joch calling {} {:?} for them: open the consentUrl",
+                    upstream.kind, upstream.name
                 );
                 Some(Deferral::consent(consent_url, reason, timeout))
             }
