@@ -269,8 +269,38 @@ def test_trusted_caller_ids_revoke_and_decline(authorization, joch):
         assert declined.status_code == 200 and "declined" in declined.text
         waiting.join(timeout=30)
         assert answers[0]["status"]["phase"] == "Denied", answers
-        assert "access_denied" in answers[0]["status"]["error"]["message"]
+        error = answers[0]["status"]["error"]
+        assert error["code"] == "consent_required" and "access_denied" in error["message"], error
+        assert "call the tool again" in error["message"], error
         assert len(rest.seen) == 1
+    finally:
+        rest.stop()
+
+
+def test_a_code_refused_at_the_callback_ends_the_waiting_call_at_once(authorization, joch):
+    rest = ProtectedRest(authorization, "unused")
+    try:
+        joch.apply(endpoint("mail", rest.url, per_user(authorization)))
+        echo_tool(joch, "mail")
+        waiting, answers = in_background(joch, agent(joch, "alice"), 1)
+        url = pending_consent(joch)["spec"]["payload"]["consentUrl"]
+        back = consent(url, "alice@upstream", follow=False).headers["location"]
+        # The code expires at the authorization server before the browser
+        # reaches joch: the exchange is answered invalid_grant.
+        authorization.codes.clear()
+        started = time.monotonic()
+        refused = httpx2.get(back, timeout=30)
+        assert refused.status_code == 409 and refused.json()["code"] == "consent_failed", refused.text
+        assert "invalid_grant" in refused.json()["message"], refused.text
+        waiting.join(timeout=30)
+        ended = time.monotonic() - started
+        (done,) = answers
+        assert done["status"]["phase"] == "Denied", done
+        error = done["status"]["error"]
+        assert error["code"] == "consent_required", error
+        assert "refused the code" in error["message"] and "call the tool again" in error["message"], error
+        assert ended < 10, f"the call ended {ended:.1f} s after the callback, not at its deadline"
+        assert rest.seen == [] and joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"] == []
     finally:
         rest.stop()
 

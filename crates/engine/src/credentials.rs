@@ -29,7 +29,7 @@ mod lease;
 mod vault;
 
 pub use client::callback_url;
-pub use consent::{ConsentAsk, ConsentGiven};
+pub use consent::{ConsentAsk, ConsentFailed, ConsentGiven};
 
 pub use vault::{VaultKey, VaultKeys};
 

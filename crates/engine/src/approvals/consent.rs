@@ -15,7 +15,7 @@ use joch_core::{Principal, ToolCall};
 use serde_json::Value;
 
 use super::ApprovalDecision;
-use crate::credentials::ConsentGiven;
+use crate::credentials::{ConsentFailed, ConsentGiven};
 use crate::{Approvals, Engine, EngineError};
 use joch_core::ApprovalActionKind;
 
@@ -55,33 +55,38 @@ impl Approvals<'_> {
             parameter: "state",
             message,
         };
-        let given =
-            match reply {
-                ConsentReply::Code(code) => credentials
-                    .complete_consent(state, code)
-                    .await
-                    .map_err(|e| {
-                        if e.starts_with("this consent link") {
-                            unknown(e)
-                        } else {
-                            failed(e)
-                        }
-                    })?,
-                ConsentReply::Declined(error) => {
-                    let given = credentials
-                        .decline_consent(state)
-                        .await
-                        .map_err(failed)?
-                        .ok_or_else(|| {
-                            unknown("this consent link is unknown or used already".to_owned())
-                        })?;
-                    let message =
-                        format!("the user declined consent at the authorization server ({error})");
-                    self.decide_consent(&given, ApprovalPhase::Rejected, message)
+        let given = match reply {
+            ConsentReply::Code(code) => match credentials.complete_consent(state, code).await {
+                Ok(given) => given,
+                Err(ConsentFailed::Unknown(e)) => return Err(unknown(e)),
+                Err(ConsentFailed::Unavailable(e)) => return Err(failed(e)),
+                Err(ConsentFailed::Refused { message, given }) => {
+                    // The state is spent: the call would only wait for its
+                    // deadline. It ends now, saying why and what to do.
+                    let ended = format!(
+                        "{message}: call the tool again, and have the user consent at the new consent URL"
+                    );
+                    self.decide_consent(&given, ApprovalPhase::Rejected, ended)
                         .await?;
-                    return Ok(given);
+                    return Err(failed(message));
                 }
-            };
+            },
+            ConsentReply::Declined(error) => {
+                let given = credentials
+                    .decline_consent(state)
+                    .await
+                    .map_err(failed)?
+                    .ok_or_else(|| {
+                        unknown("this consent link is unknown or used already".to_owned())
+                    })?;
+                let message = format!(
+                    "the user declined consent at the authorization server ({error}): call the tool again to ask them again"
+                );
+                self.decide_consent(&given, ApprovalPhase::Rejected, message)
+                    .await?;
+                return Ok(given);
+            }
+        };
         let rationale = "consented at the authorization server".to_owned();
         self.decide_consent(&given, ApprovalPhase::Approved, rationale)
             .await?;

@@ -38,13 +38,14 @@ impl Engine {
             .clone()
             .or_else(|| approval.status.rationale.clone())
             .unwrap_or_else(|| "rejected by an approver".to_owned());
-        let rejection = Rejection::refused(
-            &call,
-            Phase::Denied,
-            "Denied by approver",
-            ErrorCode::DeniedByApprover,
-            message,
-        );
+        // A consent not given (declined, or its code refused) is not an
+        // approver's "no": the call may succeed once the user consents.
+        let (reason, code) = if approval.spec.action.kind == ApprovalActionKind::Consent {
+            ("Consent not given", ErrorCode::ConsentRequired)
+        } else {
+            ("Denied by approver", ErrorCode::DeniedByApprover)
+        };
+        let rejection = Rejection::refused(&call, Phase::Denied, reason, code, message);
         self.refuse(call, rejection).await.map(drop)
     }
 
