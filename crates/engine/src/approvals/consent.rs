@@ -11,10 +11,11 @@
 //! to the call and the user, is what authorizes it.
 
 use joch_core::approval::ApprovalPhase;
-use joch_core::{Principal, ToolCall};
-use serde_json::Value;
+use joch_core::{Approval, EventKind, Principal, Tool, ToolCall};
+use joch_store::Durability;
+use serde_json::{Value, json};
 
-use super::ApprovalDecision;
+use super::{ApprovalDecision, Deferral};
 use crate::credentials::{ConsentFailed, ConsentGiven};
 use crate::{Approvals, Engine, EngineError};
 use joch_core::ApprovalActionKind;
@@ -134,6 +135,37 @@ impl Approvals<'_> {
 }
 
 impl Engine {
+    /// Pauses `call`, which a person approved (`approved`), again for its
+    /// user's consent: the call stays `AwaitingApproval`, with the consent
+    /// URL on its record, and its Approval becomes the consent's.
+    pub(super) async fn wait_for_consent(
+        &self,
+        mut call: ToolCall,
+        tool: &Tool,
+        approved: &Approval,
+        deferral: Deferral,
+    ) -> Result<(), EngineError> {
+        if let Some(marked) = call.spec.approval.as_mut() {
+            marked.status = Some("pending".to_owned());
+            marked.consent_url = deferral.consent_url().map(str::to_owned);
+        }
+        self.inner
+            .store
+            .update_object(&mut call, Durability::Sync)
+            .await?;
+        let approval = self
+            .reopen_for_consent(&call, tool, approved, deferral)
+            .await?;
+        let reason = approval.spec.payload.get("reason").cloned();
+        let payload = json!({"approval": approval.metadata.name, "options": approval.spec.options});
+        self.emit_for(
+            &call,
+            EventKind::RunPaused,
+            json!({"reason": reason, "payload": payload}),
+        )
+        .await
+    }
+
     /// Decides the consent approval of `given`'s call, if it still waits,
     /// and carries the decision out. Racing decisions: the first wins.
     async fn decide_consent(

@@ -12,8 +12,8 @@
 //! without a JWT is refused.
 //!
 //! A call that waits for a person already (a policy's or the tool's
-//! approval) is not asked for consent too: if its user has no token when
-//! it runs, it fails with `consent_required`, and the next call asks.
+//! approval) is asked for consent once the person approved it, if its
+//! user holds no token then ([`Engine::consent_after_approval`]).
 
 use std::time::Duration;
 
@@ -125,10 +125,6 @@ impl Engine {
                     }
                 }
             }
-            if a.deferral.is_some() {
-                // A person decides first; the run asks for the token.
-                continue;
-            }
             let trusted = self
                 .inner
                 .catalog
@@ -149,6 +145,11 @@ impl Engine {
                 }
             };
             a.call.status.upstream_user = Some(user.clone());
+            if a.deferral.is_some() {
+                // A person decides first; the consent is asked once they
+                // approved (`consent_after_approval`).
+                continue;
+            }
             if let Some(deferral) = self
                 .needs_consent(a, &upstream, &url, &oauth2, &user)
                 .await
@@ -157,6 +158,38 @@ impl Engine {
             }
         }
         Ok(Verdict::Continue)
+    }
+
+    /// The consent an approved call still waits for: a person approved
+    /// it, and its user (recorded at admission) holds no token for one of
+    /// its per-user upstreams. Asked after the approval, not before, so
+    /// that a call a person rejects never sent its user to an
+    /// authorization server, and no consent is under way for it.
+    pub(crate) async fn consent_after_approval(
+        &self,
+        a: &Admitting<'_>,
+    ) -> Result<Option<Deferral>, EngineError> {
+        let Some(user) = a.call.status.upstream_user.clone() else {
+            return Ok(None);
+        };
+        let namespace = &a.call.metadata.namespace;
+        let upstreams = self
+            .per_user_upstreams(namespace, &a.tool.spec.backend)
+            .await?;
+        for PerUser {
+            upstream,
+            url,
+            oauth2,
+        } in upstreams
+        {
+            if oauth2.grant == Grant::TokenExchange {
+                continue;
+            }
+            if let Some(deferral) = self.needs_consent(a, &upstream, &url, &oauth2, &user).await {
+                return Ok(Some(deferral));
+            }
+        }
+        Ok(None)
     }
 
     /// Exchanges the caller's JWT for its token at `upstream` (RFC 8693),
