@@ -65,6 +65,7 @@ struct Stats {
     p99_ms: f64,
     max_ms: f64,
     commits_per_s: f64,
+    syncs_per_s: f64,
     /// Resident memory when a tenth of the calls were done, and at the end.
     rss_tenth_kib: u64,
     rss_end_kib: u64,
@@ -363,7 +364,7 @@ async fn measure(
         );
     }
 
-    let commits_before = store_commits(metrics);
+    let (commits_before, syncs_before) = (store_commits(metrics), store_syncs(metrics));
     let started = Instant::now();
     let Outcome {
         latencies,
@@ -373,6 +374,7 @@ async fn measure(
     } = run(client, args.calls, args.concurrency, &target).await?;
     let elapsed = started.elapsed();
     let commits = store_commits(metrics) - commits_before;
+    let syncs = store_syncs(metrics) - syncs_before;
     Ok(Stats {
         name: name.to_owned(),
         calls: args.calls,
@@ -384,6 +386,7 @@ async fn measure(
         p99_ms: percentile_ms(&latencies, 0.99),
         max_ms: percentile_ms(&latencies, 1.0),
         commits_per_s: commits / elapsed.as_secs_f64(),
+        syncs_per_s: syncs / elapsed.as_secs_f64(),
         rss_tenth_kib,
         rss_end_kib: floor::rss_kib().unwrap_or(0),
     })
@@ -391,15 +394,19 @@ async fn measure(
 
 /// Group commits the SQLite writers made so far (all joch servers in this process).
 fn store_commits(metrics: &metrics_exporter_prometheus::PrometheusHandle) -> f64 {
+    counted(metrics, "joch_store_commit_seconds_count ")
+}
+
+/// Syncs of their WALs, each acknowledging the commits before it.
+fn store_syncs(metrics: &metrics_exporter_prometheus::PrometheusHandle) -> f64 {
+    counted(metrics, "joch_store_sync_seconds_count ")
+}
+
+fn counted(metrics: &metrics_exporter_prometheus::PrometheusHandle, prefix: &str) -> f64 {
     metrics
         .render()
         .lines()
-        .find_map(|l| {
-            l.strip_prefix("joch_store_commit_seconds_count ")?
-                .trim()
-                .parse()
-                .ok()
-        })
+        .find_map(|l| l.strip_prefix(prefix)?.trim().parse().ok())
         .unwrap_or(0.0)
 }
 
@@ -547,6 +554,7 @@ fn report(results: &[Stats]) {
             p99_ms: p99,
             max_ms: max,
             commits_per_s: commits,
+            syncs_per_s: syncs,
             rss_tenth_kib: rss10,
             rss_end_kib: rss_end,
             ..
@@ -571,7 +579,7 @@ fn report(results: &[Stats]) {
             "RESULT scenario={name} calls={calls} failures={failures} calls_per_s={cps:.1} throughput_ratio={thru:.3} \
              p50_ms={p50:.3} p90_ms={p90:.3} p99_ms={p99:.3} max_ms={max:.3} added_p50_ms={p50d:.3} \
              added_p90_ms={p90d:.3} added_p99_ms={p99d:.3} added_max_ms={maxd:.3} commits_per_s={commits:.0} \
-             rss_tenth_kib={rss10} rss_end_kib={rss_end}"
+             syncs_per_s={syncs:.0} rss_tenth_kib={rss10} rss_end_kib={rss_end}"
         ));
     }
     println!("{}\n{}", table.join("\n"), lines.join("\n"));

@@ -59,28 +59,40 @@ async fn a_newer_schema_is_refused() {
     assert!(err.to_string().contains("newer"), "{err}");
 }
 
-#[test]
-fn only_batches_with_a_synced_write_commit_with_an_fsync() {
+/// A synced write is answered only after a sync of the WAL that began
+/// after its commit; a deferred one without any; and synced writes that
+/// wait together share syncs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synced_writes_are_answered_after_a_sync_that_they_share() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let conn = Connection::open(dir.path().join("joch.db")).expect("open");
-    let synchronous = |conn: &Connection| -> i64 {
-        conn.pragma_query_value(None, "synchronous", |r| r.get(0))
-            .expect("pragma")
+    let store = Arc::new(SqliteStore::open(dir.path().join("joch.db")).expect("open"));
+    let call = |name: &str| -> ToolCall {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"toolRef": {"name": "t"}, "input": {}}
+        }))
+        .expect("call")
     };
-    conn.pragma_update(None, "synchronous", "FULL")
-        .expect("full");
-    let mut syncing = true;
-    writer::set_syncing(&conn, &mut syncing, false).expect("deferred batch");
-    assert_eq!(
-        (synchronous(&conn), syncing),
-        (1, false),
-        "NORMAL: no fsync"
-    );
-    writer::set_syncing(&conn, &mut syncing, true).expect("synced batch");
-    assert_eq!(
-        (synchronous(&conn), syncing),
-        (2, true),
-        "FULL: fsync at commit"
+    let before = store.syncs();
+    let create = |name: &str, durability| {
+        let (store, mut call): (Arc<dyn Store>, _) = (store.clone(), call(name));
+        async move { store.create_object(&mut call, durability).await }
+    };
+    create("deferred", Durability::Deferred).await.expect("deferred");
+    assert_eq!(store.syncs(), before, "a deferred write does not sync");
+    create("synced", Durability::Sync).await.expect("synced");
+    assert_eq!(store.syncs(), before + 1, "answered after its sync");
+    let writes = 64;
+    let together: Vec<_> = (0..writes)
+        .map(|i| tokio::spawn(create(&format!("n{i}"), Durability::Sync)))
+        .collect();
+    for write in together {
+        write.await.expect("task").expect("synced");
+    }
+    let shared = store.syncs() - before - 1;
+    assert!(
+        (1..writes / 2).contains(&shared),
+        "{writes} writes sent together took {shared} syncs"
     );
 }
 

@@ -1,18 +1,21 @@
 //! The single writer thread and its group commit.
 //!
 //! Every write waiting in the queue when the writer is free joins one
-//! transaction, which is committed once, and synced (`synchronous=FULL`)
-//! only if one of its writes asked to be. A batch of deferred writes commits
-//! without an fsync (`synchronous=NORMAL`): the WAL is appended in order, so
-//! the next synced commit makes it durable along with its own writes. While
-//! a sync runs, new writes queue up and form the next batch, so the batch
-//! size grows with load by itself.
+//! transaction, which is committed once without an fsync
+//! (`synchronous=NORMAL`). Deferred writes are answered at their commit;
+//! synced ones once a sync of the WAL that began after it has returned
+//! (`sync.rs`), which runs beside the next batches rather than before
+//! them. So a write that arrives during a sync waits for the writer's
+//! next turn, not for the disk, and the batch size grows with load by
+//! itself.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
+use super::sync::{Held, Syncs};
 use super::{rows, unavailable};
 use crate::{Durability, EventRecord, IdempotencyClaim, RateCell, Record, StoreError};
 
@@ -80,21 +83,22 @@ pub(super) enum Written {
     Rate(Option<u64>),
 }
 
-pub(super) fn spawn(conn: Connection) -> Result<mpsc::Sender<WriteRequest>, StoreError> {
+pub(super) fn spawn(
+    conn: Connection,
+    syncs: Arc<Syncs>,
+) -> Result<mpsc::Sender<WriteRequest>, StoreError> {
     let (tx, rx) = mpsc::channel(QUEUE);
     std::thread::Builder::new()
         .name("joch-sqlite-writer".to_owned())
-        .spawn(move || run(conn, rx))
+        .spawn(move || run(conn, rx, &syncs))
         .map_err(|e| {
             StoreError::Unavailable(format!("cannot start the store's writer thread: {e}"))
         })?;
     Ok(tx)
 }
 
-fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>) {
+fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>, syncs: &Syncs) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    // The connection opens with `synchronous=FULL`.
-    let mut syncing = true;
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
         while batch.len() < MAX_BATCH {
@@ -103,29 +107,30 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>) {
                 Err(_) => break,
             }
         }
-        commit_batch(&mut conn, &mut batch, &mut syncing);
+        let held = commit_batch(&mut conn, &mut batch);
+        syncs.answer(held, rx.is_empty());
     }
+    syncs.stop();
     tracing::debug!("store writer stopped: all handles dropped");
 }
 
-fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>, syncing: &mut bool) {
-    let started = Instant::now();
+/// Commits a batch and answers its deferred writes; returns its synced
+/// writes' answers, to be sent once a sync covers the commit.
+fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) -> Vec<Held> {
+    let began = Instant::now();
     let answer = |request_queued: Instant, result| Answer {
         result,
-        queue: started.saturating_duration_since(request_queued),
-        commit: started.elapsed(),
+        queue: began.saturating_duration_since(request_queued),
+        commit: began.elapsed(),
     };
     metrics::histogram!("joch_store_batch_size").record(batch.len() as f64);
-    let sync = batch.iter().any(|r| r.durability == Durability::Sync);
     // IMMEDIATE: the write lock is taken at BEGIN, where the busy timeout
     // waits it out. A DEFERRED transaction reads first and upgrades at its
     // first write, and an upgrade that finds the WAL header changed since
     // its read began fails at once with SQLITE_BUSY (SQLite cannot wait:
     // the transaction already read), which the bench's soak saw as a whole
     // batch answered `database is locked`.
-    let began = set_syncing(conn, syncing, sync)
-        .and_then(|()| conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate));
-    let tx = match began {
+    let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(e) => {
             let message = e.to_string();
@@ -133,7 +138,7 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>, syncing: &
                 let failed = Err(StoreError::Unavailable(message.clone()));
                 let _ = request.reply.send(answer(request.queued, failed));
             }
-            return;
+            return Vec::new();
         }
     };
     // A failing write (a duplicate name, a stale version, a held key) rolls
@@ -149,28 +154,24 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>, syncing: &
         }
     }
     let committed = tx.commit().map_err(|e| unavailable(e).to_string());
-    metrics::histogram!("joch_store_commit_seconds").record(started.elapsed().as_secs_f64());
+    metrics::histogram!("joch_store_commit_seconds").record(began.elapsed().as_secs_f64());
+    let mut held = Vec::with_capacity(synced.len());
     for (reply, queued, result) in synced {
-        let result = match &committed {
-            Ok(()) => result,
-            Err(message) => Err(StoreError::Unavailable(message.clone())),
-        };
-        let _ = reply.send(answer(queued, result));
+        match &committed {
+            // A refused write waits too: what refused it (a held key, a
+            // newer version) may be a write that is not yet synced.
+            Ok(()) => held.push(Held {
+                reply,
+                answer: answer(queued, result),
+                began,
+            }),
+            Err(message) => {
+                let failed = Err(StoreError::Unavailable(message.clone()));
+                let _ = reply.send(answer(queued, failed));
+            }
+        }
     }
-}
-
-/// Makes the next commit sync, or not. A failure to turn syncing on fails
-/// the batch: its writes must not be acknowledged unsynced.
-pub(super) fn set_syncing(
-    conn: &Connection,
-    syncing: &mut bool,
-    sync: bool,
-) -> rusqlite::Result<()> {
-    if *syncing != sync {
-        conn.pragma_update(None, "synchronous", if sync { "FULL" } else { "NORMAL" })?;
-        *syncing = sync;
-    }
-    Ok(())
+    held
 }
 
 /// Applies one write so that, if it fails, none of it stays in the batch.
