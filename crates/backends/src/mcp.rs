@@ -7,7 +7,6 @@
 //! flight, the call fails: it may have run upstream, and only the engine
 //! may decide whether to run it again.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,18 +17,15 @@ use joch_core::mcp_surface::{CallClient, ClientCapabilities, McpOperation};
 use joch_core::{
     Backend, CallError, ErrorCode, Invocation, McpServer, ToolBackend, ToolDiscovery, ToolFailure,
 };
-use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Value, json};
 
+mod connect;
 mod handler;
 mod progress;
 mod slots;
@@ -37,6 +33,7 @@ mod surface;
 
 pub use slots::MAX_USER_CONNECTIONS;
 
+use connect::{Opened, auth_for, connect};
 use handler::{NoticeSink, Upstream};
 use progress::ProgressRoutes;
 
@@ -162,7 +159,9 @@ impl McpClients {
         match self.open(server, caps, user).await {
             Err(Opened::Refused(authorization)) => {
                 self.token_refused(server, user, Some(&authorization)).await;
-                self.open(server, caps, user).await.map_err(Opened::into_error)
+                self.open(server, caps, user)
+                    .await
+                    .map_err(Opened::into_error)
             }
             other => other.map_err(Opened::into_error),
         }
@@ -272,129 +271,6 @@ impl McpClients {
             }
         }
     }
-}
-
-/// Why a connection did not open.
-enum Opened {
-    /// The server answered 401 to the token sent (the `Authorization` value).
-    Refused(String),
-    Failed(CallError),
-}
-
-impl From<CallError> for Opened {
-    fn from(e: CallError) -> Self {
-        Opened::Failed(e)
-    }
-}
-
-impl Opened {
-    fn into_error(self) -> CallError {
-        match self {
-            Opened::Refused(_) => CallError::new(
-                ErrorCode::UpstreamAuthFailed,
-                "the MCP server refused joch's token, and a new one too",
-            ),
-            Opened::Failed(e) => e,
-        }
-    }
-}
-
-/// What of `server`'s `spec.http` authenticates a request for `user`:
-/// `auth`, with the user's own token on a per-user server; without a user
-/// there (listing tools), `listAuth`. `None`: nothing to send.
-fn auth_for<'s>(
-    server: &'s McpServer,
-    user: Option<&'s str>,
-) -> Option<(&'s joch_core::mcp::HttpTransport, &'s joch_core::credential::UpstreamAuth, Option<&'s str>)> {
-    let http = server.spec.http.as_ref()?;
-    let (auth, user) = match (http.per_user(), user) {
-        (Some(_), Some(user)) => (http.auth.as_ref(), Some(user)),
-        (Some(_), None) => (http.list_auth.as_ref(), None),
-        (None, _) => (http.auth.as_ref(), None),
-    };
-    Some((http, auth?, user))
-}
-
-async fn connect(
-    server: &McpServer,
-    handler: Upstream,
-    authorization: Option<&str>,
-) -> Result<Client, CallError> {
-    let name = &server.metadata.name;
-    let unavailable = |what: String| {
-        CallError::new(
-            ErrorCode::McpUnavailable,
-            format!("MCP server {name:?} cannot be reached: {what}"),
-        )
-    };
-    let handshake = async {
-        if let Some(stdio) = &server.spec.stdio {
-            let mut command = tokio::process::Command::new(&stdio.command);
-            // joch's own settings and secrets (JOCH_ADMIN_TOKEN, JOCH_VAULT_KEY,
-            // the store's URL) are not the server's: it gets the rest of the
-            // environment, and what its `spec.stdio.env` names.
-            for (key, _) in std::env::vars_os() {
-                if key.to_string_lossy().starts_with("JOCH_") {
-                    command.env_remove(key);
-                }
-            }
-            command
-                .args(&stdio.args)
-                .envs(&stdio.env)
-                .kill_on_drop(true);
-            let (transport, _) = TokioChildProcess::builder(command)
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .map_err(|e| unavailable(format!("cannot start {:?}: {e}", stdio.command)))?;
-            handler
-                .clone()
-                .serve(transport)
-                .await
-                .map_err(|e| unavailable(e.to_string()))
-        } else if let Some(http) = &server.spec.http {
-            let mut headers = HashMap::new();
-            let secrets = http
-                .secret_headers
-                .iter()
-                .map(|(header, source)| crate::secret(source).map(|value| (header, value)))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(unavailable)?;
-            let plain = http.headers.iter().map(|(h, v)| (h, v.clone()));
-            let auth_header = "authorization".to_owned();
-            let auth = authorization.map(|value| (&auth_header, value.to_owned()));
-            for (header, value) in plain.chain(secrets).chain(auth) {
-                let header = HeaderName::try_from(header.as_str())
-                    .map_err(|e| unavailable(format!("header {header:?}: {e}")))?;
-                let value = HeaderValue::try_from(value)
-                    .map_err(|_| unavailable(format!("header {header}: value is not valid")))?;
-                headers.insert(header, value);
-            }
-            let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
-                .custom_headers(headers);
-            crate::outbound::check_url(&http.url).map_err(unavailable)?;
-            let client = crate::outbound::client_builder()
-                .build()
-                .map_err(|e| unavailable(e.to_string()))?;
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            handler.serve(transport).await.map_err(|e| match e.auth_challenge() {
-                Some(_) => CallError::new(
-                    ErrorCode::UpstreamAuthFailed,
-                    format!("MCP server {name:?} refused joch's token (HTTP 401)"),
-                ),
-                None => unavailable(e.to_string()),
-            })
-        } else {
-            Err(unavailable("the server names no transport".to_owned()))
-        }
-    };
-    tokio::time::timeout(CONNECT_TIMEOUT, handshake)
-        .await
-        .map_err(|_| {
-            unavailable(format!(
-                "no handshake within {} s",
-                CONNECT_TIMEOUT.as_secs()
-            ))
-        })?
 }
 
 #[async_trait]

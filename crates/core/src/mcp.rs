@@ -489,7 +489,11 @@ impl Object for McpServer {
             for e in http.auth.iter().flat_map(|a| a.problems("spec.http.auth")) {
                 problem(&e.field, e.message);
             }
-            for e in http.list_auth.iter().flat_map(|a| a.problems("spec.http.listAuth")) {
+            for e in http
+                .list_auth
+                .iter()
+                .flat_map(|a| a.problems("spec.http.listAuth"))
+            {
                 problem(&e.field, e.message);
             }
             let lists_per_user = http

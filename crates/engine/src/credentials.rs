@@ -357,13 +357,18 @@ impl UpstreamCredentials for Credentials {
         let Ok(Some(mut stored)) = self.stored(namespace, &name).await else {
             return;
         };
-        let same = Self::opened(keys, &stored, &oauth2)
-            .is_some_and(|s| authorization.strip_prefix("Bearer ") == Some(s.access_token.as_str()));
+        let same = Self::opened(keys, &stored, &oauth2).is_some_and(|s| {
+            authorization.strip_prefix("Bearer ") == Some(s.access_token.as_str())
+        });
         if same {
             // Stale from now: the next use refreshes it. The write is
             // conditional: a replica that refreshed it first wins.
             stored.spec.expires_at = Some(Time(Utc::now() - chrono::Duration::seconds(1)));
-            if let Err(e) = self.store.update_object(&mut stored, Durability::Sync).await {
+            if let Err(e) = self
+                .store
+                .update_object(&mut stored, Durability::Sync)
+                .await
+            {
                 tracing::debug!(upstream = %upstream.name, error = %e, "a refused token was replaced meanwhile");
             }
         }

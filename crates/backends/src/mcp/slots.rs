@@ -160,3 +160,45 @@ impl Slots {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bounded(max_user: usize) -> Slots {
+        Slots {
+            max_user,
+            ..Slots::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_new_user_takes_the_place_of_the_least_recently_used_idle_one() {
+        let slots = bounded(2);
+        let first = slots.get("s@a".into(), true).unwrap();
+        slots.get("s@b".into(), true).unwrap();
+        slots.get("s@a".into(), true).unwrap(); // a used again: b is the oldest
+        slots.get("s@c".into(), true).unwrap();
+        assert!(slots.existing("s@b").is_none(), "b made room");
+        assert!(Arc::ptr_eq(&first, &slots.existing("s@a").unwrap()));
+        // Shared connections are not counted against the bound.
+        for n in 0..5 {
+            slots.get(format!("shared{n}@"), false).unwrap();
+        }
+        assert!(slots.existing("s@c").is_some());
+    }
+
+    #[tokio::test]
+    async fn a_new_user_is_refused_when_every_connection_is_busy() {
+        let slots = bounded(2);
+        let a = slots.get("s@a".into(), true).unwrap();
+        let b = slots.get("s@b".into(), true).unwrap();
+        // Each is opening (its lock held): none may be closed.
+        let (_a, _b) = (a.lock().await, b.lock().await);
+        let Err(refused) = slots.get("s@c".into(), true) else {
+            panic!("a third connection was made room for")
+        };
+        assert_eq!(refused.code, ErrorCode::McpUnavailable.as_str());
+        assert!(refused.message.contains("at most 2"), "{}", refused.message);
+    }
+}

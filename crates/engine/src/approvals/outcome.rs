@@ -168,11 +168,17 @@ impl Engine {
             return Ok(());
         };
         let namespace = call.metadata.namespace.clone();
-        let approver = call.spec.approval.as_ref().map(|a| (a.approved_by.clone(), a.approved_at));
+        let approver = call
+            .spec
+            .approval
+            .as_ref()
+            .map(|a| (a.approved_by.clone(), a.approved_at));
         mark_call(&mut call, "approved", approval);
-        if let (ApprovalActionKind::Consent, Some((Some(by), at)), Some(marked)) =
-            (approval.spec.action.kind, approver, call.spec.approval.as_mut())
-        {
+        if let (ApprovalActionKind::Consent, Some((Some(by), at)), Some(marked)) = (
+            approval.spec.action.kind,
+            approver,
+            call.spec.approval.as_mut(),
+        ) {
             // Consent after a person's approval: the person approved it.
             (marked.approved_by, marked.approved_at) = (Some(by), at);
         }
@@ -253,7 +259,9 @@ impl Engine {
         }
         if rejection.is_none() && approval.spec.action.kind != ApprovalActionKind::Consent {
             if let Some(deferral) = self.consent_after_approval(&a).await? {
-                return self.wait_for_consent(a.call, &a.tool, approval, deferral).await;
+                return self
+                    .wait_for_consent(a.call, &a.tool, approval, deferral)
+                    .await;
             }
         }
         self.run_in_background(a.into_recorded(rejection));

@@ -150,10 +150,7 @@ impl Engine {
                 // approved (`consent_after_approval`).
                 continue;
             }
-            if let Some(deferral) = self
-                .needs_consent(a, &upstream, &url, &oauth2, &user)
-                .await
-            {
+            if let Some(deferral) = self.needs_consent(a, &upstream, &url, &oauth2, &user).await {
                 return Ok(Verdict::Defer(deferral));
             }
         }
