@@ -187,7 +187,8 @@ def test_token_exchange_reaches_the_mcp_server_as_each_caller(tmp_path):
     upstream = ProtectedMcp(authorization)
     jwks = tmp_path / "jwks.json"
     jwks.write_text(json.dumps({"keys": [{"kty": "oct", "kid": "idp-1", "alg": "HS256", "k": b64url(KEY)}]}))
-    joch = start(tmp_path, JOCH_JWT_ISSUER=authorization.issuer, JOCH_JWT_JWKS=str(jwks), JOCH_JWT_AUDIENCE="joch")
+    joch = start(tmp_path, JOCH_JWT_ISSUER=authorization.issuer, JOCH_JWT_JWKS=str(jwks), JOCH_JWT_AUDIENCE="joch",
+                 JOCH_MAX_MCP_USER_CONNECTIONS="3")
 
     def jwt(sub: str) -> str:
         return hs256({"iss": authorization.issuer, "sub": sub, "aud": "joch", "exp": int(time.time()) + 600,
@@ -201,6 +202,14 @@ def test_token_exchange_reaches_the_mcp_server_as_each_caller(tmp_path):
         assert said(whoami(joch, erin)) == "hello joch-client as erin"
         assert said(whoami(joch, dave)) == "hello joch-client as dave"
         assert token_requests(authorization, TOKEN_EXCHANGE) == 2, "dave's token was kept"
+        # Many users, one after another: joch keeps at most 3 per-user
+        # connections (and the listing's) open upstream, not one per user.
+        for n in range(12):
+            assert said(whoami(joch, jwt(f"user{n}"))) == f"hello joch-client as user{n}"
+        deadline = time.monotonic() + 10
+        while upstream.sessions() > 4:
+            assert time.monotonic() < deadline, f"{upstream.sessions()} sessions upstream for 14 users"
+            time.sleep(0.05)
         refused = whoami(joch, agent(joch, "alice"))
         assert refused["status"]["phase"] == "Failed", refused
         assert "did not authenticate with a JWT" in refused["status"]["error"]["message"], refused
