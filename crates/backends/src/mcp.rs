@@ -83,11 +83,6 @@ impl McpClients {
         self
     }
 
-    /// How many per-user connections are open now.
-    pub fn user_connections(&self) -> usize {
-        self.slots.user_connections()
-    }
-
     /// Which user's token a request to `server` made for `user` carries:
     /// `user` for a server taking per-user tokens, else none (joch's own).
     fn user_of<'u>(server: &McpServer, user: Option<&'u str>) -> Option<&'u str> {

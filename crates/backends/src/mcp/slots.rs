@@ -133,15 +133,6 @@ impl Slots {
         lock(&self.map).get(key).map(|e| e.slot.clone())
     }
 
-    /// How many per-user connections are open now.
-    pub(super) fn user_connections(&self) -> usize {
-        lock(&self.map)
-            .values()
-            .filter(|e| e.user)
-            .filter(|e| e.slot.try_lock().map_or(true, |c| c.is_some()))
-            .count()
-    }
-
     /// Starts, once, a task that closes idle per-user connections even
     /// when no call comes (it ends with the backend).
     fn start_sweeping(&self) {
