@@ -180,6 +180,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn idle_per_user_connections_are_swept_busy_ones_kept() {
+        let slots = Slots::default();
+        slots.get("s@idle".into(), true).unwrap();
+        let busy = slots.get("s@busy".into(), true).unwrap();
+        slots.get("shared@".into(), false).unwrap();
+        for entry in lock(&slots.map).values_mut() {
+            entry.used -= IDLE;
+        }
+        let _opening = busy.lock().await;
+        sweep(&slots.map);
+        assert!(slots.existing("s@idle").is_none(), "idle: closed");
+        assert!(slots.existing("s@busy").is_some(), "in use: kept");
+        assert!(slots.existing("shared@").is_some(), "shared: not swept");
+    }
+
+    #[tokio::test]
     async fn a_new_user_is_refused_when_every_connection_is_busy() {
         let slots = bounded(2);
         let a = slots.get("s@a".into(), true).unwrap();
