@@ -173,6 +173,15 @@ def test_each_user_reaches_the_mcp_server_with_their_own_token(authorization, up
         listed = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"]
         users = sorted(c["spec"].get("user") or "(service)" for c in listed)
         assert users == ["(service)", "alice", "bob", "carol"], users
+
+        # Refused again, and the refresh token too: the call fails saying
+        # consent is required, and alice's next call asks for it.
+        authorization.refuse_access_tokens()
+        authorization.revoke_refresh_tokens()
+        failed = whoami(joch, alice)
+        assert failed["status"]["phase"] == "Failed", failed
+        assert failed["status"]["error"]["code"] == "consent_required", failed
+        assert whoami(joch, alice, wait=False)["status"]["phase"] == "AwaitingApproval"
         secrets = [*authorization.issued, *authorization.other_secrets, CLIENT_SECRET]
         assert_nowhere(secrets, tmp_path, joch, "mcpserver.protected.service")
         assert_not_traced(secrets, traces, done["metadata"]["name"])
