@@ -115,16 +115,24 @@ impl McpClients {
     }
 
     /// Marks the token `sent` for `user` as refused (the server answered
-    /// 401), so that the next connection carries a new one.
-    async fn token_refused(&self, server: &McpServer, user: Option<&str>, sent: Option<&str>) {
+    /// 401), so that the next connection carries a new one; false when it
+    /// is no OAuth token (a bearer secret: sending it again cannot help).
+    async fn token_refused(
+        &self,
+        server: &McpServer,
+        user: Option<&str>,
+        sent: Option<&str>,
+    ) -> bool {
         let oauth2 = auth_for(server, user).and_then(|(_, a, u)| Some((a.oauth2.as_ref()?, u)));
-        if let (Some((oauth2, user)), Some(sent), Some(credentials)) =
+        let (Some((oauth2, user)), Some(sent), Some(credentials)) =
             (oauth2, sent, self.credentials.as_ref())
-        {
-            let upstream = UpstreamRef::mcp_server(&server.metadata.name);
-            let ns = &server.metadata.namespace;
-            credentials.refused(ns, &upstream, oauth2, user, sent).await;
-        }
+        else {
+            return false;
+        };
+        let upstream = UpstreamRef::mcp_server(&server.metadata.name);
+        let ns = &server.metadata.namespace;
+        credentials.refused(ns, &upstream, oauth2, user, sent).await;
+        true
     }
 
     fn key(server: &McpServer, caps: ClientCapabilities, user: Option<&str>) -> String {
@@ -152,11 +160,11 @@ impl McpClients {
     ) -> Result<Arc<Client>, CallError> {
         let user = Self::user_of(server, user);
         match self.open(server, caps, user).await {
-            Err(Opened::Refused(authorization)) => {
-                self.token_refused(server, user, Some(&authorization)).await;
-                self.open(server, caps, user)
-                    .await
-                    .map_err(Opened::into_error)
+            Err(Opened::Refused(sent, _))
+                if self.token_refused(server, user, Some(&sent)).await =>
+            {
+                let again = self.open(server, caps, user).await;
+                again.map_err(Opened::into_error)
             }
             other => other.map_err(Opened::into_error),
         }
@@ -200,7 +208,7 @@ impl McpClients {
             Ok(client) => Arc::new(client),
             Err(e) if e.code == ErrorCode::UpstreamAuthFailed.as_str() => {
                 return Err(match authorization {
-                    Some(sent) => Opened::Refused(sent),
+                    Some(sent) => Opened::Refused(sent, e),
                     None => Opened::Failed(e),
                 });
             }
@@ -241,6 +249,13 @@ impl McpClients {
         error: ServiceError,
     ) -> CallError {
         let name = &server.metadata.name;
+        if error.auth_challenge().is_some() {
+            self.forget(server, client).await;
+            return CallError::new(
+                ErrorCode::UpstreamAuthFailed,
+                format!("MCP server {name:?} refused the request's authorization (HTTP 401)"),
+            );
+        }
         match error {
             ServiceError::McpError(e) => CallError {
                 code: ErrorCode::McpError.as_str().to_owned(),
@@ -322,7 +337,9 @@ impl ToolBackend for McpClients {
                     self.forget(server, &client).await;
                     let service = client.service();
                     let (who, sent) = (service.user.as_deref(), service.authorization.as_deref());
-                    self.token_refused(server, who, sent).await;
+                    if !self.token_refused(server, who, sent).await {
+                        return Err(self.failed(server, &client, e).await);
+                    }
                 }
                 Ok(Err(Ended::Failed(e))) => return Err(self.failed(server, &client, e).await),
                 Err(_) => {

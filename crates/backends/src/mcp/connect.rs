@@ -17,8 +17,9 @@ use super::{CONNECT_TIMEOUT, Client};
 
 /// Why a connection did not open.
 pub(super) enum Opened {
-    /// The server answered 401 to the token sent (the `Authorization` value).
-    Refused(String),
+    /// The server answered 401 to the token sent (the `Authorization`
+    /// value), saying so in the error.
+    Refused(String, CallError),
     Failed(CallError),
 }
 
@@ -31,11 +32,7 @@ impl From<CallError> for Opened {
 impl Opened {
     pub(super) fn into_error(self) -> CallError {
         match self {
-            Opened::Refused(_) => CallError::new(
-                ErrorCode::UpstreamAuthFailed,
-                "the MCP server refused joch's token, and a new one too",
-            ),
-            Opened::Failed(e) => e,
+            Opened::Refused(_, e) | Opened::Failed(e) => e,
         }
     }
 }
@@ -123,7 +120,9 @@ pub(super) async fn connect(
                 .map_err(|e| match e.auth_challenge() {
                     Some(_) => CallError::new(
                         ErrorCode::UpstreamAuthFailed,
-                        format!("MCP server {name:?} refused joch's token (HTTP 401)"),
+                        format!(
+                            "MCP server {name:?} refused the request's authorization (HTTP 401)"
+                        ),
                     ),
                     None => unavailable(e.to_string()),
                 })
