@@ -269,8 +269,83 @@ def test_trusted_caller_ids_revoke_and_decline(authorization, joch):
         assert declined.status_code == 200 and "declined" in declined.text
         waiting.join(timeout=30)
         assert answers[0]["status"]["phase"] == "Denied", answers
-        assert "access_denied" in answers[0]["status"]["error"]["message"]
+        error = answers[0]["status"]["error"]
+        assert error["code"] == "consent_required" and "access_denied" in error["message"], error
+        assert "call the tool again" in error["message"], error
         assert len(rest.seen) == 1
+    finally:
+        rest.stop()
+
+
+def test_a_code_refused_at_the_callback_ends_the_waiting_call_at_once(authorization, joch):
+    rest = ProtectedRest(authorization, "unused")
+    try:
+        joch.apply(endpoint("mail", rest.url, per_user(authorization)))
+        echo_tool(joch, "mail")
+        waiting, answers = in_background(joch, agent(joch, "alice"), 1)
+        url = pending_consent(joch)["spec"]["payload"]["consentUrl"]
+        back = consent(url, "alice@upstream", follow=False).headers["location"]
+        # The code expires at the authorization server before the browser
+        # reaches joch: the exchange is answered invalid_grant.
+        authorization.codes.clear()
+        started = time.monotonic()
+        refused = httpx2.get(back, timeout=30)
+        assert refused.status_code == 409 and refused.json()["code"] == "consent_failed", refused.text
+        assert "invalid_grant" in refused.json()["message"], refused.text
+        waiting.join(timeout=30)
+        ended = time.monotonic() - started
+        (done,) = answers
+        assert done["status"]["phase"] == "Denied", done
+        error = done["status"]["error"]
+        assert error["code"] == "consent_required", error
+        assert "refused the code" in error["message"] and "call the tool again" in error["message"], error
+        assert ended < 10, f"the call ended {ended:.1f} s after the callback, not at its deadline"
+        assert rest.seen == [] and joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"] == []
+    finally:
+        rest.stop()
+
+
+def test_a_call_a_person_approves_then_waits_for_its_users_consent(authorization, joch, tmp_path):
+    rest = ProtectedRest(authorization, "unused")
+    try:
+        joch.apply(endpoint("mail", rest.url, per_user(authorization)))
+        echo_tool(joch, "mail")
+        joch.apply({"kind": "Policy", "metadata": {"name": "mail-needs-a-person"}, "spec": {
+            "version": "v1", "appliesTo": {"tools": ["echo_mail"]},
+            "rules": [{"name": "person", "require": {"approval": "human"}, "reason": "mail is private"}],
+        }})
+        alice = agent(joch, "alice")
+        # Rejected by the person: the user was never sent to consent.
+        rejected = call(joch, alice, 0, wait=False)["metadata"]["name"]
+        assert pending_consent(joch)["spec"]["action"]["type"] == "tool_call"
+        joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/approvals/{rejected}/deny", {"rationale": "no"})
+        assert consents_kept(tmp_path) == 0
+
+        waiting, answers = in_background(joch, alice, 1)
+        approval = pending_consent(joch)
+        assert approval["spec"]["action"]["type"] == "tool_call", approval
+        assert consents_kept(tmp_path) == 0, "no consent is asked before the person decides"
+        name = approval["metadata"]["name"]
+        joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/approvals/{name}/approve", {"rationale": "fine"})
+        # Approved: now the call waits for alice's consent, on the same Approval.
+        deadline = time.monotonic() + 20
+        while (reopened := joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/approvals/{name}"))["status"].get("phase") != "Pending":
+            assert time.monotonic() < deadline, reopened
+            time.sleep(0.05)
+        assert reopened["spec"]["action"]["type"] == "consent", reopened
+        assert reopened["spec"]["payload"]["approved"]["rationale"] == "fine", reopened
+        paused = joch.ok("GET", f"{CALLS}/{name}")
+        assert paused["status"]["phase"] == "AwaitingApproval", paused
+        assert paused["spec"]["approval"]["consentUrl"] == reopened["spec"]["payload"]["consentUrl"]
+        assert rest.seen == []
+
+        assert consent(reopened["spec"]["payload"]["consentUrl"], "alice@upstream").status_code == 200
+        waiting.join(timeout=30)
+        (done,) = answers
+        assert done["status"]["phase"] == "Succeeded", done
+        assert done["spec"]["approval"]["approvedBy"] == "root", "the person approved it"
+        assert users_seen(authorization, rest) == ["alice@upstream"], "ran once, as alice"
+        assert joch.ok("GET", f"{CALLS}/{rejected}")["status"]["phase"] == "Denied"
     finally:
         rest.stop()
 

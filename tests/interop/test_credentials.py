@@ -319,9 +319,9 @@ def test_auth_mistakes_are_named_at_their_paths(vaulted):
         "spec.http.auth.oauth2.tokenUrl",
         "spec.http.auth.oauth2.clientId",
         "spec.http.auth.oauth2.clientSecret",
-        "spec.http.auth.oauth2.grant",
+        "spec.http.listAuth",
     ], answer
-    assert "use it on an Endpoint" in answer["details"]["fields"][-1]["message"]
+    assert "lists the server's tools with its own credential" in answer["details"]["fields"][-1]["message"]
     status, answer = vaulted.api("POST", f"/v1/namespaces/{NAMESPACE}/endpoints",
                                  endpoint("e", "http://127.0.0.1:9/", {}))
     assert [f["field"] for f in answer["details"]["fields"]] == ["spec.auth"], answer

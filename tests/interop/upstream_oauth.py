@@ -166,6 +166,13 @@ class AuthorizationServer:
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
         return claims["sub"], {}
 
+    def refuse_access_tokens(self) -> None:
+        """Every access token issued so far stops being valid (as if
+        revoked upstream); refresh tokens still work."""
+        with self.lock:
+            for grant in self.issued.values():
+                grant["exp"] = 0
+
     def revoke_refresh_tokens(self) -> None:
         with self.lock:
             self.refresh_tokens.clear()
@@ -250,6 +257,7 @@ class Verifier:
             scopes=grant["scopes"],
             expires_at=grant["exp"],
             resource=grant["resource"],
+            subject=grant["user"],
         )
 
 
@@ -279,7 +287,9 @@ class ProtectedMcp:
             from mcp.server.auth.middleware.auth_context import get_access_token
 
             token = get_access_token()
-            return f"hello {token.client_id if token else 'nobody'}"
+            if token is None:
+                return "hello nobody"
+            return f"hello {token.client_id} as {token.subject}"
 
         config = uvicorn.Config(
             server.streamable_http_app(),
@@ -289,6 +299,7 @@ class ProtectedMcp:
             # joch holds a stream open: do not wait for it to close.
             timeout_graceful_shutdown=0.2,
         )
+        self.server = server
         self.uvicorn = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.uvicorn.run, daemon=True)
         self.thread.start()
@@ -296,6 +307,10 @@ class ProtectedMcp:
         while not self.uvicorn.started:
             assert time.monotonic() < deadline, "the protected MCP server did not start"
             time.sleep(0.05)
+
+    def sessions(self) -> int:
+        """MCP sessions open on this server now."""
+        return len(self.server.session_manager._server_instances)
 
     def stop(self) -> None:
         self.uvicorn.should_exit = True

@@ -15,7 +15,7 @@ pub mod outbound;
 mod rest;
 
 pub use actions::ActionsExecutor;
-pub use mcp::McpClients;
+pub use mcp::{MAX_USER_CONNECTIONS, McpClients};
 pub use noop::NoopBackend;
 pub use oauth::HttpTokenEndpoint;
 pub use rest::{RestConfig, WebhookBackend, install_crypto_provider};

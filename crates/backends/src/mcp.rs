@@ -1,13 +1,13 @@
 //! Upstream MCP servers, through the official Rust SDK (`rmcp`): one live
-//! connection per `McpServer`, opened on first use and opened again when
-//! the server has gone away.
+//! connection per `McpServer` (per user, for a server taking each user's
+//! own token: see `slots.rs`), opened on first use and opened again when
+//! the server has gone away or the token changed.
 //!
 //! A call is sent once. If the connection fails while the call is in
 //! flight, the call fails: it may have run upstream, and only the engine
 //! may decide whether to run it again.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,24 +17,25 @@ use joch_core::mcp_surface::{CallClient, ClientCapabilities, McpOperation};
 use joch_core::{
     Backend, CallError, ErrorCode, Invocation, McpServer, ToolBackend, ToolDiscovery, ToolFailure,
 };
-use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 
+mod connect;
 mod handler;
 mod progress;
 mod rounds;
+mod slots;
 mod surface;
 mod tasks;
 
+pub use slots::MAX_USER_CONNECTIONS;
+
+use connect::{Opened, auth_for, connect};
 use handler::{NoticeSink, Upstream};
 use progress::ProgressRoutes;
 
@@ -46,10 +47,9 @@ type Client = RunningService<RoleClient, Upstream>;
 /// The `mcp` backend: calls tools of upstream MCP servers and lists them.
 #[derive(Default)]
 pub struct McpClients {
-    /// One slot per server and set of capabilities declared upstream
-    /// (`namespace/name#caps`); the slot's lock makes concurrent first
-    /// calls share one connection instead of racing.
-    slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Connection>>>>>,
+    /// One slot per server, set of capabilities declared upstream and,
+    /// for per-user servers, user (`namespace/name#caps@user`).
+    slots: slots::Slots,
     /// Where every connection's progress notifications go.
     progress: ProgressRoutes,
     /// Where notifications not about one call go.
@@ -78,14 +78,29 @@ impl McpClients {
         self
     }
 
-    /// The `Authorization` header `server`'s `spec.http.auth` asks for now.
-    async fn authorization(&self, server: &McpServer) -> Result<Option<String>, CallError> {
-        let Some((http, auth)) = server
-            .spec
-            .http
-            .as_ref()
-            .and_then(|h| Some((h, h.auth.as_ref()?)))
-        else {
+    /// The same, keeping at most `max` per-user connections open
+    /// (default [`MAX_USER_CONNECTIONS`]).
+    pub fn with_user_connections(mut self, max: usize) -> Self {
+        self.slots.max_user = max.max(1);
+        self
+    }
+
+    /// Which user's token a request to `server` made for `user` carries:
+    /// `user` for a server taking per-user tokens, else none (joch's own).
+    fn user_of<'u>(server: &McpServer, user: Option<&'u str>) -> Option<&'u str> {
+        let per_user = server.spec.http.as_ref().and_then(|h| h.per_user());
+        per_user.and(user)
+    }
+
+    /// The `Authorization` header a request to `server` for `user` carries
+    /// now: `spec.http.auth`'s, with the user's own token on a per-user
+    /// server; without a user there (listing tools), `spec.http.listAuth`'s.
+    async fn authorization(
+        &self,
+        server: &McpServer,
+        user: Option<&str>,
+    ) -> Result<Option<String>, CallError> {
+        let Some((http, auth, user)) = auth_for(server, user) else {
             return Ok(None);
         };
         let upstream = UpstreamRef::mcp_server(&server.metadata.name);
@@ -95,39 +110,78 @@ impl McpClients {
             &upstream,
             &http.url,
             self.credentials.as_deref(),
-            // Tools are listed without a user: per-user tokens are for Endpoints.
-            None,
+            user,
         )
         .await
         .map(Some)
     }
 
-    fn slot(
+    /// Marks the token `sent` for `user` as refused (the server answered
+    /// 401), so that the next connection carries a new one; false when it
+    /// is no OAuth token (a bearer secret: sending it again cannot help).
+    async fn token_refused(
         &self,
         server: &McpServer,
-        caps: ClientCapabilities,
-    ) -> Arc<tokio::sync::Mutex<Option<Connection>>> {
-        let key = format!(
-            "{}/{}#{}{}{}",
+        user: Option<&str>,
+        sent: Option<&str>,
+    ) -> bool {
+        let oauth2 = auth_for(server, user).and_then(|(_, a, u)| Some((a.oauth2.as_ref()?, u)));
+        let (Some((oauth2, user)), Some(sent), Some(credentials)) =
+            (oauth2, sent, self.credentials.as_ref())
+        else {
+            return false;
+        };
+        let upstream = UpstreamRef::mcp_server(&server.metadata.name);
+        let ns = &server.metadata.namespace;
+        credentials.refused(ns, &upstream, oauth2, user, sent).await;
+        true
+    }
+
+    fn key(server: &McpServer, caps: ClientCapabilities, user: Option<&str>) -> String {
+        format!(
+            "{}/{}#{}{}{}@{}",
             server.metadata.namespace,
             server.metadata.name,
             u8::from(caps.sampling),
             u8::from(caps.elicitation_form),
-            u8::from(caps.elicitation_url)
-        );
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        slots.entry(key).or_default().clone()
+            u8::from(caps.elicitation_url),
+            user.unwrap_or_default()
+        )
     }
 
-    /// The live connection to `server` declaring `caps`, opened if there
-    /// is none, if it closed, or if the server's transport settings changed.
+    /// The live connection to `server` declaring `caps`, for `user` on a
+    /// per-user server, opened if there is none, if it closed, or if the
+    /// server's transport settings or the token changed.
+    /// A connection refused with a 401 at its handshake is opened once
+    /// more, with a new token.
     async fn client(
         &self,
         server: &McpServer,
         caps: ClientCapabilities,
+        user: Option<&str>,
     ) -> Result<Arc<Client>, CallError> {
-        let authorization = self.authorization(server).await?;
-        let slot = self.slot(server, caps);
+        let user = Self::user_of(server, user);
+        match self.open(server, caps, user).await {
+            Err(Opened::Refused(sent, _))
+                if self.token_refused(server, user, Some(&sent)).await =>
+            {
+                let again = self.open(server, caps, user).await;
+                again.map_err(Opened::into_error)
+            }
+            other => other.map_err(Opened::into_error),
+        }
+    }
+
+    async fn open(
+        &self,
+        server: &McpServer,
+        caps: ClientCapabilities,
+        user: Option<&str>,
+    ) -> Result<Arc<Client>, Opened> {
+        let authorization = self.authorization(server, user).await?;
+        let slot = self
+            .slots
+            .get(Self::key(server, caps, user), user.is_some())?;
         let mut slot = slot.lock().await;
         if let Some(live) = slot.as_ref() {
             let same = live.spec.stdio == server.spec.stdio
@@ -151,8 +205,19 @@ impl McpClients {
                 server.metadata.namespace.clone(),
                 server.metadata.name.clone(),
             ),
+            user: user.map(str::to_owned),
+            authorization: authorization.clone(),
         };
-        let client = Arc::new(connect(server, handler, authorization.as_deref()).await?);
+        let client = match connect(server, handler, authorization.as_deref()).await {
+            Ok(client) => Arc::new(client),
+            Err(e) if e.code == ErrorCode::UpstreamAuthFailed.as_str() => {
+                return Err(match authorization {
+                    Some(sent) => Opened::Refused(sent, e),
+                    None => Opened::Failed(e),
+                });
+            }
+            Err(e) => return Err(Opened::Failed(e)),
+        };
         *slot = Some(Connection {
             spec: server.spec.clone(),
             authorization,
@@ -165,8 +230,11 @@ impl McpClients {
     /// next use opens a fresh one: after a transport error or a timeout the
     /// session may be gone upstream.
     async fn forget(&self, server: &McpServer, client: &Arc<Client>) {
-        let caps = client.service().capabilities;
-        let slot = self.slot(server, caps);
+        let service = client.service();
+        let key = Self::key(server, service.capabilities, service.user.as_deref());
+        let Some(slot) = self.slots.existing(&key) else {
+            return;
+        };
         let mut slot = slot.lock().await;
         if slot
             .as_ref()
@@ -185,6 +253,13 @@ impl McpClients {
         error: ServiceError,
     ) -> CallError {
         let name = &server.metadata.name;
+        if error.auth_challenge().is_some() {
+            self.forget(server, client).await;
+            return CallError::new(
+                ErrorCode::UpstreamAuthFailed,
+                format!("MCP server {name:?} refused the request's authorization (HTTP 401)"),
+            );
+        }
         match error {
             ServiceError::McpError(e) => CallError {
                 code: ErrorCode::McpError.as_str().to_owned(),
@@ -212,119 +287,6 @@ impl McpClients {
     }
 }
 
-/// As `spec.protocol` says: `initialize` (the versions before
-/// 2026-07-28), or `server/discover` first and 2026-07-28 if the server
-/// speaks it, else `initialize`.
-fn lifecycle(server: &McpServer) -> ClientLifecycleMode {
-    match server.spec.protocol {
-        McpProtocol::Legacy => ClientLifecycleMode::Initialize,
-        McpProtocol::Auto => ClientLifecycleMode::Auto {
-            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-            legacy_version: None,
-        },
-    }
-}
-
-async fn connect(
-    server: &McpServer,
-    handler: Upstream,
-    authorization: Option<&str>,
-) -> Result<Client, CallError> {
-    let lifecycle = lifecycle(server);
-    let modern = !matches!(lifecycle, ClientLifecycleMode::Initialize);
-    let first = handshake(server, handler.clone(), authorization, lifecycle).await;
-    match first {
-        // rmcp falls back to `initialize` when `server/discover` is refused
-        // as unknown; a server that answers it naming only older versions
-        // fails the handshake instead, and is spoken to with `initialize`.
-        Err(_) if modern => {
-            let legacy = ClientLifecycleMode::Initialize;
-            handshake(server, handler, authorization, legacy).await
-        }
-        first => first,
-    }
-}
-
-async fn handshake(
-    server: &McpServer,
-    handler: Upstream,
-    authorization: Option<&str>,
-    lifecycle: ClientLifecycleMode,
-) -> Result<Client, CallError> {
-    let name = &server.metadata.name;
-    let unavailable = |what: String| {
-        CallError::new(
-            ErrorCode::McpUnavailable,
-            format!("MCP server {name:?} cannot be reached: {what}"),
-        )
-    };
-    let handshake = async {
-        if let Some(stdio) = &server.spec.stdio {
-            let mut command = tokio::process::Command::new(&stdio.command);
-            // joch's own settings and secrets (JOCH_ADMIN_TOKEN, JOCH_VAULT_KEY,
-            // the store's URL) are not the server's: it gets the rest of the
-            // environment, and what its `spec.stdio.env` names.
-            for (key, _) in std::env::vars_os() {
-                if key.to_string_lossy().starts_with("JOCH_") {
-                    command.env_remove(key);
-                }
-            }
-            command
-                .args(&stdio.args)
-                .envs(&stdio.env)
-                .kill_on_drop(true);
-            let (transport, _) = TokioChildProcess::builder(command)
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .map_err(|e| unavailable(format!("cannot start {:?}: {e}", stdio.command)))?;
-            handler
-                .clone()
-                .serve_with_lifecycle(transport, lifecycle.clone())
-                .await
-                .map_err(|e| unavailable(e.to_string()))
-        } else if let Some(http) = &server.spec.http {
-            let mut headers = HashMap::new();
-            let secrets = http
-                .secret_headers
-                .iter()
-                .map(|(header, source)| crate::secret(source).map(|value| (header, value)))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(unavailable)?;
-            let plain = http.headers.iter().map(|(h, v)| (h, v.clone()));
-            let auth_header = "authorization".to_owned();
-            let auth = authorization.map(|value| (&auth_header, value.to_owned()));
-            for (header, value) in plain.chain(secrets).chain(auth) {
-                let header = HeaderName::try_from(header.as_str())
-                    .map_err(|e| unavailable(format!("header {header:?}: {e}")))?;
-                let value = HeaderValue::try_from(value)
-                    .map_err(|_| unavailable(format!("header {header}: value is not valid")))?;
-                headers.insert(header, value);
-            }
-            let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
-                .custom_headers(headers);
-            crate::outbound::check_url(&http.url).map_err(unavailable)?;
-            let client = crate::outbound::client_builder()
-                .build()
-                .map_err(|e| unavailable(e.to_string()))?;
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            handler
-                .serve_with_lifecycle(transport, lifecycle.clone())
-                .await
-                .map_err(|e| unavailable(e.to_string()))
-        } else {
-            Err(unavailable("the server names no transport".to_owned()))
-        }
-    };
-    tokio::time::timeout(CONNECT_TIMEOUT, handshake)
-        .await
-        .map_err(|_| {
-            unavailable(format!(
-                "no handshake within {} s",
-                CONNECT_TIMEOUT.as_secs()
-            ))
-        })?
-}
-
 #[async_trait]
 impl ToolBackend for McpClients {
     fn kind(&self) -> &'static str {
@@ -344,42 +306,58 @@ impl ToolBackend for McpClients {
             .client
             .map(|c| c.capabilities())
             .unwrap_or_default();
-        let client = self.client(server, caps).await?;
+        let user = invocation.upstream_user;
         let timeout = Duration::from_millis(server.spec.timeout_ms);
-        if backend.operation != McpOperation::CallTool {
-            return self
-                .read_or_get(
-                    server,
-                    &client,
-                    backend.operation,
-                    invocation.args,
-                    invocation.client,
-                )
-                .await;
-        }
-        let request = CallToolRequestParams::new(backend.tool.clone())
-            .with_arguments(invocation.args.clone());
-        let running = call_tool(
-            &client,
-            &self.progress,
-            request,
-            invocation.chunks,
-            invocation.client,
-        );
-        let answer = match tokio::time::timeout(timeout, running).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(Ended::Cancelled)) => {
-                return Err(CallError::new(
-                    ErrorCode::Cancelled,
-                    "the client cancelled the call; the server was told",
-                ));
+        let mut refused_once = false;
+        let answer = loop {
+            let client = self.client(server, caps, user).await?;
+            if backend.operation != McpOperation::CallTool {
+                return self
+                    .read_or_get(
+                        server,
+                        &client,
+                        backend.operation,
+                        invocation.args,
+                        invocation.client,
+                    )
+                    .await;
             }
-            Ok(Err(Ended::Failed(e))) => return Err(self.failed(server, &client, e).await),
-            Ok(Err(Ended::Refused(e))) => return Err(e),
-            Err(_) => {
-                return Err(self
-                    .failed(server, &client, ServiceError::Timeout { timeout })
-                    .await);
+            let request = CallToolRequestParams::new(backend.tool.clone())
+                .with_arguments(invocation.args.clone());
+            let running = call_tool(
+                &client,
+                &self.progress,
+                request,
+                invocation.chunks,
+                invocation.client,
+            );
+            match tokio::time::timeout(timeout, running).await {
+                Ok(Ok(result)) => break result,
+                Ok(Err(Ended::Cancelled)) => {
+                    return Err(CallError::new(
+                        ErrorCode::Cancelled,
+                        "the client cancelled the call; the server was told",
+                    ));
+                }
+                // A 401 mid-session: the server did not take the call, so
+                // it is sent once more, with a new token (refreshed; or
+                // the user's consent is required again).
+                Ok(Err(Ended::Failed(e))) if e.auth_challenge().is_some() && !refused_once => {
+                    refused_once = true;
+                    self.forget(server, &client).await;
+                    let service = client.service();
+                    let (who, sent) = (service.user.as_deref(), service.authorization.as_deref());
+                    if !self.token_refused(server, who, sent).await {
+                        return Err(self.failed(server, &client, e).await);
+                    }
+                }
+                Ok(Err(Ended::Failed(e))) => return Err(self.failed(server, &client, e).await),
+                Ok(Err(Ended::Refused(e))) => return Err(e),
+                Err(_) => {
+                    return Err(self
+                        .failed(server, &client, ServiceError::Timeout { timeout })
+                        .await);
+                }
             }
         };
         let result = serde_json::to_value(&answer).map_err(|e| {
@@ -420,7 +398,7 @@ impl ToolDiscovery for McpClients {
             elicitation_form: true,
             elicitation_url: true,
         };
-        let client = self.client(server, everything).await?;
+        let client = self.client(server, everything, None).await?;
         let timeout = Duration::from_millis(server.spec.timeout_ms);
         let tools = match tokio::time::timeout(timeout, client.list_all_tools()).await {
             Ok(Ok(tools)) => tools,
@@ -509,7 +487,7 @@ async fn call_tool(
 }
 
 /// One `tools/call` request of a call: its result, or (2026-07-28) the
-/// server's questions.
+/// server's questions or its task.
 async fn call_once(
     client: &Client,
     routes: &ProgressRoutes,

@@ -42,6 +42,9 @@ pub struct Invocation<'a> {
     /// `elicitation/create`) or it may cancel the call. Always given by
     /// the engine, which records each exchange.
     pub client: Option<&'a std::sync::Arc<dyn crate::mcp_surface::CallClient>>,
+    /// The end user whose own upstream token an MCP tool's server takes
+    /// (the call's `status.upstreamUser`), for servers with per-user auth.
+    pub upstream_user: Option<&'a str>,
 }
 
 /// Takes a running tool's output as it is produced. Reporting never blocks

@@ -349,6 +349,22 @@ pub trait UpstreamCredentials: Send + Sync {
         oauth2: &OAuth2,
         user: Option<&str>,
     ) -> Result<String, CallError>;
+
+    /// The upstream refused `authorization` (a 401 mid-session): the
+    /// token is stale, so the next `authorization` obtains a new one
+    /// (refreshed, once across replicas; or, for a user whose refresh
+    /// token is refused too, `consent_required`). A token already
+    /// replaced is left alone.
+    async fn refused(
+        &self,
+        namespace: &str,
+        upstream: &UpstreamRef,
+        oauth2: &OAuth2,
+        user: Option<&str>,
+        authorization: &str,
+    ) {
+        let _ = (namespace, upstream, oauth2, user, authorization);
+    }
 }
 
 /// A token held by the vault, for one namespace, user and upstream. The

@@ -142,6 +142,23 @@ pub struct HttpTransport {
     /// How joch authenticates to it: a bearer secret or an OAuth 2.0 token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<crate::credential::UpstreamAuth>,
+    /// How joch lists its tools (and reads what no call asks for) when
+    /// `auth` gives each user their own token: joch's own credential
+    /// (`bearer` or `client_credentials`), since a server's tool list is
+    /// the server's, not one user's. Required with such an `auth`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_auth: Option<crate::credential::UpstreamAuth>,
+}
+
+impl HttpTransport {
+    /// The `oauth2` of `auth` when it gives each end user their own token
+    /// (per-user consent or token exchange).
+    pub fn per_user(&self) -> Option<&crate::credential::OAuth2> {
+        self.auth
+            .as_ref()
+            .and_then(|a| a.oauth2.as_ref())
+            .filter(|o| o.takes_user())
+    }
 }
 
 /// `spec.tools.<name>`.
@@ -499,18 +516,35 @@ impl Object for McpServer {
             for e in http.auth.iter().flat_map(|a| a.problems("spec.http.auth")) {
                 problem(&e.field, e.message);
             }
-            // A server's tools are listed without a user, so its calls
-            // cannot take each user's own token yet.
-            if let Some(oauth2) = http.auth.as_ref().and_then(|a| a.oauth2.as_ref()) {
-                if oauth2.takes_user() {
-                    problem(
-                        "spec.http.auth.oauth2.grant",
-                        format!(
-                            "grant {} gives each user their own token, which an McpServer cannot take yet (its tools are listed without a user): use it on an Endpoint",
-                            oauth2.grant.as_str()
-                        ),
-                    );
-                }
+            for e in http
+                .list_auth
+                .iter()
+                .flat_map(|a| a.problems("spec.http.listAuth"))
+            {
+                problem(&e.field, e.message);
+            }
+            let lists_per_user = http
+                .list_auth
+                .as_ref()
+                .and_then(|a| a.oauth2.as_ref())
+                .is_some_and(|o| o.takes_user());
+            match (http.per_user(), &http.list_auth) {
+                (Some(oauth2), None) => problem(
+                    "spec.http.listAuth",
+                    format!(
+                        "required with grant {}: joch lists the server's tools with its own credential (bearer or client_credentials), not a user's",
+                        oauth2.grant.as_str()
+                    ),
+                ),
+                (_, Some(_)) if lists_per_user => problem(
+                    "spec.http.listAuth.oauth2.grant",
+                    "tools are listed without a user: use bearer or client_credentials".to_owned(),
+                ),
+                (None, Some(_)) => problem(
+                    "spec.http.listAuth",
+                    "only with a per-user auth (authorization_code or token_exchange): auth lists the tools already".to_owned(),
+                ),
+                _ => {}
             }
         }
         if let Some(interval) = &self.spec.discovery.refresh_interval {

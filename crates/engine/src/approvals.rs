@@ -166,6 +166,19 @@ impl Engine {
         tool: &Tool,
         deferral: Deferral,
     ) -> Result<Approval, EngineError> {
+        let mut approval = self.approval_for(call, tool, deferral);
+        self.inner
+            .store
+            .create_object(&mut approval, Durability::Sync)
+            .await?;
+        telemetry::approvals_pending(1.0);
+        self.inner.approvals.changed();
+        self.arm_deadline(&approval);
+        Ok(approval)
+    }
+
+    /// The pending Approval `deferral` asks for on `call`.
+    fn approval_for(&self, call: &ToolCall, tool: &Tool, deferral: Deferral) -> Approval {
         let mut routing = deferral.routing;
         // The policy's deadline, else the tool's, else the server's.
         let timeout = routing
@@ -190,7 +203,7 @@ impl Engine {
         if let Some(url) = &deferral.consent_url {
             payload["consentUrl"] = json!(url);
         }
-        let mut approval = Approval {
+        Approval {
             api_version: joch_core::API_VERSION.to_owned(),
             kind: "Approval".to_owned(),
             metadata: ObjectMeta {
@@ -222,10 +235,32 @@ impl Engine {
                 deadline: Some(deadline),
                 ..ApprovalStatus::default()
             },
-        };
+        }
+    }
+
+    /// Turns the decided Approval `approved` of a call a person approved
+    /// into the consent Approval `deferral` asks for, in place (an Approval
+    /// is named by its call): pending again, with its own deadline; the
+    /// person's decision stays on it as `spec.payload.approved`, and on
+    /// the call as `spec.approval.approvedBy`/`approvedAt`.
+    pub(crate) async fn reopen_for_consent(
+        &self,
+        call: &ToolCall,
+        tool: &Tool,
+        approved: &Approval,
+        deferral: Deferral,
+    ) -> Result<Approval, EngineError> {
+        let mut approval = self.approval_for(call, tool, deferral);
+        approval.metadata = approved.metadata.clone();
+        let status = &approved.status;
+        approval.spec.payload["approved"] = json!({
+            "by": status.decided_by,
+            "at": status.decided_at,
+            "rationale": status.rationale,
+        });
         self.inner
             .store
-            .create_object(&mut approval, Durability::Sync)
+            .update_object(&mut approval, Durability::Sync)
             .await?;
         telemetry::approvals_pending(1.0);
         self.inner.approvals.changed();
@@ -248,10 +283,19 @@ impl Engine {
         let wait = (deadline.0 - now().0).to_std().unwrap_or(Duration::ZERO);
         let engine = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(wait).await;
+            let mut wait = wait;
             let (ns, name) = &key;
-            if let Err(e) = engine.expire(ns, name).await {
-                tracing::warn!(approval = %name, error = %e, "approval deadline could not be applied");
+            loop {
+                tokio::time::sleep(wait).await;
+                match engine.expire(ns, name).await {
+                    // Reopened with a later deadline (a consent after an approval).
+                    Ok(Some(later)) => wait = later,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(approval = %name, error = %e, "approval deadline could not be applied");
+                        break;
+                    }
+                }
             }
             engine.inner.approvals.armed().remove(&key);
         });
@@ -423,12 +467,22 @@ impl Engine {
     }
 
     /// The deadline passed: apply the fallback if nobody decided.
-    async fn expire(&self, namespace: &str, name: &str) -> Result<(), EngineError> {
+    /// Applies the fallback of the pending approval `name`, if its deadline
+    /// passed; answers how long is left if it was moved later.
+    async fn expire(&self, namespace: &str, name: &str) -> Result<Option<Duration>, EngineError> {
         let mut approval = match self.pending_approval(namespace, name).await {
             Ok(approval) => approval,
-            Err(EngineError::Refused { .. } | EngineError::NotFound { .. }) => return Ok(()),
+            Err(EngineError::Refused { .. } | EngineError::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
+        if let Some(left) = approval
+            .status
+            .deadline
+            .and_then(|d| (d.0 - now().0).to_std().ok())
+            .filter(|left| !left.is_zero())
+        {
+            return Ok(Some(left));
+        }
         approval.status.phase = ApprovalPhase::Expired;
         let decision = ApprovalDecision {
             by: "timeout".to_owned(),
@@ -436,10 +490,10 @@ impl Engine {
             ..Default::default()
         };
         match self.decide(&mut approval, "timeout", &decision, None).await {
-            Err(EngineError::Refused { .. }) => return Ok(()),
+            Err(EngineError::Refused { .. }) => return Ok(None),
             other => other?,
         }
-        self.fall_back(&approval, &decision).await
+        self.fall_back(&approval, &decision).await.map(|()| None)
     }
 }
 

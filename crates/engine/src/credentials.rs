@@ -29,7 +29,7 @@ mod lease;
 mod vault;
 
 pub use client::callback_url;
-pub use consent::{ConsentAsk, ConsentGiven};
+pub use consent::{ConsentAsk, ConsentFailed, ConsentGiven};
 
 pub use vault::{VaultKey, VaultKeys};
 
@@ -339,6 +339,39 @@ impl UpstreamCredentials for Credentials {
             .obtain(keys, (upstream, user), url, oauth2, claimed)
             .await?;
         Ok(format!("Bearer {}", token.access_token))
+    }
+
+    async fn refused(
+        &self,
+        namespace: &str,
+        upstream: &UpstreamRef,
+        oauth2: &OAuth2,
+        user: Option<&str>,
+        authorization: &str,
+    ) {
+        let (Some(keys), Ok(oauth2)) = (self.keys.as_ref(), self.client(oauth2)) else {
+            return;
+        };
+        let user = user.filter(|_| oauth2.takes_user());
+        let name = Credential::name_for(upstream, user);
+        let Ok(Some(mut stored)) = self.stored(namespace, &name).await else {
+            return;
+        };
+        let same = Self::opened(keys, &stored, &oauth2).is_some_and(|s| {
+            authorization.strip_prefix("Bearer ") == Some(s.access_token.as_str())
+        });
+        if same {
+            // Stale from now: the next use refreshes it. The write is
+            // conditional: a replica that refreshed it first wins.
+            stored.spec.expires_at = Some(Time(Utc::now() - chrono::Duration::seconds(1)));
+            if let Err(e) = self
+                .store
+                .update_object(&mut stored, Durability::Sync)
+                .await
+            {
+                tracing::debug!(upstream = %upstream.name, error = %e, "a refused token was replaced meanwhile");
+            }
+        }
     }
 }
 

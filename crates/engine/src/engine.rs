@@ -63,6 +63,10 @@ pub struct EngineConfig {
     /// Document is served (default none: per-user upstreams cannot ask
     /// for consent, and their calls fail with `consent_required`).
     pub public_url: Option<String>,
+    /// How many connections to upstream MCP servers that take each user's
+    /// own token are kept open at most, over all users (default 64): the
+    /// least recently used idle one closes for a new user.
+    pub mcp_user_connections: usize,
 }
 
 impl Default for EngineConfig {
@@ -83,6 +87,7 @@ impl Default for EngineConfig {
             vault: None,
             credentials: None,
             public_url: None,
+            mcp_user_connections: 64,
         }
     }
 }

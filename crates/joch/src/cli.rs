@@ -368,6 +368,11 @@ pub struct ServeArgs {
         default_value_t = 10_000
     )]
     pub max_mcp_sessions_per_principal: u64,
+    /// Connections to upstream MCP servers taking each user's own token
+    /// kept open at most, over all users (the least recently used idle one
+    /// closes for a new user).
+    #[arg(long, env = "JOCH_MAX_MCP_USER_CONNECTIONS", default_value_t = 64)]
+    pub max_mcp_user_connections: usize,
     /// Also serve demo webhooks under /demo and apply the example tools.
     #[arg(long)]
     pub demo: bool,

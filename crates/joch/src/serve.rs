@@ -53,6 +53,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         vault: vault_keys(&args)?,
         public_url: Some(public_url.clone()),
+        mcp_user_connections: args.max_mcp_user_connections,
         ..EngineConfig::default()
     };
     let location = match &args.store {

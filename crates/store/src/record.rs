@@ -14,10 +14,11 @@ use crate::StoreError;
 pub enum Durability {
     /// Acknowledged only once synced to disk: survives `kill -9` and power loss.
     Sync,
-    /// Acknowledged once applied, before its commit is synced. It becomes
-    /// durable with the next `Sync` write (writes commit in order), so it suits
-    /// a record whose loss is harmless until a later, synced write follows it:
-    /// the `Pending` record of a read-only call, whose result write is synced.
+    /// Acknowledged once committed, before the commit is synced: it survives
+    /// `kill -9`, and power loss once the next `Sync` write is acknowledged
+    /// (writes commit in order). So it suits a record whose loss to a power
+    /// cut is harmless until a later, synced write follows it: the `Pending`
+    /// record of a read-only call, whose result write is synced.
     Deferred,
 }
 

@@ -118,7 +118,11 @@ pub async fn start(
     let backends: Vec<Arc<dyn ToolBackend>> = vec![
         Arc::new(webhook),
         Arc::new(actions),
-        Arc::new(McpClients::new().with_credentials(credentials)),
+        Arc::new(
+            McpClients::new()
+                .with_credentials(credentials)
+                .with_user_connections(config.mcp_user_connections),
+        ),
         Arc::new(NoopBackend),
     ];
     let policy = Arc::new(StandardPolicyEngine::default());

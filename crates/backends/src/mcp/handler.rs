@@ -50,6 +50,11 @@ pub(super) struct Upstream {
     pub notices: NoticeSink,
     /// The server's namespace and name, for notices.
     pub server: (String, String),
+    /// The user whose token the connection carries (per-user servers).
+    pub user: Option<String>,
+    /// The `Authorization` it was opened with, to name the token refused
+    /// when the server answers 401 mid-session (never logged).
+    pub authorization: Option<String>,
 }
 
 /// A registered call; dropping it stops routing to its client.

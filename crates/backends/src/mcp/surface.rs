@@ -123,12 +123,16 @@ impl McpSurface for McpClients {
                 format!("{method} is not passed on to upstream servers"),
             ));
         }
-        let client = self.client(server, ClientCapabilities::default()).await?;
+        let client = self
+            .client(server, ClientCapabilities::default(), None)
+            .await?;
         self.send(server, &client, method, params).await
     }
 
     async fn capabilities(&self, server: &McpServer) -> Result<Value, CallError> {
-        let client = self.client(server, ClientCapabilities::default()).await?;
+        let client = self
+            .client(server, ClientCapabilities::default(), None)
+            .await?;
         let capabilities = client
             .peer()
             .peer_info()

@@ -60,6 +60,7 @@ async fn invoke_with_key(
             mcp_server: None,
             chunks: None,
             client: None,
+            upstream_user: None,
         })
         .await
 }

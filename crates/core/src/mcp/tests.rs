@@ -110,3 +110,38 @@ fn durations_parse() {
     assert!(parse_duration("soon").is_err());
     assert!(parse_duration("3d").is_err());
 }
+
+#[test]
+fn a_per_user_server_lists_its_tools_with_joch_s_own_credential() {
+    let code = json!({"oauth2": {"grant": "authorization_code", "perUser": true, "clientId": "c"}});
+    let service = json!({"oauth2": {"grant": "client_credentials", "clientId": "c"}});
+    let exchange = json!({"oauth2": {"grant": "token_exchange", "clientId": "c"}});
+    let cases = [
+        (code.clone(), None, vec!["spec.http.listAuth"]),
+        (exchange.clone(), None, vec!["spec.http.listAuth"]),
+        (code.clone(), Some(service.clone()), vec![]),
+        (exchange, Some(json!({"bearer": {"env": "T"}})), vec![]),
+        (
+            code.clone(),
+            Some(code),
+            vec!["spec.http.listAuth.oauth2.grant"],
+        ),
+        (service.clone(), Some(service), vec!["spec.http.listAuth"]),
+    ];
+    for (auth, list_auth, fields) in cases {
+        let mut http = json!({"url": "http://127.0.0.1:9/mcp", "auth": auth});
+        if let Some(list_auth) = list_auth {
+            http["listAuth"] = list_auth;
+        }
+        let server: McpServer = serde_json::from_value(json!({
+            "metadata": {"name": "s", "namespace": "ns"},
+            "spec": {"http": http},
+        }))
+        .expect("a server");
+        let got: Vec<String> = match server.validate() {
+            Ok(()) => Vec::new(),
+            Err(ValidationError(errors)) => errors.into_iter().map(|e| e.field).collect(),
+        };
+        assert_eq!(got, fields, "{http}");
+    }
+}

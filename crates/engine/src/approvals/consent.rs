@@ -11,11 +11,12 @@
 //! to the call and the user, is what authorizes it.
 
 use joch_core::approval::ApprovalPhase;
-use joch_core::{Principal, ToolCall};
-use serde_json::Value;
+use joch_core::{Approval, EventKind, Principal, Tool, ToolCall};
+use joch_store::Durability;
+use serde_json::{Value, json};
 
-use super::ApprovalDecision;
-use crate::credentials::ConsentGiven;
+use super::{ApprovalDecision, Deferral};
+use crate::credentials::{ConsentFailed, ConsentGiven};
 use crate::{Approvals, Engine, EngineError};
 use joch_core::ApprovalActionKind;
 
@@ -55,33 +56,38 @@ impl Approvals<'_> {
             parameter: "state",
             message,
         };
-        let given =
-            match reply {
-                ConsentReply::Code(code) => credentials
-                    .complete_consent(state, code)
-                    .await
-                    .map_err(|e| {
-                        if e.starts_with("this consent link") {
-                            unknown(e)
-                        } else {
-                            failed(e)
-                        }
-                    })?,
-                ConsentReply::Declined(error) => {
-                    let given = credentials
-                        .decline_consent(state)
-                        .await
-                        .map_err(failed)?
-                        .ok_or_else(|| {
-                            unknown("this consent link is unknown or used already".to_owned())
-                        })?;
-                    let message =
-                        format!("the user declined consent at the authorization server ({error})");
-                    self.decide_consent(&given, ApprovalPhase::Rejected, message)
+        let given = match reply {
+            ConsentReply::Code(code) => match credentials.complete_consent(state, code).await {
+                Ok(given) => given,
+                Err(ConsentFailed::Unknown(e)) => return Err(unknown(e)),
+                Err(ConsentFailed::Unavailable(e)) => return Err(failed(e)),
+                Err(ConsentFailed::Refused { message, given }) => {
+                    // The state is spent: the call would only wait for its
+                    // deadline. It ends now, saying why and what to do.
+                    let ended = format!(
+                        "{message}: call the tool again, and have the user consent at the new consent URL"
+                    );
+                    self.decide_consent(&given, ApprovalPhase::Rejected, ended)
                         .await?;
-                    return Ok(given);
+                    return Err(failed(message));
                 }
-            };
+            },
+            ConsentReply::Declined(error) => {
+                let given = credentials
+                    .decline_consent(state)
+                    .await
+                    .map_err(failed)?
+                    .ok_or_else(|| {
+                        unknown("this consent link is unknown or used already".to_owned())
+                    })?;
+                let message = format!(
+                    "the user declined consent at the authorization server ({error}): call the tool again to ask them again"
+                );
+                self.decide_consent(&given, ApprovalPhase::Rejected, message)
+                    .await?;
+                return Ok(given);
+            }
+        };
         let rationale = "consented at the authorization server".to_owned();
         self.decide_consent(&given, ApprovalPhase::Approved, rationale)
             .await?;
@@ -129,6 +135,37 @@ impl Approvals<'_> {
 }
 
 impl Engine {
+    /// Pauses `call`, which a person approved (`approved`), again for its
+    /// user's consent: the call stays `AwaitingApproval`, with the consent
+    /// URL on its record, and its Approval becomes the consent's.
+    pub(super) async fn wait_for_consent(
+        &self,
+        mut call: ToolCall,
+        tool: &Tool,
+        approved: &Approval,
+        deferral: Deferral,
+    ) -> Result<(), EngineError> {
+        if let Some(marked) = call.spec.approval.as_mut() {
+            marked.status = Some("pending".to_owned());
+            marked.consent_url = deferral.consent_url().map(str::to_owned);
+        }
+        self.inner
+            .store
+            .update_object(&mut call, Durability::Sync)
+            .await?;
+        let approval = self
+            .reopen_for_consent(&call, tool, approved, deferral)
+            .await?;
+        let reason = approval.spec.payload.get("reason").cloned();
+        let payload = json!({"approval": approval.metadata.name, "options": approval.spec.options});
+        self.emit_for(
+            &call,
+            EventKind::RunPaused,
+            json!({"reason": reason, "payload": payload}),
+        )
+        .await
+    }
+
     /// Decides the consent approval of `given`'s call, if it still waits,
     /// and carries the decision out. Racing decisions: the first wins.
     async fn decide_consent(

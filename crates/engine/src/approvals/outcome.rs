@@ -38,13 +38,14 @@ impl Engine {
             .clone()
             .or_else(|| approval.status.rationale.clone())
             .unwrap_or_else(|| "rejected by an approver".to_owned());
-        let rejection = Rejection::refused(
-            &call,
-            Phase::Denied,
-            "Denied by approver",
-            ErrorCode::DeniedByApprover,
-            message,
-        );
+        // A consent not given (declined, or its code refused) is not an
+        // approver's "no": the call may succeed once the user consents.
+        let (reason, code) = if approval.spec.action.kind == ApprovalActionKind::Consent {
+            ("Consent not given", ErrorCode::ConsentRequired)
+        } else {
+            ("Denied by approver", ErrorCode::DeniedByApprover)
+        };
+        let rejection = Rejection::refused(&call, Phase::Denied, reason, code, message);
         self.refuse(call, rejection).await.map(drop)
     }
 
@@ -167,7 +168,20 @@ impl Engine {
             return Ok(());
         };
         let namespace = call.metadata.namespace.clone();
+        let approver = call
+            .spec
+            .approval
+            .as_ref()
+            .map(|a| (a.approved_by.clone(), a.approved_at));
         mark_call(&mut call, "approved", approval);
+        if let (ApprovalActionKind::Consent, Some((Some(by), at)), Some(marked)) = (
+            approval.spec.action.kind,
+            approver,
+            call.spec.approval.as_mut(),
+        ) {
+            // Consent after a person's approval: the person approved it.
+            (marked.approved_by, marked.approved_at) = (Some(by), at);
+        }
         self.emit_for(&call, EventKind::RunResumed, json!({"approved": true}))
             .await?;
         // The policy deferred; the approval is what allowed the call under it.
@@ -242,6 +256,13 @@ impl Engine {
         }
         if edited || completed {
             a.record_input();
+        }
+        if rejection.is_none() && approval.spec.action.kind != ApprovalActionKind::Consent {
+            if let Some(deferral) = self.consent_after_approval(&a).await? {
+                return self
+                    .wait_for_consent(a.call, &a.tool, approval, deferral)
+                    .await;
+            }
         }
         self.run_in_background(a.into_recorded(rejection));
         Ok(())

@@ -177,6 +177,7 @@ impl Engine {
                 .as_ref()
                 .map(|relay| relay as &dyn joch_core::OutputChunks),
             client: client.as_ref(),
+            upstream_user: call.status.upstream_user.as_deref(),
         };
         let kind = prepared.kind;
         let invoke = (prepared.backend)

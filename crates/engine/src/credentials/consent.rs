@@ -46,6 +46,25 @@ pub struct ConsentGiven {
     pub also: Vec<String>,
 }
 
+/// Why a callback's code gave no token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsentFailed {
+    /// joch issued no such state, or it was used or is past its deadline:
+    /// nothing changed.
+    Unknown(String),
+    /// The consent could not be read or taken (the store failed); the
+    /// state may work again.
+    Unavailable(String),
+    /// The state was taken, and the code gave no token (the authorization
+    /// server refused it): the waiting call will not get one from it.
+    Refused {
+        /// What happened, without the code.
+        message: String,
+        /// The call that waited for it.
+        given: ConsentGiven,
+    },
+}
+
 /// 32 random bytes, base64url: a state, or a PKCE verifier (43 characters).
 fn random() -> String {
     let mut bytes = [0u8; 32];
@@ -197,15 +216,36 @@ impl Credentials {
     /// `code`: exchanges it (with the PKCE verifier) for the user's token
     /// and keeps it in the vault. Refused, storing nothing, for a state
     /// joch did not issue, used, or past its deadline.
-    pub async fn complete_consent(&self, state: &str, code: &str) -> Result<ConsentGiven, String> {
+    pub async fn complete_consent(
+        &self,
+        state: &str,
+        code: &str,
+    ) -> Result<ConsentGiven, ConsentFailed> {
         let unknown = || {
-            "this consent link is unknown, used already, or expired: call the tool again for a new one".to_owned()
+            ConsentFailed::Unknown("this consent link is unknown, used already, or expired: call the tool again for a new one".to_owned())
         };
-        let keys = self.keys.as_ref().ok_or("no vault key is configured")?;
-        let record = self.take(state).await?.ok_or_else(unknown)?;
+        let keys = self
+            .keys
+            .as_ref()
+            .ok_or_else(|| ConsentFailed::Unavailable("no vault key is configured".to_owned()))?;
+        let record = self
+            .take(state)
+            .await
+            .map_err(ConsentFailed::Unavailable)?
+            .ok_or_else(unknown)?;
         if record.spec.expires_at.0 <= Utc::now() {
             return Err(unknown());
         }
+        let given = ConsentGiven {
+            namespace: record.metadata.namespace.clone(),
+            call: record.spec.call.clone(),
+            user: record.spec.user.clone(),
+            also: Vec::new(),
+        };
+        let refused = |message: String| ConsentFailed::Refused {
+            message,
+            given: given.clone(),
+        };
         let meta = &record.metadata;
         let plain = keys
             .open(
@@ -216,8 +256,14 @@ impl Credentials {
             .map_err(|_| unknown())?;
         let pkce: Pkce = serde_json::from_slice(&plain).map_err(|_| unknown())?;
         let (namespace, spec) = (&meta.namespace, &record.spec);
-        let (url, oauth2) = self.upstream_oauth2(namespace, &spec.upstream).await?;
-        let oauth2 = self.client(&oauth2).map_err(|e| e.message)?.into_owned();
+        let (url, oauth2) = self
+            .upstream_oauth2(namespace, &spec.upstream)
+            .await
+            .map_err(refused)?;
+        let oauth2 = self
+            .client(&oauth2)
+            .map_err(|e| refused(e.message))?
+            .into_owned();
         let grant = TokenGrant::Code {
             code: code.to_owned(),
             verifier: pkce.verifier,
@@ -227,10 +273,13 @@ impl Credentials {
             .endpoint
             .request(&oauth2, &url, &grant)
             .await
-            .map_err(|e| format!("the authorization server refused the code: {e}"))?;
+            .map_err(|e| refused(format!("the authorization server refused the code: {e}")))?;
         let user = Some(spec.user.as_str());
         let name = Credential::name_for(&spec.upstream, user);
-        let stored = self.stored(namespace, &name).await.map_err(|e| e.message)?;
+        let stored = self
+            .stored(namespace, &name)
+            .await
+            .map_err(|e| refused(e.message))?;
         self.keep(
             keys,
             namespace,
@@ -241,15 +290,13 @@ impl Credentials {
             None,
         )
         .await
-        .map_err(|e| format!("the token cannot be kept: {e}"))?;
+        .map_err(|e| refused(format!("the token cannot be kept: {e}")))?;
         let same =
             |r: &ConsentRequest| r.spec.user == spec.user && r.spec.upstream == spec.upstream;
         let also = self.take_where(namespace, same).await;
         Ok(ConsentGiven {
-            namespace: namespace.clone(),
-            call: spec.call.clone(),
-            user: spec.user.clone(),
             also: also.into_iter().map(|r| r.spec.call).collect(),
+            ..given
         })
     }
 

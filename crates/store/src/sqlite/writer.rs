@@ -100,6 +100,7 @@ pub(super) fn spawn(
 fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>, syncs: &Syncs) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.blocking_recv() {
+        syncs.wait_for_room();
         batch.push(first);
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -143,32 +144,33 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<WriteRequest>) -> Vec<Hel
     };
     // A failing write (a duplicate name, a stale version, a held key) rolls
     // back to its savepoint; the rest of the batch commits.
-    let mut synced = Vec::with_capacity(batch.len());
-    for request in batch.drain(..) {
-        let result = apply_atomically(&tx, &request.write);
-        match request.durability {
-            Durability::Deferred => {
-                let _ = request.reply.send(answer(request.queued, result));
-            }
-            Durability::Sync => synced.push((request.reply, request.queued, result)),
-        }
-    }
+    let applied: Vec<_> = batch
+        .drain(..)
+        .map(|request| {
+            let result = apply_atomically(&tx, &request.write);
+            (request, result)
+        })
+        .collect();
     let committed = tx.commit().map_err(|e| unavailable(e).to_string());
     metrics::histogram!("joch_store_commit_seconds").record(began.elapsed().as_secs_f64());
-    let mut held = Vec::with_capacity(synced.len());
-    for (reply, queued, result) in synced {
-        match &committed {
+    // Every answer follows the commit: a deferred write acknowledged before
+    // it would be lost to a `kill -9` in between.
+    let mut held = Vec::new();
+    for (request, result) in applied {
+        let result = match &committed {
+            Ok(()) => result,
+            Err(message) => Err(StoreError::Unavailable(message.clone())),
+        };
+        let answer = answer(request.queued, result);
+        match request.durability {
             // A refused write waits too: what refused it (a held key, a
             // newer version) may be a write that is not yet synced.
-            Ok(()) => held.push(Held {
-                reply,
-                answer: answer(queued, result),
+            Durability::Sync if committed.is_ok() => held.push(Held {
+                reply: request.reply,
+                answer,
                 began,
             }),
-            Err(message) => {
-                let failed = Err(StoreError::Unavailable(message.clone()));
-                let _ = reply.send(answer(queued, failed));
-            }
+            _ => drop(request.reply.send(answer)),
         }
     }
     held

@@ -1,23 +1,26 @@
-//! The consent check: a declarative tool whose Endpoint takes each end
-//! user's own token (`oauth2` `authorization_code`, `perUser`) runs with
+//! The consent check: a declarative tool whose Endpoint, or an MCP tool
+//! whose McpServer, takes each end user's own token (`oauth2`
+//! `authorization_code`, `perUser`) runs with
 //! the token of the call's user ([`rules::upstream_user`]). When the vault
 //! holds none it can use (none yet, revoked, or no longer refreshable),
 //! the call waits for the user's consent, as an Approval of kind
 //! `consent` whose payload holds the authorization URL.
 //!
-//! An Endpoint with `token_exchange` runs with the caller's own token:
+//! An upstream with `token_exchange` runs with the caller's own token:
 //! the JWT the caller presented is exchanged now, while joch holds it
 //! (RFC 8693), and the result kept in the vault for the run; a caller
 //! without a JWT is refused.
 //!
 //! A call that waits for a person already (a policy's or the tool's
-//! approval) is not asked for consent too: if its user has no token when
-//! it runs, it fails with `consent_required`, and the next call asks.
+//! approval) is asked for consent once the person approved it, if its
+//! user holds no token then ([`Engine::consent_after_approval`]).
 
 use std::time::Duration;
 
 use joch_core::credential::{Grant, OAuth2, UpstreamRef};
-use joch_core::{Backend, CallError, CallMode, Endpoint, ErrorCode, Phase, Principal, ToolCall};
+use joch_core::{
+    Backend, CallError, CallMode, Endpoint, ErrorCode, McpServer, Phase, Principal, ToolCall,
+};
 use joch_store::StoreErrorKind;
 
 use super::steps::{Admitting, Verdict};
@@ -27,41 +30,88 @@ use crate::credentials::ConsentAsk;
 use crate::identity::rules;
 use crate::{Engine, EngineError};
 
+/// An upstream of the tool that takes each end user's own token.
+struct PerUser {
+    upstream: UpstreamRef,
+    url: String,
+    oauth2: OAuth2,
+}
+
 impl Engine {
+    /// The upstreams of `tool` taking per-user tokens: the Endpoints of a
+    /// declarative tool, or an MCP tool's server (missing ones are left to
+    /// the run, which reports them).
+    async fn per_user_upstreams(
+        &self,
+        namespace: &str,
+        backend: &Backend,
+    ) -> Result<Vec<PerUser>, EngineError> {
+        let mut found = Vec::new();
+        let store = &self.inner.store;
+        match backend {
+            Backend::Actions(actions) => {
+                for (_, name) in actions.endpoints() {
+                    let endpoint = match store.get_object::<Endpoint>(namespace, name).await {
+                        Ok(endpoint) => endpoint,
+                        Err(e) if e.kind() == StoreErrorKind::NotFound => continue,
+                        Err(e) => return Err(e.into()),
+                    };
+                    let oauth2 = endpoint.spec.auth.and_then(|auth| auth.oauth2);
+                    if let Some(oauth2) = oauth2.filter(OAuth2::takes_user) {
+                        let upstream = UpstreamRef::endpoint(name);
+                        found.push(PerUser {
+                            upstream,
+                            url: endpoint.spec.url,
+                            oauth2,
+                        });
+                    }
+                }
+            }
+            Backend::Mcp(mcp) => {
+                let server = match store.get_object::<McpServer>(namespace, &mcp.server).await {
+                    Ok(server) => server,
+                    Err(e) if e.kind() == StoreErrorKind::NotFound => return Ok(found),
+                    Err(e) => return Err(e.into()),
+                };
+                if let Some(http) = server.spec.http {
+                    if let Some(oauth2) = http.per_user().cloned() {
+                        let upstream = UpstreamRef::mcp_server(&mcp.server);
+                        found.push(PerUser {
+                            upstream,
+                            url: http.url,
+                            oauth2,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(found)
+    }
+
     pub(super) async fn upstream_consent(
         &self,
         a: &mut Admitting<'_>,
     ) -> Result<Verdict, EngineError> {
-        let (Backend::Actions(actions), Some(by)) = (&a.tool.spec.backend, a.by) else {
+        let Some(by) = a.by else {
             return Ok(Verdict::Continue);
         };
         if a.call.spec.mode == CallMode::Hook {
             return Ok(Verdict::Continue);
         }
         let namespace = a.call.metadata.namespace.clone();
-        for (_, name) in actions.endpoints() {
-            let endpoint = match self
-                .inner
-                .store
-                .get_object::<Endpoint>(&namespace, name)
-                .await
-            {
-                Ok(endpoint) => endpoint,
-                // Execution reports a missing Endpoint.
-                Err(e) if e.kind() == StoreErrorKind::NotFound => continue,
-                Err(e) => return Err(e.into()),
-            };
-            let Some(oauth2) = endpoint.spec.auth.and_then(|auth| auth.oauth2) else {
-                continue;
-            };
-            if !oauth2.takes_user() {
-                continue;
-            }
-            let upstream = UpstreamRef::endpoint(name);
+        let upstreams = self
+            .per_user_upstreams(&namespace, &a.tool.spec.backend)
+            .await?;
+        for PerUser {
+            upstream,
+            url,
+            oauth2,
+        } in upstreams
+        {
             if oauth2.grant == Grant::TokenExchange {
                 a.call.status.upstream_user = Some(by.name.clone());
-                let url = &endpoint.spec.url;
-                match self.exchange(by, &a.call, &upstream, url, &oauth2).await {
+                match self.exchange(by, &a.call, &upstream, &url, &oauth2).await {
                     Ok(()) => continue,
                     Err(error) => {
                         let rejection = Rejection::refused(
@@ -74,10 +124,6 @@ impl Engine {
                         return Ok(Verdict::Reject(rejection));
                     }
                 }
-            }
-            if a.deferral.is_some() {
-                // A person decides first; the run asks for the token.
-                continue;
             }
             let trusted = self
                 .inner
@@ -99,14 +145,48 @@ impl Engine {
                 }
             };
             a.call.status.upstream_user = Some(user.clone());
-            if let Some(deferral) = self
-                .needs_consent(a, &upstream, &endpoint.spec.url, &oauth2, &user)
-                .await
-            {
+            if a.deferral.is_some() {
+                // A person decides first; the consent is asked once they
+                // approved (`consent_after_approval`).
+                continue;
+            }
+            if let Some(deferral) = self.needs_consent(a, &upstream, &url, &oauth2, &user).await {
                 return Ok(Verdict::Defer(deferral));
             }
         }
         Ok(Verdict::Continue)
+    }
+
+    /// The consent an approved call still waits for: a person approved
+    /// it, and its user (recorded at admission) holds no token for one of
+    /// its per-user upstreams. Asked after the approval, not before, so
+    /// that a call a person rejects never sent its user to an
+    /// authorization server, and no consent is under way for it.
+    pub(crate) async fn consent_after_approval(
+        &self,
+        a: &Admitting<'_>,
+    ) -> Result<Option<Deferral>, EngineError> {
+        let Some(user) = a.call.status.upstream_user.clone() else {
+            return Ok(None);
+        };
+        let namespace = &a.call.metadata.namespace;
+        let upstreams = self
+            .per_user_upstreams(namespace, &a.tool.spec.backend)
+            .await?;
+        for PerUser {
+            upstream,
+            url,
+            oauth2,
+        } in upstreams
+        {
+            if oauth2.grant == Grant::TokenExchange {
+                continue;
+            }
+            if let Some(deferral) = self.needs_consent(a, &upstream, &url, &oauth2, &user).await {
+                return Ok(Some(deferral));
+            }
+        }
+        Ok(None)
     }
 
     /// Exchanges the caller's JWT for its token at `upstream` (RFC 8693),
@@ -123,8 +203,8 @@ impl Engine {
             return Err(CallError::new(
                 ErrorCode::UpstreamAuthFailed,
                 format!(
-                    "Endpoint {:?} exchanges the caller's JWT for its token (token_exchange), and this caller did not authenticate with a JWT",
-                    upstream.name
+                    "{} {:?} exchanges the caller's JWT for its token (token_exchange), and this caller did not authenticate with a JWT",
+                    upstream.kind, upstream.name
                 ),
             ));
         };
@@ -186,8 +266,8 @@ impl Engine {
         match credentials.begin_consent(ask).await {
             Ok(consent_url) => {
                 let reason = format!(
-                    "{user:?} has not consented to joch calling Endpoint {:?} for them: open the consentUrl",
-                    upstream.name
+                    "{user:?} has not consented to joch calling {} {:?} for them: open the consentUrl",
+                    upstream.kind, upstream.name
                 );
                 Some(Deferral::consent(consent_url, reason, timeout))
             }
