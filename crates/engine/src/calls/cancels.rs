@@ -61,15 +61,34 @@ impl Cancels {
     /// store, by another replica).
     pub(crate) fn heard(&self, namespace: &str, name: &str) {
         let key = key(namespace, name);
+        // Locks in the order `register` takes them, holding `running`
+        // throughout: a mark is either seen by the running call or kept.
         let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(sender) = running.get(&key) {
             sender.send_replace(true);
             return;
         }
-        drop(running);
         let mut heard = self.heard.lock().unwrap_or_else(|e| e.into_inner());
         heard.retain(|_, at| at.elapsed() < HEARD_FOR);
         heard.insert(key, Instant::now());
+    }
+
+    /// The call `key` runs here from now on: a receiver that is `true`
+    /// once it is cancelled (already, for a mark heard before).
+    fn register(&self, key: &str) -> watch::Receiver<bool> {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let already = {
+            let mut heard = self.heard.lock().unwrap_or_else(|e| e.into_inner());
+            heard.remove(key).is_some()
+        };
+        let (sender, cancelled) = watch::channel(already);
+        running.insert(key.to_owned(), sender);
+        cancelled
+    }
+
+    fn forget(&self, key: &str) {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        running.remove(key);
     }
 
     fn running_keys(&self) -> Vec<String> {
@@ -87,9 +106,7 @@ pub(crate) struct Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let cancels = &self.engine.inner.calls.cancels;
-        let mut running = cancels.running.lock().unwrap_or_else(|e| e.into_inner());
-        running.remove(&self.key);
+        self.engine.inner.calls.cancels.forget(&self.key);
     }
 }
 
@@ -120,14 +137,7 @@ impl Engine {
     /// Registers the call as running here, until the guard is dropped.
     pub(crate) fn running(&self, call: &ToolCall) -> Running {
         let key = key(&call.metadata.namespace, &call.metadata.name);
-        let cancels = &self.inner.calls.cancels;
-        let already = {
-            let mut heard = cancels.heard.lock().unwrap_or_else(|e| e.into_inner());
-            heard.remove(&key).is_some()
-        };
-        let (sender, cancelled) = watch::channel(already);
-        let mut running = cancels.running.lock().unwrap_or_else(|e| e.into_inner());
-        running.insert(key.clone(), sender);
+        let cancelled = self.inner.calls.cancels.register(&key);
         Running {
             engine: self.clone(),
             key,
@@ -249,5 +259,33 @@ impl Calls<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_reaches_its_call_whether_heard_before_or_while_it_runs() {
+        let cancels = Cancels::default();
+        // Heard while it runs.
+        let running = cancels.register("ns/a");
+        assert!(!*running.borrow());
+        cancels.heard("ns", "a");
+        assert!(*running.borrow());
+        // Heard before it runs (still in admission): cancelled at once.
+        cancels.heard("ns", "b");
+        assert!(*cancels.register("ns/b").borrow());
+        // Used once: a later run of the same name is not cancelled by it.
+        cancels.forget("ns/b");
+        assert!(!*cancels.register("ns/b").borrow());
+        // Another call's mark is not this one's.
+        cancels.heard("other", "c");
+        assert!(!*cancels.register("ns/c").borrow());
+        // A call that ended is forgotten: its mark is kept, not sent.
+        cancels.forget("ns/a");
+        cancels.heard("ns", "a");
+        assert!(cancels.running_keys().iter().all(|k| k != "ns/a"));
     }
 }
