@@ -500,7 +500,10 @@ async fn call_once(
         // of a request it has not seen yet, so it is not sent at all.
         tokio::select! {
             biased;
-            () = caller.cancelled() => return Err(Ended::Cancelled),
+            () = caller.cancelled() => return Err(Ended::Refused(CallError::new(
+                ErrorCode::Cancelled,
+                "the call was cancelled before it was sent to the server",
+            ))),
             () = std::future::ready(()) => {}
         }
     }
