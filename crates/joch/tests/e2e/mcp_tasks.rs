@@ -219,3 +219,29 @@ async fn only_the_agent_that_made_a_call_or_an_admin_may_cancel_it() {
         "{cancelled}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_task_whose_replica_died_is_settled_cancelled_by_the_survivor_not_run_again() {
+    let Some(store) = fresh_database("mcp_task_cancel_dead").await else {
+        return;
+    };
+    let docs = Docs::default();
+    let url = start_docs_with(docs.clone()).await;
+    let (mut a, b) = tokio::join!(replica(&store), replica(&store));
+    apply(&a, server("docs", &url, json!({}))).await;
+    let client_a = tasker(&a).await;
+    let id = running_wait(&a, &docs, &client_a).await;
+    drop(client_a);
+    a.kill();
+
+    // B marks it; B, reaping A's calls once A's lease lapses, settles it.
+    let client_b = tasker(&b).await;
+    client_b
+        .cancel_task(CancelTaskParams::new(&id))
+        .await
+        .unwrap();
+    let call = wait_for_phase(&b, &id, "Failed").await;
+    assert_eq!(call["status"]["error"]["code"], "cancelled", "{call}");
+    assert_eq!(call["status"]["attempts"], 1, "not run again: {call}");
+    assert_cancelled_once(&b, &client_b, &id).await;
+}
