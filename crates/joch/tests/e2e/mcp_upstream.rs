@@ -474,6 +474,13 @@ async fn cancelling_the_joch_task_cancels_the_upstreams_task() {
         other => panic!("not a task: {other:?}"),
     };
     wait_for_phase(&joch, &id, "Running").await;
+    // Once the upstream has its task.
+    for _ in 0..100 {
+        if !worker.heard().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     client
         .cancel_task(CancelTaskParams::new(&id))
         .await
