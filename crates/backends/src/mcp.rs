@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 
 mod connect;
 mod handler;
+mod listen;
 mod progress;
 mod rounds;
 mod slots;
@@ -56,6 +57,8 @@ pub struct McpClients {
     notices: NoticeSink,
     /// Where `spec.http.auth.oauth2` tokens come from.
     credentials: Option<Arc<dyn UpstreamCredentials>>,
+    /// The `subscriptions/listen` streams of servers of 2026-07-28.
+    listeners: listen::Listeners,
 }
 
 struct Connection {
@@ -161,7 +164,7 @@ impl McpClients {
         user: Option<&str>,
     ) -> Result<Arc<Client>, CallError> {
         let user = Self::user_of(server, user);
-        match self.open(server, caps, user).await {
+        let client = match self.open(server, caps, user).await {
             Err(Opened::Refused(sent, _))
                 if self.token_refused(server, user, Some(&sent)).await =>
             {
@@ -169,7 +172,13 @@ impl McpClients {
                 again.map_err(Opened::into_error)
             }
             other => other.map_err(Opened::into_error),
+        }?;
+        // A server without sessions says what changed on a stream of its
+        // own, opened on a connection that carries no user's token.
+        if user.is_none() && listen::sessionless(&client) {
+            self.listeners.ensure(server, &client);
         }
+        Ok(client)
     }
 
     async fn open(

@@ -80,8 +80,8 @@ pub struct McpServerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_prefix: Option<String>,
     /// Which protocol versions joch speaks to the server (default
-    /// `legacy`: `initialize`, the versions before 2026-07-28).
-    #[serde(default, skip_serializing_if = "McpProtocol::is_legacy")]
+    /// `auto`: 2026-07-28 if the server speaks it, else `initialize`).
+    #[serde(default, skip_serializing_if = "McpProtocol::is_auto")]
     pub protocol: McpProtocol,
 }
 
@@ -91,20 +91,21 @@ pub struct McpServerSpec {
 pub enum McpProtocol {
     /// `initialize`: the versions before 2026-07-28, with a session
     /// (resource subscriptions, list changes and log messages are relayed).
-    #[default]
     Legacy,
     /// `server/discover` first: 2026-07-28 when the server speaks it (a
     /// question the server asks during a call comes as `input_required`,
     /// which joch relays to the client that made the call; joch declares
     /// the tasks extension and follows a task the server answers with),
-    /// else as `legacy`.
+    /// else as `legacy`. Its list changes and resource updates come on a
+    /// `subscriptions/listen` stream joch keeps open. The default.
+    #[default]
     Auto,
 }
 
 impl McpProtocol {
     /// True for the default.
-    pub fn is_legacy(&self) -> bool {
-        *self == McpProtocol::Legacy
+    pub fn is_auto(&self) -> bool {
+        *self == McpProtocol::Auto
     }
 }
 

@@ -103,7 +103,7 @@ impl Upstream {
         }
     }
 
-    fn notice(&self, method: &str, params: Value) {
+    pub(super) fn notice(&self, method: &str, params: Value) {
         let sink = lock(&self.notices).clone();
         if let Some(sink) = sink {
             sink.notice(&self.server.0, &self.server.1, method, params);

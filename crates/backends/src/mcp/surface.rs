@@ -126,7 +126,24 @@ impl McpSurface for McpClients {
         let client = self
             .client(server, ClientCapabilities::default(), None)
             .await?;
-        self.send(server, &client, method, params).await
+        let on = match method {
+            "resources/subscribe" => true,
+            "resources/unsubscribe" => false,
+            _ => return self.send(server, &client, method, params).await,
+        };
+        if !super::listen::sessionless(&client) {
+            return self.send(server, &client, method, params).await;
+        }
+        // Protocol 2026-07-28 has no `resources/subscribe`: the URI joins
+        // the server's `subscriptions/listen` stream (`listen.rs`).
+        let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+            return Err(CallError::new(
+                ErrorCode::InvalidArguments,
+                format!("{method}: uri is required"),
+            ));
+        };
+        self.listeners.subscribe(server, &client, uri, on).await?;
+        Ok(json!({}))
     }
 
     async fn capabilities(&self, server: &McpServer) -> Result<Value, CallError> {

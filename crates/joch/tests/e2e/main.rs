@@ -33,6 +33,7 @@ mod library;
 mod load;
 mod mcp;
 mod mcp_front;
+mod mcp_listen;
 mod mcp_sessions;
 mod mcp_stateless;
 mod mcp_surface;

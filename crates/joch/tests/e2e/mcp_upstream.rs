@@ -235,21 +235,18 @@ async fn an_upstream_of_2026_07_28_asks_through_input_required_and_the_caller_an
 }
 
 #[tokio::test]
-async fn an_upstream_before_2026_07_28_is_spoken_to_as_before_with_auto_or_by_default() {
+async fn an_upstream_before_2026_07_28_is_spoken_to_as_before_and_legacy_keeps_initialize() {
     let legacy = Greeter::new(Some(vec![ProtocolVersion::V_2025_11_25]));
     let modern = Greeter::new(None);
     let joch = Joch::start().await;
-    let auto = json!({"protocol": "auto"});
-    apply(&joch, server("old", &start(legacy.clone()).await, auto)).await;
-    apply(
-        &joch,
-        server("new", &start(modern.clone()).await, json!({})),
-    )
-    .await;
+    // No `protocol`: `auto` is the default.
+    apply(&joch, server("old", &start(legacy.clone()).await, json!({}))).await;
+    let pinned = json!({"protocol": "legacy"});
+    apply(&joch, server("new", &start(modern.clone()).await, pinned)).await;
     let (_, stored) = joch
-        .get(&format!("/v1/namespaces/{NS}/mcpservers/old"))
+        .get(&format!("/v1/namespaces/{NS}/mcpservers/new"))
         .await;
-    assert_eq!(stored["spec"]["protocol"], "auto", "{stored}");
+    assert_eq!(stored["spec"]["protocol"], "legacy", "{stored}");
 
     let client = connect(&joch, ada()).await;
     assert_eq!(answer(&client, "old.greet").await, "hello ada");
@@ -258,7 +255,7 @@ async fn an_upstream_before_2026_07_28_is_spoken_to_as_before_with_auto_or_by_de
     assert_eq!(
         modern.heard()[0],
         "call 2025-11-25",
-        "the default stays: {:?}",
+        "legacy speaks initialize: {:?}",
         modern.heard()
     );
 }
