@@ -58,6 +58,8 @@ struct Running {
     peer: Peer<RoleClient>,
     /// Hands it a stream opened with a new filter.
     swap: mpsc::UnboundedSender<Subscription>,
+    /// Which task it is.
+    task: Arc<()>,
 }
 
 impl Running {
@@ -132,7 +134,11 @@ impl Listeners {
         let mut guard = listening.lock().await;
         let count = guard.uris.entry(uri.to_owned()).or_default();
         let before = *count;
-        *count = if on { before + 1 } else { before.saturating_sub(1) };
+        *count = if on {
+            before + 1
+        } else {
+            before.saturating_sub(1)
+        };
         let changed = (before == 0) == on;
         guard.uris.retain(|_, n| *n > 0);
         if !changed {
@@ -145,10 +151,7 @@ impl Listeners {
             guard.running = None;
             return Ok(());
         };
-        let opened = peer
-            .listen(wanted)
-            .await
-            .map_err(|e| refused(server, &e))?;
+        let opened = peer.listen(wanted).await.map_err(|e| refused(server, &e))?;
         match running {
             Some(running) => {
                 let _ = running.swap.send(opened);
@@ -173,7 +176,10 @@ fn filter(uris: &BTreeMap<String, usize>, peer: &Peer<RoleClient>) -> Option<Sub
     let none = wanted.tools_list_changed.is_none()
         && wanted.prompts_list_changed.is_none()
         && wanted.resources_list_changed.is_none()
-        && wanted.resource_subscriptions.as_ref().is_none_or(Vec::is_empty);
+        && wanted
+            .resource_subscriptions
+            .as_ref()
+            .is_none_or(Vec::is_empty);
     (!none).then_some(wanted)
 }
 
@@ -194,18 +200,21 @@ fn run(
 ) -> Running {
     let (swap, swaps) = mpsc::unbounded_channel();
     let peer = client.peer().clone();
+    let task = Arc::new(());
     let relay = Relay {
         listening,
+        task: task.clone(),
         peer: peer.clone(),
         handler: client.service().clone(),
         swaps,
     };
     tokio::spawn(relay.run(first));
-    Running { peer, swap }
+    Running { peer, swap, task }
 }
 
 struct Relay {
     listening: Arc<tokio::sync::Mutex<Listening>>,
+    task: Arc<()>,
     peer: Peer<RoleClient>,
     handler: Upstream,
     swaps: mpsc::UnboundedReceiver<Subscription>,
@@ -216,7 +225,7 @@ impl Relay {
         let mut retries = 0;
         loop {
             let stream = match current.take() {
-                Some(stream) => Ok(stream),
+                Some(stream) => Ok(Some(stream)),
                 None => self.open().await,
             };
             let opened = Instant::now();
@@ -230,12 +239,18 @@ impl Relay {
                     tracing::debug!(server = %self.handler.server.1, "no subscriptions/listen: {}", e.message);
                     return;
                 }
-                Err(e) => tracing::debug!(server = %self.handler.server.1, "subscriptions/listen: {e}"),
+                Err(e) => {
+                    tracing::debug!(server = %self.handler.server.1, "subscriptions/listen: {e}")
+                }
             }
             if self.peer.is_transport_closed() || self.swaps.is_closed() {
                 return;
             }
-            retries = if opened.elapsed() >= STEADY { 1 } else { retries + 1 };
+            retries = if opened.elapsed() >= STEADY {
+                1
+            } else {
+                retries + 1
+            };
             if retries > MAX_RETRIES {
                 tracing::warn!(
                     server = %self.handler.server.1,
@@ -255,7 +270,7 @@ impl Relay {
         let ours = guard
             .running
             .as_ref()
-            .is_some_and(|r| r.swap.same_channel_as(&self.swaps));
+            .is_some_and(|r| Arc::ptr_eq(&r.task, &self.task));
         let Some(wanted) = filter(&guard.uris, &self.peer).filter(|_| ours) else {
             return Ok(None);
         };

@@ -65,11 +65,16 @@ impl ServerHandler for Feed {
         ServerConfig::new(capabilities)
     }
 
-    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+    fn supported_protocol_versions(
+        &self,
+    ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
         std::borrow::Cow::Owned(vec![rmcp::model::ProtocolVersion::V_2026_07_28])
     }
 
-    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
         Some(requested.clone())
     }
 
@@ -92,7 +97,9 @@ impl ServerHandler for Feed {
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let resources = json!([{"uri": "note://a", "name": "a"}]);
-        Ok(ListResourcesResult::with_all_items(serde_json::from_value(resources).unwrap()))
+        Ok(ListResourcesResult::with_all_items(
+            serde_json::from_value(resources).unwrap(),
+        ))
     }
 
     async fn list_prompts(
@@ -111,11 +118,13 @@ impl ServerHandler for Feed {
     ) -> Result<ListToolsResult, ErrorData> {
         let late = self.late.load(Ordering::SeqCst);
         let names = ["touch", "end", "late"];
-        let tools = names[..names.len() - usize::from(!late)].iter().map(|name| {
-            serde_json::from_value(json!({"name": name, "inputSchema": {"type": "object"},
+        let tools = names[..names.len() - usize::from(!late)]
+            .iter()
+            .map(|name| {
+                serde_json::from_value(json!({"name": name, "inputSchema": {"type": "object"},
                                           "annotations": {"readOnlyHint": true}}))
-            .unwrap()
-        });
+                .unwrap()
+            });
         Ok(ListToolsResult::with_all_items(tools.collect()))
     }
 
@@ -190,18 +199,42 @@ async fn an_upstream_of_2026_07_28_tells_joch_sessions_what_changed_through_its_
     feed.wait_for_listens(1).await;
 
     assert_eq!(answer(&other, "docs.touch").await, "touched");
-    assert!(subscriber.heard("updated docs.note://a").await, "{:?}", subscriber.asked);
-    assert!(subscriber.heard("prompts changed").await, "{:?}", subscriber.asked);
-    assert!(bystander.heard("prompts changed").await, "{:?}", bystander.asked);
-    assert!(bystander.heard("logged touching note://a").await, "{:?}", bystander.asked);
+    assert!(
+        subscriber.heard("updated docs.note://a").await,
+        "{:?}",
+        subscriber.asked
+    );
+    assert!(
+        subscriber.heard("prompts changed").await,
+        "{:?}",
+        subscriber.asked
+    );
+    assert!(
+        bystander.heard("prompts changed").await,
+        "{:?}",
+        bystander.asked
+    );
+    assert!(
+        bystander.heard("logged touching note://a").await,
+        "{:?}",
+        bystander.asked
+    );
     let updates = |user: &User| {
         let asked = user.asked.lock().unwrap();
         asked.iter().filter(|a| a.starts_with("updated")).count()
     };
     assert_eq!(updates(&bystander), 0, "{:?}", bystander.asked);
-    assert_eq!(updates(&subscriber), 1, "one stream at a time: {:?}", subscriber.asked);
+    assert_eq!(
+        updates(&subscriber),
+        1,
+        "one stream at a time: {:?}",
+        subscriber.asked
+    );
     // The server said its tools changed: joch re-listed them.
-    assert!(tool_listed(&joch, "docs.late").await, "the new tool was not adopted");
+    assert!(
+        tool_listed(&joch, "docs.late").await,
+        "the new tool was not adopted"
+    );
 
     // The server ends its streams: joch opens one again, still asking
     // for the subscribed URI.
@@ -212,7 +245,11 @@ async fn an_upstream_of_2026_07_28_tells_joch_sessions_what_changed_through_its_
     assert_eq!(answer(&other, "docs.touch").await, "touched");
     let twice = |user: &User| {
         let asked = user.asked.lock().unwrap();
-        asked.iter().filter(|a| *a == "updated docs.note://a").count() == 2
+        asked
+            .iter()
+            .filter(|a| *a == "updated docs.note://a")
+            .count()
+            == 2
     };
     for _ in 0..100 {
         if twice(&subscriber) {

@@ -240,7 +240,11 @@ async fn an_upstream_before_2026_07_28_is_spoken_to_as_before_and_legacy_keeps_i
     let modern = Greeter::new(None);
     let joch = Joch::start().await;
     // No `protocol`: `auto` is the default.
-    apply(&joch, server("old", &start(legacy.clone()).await, json!({}))).await;
+    apply(
+        &joch,
+        server("old", &start(legacy.clone()).await, json!({})),
+    )
+    .await;
     let pinned = json!({"protocol": "legacy"});
     apply(&joch, server("new", &start(modern.clone()).await, pinned)).await;
     let (_, stored) = joch

@@ -3,6 +3,7 @@
 //! (which updates `note://a`, and says so in a log message after the call);
 //! a client that answers; and readers of what joch recorded.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use reqwest::StatusCode;
@@ -10,8 +11,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, GetPromptRequestParams,
     GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ServerCapabilities, ServerConfig,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleClient, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -43,6 +44,16 @@ impl ServerHandler for Docs {
         )
         .unwrap();
         ServerConfig::new(capabilities)
+    }
+
+    /// Written for a session (it asks during a call, takes
+    /// `resources/subscribe`, notifies outside any stream it was asked
+    /// for), so it speaks the versions whose `initialize` opens one: rmcp
+    /// refuses a request during a call on 2026-07-28 ("return
+    /// InputRequiredResult instead"). joch's default `auto` falls back.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        let known = ProtocolVersion::KNOWN_VERSIONS.iter();
+        Cow::Owned(known.filter(|v| v.has_initialize()).cloned().collect())
     }
 
     async fn list_resources(
