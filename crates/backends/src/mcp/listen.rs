@@ -116,12 +116,11 @@ impl Listeners {
         uri: &str,
         on: bool,
     ) -> Result<(), CallError> {
-        let offered = client
-            .peer()
-            .peer_info()
-            .and_then(|i| i.capabilities.resources.as_ref()?.subscribe)
-            == Some(true);
-        if !offered {
+        let offered = client.peer().peer_info().and_then(|i| {
+            let resources = i.capabilities.resources.as_ref()?;
+            resources.subscribe
+        });
+        if offered != Some(true) {
             return Err(CallError::new(
                 ErrorCode::McpError,
                 format!(
@@ -132,16 +131,7 @@ impl Listeners {
         }
         let listening = self.listening(server);
         let mut guard = listening.lock().await;
-        let count = guard.uris.entry(uri.to_owned()).or_default();
-        let before = *count;
-        *count = if on {
-            before + 1
-        } else {
-            before.saturating_sub(1)
-        };
-        let changed = (before == 0) == on;
-        guard.uris.retain(|_, n| *n > 0);
-        if !changed {
+        if !count(&mut guard.uris, uri, on) {
             return Ok(());
         }
         let running = guard.running.as_ref().filter(|r| r.live());
@@ -151,7 +141,13 @@ impl Listeners {
             guard.running = None;
             return Ok(());
         };
-        let opened = peer.listen(wanted).await.map_err(|e| refused(server, &e))?;
+        let opened = match peer.listen(wanted).await {
+            Ok(opened) => opened,
+            Err(e) => {
+                count(&mut guard.uris, uri, !on);
+                return Err(refused(server, &e));
+            }
+        };
         match running {
             Some(running) => {
                 let _ = running.swap.send(opened);
@@ -160,6 +156,21 @@ impl Listeners {
         }
         Ok(())
     }
+}
+
+/// Counts one more (`on`) or one less subscription to `uri`; true when
+/// that changes whether it is asked for.
+fn count(uris: &mut BTreeMap<String, usize>, uri: &str, on: bool) -> bool {
+    let count = uris.entry(uri.to_owned()).or_default();
+    let before = *count;
+    *count = if on {
+        before + 1
+    } else {
+        before.saturating_sub(1)
+    };
+    uris.retain(|_, n| *n > 0);
+    // The first subscription adds it; the last one taken away removes it.
+    if on { before == 0 } else { before == 1 }
 }
 
 /// What to ask `peer`'s server for: every list change it offers, and the
@@ -314,5 +325,25 @@ impl Relay {
             _ => return,
         };
         self.handler.notice(method, params);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_uri_is_asked_for_while_any_subscription_to_it_lasts() {
+        let mut uris = BTreeMap::new();
+        for (on, changed, left) in [
+            (true, true, 1),
+            (true, false, 2),
+            (false, false, 1),
+            (false, true, 0),
+            (false, false, 0),
+        ] {
+            assert_eq!(count(&mut uris, "note://a", on), changed, "{on} {left}");
+            assert_eq!(uris.get("note://a").copied().unwrap_or(0), left);
+        }
     }
 }
