@@ -207,7 +207,15 @@ async fn main() -> Result<()> {
         }
     }
     report(&results);
-    open_loop::open_loop(&client, &args, &webhook_url, &servers).await?;
+    // The open loop on PostgreSQL too: one replica per scenario.
+    let mut looped = servers.clone();
+    if let (Some(server), false) = (&args.postgres, args.offered_rate.is_empty()) {
+        let only =
+            |s: &&(&str, &str, &str)| args.only.is_empty() || args.only.iter().any(|o| o == s.0);
+        let chosen: Vec<_> = scenarios.iter().filter(only).copied().collect();
+        looped.extend(postgres::one_replica_each(&client, server, &chosen, &webhook_url).await?);
+    }
+    open_loop::open_loop(&client, &args, &webhook_url, &looped).await?;
     results.extend(
         at_rest::at_rest(&client, &args, &webhook_url, &servers, dir.path(), &metrics).await?,
     );

@@ -46,6 +46,9 @@ struct Figures {
     p99_ms: f64,
     /// joch's CPU per call at one caller, in ms.
     cpu_ms: f64,
+    /// joch's context switches per call at one caller (of threads that
+    /// exited meanwhile, uncounted).
+    switches: f64,
     calls_per_s: f64,
 }
 
@@ -73,7 +76,7 @@ pub(crate) async fn compare(settings: &Settings, webhook: &str) -> Result<()> {
         "\nMCP against REST on one `joch serve` process: {} calls at one caller, {} at {}",
         settings.single_calls, settings.calls, settings.concurrency
     );
-    println!("tool       surface        p50 ms   p99 ms  cpu ms/call  calls/s");
+    println!("tool       surface        p50 ms   p99 ms  cpu ms/call  switches/call  calls/s");
     let mut lines = Vec::new();
     for tool in ["mcp-noop", "mcp-echo"] {
         let rest = measure(settings, &joch, &client, tool, Surface::Rest).await?;
@@ -88,8 +91,8 @@ pub(crate) async fn compare(settings: &Settings, webhook: &str) -> Result<()> {
             ("mcp_stateless", &stateless),
         ] {
             println!(
-                "{tool:<10} {name:<14} {:>7.3} {:>8.3} {:>12.3} {:>8.0}",
-                f.p50_ms, f.p99_ms, f.cpu_ms, f.calls_per_s
+                "{tool:<10} {name:<14} {:>7.3} {:>8.3} {:>12.3} {:>14.1} {:>8.0}",
+                f.p50_ms, f.p99_ms, f.cpu_ms, f.switches, f.calls_per_s
             );
         }
         for (scenario, against, base, mcp) in [
@@ -135,6 +138,7 @@ async fn measure(
         caller.call(i).await?;
     }
     let cpu_before = joch.cpu_ms().context("joch's CPU time")?;
+    let switches_before = joch.context_switches().unwrap_or(0);
     let mut single = latencies()?;
     for i in 0..settings.single_calls {
         let started = Instant::now();
@@ -142,12 +146,17 @@ async fn measure(
         single.saturating_record(started.elapsed().as_nanos() as u64);
     }
     let cpu = joch.cpu_ms().context("joch's CPU time")? - cpu_before;
+    let switches = joch
+        .context_switches()
+        .unwrap_or(0)
+        .saturating_sub(switches_before);
     caller.close().await;
     let calls_per_s = concurrent(settings, joch, client, tool, surface).await?;
     Ok(Figures {
         p50_ms: percentile_ms(&single, 0.5),
         p99_ms: percentile_ms(&single, 0.99),
         cpu_ms: cpu / settings.single_calls as f64,
+        switches: switches as f64 / settings.single_calls as f64,
         calls_per_s,
     })
 }

@@ -100,6 +100,22 @@ impl Joch {
         Some((ticks(11)? + ticks(12)?) as f64 * 10.0)
     }
 
+    /// Context switches of all its threads so far, voluntary or not: each
+    /// hand-off between threads that found the other asleep costs one.
+    pub(crate) fn context_switches(&self) -> Option<u64> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.child.id())).ok()?;
+        let mut total = 0;
+        for task in tasks.flatten() {
+            let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+            total += status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+        Some(total)
+    }
+
     /// File descriptors open.
     pub(crate) fn open_files(&self) -> Option<u64> {
         let fds = std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).ok()?;

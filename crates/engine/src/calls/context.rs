@@ -7,7 +7,7 @@
 //! conflict the changes are applied again to the newer copy.
 
 use joch_core::actions::{ActionsBackend, CallContext, ContextChange};
-use joch_core::{ActionInputs, CallError, Endpoint, ErrorCode, Execution, ObjectMeta, ToolCall};
+use joch_core::{ActionInputs, CallError, ErrorCode, Execution, ObjectMeta, ToolCall};
 use joch_store::{Durability, StoreErrorKind};
 use serde_json::{Map, Value, json};
 
@@ -29,9 +29,11 @@ impl Engine {
             ..ActionInputs::default()
         };
         for (_, name) in backend.endpoints() {
-            match self.inner.store.get_object::<Endpoint>(ns, name).await {
+            match self.inner.catalog.endpoint(ns, name).await {
                 Ok(endpoint) => {
-                    inputs.endpoints.insert(name.to_owned(), endpoint.spec);
+                    inputs
+                        .endpoints
+                        .insert(name.to_owned(), endpoint.spec.clone());
                 }
                 Err(e) if e.kind() == StoreErrorKind::NotFound => {}
                 Err(e) => return Err(e.into()),

@@ -80,13 +80,8 @@ impl Engine {
         name: &str,
     ) -> Result<Result<McpServer, CallError>, EngineError> {
         let namespace = &call.metadata.namespace;
-        match self
-            .inner
-            .store
-            .get_object::<McpServer>(namespace, name)
-            .await
-        {
-            Ok(server) => Ok(Ok(server)),
+        match self.inner.catalog.mcp_server(namespace, name).await {
+            Ok(server) => Ok(Ok(McpServer::clone(&server))),
             Err(joch_store::StoreError::NotFound { .. }) => Ok(Err(CallError::new(
                 ErrorCode::McpServerMissing,
                 format!("McpServer {name:?} no longer exists"),

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use joch_core::detect::Detectors;
 use joch_core::token::ApiToken;
-use joch_core::{Budget, Namespace, Object, Policy, Tool, ValidationError};
+use joch_core::{Budget, Endpoint, McpServer, Namespace, Object, Policy, Tool, ValidationError};
 use joch_store::{ListQuery, Store, StoreError, StoreErrorKind};
 use tokio::sync::watch;
 
@@ -36,6 +36,9 @@ pub(crate) struct Catalog {
     store: Arc<dyn Store>,
     /// Tools by `namespace/name`.
     tools: Snapshots<Tool>,
+    /// Endpoints and McpServers by `namespace/name`: the upstreams calls go to.
+    endpoints: Snapshots<Endpoint>,
+    mcp_servers: Snapshots<McpServer>,
     schemas: SchemaCache,
     /// Each namespace's policies, in name order.
     policies: Snapshots<Vec<Policy>>,
@@ -59,6 +62,8 @@ impl Catalog {
         Self {
             store,
             tools: Snapshots::default(),
+            endpoints: Snapshots::default(),
+            mcp_servers: Snapshots::default(),
             schemas: SchemaCache::default(),
             policies: Snapshots::default(),
             spend_readers: Snapshots::default(),
@@ -83,6 +88,8 @@ impl Catalog {
                 self.spend_readers.invalidate();
                 self.detectors.invalidate();
             }
+            Endpoint::KIND => self.endpoints.invalidate(),
+            McpServer::KIND => self.mcp_servers.invalidate(),
             Budget::KIND => self.budgets.invalidate(),
             Namespace::KIND => {
                 self.namespaces.invalidate();
@@ -102,8 +109,35 @@ impl Catalog {
 
     /// The Tool, loaded once per write.
     pub(crate) async fn tool(&self, namespace: &str, name: &str) -> Result<Arc<Tool>, StoreError> {
+        self.named(&self.tools, namespace, name).await
+    }
+
+    /// The Endpoint, loaded once per write.
+    pub(crate) async fn endpoint(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<Endpoint>, StoreError> {
+        self.named(&self.endpoints, namespace, name).await
+    }
+
+    /// The McpServer, loaded once per write.
+    pub(crate) async fn mcp_server(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<McpServer>, StoreError> {
+        self.named(&self.mcp_servers, namespace, name).await
+    }
+
+    async fn named<T: Object>(
+        &self,
+        snapshots: &Snapshots<T>,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<T>, StoreError> {
         let key = format!("{namespace}/{name}");
-        self.tools
+        snapshots
             .get_or_load(&key, self.store.get_object(namespace, name))
             .await
     }

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use joch_core::object::IndexFields;
 use joch_core::token::ApiToken;
-use joch_core::{Approval, Budget, Namespace, Object, Phase, Policy, Tool, ToolCall};
+use joch_core::{
+    Approval, Budget, Endpoint, McpServer, Namespace, Object, Phase, Policy, Tool, ToolCall,
+};
 use joch_store::{Change, Durability, ListQuery, Record, StoreErrorKind};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
@@ -63,6 +65,8 @@ impl Inner {
                     Budget::KIND,
                     Namespace::KIND,
                     ApiToken::KIND,
+                    Endpoint::KIND,
+                    McpServer::KIND,
                     ToolCall::KIND,
                     "Event",
                     Approval::KIND,

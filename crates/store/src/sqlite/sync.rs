@@ -43,6 +43,8 @@ pub(super) struct Held {
 pub(super) struct Syncs {
     state: Mutex<State>,
     wake: Condvar,
+    /// Signalled when held answers are taken into a sync.
+    room: Condvar,
     wal: Wal,
     /// Syncs done, for tests and metrics.
     done: AtomicU64,
@@ -64,6 +66,7 @@ impl Syncs {
         let syncs = Arc::new(Self {
             state: Mutex::default(),
             wake: Condvar::new(),
+            room: Condvar::new(),
             wal: Wal::open(db)?,
             done: AtomicU64::new(0),
         });
@@ -101,6 +104,17 @@ impl Syncs {
         self.wake.notify_one();
     }
 
+    /// Waits while a sync runs and a committed batch already waits for the
+    /// next: the writer commits at most one batch beside a sync, so that
+    /// the writes arriving meanwhile form one batch for the next sync
+    /// rather than many small commits that each rewrite the same pages.
+    pub(super) fn wait_for_room(&self) {
+        let mut state = self.lock();
+        while state.busy && !state.held.is_empty() {
+            state = self.room.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
     /// Lets the sync thread end once it has answered what it holds.
     pub(super) fn stop(&self) {
         self.lock().stopped = true;
@@ -119,6 +133,7 @@ impl Syncs {
             let held = std::mem::take(&mut state.held);
             state.busy = true;
             drop(state);
+            self.room.notify_one();
             let synced = self.sync();
             state = self.lock();
             state.busy = false;

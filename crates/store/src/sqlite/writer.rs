@@ -100,6 +100,7 @@ pub(super) fn spawn(
 fn run(mut conn: Connection, mut rx: mpsc::Receiver<WriteRequest>, syncs: &Syncs) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.blocking_recv() {
+        syncs.wait_for_room();
         batch.push(first);
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {

@@ -18,9 +18,7 @@
 use std::time::Duration;
 
 use joch_core::credential::{Grant, OAuth2, UpstreamRef};
-use joch_core::{
-    Backend, CallError, CallMode, Endpoint, ErrorCode, McpServer, Phase, Principal, ToolCall,
-};
+use joch_core::{Backend, CallError, CallMode, ErrorCode, Phase, Principal, ToolCall};
 use joch_store::StoreErrorKind;
 
 use super::steps::{Admitting, Verdict};
@@ -47,38 +45,38 @@ impl Engine {
         backend: &Backend,
     ) -> Result<Vec<PerUser>, EngineError> {
         let mut found = Vec::new();
-        let store = &self.inner.store;
+        let catalog = &self.inner.catalog;
         match backend {
             Backend::Actions(actions) => {
                 for (_, name) in actions.endpoints() {
-                    let endpoint = match store.get_object::<Endpoint>(namespace, name).await {
+                    let endpoint = match catalog.endpoint(namespace, name).await {
                         Ok(endpoint) => endpoint,
                         Err(e) if e.kind() == StoreErrorKind::NotFound => continue,
                         Err(e) => return Err(e.into()),
                     };
-                    let oauth2 = endpoint.spec.auth.and_then(|auth| auth.oauth2);
+                    let oauth2 = endpoint.spec.auth.as_ref().and_then(|a| a.oauth2.clone());
                     if let Some(oauth2) = oauth2.filter(OAuth2::takes_user) {
                         let upstream = UpstreamRef::endpoint(name);
                         found.push(PerUser {
                             upstream,
-                            url: endpoint.spec.url,
+                            url: endpoint.spec.url.clone(),
                             oauth2,
                         });
                     }
                 }
             }
             Backend::Mcp(mcp) => {
-                let server = match store.get_object::<McpServer>(namespace, &mcp.server).await {
+                let server = match catalog.mcp_server(namespace, &mcp.server).await {
                     Ok(server) => server,
                     Err(e) if e.kind() == StoreErrorKind::NotFound => return Ok(found),
                     Err(e) => return Err(e.into()),
                 };
-                if let Some(http) = server.spec.http {
+                if let Some(http) = &server.spec.http {
                     if let Some(oauth2) = http.per_user().cloned() {
                         let upstream = UpstreamRef::mcp_server(&mcp.server);
                         found.push(PerUser {
                             upstream,
-                            url: http.url,
+                            url: http.url.clone(),
                             oauth2,
                         });
                     }
