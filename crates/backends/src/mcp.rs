@@ -31,7 +31,7 @@ mod progress;
 mod slots;
 mod surface;
 
-pub use slots::{MAX_USER_CONNECTIONS, USER_CONNECTION_IDLE};
+pub use slots::MAX_USER_CONNECTIONS;
 
 use connect::{Opened, auth_for, connect};
 use handler::{NoticeSink, Upstream};
@@ -84,7 +84,7 @@ impl McpClients {
     }
 
     /// The same, closing a per-user connection unused for `idle` (default
-    /// [`USER_CONNECTION_IDLE`]; at least 100 ms).
+    /// 2 minutes; at least 100 ms).
     pub fn with_user_connection_idle(mut self, idle: std::time::Duration) -> Self {
         self.slots.idle = idle.max(std::time::Duration::from_millis(100));
         self

@@ -5,7 +5,7 @@
 //! per-user server's are as many as its active users, so that anyone able
 //! to name a new user would otherwise make joch open one more connection
 //! each time: they are bounded (`max_user`), and one unused for `idle`
-//! (default [`USER_CONNECTION_IDLE`]) is closed. When the bound is reached the least recently used idle one is
+//! (default 2 minutes) is closed. When the bound is reached the least recently used idle one is
 //! closed for the newcomer; when every one is carrying a call, the new
 //! user's call fails at once (`mcp_unavailable`, saying so) rather than
 //! wait or grow.
@@ -19,7 +19,7 @@ use joch_core::{CallError, ErrorCode};
 use super::Connection;
 
 /// A per-user connection unused this long is closed, by default.
-pub const USER_CONNECTION_IDLE: Duration = Duration::from_secs(120);
+pub(super) const USER_CONNECTION_IDLE: Duration = Duration::from_secs(120);
 
 /// How many per-user connections are kept open at most, by default.
 pub const MAX_USER_CONNECTIONS: usize = 64;
