@@ -295,6 +295,9 @@ def test_a_waiting_mcp_client_is_sent_the_consent_url_once_a_person_approved(aut
             time.sleep(0.05)
         assert said(whoami(joch, bob)) == "hello joch-client as bob@upstream"
         assert upstream.sessions() == 2
+        assert "idle per-user MCP connections closed" in "".join(joch.stderr)
+        secrets = [*authorization.issued, *authorization.other_secrets, CLIENT_SECRET]
+        assert_nowhere(secrets, tmp_path, joch, "mcpserver.protected.service")
     finally:
         joch.process.kill()
         joch.process.wait()
