@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use joch_core::credential::{UpstreamCredentials, UpstreamRef};
-use joch_core::mcp::McpServerSpec;
+use joch_core::mcp::{McpProtocol, McpServerSpec};
 use joch_core::mcp_surface::{CallClient, ClientCapabilities, McpOperation};
 use joch_core::{
     Backend, CallError, ErrorCode, Invocation, McpServer, ToolBackend, ToolDiscovery, ToolFailure,
@@ -28,8 +28,10 @@ use serde_json::{Value, json};
 mod connect;
 mod handler;
 mod progress;
+mod rounds;
 mod slots;
 mod surface;
+mod tasks;
 
 pub use slots::MAX_USER_CONNECTIONS;
 
@@ -191,6 +193,7 @@ impl McpClients {
         if let Some(live) = slot.as_ref() {
             let same = live.spec.stdio == server.spec.stdio
                 && live.spec.http == server.spec.http
+                && live.spec.protocol == server.spec.protocol
                 && live.authorization == authorization;
             if same && !live.client.peer().is_transport_closed() {
                 return Ok(live.client.clone());
@@ -203,6 +206,7 @@ impl McpClients {
             progress: self.progress.clone(),
             calls: Arc::default(),
             capabilities: caps,
+            tasks: server.spec.protocol == McpProtocol::Auto,
             notices: self.notices.clone(),
             server: (
                 server.metadata.namespace.clone(),
@@ -316,7 +320,13 @@ impl ToolBackend for McpClients {
             let client = self.client(server, caps, user).await?;
             if backend.operation != McpOperation::CallTool {
                 return self
-                    .read_or_get(server, &client, backend.operation, invocation.args)
+                    .read_or_get(
+                        server,
+                        &client,
+                        backend.operation,
+                        invocation.args,
+                        invocation.client,
+                    )
                     .await;
             }
             let request = CallToolRequestParams::new(backend.tool.clone())
@@ -349,6 +359,7 @@ impl ToolBackend for McpClients {
                     }
                 }
                 Ok(Err(Ended::Failed(e))) => return Err(self.failed(server, &client, e).await),
+                Ok(Err(Ended::Refused(e))) => return Err(e),
                 Err(_) => {
                     return Err(self
                         .failed(server, &client, ServiceError::Timeout { timeout })
@@ -436,6 +447,8 @@ enum Ended {
     /// The client cancelled it; the server was sent `notifications/cancelled`.
     Cancelled,
     Failed(ServiceError),
+    /// The server asked what could not be answered (`rounds.rs`).
+    Refused(CallError),
 }
 
 impl From<ServiceError> for Ended {
@@ -453,10 +466,54 @@ impl From<ServiceError> for Ended {
 async fn call_tool(
     client: &Client,
     routes: &ProgressRoutes,
-    params: CallToolRequestParams,
+    mut params: CallToolRequestParams,
     sink: Option<&dyn joch_core::OutputChunks>,
     caller: Option<&Arc<dyn CallClient>>,
 ) -> Result<CallToolResult, Ended> {
+    for _ in 0..rounds::MAX_ROUNDS {
+        match call_once(client, routes, params.clone(), sink, caller).await? {
+            ServerResult::CallToolResult(result) => return Ok(result),
+            ServerResult::CreateTaskResult(created) => {
+                return tasks::follow(client, created.task, sink, caller).await;
+            }
+            ServerResult::InputRequiredResult(asked) => {
+                params = rounds::answered(params, asked, caller)
+                    .await
+                    .map_err(Ended::Refused)?;
+            }
+            _ => return Err(Ended::Failed(ServiceError::UnexpectedResponse)),
+        }
+    }
+    Err(Ended::Refused(CallError::new(
+        ErrorCode::McpError,
+        format!(
+            "the server still asked for input after {} rounds",
+            rounds::MAX_ROUNDS
+        ),
+    )))
+}
+
+/// One `tools/call` request of a call: its result, or (2026-07-28) the
+/// server's questions or its task.
+async fn call_once(
+    client: &Client,
+    routes: &ProgressRoutes,
+    params: CallToolRequestParams,
+    sink: Option<&dyn joch_core::OutputChunks>,
+    caller: Option<&Arc<dyn CallClient>>,
+) -> Result<ServerResult, Ended> {
+    if let Some(caller) = caller {
+        // Cancelled before it was sent: a server may ignore the cancellation
+        // of a request it has not seen yet, so it is not sent at all.
+        tokio::select! {
+            biased;
+            () = caller.cancelled() => return Err(Ended::Refused(CallError::new(
+                ErrorCode::Cancelled,
+                "the call was cancelled before it was sent to the server",
+            ))),
+            () = std::future::ready(()) => {}
+        }
+    }
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = client
         .send_request_with_option(request, PeerRequestOptions::no_options())
@@ -493,8 +550,5 @@ async fn call_tool(
             sink.chunk(chunk);
         }
     }
-    match response? {
-        ServerResult::CallToolResult(result) => Ok(result),
-        _ => Err(Ended::Failed(ServiceError::UnexpectedResponse)),
-    }
+    Ok(response?)
 }

@@ -79,6 +79,33 @@ pub struct McpServerSpec {
     /// direct connection to joch sees the names it had).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_prefix: Option<String>,
+    /// Which protocol versions joch speaks to the server (default
+    /// `legacy`: `initialize`, the versions before 2026-07-28).
+    #[serde(default, skip_serializing_if = "McpProtocol::is_legacy")]
+    pub protocol: McpProtocol,
+}
+
+/// `spec.protocol`: how joch opens its connections to the server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpProtocol {
+    /// `initialize`: the versions before 2026-07-28, with a session
+    /// (resource subscriptions, list changes and log messages are relayed).
+    #[default]
+    Legacy,
+    /// `server/discover` first: 2026-07-28 when the server speaks it (a
+    /// question the server asks during a call comes as `input_required`,
+    /// which joch relays to the client that made the call; joch declares
+    /// the tasks extension and follows a task the server answers with),
+    /// else as `legacy`.
+    Auto,
+}
+
+impl McpProtocol {
+    /// True for the default.
+    pub fn is_legacy(&self) -> bool {
+        *self == McpProtocol::Legacy
+    }
 }
 
 fn default_timeout_ms() -> u64 {

@@ -4,6 +4,7 @@
 
 mod admission;
 mod batches;
+mod cancels;
 mod chunks;
 mod context;
 mod costs;
@@ -29,6 +30,7 @@ pub use replay::{Replay, ReplayMode};
 pub use window::{CallBucket, CallWindow};
 
 pub(crate) use admission::{Admitting, COMPLETION, RESUMPTION};
+pub(crate) use cancels::CANCEL_KIND;
 pub(crate) use chunks::Followers;
 pub(crate) use execute::recorded_value;
 pub(crate) use hooks::REPLAY_OVERRIDE_ANNOTATION;
@@ -57,6 +59,8 @@ pub(crate) struct State {
     settled: Signal,
     /// Surfaces following running calls' output chunks (see `chunks.rs`).
     followers: Followers,
+    /// Calls running here, and the cancel marks heard (see `cancels.rs`).
+    pub(crate) cancels: cancels::Cancels,
 }
 
 impl State {

@@ -5,12 +5,12 @@
 use std::collections::HashMap;
 
 use joch_core::credential::UpstreamAuth;
-use joch_core::mcp::HttpTransport;
+use joch_core::mcp::{HttpTransport, McpProtocol};
 use joch_core::{CallError, ErrorCode, McpServer};
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
 
 use super::handler::Upstream;
 use super::{CONNECT_TIMEOUT, Client};
@@ -53,10 +53,44 @@ pub(super) fn auth_for<'s>(
     Some((http, auth?, user))
 }
 
+/// As `spec.protocol` says: `initialize` (the versions before
+/// 2026-07-28), or `server/discover` first and 2026-07-28 if the server
+/// speaks it, else `initialize`.
+fn lifecycle(server: &McpServer) -> ClientLifecycleMode {
+    match server.spec.protocol {
+        McpProtocol::Legacy => ClientLifecycleMode::Initialize,
+        McpProtocol::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            legacy_version: None,
+        },
+    }
+}
+
 pub(super) async fn connect(
     server: &McpServer,
     handler: Upstream,
     authorization: Option<&str>,
+) -> Result<Client, CallError> {
+    let lifecycle = lifecycle(server);
+    let modern = !matches!(lifecycle, ClientLifecycleMode::Initialize);
+    let first = handshake(server, handler.clone(), authorization, lifecycle).await;
+    match first {
+        // rmcp falls back to `initialize` when `server/discover` is refused
+        // as unknown; a server that answers it naming only older versions
+        // fails the handshake instead, and is spoken to with `initialize`.
+        Err(e) if modern && e.code != ErrorCode::UpstreamAuthFailed.as_str() => {
+            let legacy = ClientLifecycleMode::Initialize;
+            handshake(server, handler, authorization, legacy).await
+        }
+        first => first,
+    }
+}
+
+async fn handshake(
+    server: &McpServer,
+    handler: Upstream,
+    authorization: Option<&str>,
+    lifecycle: ClientLifecycleMode,
 ) -> Result<Client, CallError> {
     let name = &server.metadata.name;
     let unavailable = |what: String| {
@@ -86,7 +120,7 @@ pub(super) async fn connect(
                 .map_err(|e| unavailable(format!("cannot start {:?}: {e}", stdio.command)))?;
             handler
                 .clone()
-                .serve(transport)
+                .serve_with_lifecycle(transport, lifecycle.clone())
                 .await
                 .map_err(|e| unavailable(e.to_string()))
         } else if let Some(http) = &server.spec.http {
@@ -115,7 +149,7 @@ pub(super) async fn connect(
                 .map_err(|e| unavailable(e.to_string()))?;
             let transport = StreamableHttpClientTransport::with_client(client, config);
             handler
-                .serve(transport)
+                .serve_with_lifecycle(transport, lifecycle.clone())
                 .await
                 .map_err(|e| match e.auth_challenge() {
                     Some(_) => CallError::new(

@@ -23,7 +23,7 @@ use rmcp::model::{
     CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationCapability,
     FormElicitationCapability, Implementation, LoggingMessageNotificationParam,
     ProgressNotificationParam, RequestId, ResourceUpdatedNotificationParam, SamplingCapability,
-    UrlElicitationCapability,
+    TASKS_EXTENSION_ID, UrlElicitationCapability,
 };
 use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext, RoleClient};
 use serde::Serialize;
@@ -44,6 +44,9 @@ pub(super) struct Upstream {
     pub progress: ProgressRoutes,
     pub calls: CallRoutes,
     pub capabilities: ClientCapabilities,
+    /// Declares the tasks extension (SEP-2663): the server may answer a
+    /// call with its own task, which joch follows (`tasks.rs`).
+    pub tasks: bool,
     pub notices: NoticeSink,
     /// The server's namespace and name, for notices.
     pub server: (String, String),
@@ -169,6 +172,10 @@ impl ClientHandler for Upstream {
             elicitation.form = c.elicitation_form.then(FormElicitationCapability::default);
             elicitation.url = c.elicitation_url.then(UrlElicitationCapability::default);
             capabilities.elicitation = Some(elicitation);
+        }
+        if self.tasks {
+            let extensions = capabilities.extensions.get_or_insert_with(Default::default);
+            extensions.insert(TASKS_EXTENSION_ID.to_owned(), Default::default());
         }
         ClientConfig::new(
             capabilities,

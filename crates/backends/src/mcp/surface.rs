@@ -7,13 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use joch_core::mcp_surface::{ClientCapabilities, McpOperation, McpSurface, UpstreamNotices};
+use joch_core::mcp_surface::{
+    CallClient, ClientCapabilities, McpOperation, McpSurface, UpstreamNotices,
+};
 use joch_core::{CallError, ErrorCode, McpServer};
 use rmcp::model::ClientRequest;
 use rmcp::service::ServiceError;
 use serde_json::{Map, Value, json};
 
-use super::{Client, McpClients};
+use super::{Client, McpClients, rounds};
 
 /// The methods [`McpSurface::request`] passes on.
 const PASSED_ON: [&str; 7] = [
@@ -35,8 +37,9 @@ impl McpClients {
         client: &Arc<Client>,
         operation: McpOperation,
         args: &Map<String, Value>,
+        caller: Option<&Arc<dyn CallClient>>,
     ) -> Result<Value, CallError> {
-        let params = match operation {
+        let mut params = match operation {
             McpOperation::ReadResource => json!({"uri": args.get("uri")}),
             _ => {
                 let mut params = json!({"name": args.get("name")});
@@ -46,7 +49,32 @@ impl McpClients {
                 params
             }
         };
-        self.send(server, client, operation.as_str(), params).await
+        // A server of 2026-07-28 asks its questions as `input_required`
+        // (see `rounds.rs`): answered by the caller, then sent again.
+        for _ in 0..rounds::MAX_ROUNDS {
+            let answer = self
+                .send(server, client, operation.as_str(), params.clone())
+                .await?;
+            if answer.get("resultType").and_then(Value::as_str) != Some("input_required") {
+                return Ok(answer);
+            }
+            let asked = answer.get("inputRequests").cloned().unwrap_or_default();
+            let asked = serde_json::from_value(asked).map_err(|e| {
+                CallError::new(
+                    ErrorCode::McpError,
+                    format!("the server's question cannot be read: {e}"),
+                )
+            })?;
+            params["inputResponses"] = json!(rounds::answers(asked, caller).await?);
+            params["requestState"] = answer.get("requestState").cloned().unwrap_or_default();
+        }
+        Err(CallError::new(
+            ErrorCode::McpError,
+            format!(
+                "the server still asked for input after {} rounds",
+                rounds::MAX_ROUNDS
+            ),
+        ))
     }
 
     /// Sends `method` with `params` on `client` and returns the result as JSON.

@@ -1,6 +1,6 @@
 //! The back of the call path: run the backend, apply the result hook, settle.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use joch_core::artifact::is_media_type;
 use joch_core::redact::{REDACTED, redact_fields};
@@ -13,6 +13,7 @@ use joch_store::timing::{self, Stage};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use crate::calls::cancels::{MCP_GRACE, Running};
 use crate::calls::hooks::refusal;
 use crate::calls::prepare::Prepared;
 use crate::calls::{CallOutcome, Recorded, Rejection};
@@ -74,6 +75,15 @@ impl Engine {
         if call.spec.mode == CallMode::Hook {
             return self.hand_over(call).await;
         }
+        // Registered before it runs: a cancel heard meanwhile stops it.
+        let running = self.running(&call);
+        if *running.watch().borrow() {
+            let error =
+                CallError::new(ErrorCode::Cancelled, "the call was cancelled before it ran");
+            return self
+                .settle(call, Phase::Failed, None, Some(error), None)
+                .await;
+        }
         let prepared = match self.prepare(&tool, &call).await? {
             Ok(prepared) => prepared,
             Err(error) => {
@@ -84,8 +94,9 @@ impl Engine {
         };
         let written = self.mark_running(&mut call, &tool).await?;
         let invoked = self
-            .invoke(&mut call, &tool, &args, &prepared, written)
+            .invoke(&mut call, &tool, &args, &prepared, written, &running)
             .await;
+        drop(running);
         if prepared.actions.is_some() {
             // A declarative tool reports its state changes in its result, even a failed one.
             let reported = match &invoked.result {
@@ -142,11 +153,12 @@ impl Engine {
         args: &serde_json::Map<String, Value>,
         prepared: &Prepared,
         written: bool,
+        running: &Running,
     ) -> Invoked {
         let started = Instant::now();
         let relay = self.relay_chunks(call);
-        let client =
-            matches!(tool.spec.backend, Backend::Mcp(_)).then(|| self.call_client(call, tool));
+        let client = matches!(tool.spec.backend, Backend::Mcp(_))
+            .then(|| self.call_client(call, tool, running.watch()));
         let invocation = Invocation {
             namespace: &call.metadata.namespace,
             call_id: &call.metadata.name,
@@ -171,6 +183,23 @@ impl Engine {
         let invoke = (prepared.backend)
             .invoke_output(invocation)
             .instrument(tracing::info_span!("backend", backend = kind));
+        // An MCP backend tells its server of a cancel and ends by itself;
+        // any other's request is dropped.
+        let grace = if client.is_some() {
+            MCP_GRACE
+        } else {
+            Duration::ZERO
+        };
+        let invoke = async {
+            tokio::select! {
+                biased;
+                done = invoke => done,
+                () = async {
+                    running.cancelled().await;
+                    tokio::time::sleep(grace).await;
+                } => Err(Running::failure()),
+            }
+        };
         timing::enter(Stage::Backend);
         let (result, version) = if written {
             (invoke.await, None)

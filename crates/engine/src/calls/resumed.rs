@@ -4,8 +4,8 @@
 //! gets is the call's record, on whichever replica it reaches: the tool
 //! ran once, when the decision was made, and every retry reads that
 //! outcome. The name is not a credential: only the principal that made the
-//! call may resume it (another gets `NotFound`, as for no call at all), or
-//! cancel it while it still waits for a person.
+//! call may resume it (another gets `NotFound`, as for no call at all).
+//! Cancelling is `cancels.rs`.
 
 use std::time::Duration;
 
@@ -61,20 +61,12 @@ impl Calls<'_> {
         Ok(CallOutcome::stored(call, false).into_response())
     }
 
-    /// Cancels the call `name` that `by` made, if it still waits for a
-    /// person: its Approval is withdrawn and it ends `Failed` with
-    /// `error.code: cancelled`, never to run. A call already decided (or
-    /// running) goes on; either way the call is returned as it stands.
-    pub async fn cancel(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        name: &str,
-    ) -> Result<ToolCall, EngineError> {
-        let call = self.own_call(by, namespace, name).await?;
-        if call.status.phase != Phase::AwaitingApproval {
-            return Ok(call);
-        }
+    /// Withdraws a call waiting for a person (see [`Calls::cancel`]): its
+    /// Approval is withdrawn and it ends `Failed` with `error.code:
+    /// cancelled`, never to run; unless an approver decided first, in which
+    /// case it is returned as it stands.
+    pub(in crate::calls) async fn withdraw(&self, call: ToolCall) -> Result<ToolCall, EngineError> {
+        let (namespace, name) = (&call.metadata.namespace, &call.metadata.name);
         self.withdraw_approval(namespace, name, "cancelled by the caller")
             .await?;
         // Withdrawn by us, not decided by an approver first: the call is ours to end.

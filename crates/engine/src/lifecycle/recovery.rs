@@ -30,7 +30,7 @@ pub struct RecoveryReport {
     /// `Running` calls of risky tools marked `Unknown` (reason `interrupted`).
     pub interrupted: usize,
     /// Calls settled `Failed` because they could not be run again (tool
-    /// deleted, input not recorded).
+    /// deleted, input not recorded, cancelled).
     pub abandoned: usize,
     /// Approvals still waiting for a person; their deadlines are re-armed.
     pub approvals_pending: usize,
@@ -84,6 +84,17 @@ impl Engine {
             self.settle(call, Phase::Unknown, None, Some(error), None)
                 .await?;
             report.interrupted += 1;
+            return Ok(());
+        }
+        if self.cancel_marked(&call).await? {
+            // Cancelled while its replica was going away: not run again.
+            let error = CallError::new(
+                ErrorCode::Cancelled,
+                "the call was cancelled; joch stopped before it could stop it",
+            );
+            self.settle(call, Phase::Failed, None, Some(error), None)
+                .await?;
+            report.abandoned += 1;
             return Ok(());
         }
         let tool: Option<Tool> = match self.inner.store.get_object(&ns, call.tool_name()).await {

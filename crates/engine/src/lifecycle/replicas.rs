@@ -93,6 +93,16 @@ impl Engine {
                     Err(RecvError::Closed) => return,
                 };
                 let Some(inner) = inner.upgrade() else { return };
+                match change.kind.as_str() {
+                    crate::calls::CANCEL_KIND => {
+                        inner.calls.cancels.heard(&change.namespace, &change.name);
+                    }
+                    Change::ANYTHING => Engine {
+                        inner: inner.clone(),
+                    }
+                    .recheck_cancels(),
+                    _ => {}
+                }
                 inner.touched_kind(&change.kind);
             }
         }))

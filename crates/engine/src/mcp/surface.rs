@@ -26,7 +26,7 @@ use joch_core::{
 };
 use joch_store::ListQuery;
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use crate::Mcp;
 use crate::calls::recorded_value;
@@ -107,8 +107,15 @@ impl Engine {
     }
 
     /// The client an MCP tool's backend talks to during `call`: the
-    /// attached one (if any), recording each exchange.
-    pub(crate) fn call_client(&self, call: &ToolCall, tool: &Tool) -> Arc<dyn CallClient> {
+    /// attached one (if any), recording each exchange. It cancels the call
+    /// when that client does or when `cancelled` turns true (a cancel mark,
+    /// from any replica).
+    pub(crate) fn call_client(
+        &self,
+        call: &ToolCall,
+        tool: &Tool,
+        cancelled: watch::Receiver<bool>,
+    ) -> Arc<dyn CallClient> {
         let key = format!("{}/{}", call.metadata.namespace, call.metadata.name);
         let inner = self.relays().get(&key).cloned();
         Arc::new(RecordedClient {
@@ -126,6 +133,7 @@ impl Engine {
                 observability: tool.spec.observability.clone(),
             }),
             inner,
+            cancelled,
         })
     }
 
@@ -290,6 +298,8 @@ fn surface_operation(method: &str, params: &Value) -> Option<McpOperation> {
 pub(crate) struct RecordedClient {
     recorder: Arc<Recorder>,
     inner: Option<Arc<dyn CallClient>>,
+    /// Turns true when the call is cancelled through the engine.
+    cancelled: watch::Receiver<bool>,
 }
 
 /// Writes a call's exchanges to its timeline.
@@ -404,9 +414,21 @@ impl CallClient for RecordedClient {
     }
 
     async fn cancelled(&self) {
-        match &self.inner {
-            Some(client) => client.cancelled().await,
-            None => std::future::pending().await,
+        let by_client = async {
+            match &self.inner {
+                Some(client) => client.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut marked = self.cancelled.clone();
+        let by_mark = async move {
+            if marked.wait_for(|c| *c).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            () = by_client => {}
+            () = by_mark => {}
         }
     }
 }

@@ -36,6 +36,8 @@ mod mcp_front;
 mod mcp_sessions;
 mod mcp_stateless;
 mod mcp_surface;
+mod mcp_tasks;
+mod mcp_upstream;
 mod metrics;
 mod openapi;
 mod policies;

@@ -201,3 +201,25 @@ impl rmcp::ClientHandler for Watcher {
         self.progress.lock().unwrap().push(message);
     }
 }
+
+#[tokio::test]
+async fn a_call_outlasting_a_quiet_sessions_life_still_gets_its_answer() {
+    // A session's worker and record end after `idle` without a message;
+    // a call that runs longer keeps them (it pings the client).
+    let webhook = crate::harness::Webhook::start().await;
+    let joch = Joch::builder()
+        .args(&["--mcp-session-idle-seconds", "1"])
+        .start()
+        .await;
+    let slow = format!("{}/slow", webhook.base);
+    let mut tool = crate::harness::rest_tool("slow.read", &slow, json!({"level": "read_only"}));
+    tool["spec"]["backend"]["endpoint"]["timeoutMs"] = json!(10_000);
+    joch.create_tool(tool).await;
+    let client = crate::mcp_surface::peers::connect(&joch, Default::default()).await;
+    let call = client.call_tool(CallToolRequestParams::new("slow.read"));
+    let result = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("the answer of a 3 s call on a session idle after 1 s")
+        .unwrap();
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+}

@@ -220,6 +220,10 @@ fn calls() -> Router<AppState> {
             post(toolcalls::replay),
         )
         .route(
+            "/v1/namespaces/{ns}/toolcalls/{name}/cancel",
+            post(toolcalls::cancel),
+        )
+        .route(
             "/v1/namespaces/{ns}/toolcalls/{name}/resolve",
             post(toolcalls::resolve),
         )

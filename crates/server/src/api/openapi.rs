@@ -170,7 +170,7 @@ fn resources(mut paths: PathsBuilder) -> PathsBuilder {
     paths
 }
 
-/// Tool calls: make, read, replay, resolve.
+/// Tool calls: make, read, cancel, replay, resolve.
 fn calls(paths: PathsBuilder) -> PathsBuilder {
     paths
         .path(
@@ -211,6 +211,20 @@ fn calls(paths: PathsBuilder) -> PathsBuilder {
                 "toolcalls",
                 replay_schema(),
                 &["201", "200"],
+            ),
+        )
+        .path(
+            "/v1/namespaces/{ns}/toolcalls/{name}/cancel",
+            PathItem::new(
+                HttpMethod::Post,
+                with_path(
+                    operation(
+                        "Cancel a call, on whichever replica runs it; answers it as it stands",
+                        "toolcalls",
+                    ),
+                    &["ns", "name"],
+                )
+                .response("200", ok(resource())),
             ),
         )
         .path(

@@ -154,6 +154,16 @@ pub(crate) async fn relabel(
     Ok(Json(state.engine.calls().relabel(&ns, &name, call).await?))
 }
 
+/// Cancels the call on whichever replica runs it (or withdraws it while it
+/// waits for a person), and answers it as it then stands.
+pub(crate) async fn cancel(
+    State(state): State<AppState>,
+    Caller(by): Caller,
+    Path((ns, name)): Path<(String, String)>,
+) -> Result<Json<ToolCall>, ApiError> {
+    Ok(Json(state.engine.calls().cancel(&by, &ns, &name).await?))
+}
+
 /// Replays a settled call as a new one (201), linked by `spec.replayOf`.
 pub(crate) async fn replay(
     State(state): State<AppState>,

@@ -8,8 +8,11 @@ use joch_core::names::{validate_name, validate_namespace};
 use joch_core::{ObjectRef, Phase, Tool, ToolCall};
 use joch_engine::{ChunkFollower, Engine, EngineError, ListParams, Principal};
 use rmcp::ErrorData;
-use rmcp::model::{CallToolRequestParams, Extensions, ProgressNotificationParam, ProgressToken};
-use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::model::{
+    CallToolRequestParams, Extensions, GetExtensions, ProgressNotificationParam, ProgressToken,
+    ServerRequest,
+};
+use rmcp::service::{OriginatingRequestId, Peer, PeerRequestOptions, RequestContext, RoleServer};
 use serde_json::Value;
 
 use super::elicit;
@@ -282,6 +285,7 @@ impl JochMcp {
             self.progress_every,
         );
         let mut reported = 0u32;
+        let mut keepalive = self.keepalive(defer);
         loop {
             tokio::select! {
                 done = &mut running => {
@@ -340,6 +344,9 @@ impl JochMcp {
                     if let Some(cancel) = cancel.take() {
                         let _ = cancel.send(true);
                     }
+                }
+                _ = until_some(keepalive.as_mut().map(tokio::time::Interval::tick)), if keepalive.is_some() => {
+                    ping(context);
                 }
                 _ = ticker.tick(), if token.is_some() => {
                     if let Some(token) = &token {
@@ -404,6 +411,41 @@ impl JochMcp {
             .map(|t| (t.metadata.name, t.metadata.resource_version))
             .collect()
     }
+}
+
+impl JochMcp {
+    /// For a request on an HTTP session: a session's worker and record end
+    /// after a quiet spell (`sessions::HOT_IDLE`, the session idle time),
+    /// which a long call would outlast, losing its answer; so the call
+    /// pings its client three times per spell, whose answers keep both.
+    fn keepalive(&self, defer: bool) -> Option<tokio::time::Interval> {
+        if defer || self.namespace.is_some() {
+            return None;
+        }
+        let idle = self.engine.mcp().session_limits().idle;
+        let every = super::sessions::HOT_IDLE.min(idle) / 3;
+        let first = tokio::time::Instant::now() + every;
+        Some(tokio::time::interval_at(first, every))
+    }
+}
+
+/// Sends the client a `ping` on the request's stream, not waiting for it.
+fn ping(context: &RequestContext<RoleServer>) {
+    let Ok(mut request) =
+        serde_json::from_value::<ServerRequest>(serde_json::json!({"method": "ping"}))
+    else {
+        return;
+    };
+    request
+        .extensions_mut()
+        .insert(OriginatingRequestId(context.id.clone()));
+    let peer = context.peer.clone();
+    tokio::spawn(async move {
+        let options = PeerRequestOptions::no_options();
+        if let Ok(handle) = peer.send_request_with_option(request, options).await {
+            let _ = tokio::time::timeout(Duration::from_secs(10), handle.await_response()).await;
+        }
+    });
 }
 
 /// How [`JochMcp::run_call`] ended.

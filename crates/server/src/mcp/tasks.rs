@@ -14,9 +14,9 @@
 //!   `cancelled` for a call the caller cancelled.
 //! - `tasks/update` takes the answer to that question (key `approval`),
 //!   deciding the Approval as the user's answer does.
-//! - `tasks/cancel` withdraws a call still waiting for a person
-//!   (`Calls::cancel`: `Failed`, `error.code: cancelled`); a call
-//!   already running goes on (cancellation is cooperative).
+//! - `tasks/cancel` cancels the call (`Calls::cancel`): withdrawn while
+//!   it waits for a person, stopped by the replica running it otherwise;
+//!   `Failed`, `error.code: cancelled`.
 //!
 //! Only the principal that made the call sees its task.
 
@@ -161,7 +161,7 @@ impl JochMcp {
         Ok(())
     }
 
-    /// `tasks/cancel`: withdraws the call if it still waits for a person.
+    /// `tasks/cancel`: cancels the call, whichever replica runs it.
     pub(super) async fn cancel_task_of(
         &self,
         params: CancelTaskParams,

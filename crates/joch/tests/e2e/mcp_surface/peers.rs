@@ -29,6 +29,8 @@ use crate::harness::{Joch, NS};
 #[derive(Clone, Default)]
 pub(crate) struct Docs {
     pub(crate) cancelled: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when `wait` starts.
+    pub(crate) waiting: Arc<std::sync::atomic::AtomicBool>,
     /// Set by `touch`: the tool `late` is listed from then on.
     late: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -119,6 +121,8 @@ impl ServerHandler for Docs {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if request.name == "wait" {
+            self.waiting
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             tokio::select! {
                 () = context.ct.cancelled() => self.cancelled.store(true, std::sync::atomic::Ordering::SeqCst),
                 () = tokio::time::sleep(std::time::Duration::from_secs(10)) => {}
@@ -215,6 +219,8 @@ pub(crate) async fn start_docs_with(docs: Docs) -> String {
 #[derive(Clone, Default)]
 pub(crate) struct User {
     elicitation: Option<Value>,
+    /// What an accepted form answers with.
+    content: Option<Value>,
     pub(crate) asked: Arc<Mutex<Vec<String>>>,
 }
 
@@ -224,6 +230,12 @@ impl User {
             elicitation: Some(elicitation),
             ..User::default()
         }
+    }
+
+    /// Accepting forms with `content`.
+    pub(crate) fn answering(mut self, content: Value) -> Self {
+        self.content = Some(content);
+        self
     }
 
     pub(crate) async fn heard(&self, what: &str) -> bool {
@@ -264,7 +276,11 @@ impl ClientHandler for User {
             }
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         }
-        Ok(ElicitResult::new(ElicitationAction::Accept))
+        let accepted = ElicitResult::new(ElicitationAction::Accept);
+        Ok(match &self.content {
+            Some(content) => accepted.with_content(content.clone()),
+            None => accepted,
+        })
     }
 
     async fn on_resource_updated(
