@@ -314,16 +314,18 @@ impl JochMcp {
                     }
                     // Asked from this task, so that it rides this request's stream.
                     if let Ok(approval) = approval {
-                        let peer = &context.peer;
-                        next_pause = Some(elicit::on_pause(peer, &self.engine, by_principal, approval, tool, &mut asking).await);
+                        let engine = &self.engine;
+                        let asked = elicit::on_pause(&context.peer, engine, by_principal, approval, tool, &mut asking);
+                        next_pause = Some(asked.await);
                     }
                 }
                 // Paused again (a consent after a person's approval): asked again.
                 approval = until_some(next_pause.as_mut()), if next_pause.is_some() => {
                     next_pause = None;
                     if let Some(approval) = approval {
-                        let peer = &context.peer;
-                        next_pause = Some(elicit::on_pause(peer, &self.engine, by_principal, approval, tool, &mut asking).await);
+                        let engine = &self.engine;
+                        let asked = elicit::on_pause(&context.peer, engine, by_principal, approval, tool, &mut asking);
+                        next_pause = Some(asked.await);
                     }
                 }
                 answer = until_some(asking.as_mut().map(elicit::Asking::answered)), if asking.is_some() => {
