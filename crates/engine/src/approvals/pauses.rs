@@ -13,9 +13,11 @@ use serde_json::Value;
 use crate::identity::rules;
 use crate::{Approvals, EngineError};
 
-/// How often the Approval is read again besides its change signal (which
-/// a store without a change feed may not carry from another replica).
-const REREAD: Duration = Duration::from_secs(1);
+/// How often the Approval is read again besides its change signal. The
+/// signal carries other replicas' writes too (a change feed that lost some
+/// signals every kind), so this is only a safety net: each waiting call
+/// reads once per period, and approvals change at a person's pace.
+const REREAD: Duration = Duration::from_secs(15);
 
 impl Approvals<'_> {
     /// Waits until the call `name` pauses again after `seen`, the Approval
