@@ -12,8 +12,11 @@ joch's debug log or its exported traces."""
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -22,7 +25,7 @@ import pytest
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import NAMESPACE
+from conftest import NAMESPACE, start_joch
 from otlp import TraceReceiver
 from test_consent import (
     CALLS,
@@ -34,7 +37,7 @@ from test_consent import (
     start,
     token_requests,
 )
-from test_credentials import CLIENT_SECRET, assert_nowhere, wait_for_tool
+from test_credentials import CLIENT_SECRET, ROOT, VAULT_KEY, assert_nowhere, fresh_postgres_database, wait_for_tool
 from test_mcp_auth import KEY, b64url, hs256
 from upstream_oauth import CLIENT_ID, TOKEN_EXCHANGE, AuthorizationServer, ProtectedMcp
 
@@ -104,7 +107,9 @@ def through_mcp(joch, token: str, user: str) -> tuple[types.CallToolResult, list
             async with streamable_http_client(joch.mcp_url(), http_client=http) as (read, write):
                 async with ClientSession(read, write, elicitation_callback=open_in_browser) as session:
                     await session.initialize()
-                    return await session.call_tool("protected.whoami", {})
+                    # A URL never sent would leave the call waiting: fail instead.
+                    with anyio.fail_after(30):
+                        return await session.call_tool("protected.whoami", {})
 
     return anyio.run(scenario), asked
 
@@ -245,3 +250,100 @@ def test_a_per_user_server_needs_list_auth(authorization, upstream, tmp_path):
     finally:
         joch.process.kill()
         joch.process.wait()
+
+
+def test_a_waiting_mcp_client_is_sent_the_consent_url_once_a_person_approved(authorization, upstream, tmp_path):
+    """The call waits for a person first (a policy), then, approved by REST,
+    for its user's consent: the MCP client still waiting on it is sent the
+    URL then. Unused for a second, the user's connection upstream closes."""
+    joch = start(tmp_path, JOCH_MCP_USER_CONNECTION_IDLE_SECONDS="1")
+    try:
+        joch.apply(per_user_server(authorization, upstream, "authorization_code"))
+        joch.apply({"kind": "Policy", "metadata": {"name": "whoami-needs-a-person"}, "spec": {
+            "version": "v1", "appliesTo": {"tools": ["protected.whoami"]},
+            "rules": [{"name": "person", "require": {"approval": "human"}, "reason": "it acts as the user"}],
+        }})
+        wait_for_tool(joch, "protected.whoami")
+        bob = agent(joch, "bob")
+
+        def approve() -> str:
+            approval = pending_consent(joch)
+            assert approval["spec"]["action"]["type"] == "tool_call", approval
+            name = approval["metadata"]["name"]
+            joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/approvals/{name}/approve", {"rationale": "fine"})
+            return name
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            approver = pool.submit(approve)
+            result, asked = through_mcp(joch, bob, "bob@upstream")
+            name = approver.result(timeout=30)
+        assert not result.is_error, result
+        assert result.content[0].text == "hello joch-client as bob@upstream"
+        (question,) = asked
+        assert question.mode == "url" and question.url.startswith(authorization.authorize_url), question
+        done = joch.ok("GET", f"{CALLS}/{name}")
+        assert done["status"]["phase"] == "Succeeded", done
+        assert done["spec"]["approval"]["approvedBy"] == "root", done
+        assert upstream.answered == ["bob@upstream"], "the call ran once, as bob"
+
+        # Bob's connection upstream, unused for a second, is closed (the
+        # listing's stays); his next call opens one again.
+        joch.ok("DELETE", f"/v1/namespaces/{NAMESPACE}/policies/whoami-needs-a-person")
+        deadline = time.monotonic() + 10
+        while upstream.sessions() > 1:
+            assert time.monotonic() < deadline, f"{upstream.sessions()} sessions upstream"
+            time.sleep(0.05)
+        assert said(whoami(joch, bob)) == "hello joch-client as bob@upstream"
+        assert upstream.sessions() == 2
+        assert "idle per-user MCP connections closed" in "".join(joch.stderr)
+        secrets = [*authorization.issued, *authorization.other_secrets, CLIENT_SECRET]
+        assert_nowhere(secrets, tmp_path, joch, "mcpserver.protected.service")
+    finally:
+        joch.process.kill()
+        joch.process.wait()
+
+
+def test_a_consent_taken_by_replica_b_resumes_an_mcp_tool_call_waiting_on_a(authorization, upstream, tmp_path):
+    store, bin_dir = fresh_postgres_database()
+    env = {"JOCH_ADMIN_TOKEN": ROOT, "JOCH_VAULT_KEY": VAULT_KEY, "UPSTREAM_CLIENT_SECRET": CLIENT_SECRET}
+    replicas = []
+    try:
+        for name in ["a", "b"]:
+            (tmp_path / name).mkdir()
+            replica = start_joch(tmp_path / name, env, store=store)
+            replica.token = ROOT
+            replicas.append(replica)
+        a, b = replicas
+        a.apply(per_user_server(authorization, upstream, "authorization_code"))
+        wait_for_tool(a, "protected.whoami")
+        wait_for_tool(b, "protected.whoami")
+        alice = agent(a, "alice")
+        waiting, answers = in_background(a, alice)
+        approval = pending_consent(a)
+        paused = a.ok("GET", f"{CALLS}/{approval['metadata']['name']}")
+
+        # The authorization server sends the browser to A's callback; a
+        # load balancer hands it to B, which runs the call over its own
+        # connection carrying alice's token.
+        back = consent(approval["spec"]["payload"]["consentUrl"], "alice@upstream", follow=False).headers["location"]
+        to_b = urllib.parse.urlsplit(back)._replace(netloc=urllib.parse.urlsplit(b.base).netloc)
+        taken = httpx2.get(urllib.parse.urlunsplit(to_b), timeout=30)
+        assert taken.status_code == 200, taken.text
+        waiting.join(timeout=30)
+        (done,) = answers
+        assert said(done) == "hello joch-client as alice@upstream", done
+        assert done["status"]["replica"] != paused["status"]["replica"], "B ran the call A admitted"
+        assert upstream.answered == ["alice@upstream"], "the call ran once"
+        assert httpx2.get(back, timeout=30).status_code == 400, "A refuses the used state"
+        # A uses the token B stored.
+        assert said(whoami(a, alice)) == "hello joch-client as alice@upstream"
+        assert token_requests(authorization, "authorization_code") == 1
+
+        dump = subprocess.run([f"{bin_dir}/pg_dump", store], check=True, capture_output=True, text=True).stdout
+        assert "protected.whoami" in dump
+        for secret in [*authorization.issued, *authorization.other_secrets, CLIENT_SECRET]:
+            assert secret not in dump, f"{secret[:6]}... in PostgreSQL"
+    finally:
+        for replica in replicas:
+            replica.process.kill()
+            replica.process.wait()

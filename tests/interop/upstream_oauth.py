@@ -268,6 +268,8 @@ class ProtectedMcp:
     def __init__(self, authorization: AuthorizationServer) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
+        # Whose token each `whoami` it answered carried.
+        self.answered: list[str] = []
         server = MCPServer(
             name="protected",
             log_level="WARNING",
@@ -289,6 +291,7 @@ class ProtectedMcp:
             token = get_access_token()
             if token is None:
                 return "hello nobody"
+            self.answered.append(token.subject)
             return f"hello {token.client_id} as {token.subject}"
 
         config = uvicorn.Config(

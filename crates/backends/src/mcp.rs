@@ -88,6 +88,13 @@ impl McpClients {
         self
     }
 
+    /// The same, closing a per-user connection unused for `idle` (default
+    /// 2 minutes; at least 100 ms).
+    pub fn with_user_connection_idle(mut self, idle: std::time::Duration) -> Self {
+        self.slots.idle = idle.max(std::time::Duration::from_millis(100));
+        self
+    }
+
     /// Which user's token a request to `server` made for `user` carries:
     /// `user` for a server taking per-user tokens, else none (joch's own).
     fn user_of<'u>(server: &McpServer, user: Option<&'u str>) -> Option<&'u str> {

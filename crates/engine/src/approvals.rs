@@ -593,5 +593,6 @@ pub use consent::ConsentReply;
 mod inbox;
 pub use inbox::InboxItem;
 mod outcome;
+mod pauses;
 #[cfg(test)]
 mod tests;

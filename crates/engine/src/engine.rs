@@ -67,6 +67,9 @@ pub struct EngineConfig {
     /// own token are kept open at most, over all users (default 64): the
     /// least recently used idle one closes for a new user.
     pub mcp_user_connections: usize,
+    /// How long a connection to an upstream MCP server carrying one user's
+    /// token stays open unused before it is closed (default 2 minutes).
+    pub mcp_user_connection_idle: Duration,
 }
 
 impl Default for EngineConfig {
@@ -88,6 +91,7 @@ impl Default for EngineConfig {
             credentials: None,
             public_url: None,
             mcp_user_connections: 64,
+            mcp_user_connection_idle: Duration::from_secs(120),
         }
     }
 }

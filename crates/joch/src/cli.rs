@@ -373,6 +373,14 @@ pub struct ServeArgs {
     /// closes for a new user).
     #[arg(long, env = "JOCH_MAX_MCP_USER_CONNECTIONS", default_value_t = 64)]
     pub max_mcp_user_connections: usize,
+    /// A connection to an upstream MCP server carrying one user's token,
+    /// unused this long, is closed (the next call of that user opens one).
+    #[arg(
+        long,
+        env = "JOCH_MCP_USER_CONNECTION_IDLE_SECONDS",
+        default_value_t = 120
+    )]
+    pub mcp_user_connection_idle_seconds: u64,
     /// Also serve demo webhooks under /demo and apply the example tools.
     #[arg(long)]
     pub demo: bool,

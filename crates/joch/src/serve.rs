@@ -54,6 +54,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         vault: vault_keys(&args)?,
         public_url: Some(public_url.clone()),
         mcp_user_connections: args.max_mcp_user_connections,
+        mcp_user_connection_idle: std::time::Duration::from_secs(
+            args.mcp_user_connection_idle_seconds.max(1),
+        ),
         ..EngineConfig::default()
     };
     let location = match &args.store {

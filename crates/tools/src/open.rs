@@ -121,7 +121,8 @@ pub async fn start(
         Arc::new(
             McpClients::new()
                 .with_credentials(credentials)
-                .with_user_connections(config.mcp_user_connections),
+                .with_user_connections(config.mcp_user_connections)
+                .with_user_connection_idle(config.mcp_user_connection_idle),
         ),
         Arc::new(NoopBackend),
     ];

@@ -4,8 +4,8 @@
 //! A server's shared connections are few (one per capability set). A
 //! per-user server's are as many as its active users, so that anyone able
 //! to name a new user would otherwise make joch open one more connection
-//! each time: they are bounded (`max_user`), and one unused for `IDLE` is
-//! closed. When the bound is reached the least recently used idle one is
+//! each time: they are bounded (`max_user`), and one unused for `idle`
+//! (default 2 minutes) is closed. When the bound is reached the least recently used idle one is
 //! closed for the newcomer; when every one is carrying a call, the new
 //! user's call fails at once (`mcp_unavailable`, saying so) rather than
 //! wait or grow.
@@ -18,8 +18,8 @@ use joch_core::{CallError, ErrorCode};
 
 use super::Connection;
 
-/// A per-user connection unused this long is closed.
-pub(super) const IDLE: Duration = Duration::from_secs(120);
+/// A per-user connection unused this long is closed, by default.
+pub(super) const USER_CONNECTION_IDLE: Duration = Duration::from_secs(120);
 
 /// How many per-user connections are kept open at most, by default.
 pub const MAX_USER_CONNECTIONS: usize = 64;
@@ -41,6 +41,8 @@ type Map = Arc<Mutex<HashMap<String, Entry>>>;
 pub(super) struct Slots {
     map: Map,
     pub(super) max_user: usize,
+    /// A per-user connection unused this long is closed.
+    pub(super) idle: Duration,
     /// Set once the idle sweeper runs (started with the first per-user slot).
     sweeping: OnceLock<()>,
 }
@@ -50,6 +52,7 @@ impl Default for Slots {
         Self {
             map: Map::default(),
             max_user: MAX_USER_CONNECTIONS,
+            idle: USER_CONNECTION_IDLE,
             sweeping: OnceLock::new(),
         }
     }
@@ -77,10 +80,19 @@ fn close_if_unused(entry: &Entry) -> bool {
     true
 }
 
-/// Closes the per-user connections unused for `IDLE`.
-fn sweep(map: &Map) {
+/// Closes the per-user connections unused for `idle`.
+fn sweep(map: &Map, idle: Duration) {
     let now = Instant::now();
-    lock(map).retain(|_, e| !(e.user && now.duration_since(e.used) >= IDLE && close_if_unused(e)));
+    let closed = |e: &Entry| e.user && now.duration_since(e.used) >= idle && close_if_unused(e);
+    let mut map = lock(map);
+    let before = map.len();
+    map.retain(|_, e| !closed(e));
+    if map.len() < before {
+        tracing::debug!(
+            closed = before - map.len(),
+            "idle per-user MCP connections closed"
+        );
+    }
 }
 
 impl Slots {
@@ -138,13 +150,14 @@ impl Slots {
     fn start_sweeping(&self) {
         self.sweeping.get_or_init(|| {
             let map: Weak<Mutex<HashMap<String, Entry>>> = Arc::downgrade(&self.map);
+            let idle = self.idle;
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move {
-                    let mut every = tokio::time::interval(IDLE / 4);
+                    let mut every = tokio::time::interval(idle / 4);
                     loop {
                         every.tick().await;
                         let Some(map) = map.upgrade() else { return };
-                        sweep(&map);
+                        sweep(&map, idle);
                     }
                 });
             }
@@ -186,10 +199,10 @@ mod tests {
         let busy = slots.get("s@busy".into(), true).unwrap();
         slots.get("shared@".into(), false).unwrap();
         for entry in lock(&slots.map).values_mut() {
-            entry.used -= IDLE;
+            entry.used -= USER_CONNECTION_IDLE;
         }
         let _opening = busy.lock().await;
-        sweep(&slots.map);
+        sweep(&slots.map, USER_CONNECTION_IDLE);
         assert!(slots.existing("s@idle").is_none(), "idle: closed");
         assert!(slots.existing("s@busy").is_some(), "in use: kept");
         assert!(slots.existing("shared@").is_some(), "shared: not swept");

@@ -415,8 +415,10 @@ impl ClientHandler for Opener {
     }
 }
 
-#[tokio::test]
-async fn a_call_waiting_for_consent_gives_its_authorization_url_in_input_required() {
+/// joch with a vault, and a tool `mail.read` over an Endpoint taking each
+/// user's own token; its authorization URL (nothing listens there: no
+/// user consents in these tests).
+async fn per_user_mail() -> (Joch, &'static str) {
     let key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
     let joch = Joch::builder().env("JOCH_VAULT_KEY", key).start().await;
     let authorize = "http://127.0.0.1:9/authorize";
@@ -431,7 +433,22 @@ async fn a_call_waiting_for_consent_gives_its_authorization_url_in_input_require
         json!({"name": "mail.read", "actions": [{"type": "webhook", "endpoint": "mail"}]}),
     )
     .await;
+    (joch, authorize)
+}
 
+/// The URL of the question in an `input_required` answer.
+fn asked_url(asked: &rmcp::model::InputRequiredResult) -> String {
+    let asked = serde_json::to_value(asked.input_requests.as_ref().expect("a question")).unwrap();
+    assert_eq!(asked["approval"]["params"]["mode"], "url", "{asked}");
+    asked["approval"]["params"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_call_waiting_for_consent_gives_its_authorization_url_in_input_required() {
+    let (joch, authorize) = per_user_mail().await;
     let client = stateless(&joch, Opener).await;
     let first = client
         .call_tool_once(CallToolRequestParams::new("mail.read").with_arguments(Default::default()))
@@ -440,10 +457,52 @@ async fn a_call_waiting_for_consent_gives_its_authorization_url_in_input_require
     let CallToolResponse::InputRequired(first) = first else {
         panic!("not input_required: {first:?}")
     };
-    let asked = serde_json::to_value(first.input_requests.expect("a question")).unwrap();
-    let question = &asked["approval"]["params"];
-    assert_eq!(question["mode"], "url", "{asked}");
-    let url = question["url"].as_str().unwrap();
+    let url = asked_url(&first);
     assert!(url.starts_with(&format!("{authorize}?")), "{url}");
     assert!(url.contains("code_challenge_method=S256"), "{url}");
+}
+
+#[tokio::test]
+async fn a_consent_asked_after_a_persons_approval_reaches_the_retrying_client() {
+    let (joch, authorize) = per_user_mail().await;
+    let rule = json!({"when": {"tool.name": "mail.read"}, "require": {"approval": "human"}});
+    apply_policy(
+        &joch,
+        "people-approve-mail",
+        json!({"version": "1", "rules": [rule]}),
+    )
+    .await;
+    let client = stateless(&joch, Opener).await;
+    let read = CallToolRequestParams::new("mail.read").with_arguments(Default::default());
+    let CallToolResponse::InputRequired(first) = client.call_tool_once(read.clone()).await.unwrap()
+    else {
+        panic!("not input_required")
+    };
+    assert!(
+        !asked_url(&first).starts_with(authorize),
+        "a person decides first"
+    );
+
+    approve_the_pending_call(&joch, "root").await;
+    let state = first.request_state.expect("a state");
+    let started = std::time::Instant::now();
+    let retry = read.with_request_state(state.clone());
+    let CallToolResponse::InputRequired(second) = client.call_tool_once(retry).await.unwrap()
+    else {
+        panic!("not input_required")
+    };
+    let url = asked_url(&second);
+    assert!(
+        url.starts_with(&format!("{authorize}?")),
+        "now the user's consent: {url}"
+    );
+    assert!(
+        started.elapsed().as_secs() < 5,
+        "asked at once, not after the retry's wait"
+    );
+    assert_ne!(
+        second.request_state,
+        Some(state),
+        "the state says the consent was asked"
+    );
 }

@@ -132,11 +132,11 @@ impl JochMcp {
         namespace: &str,
         request: Retry<'_>,
         tool: Option<&Tool>,
+        context: &RequestContext<RoleServer>,
     ) -> Result<Result<ToolCall, InputRequiredResult>, ErrorData> {
-        let name = request
+        let (name, asked) = request
             .state
-            .and_then(|s| s.strip_prefix(STATE_PREFIX))
-            .filter(|name| !name.is_empty())
+            .and_then(parse_state)
             .ok_or_else(|| ErrorData::invalid_params("requestState is not one joch gave", None))?;
         // Whose call it is, before anything is decided on it.
         let call = self.resumed(by, namespace, name, Duration::ZERO).await?;
@@ -164,7 +164,27 @@ impl JochMcp {
                 .await;
             }
         }
-        let call = self.resumed(by, namespace, name, RETRY_WAIT).await?;
+        // Paused again since the client was last asked (a consent after a
+        // person's approval): the new question, now or once it comes.
+        let approvals = self.engine.approvals();
+        let current = approvals.get(namespace, name).await.ok();
+        let next = async {
+            match current.filter(|a| !reasks(a, asked)) {
+                Some(seen) => approvals.next_pause(by, namespace, name, &seen).await,
+                None => Ok(approvals.get(namespace, name).await.ok()),
+            }
+        };
+        let call = tokio::select! {
+            call = self.resumed(by, namespace, name, RETRY_WAIT) => call?,
+            Ok(Some(paused)) = next => {
+                if reasks(&paused, asked) {
+                    let mut again = self.input_required(&paused, tool, context);
+                    again.request_state = Some(format!("{STATE_PREFIX}{name}/{}", paused.metadata.resource_version));
+                    return Ok(Err(again));
+                }
+                self.resumed(by, namespace, name, RETRY_WAIT).await?
+            }
+        };
         if call.status.phase.is_terminal() {
             return Ok(Ok(call));
         }
@@ -207,8 +227,49 @@ impl JochMcp {
     }
 }
 
+/// The call a `requestState` names, and the resourceVersion of the
+/// Approval of a later pause the client was asked about (`None`: only the
+/// first pause was asked).
+fn parse_state(state: &str) -> Option<(&str, Option<&str>)> {
+    let rest = state.strip_prefix(STATE_PREFIX)?;
+    let (name, asked) = match rest.split_once('/') {
+        Some((name, version)) => (name, Some(version)),
+        None => (rest, None),
+    };
+    (!name.is_empty()).then_some((name, asked))
+}
+
+/// True when `approval` is a later pause of its call (reopened in place
+/// for its user's consent after a person approved) that the client,
+/// last asked about `asked`, has not been asked yet.
+fn reasks(approval: &Approval, asked: Option<&str>) -> bool {
+    approval.status.phase == joch_core::ApprovalPhase::Pending
+        && elicit::is_consent(approval)
+        && approval.spec.payload.get("approved").is_some()
+        && asked != Some(approval.metadata.resource_version.as_str())
+}
+
 fn approval_meta(url: &str) -> MetaObject {
     let mut meta = MetaObject::new();
     meta.insert(META_APPROVAL_URL.to_owned(), json!(url));
     meta
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_state;
+
+    #[test]
+    fn a_state_names_the_call_and_the_later_pause_asked() {
+        let table = [
+            ("toolcall/c1", Some(("c1", None))),
+            ("toolcall/c1/42", Some(("c1", Some("42")))),
+            ("toolcall/", None),
+            ("toolcall//42", None),
+            ("task/c1", None),
+        ];
+        for (state, parsed) in table {
+            assert_eq!(parse_state(state), parsed, "{state}");
+        }
+    }
 }

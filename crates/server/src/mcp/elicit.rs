@@ -164,6 +164,41 @@ impl Asking {
     }
 }
 
+/// The call's next pause ([`Approvals::next_pause`](joch_engine::Approvals::next_pause)),
+/// for the `tools/call` loop to select on; `None` once the call no longer
+/// waits (or its Approval cannot be read: nothing more is asked).
+pub(super) type NextPause = Pin<Box<dyn Future<Output = Option<Approval>> + Send>>;
+
+/// The call paused on `approval` (its first pause, or a later one): a
+/// question still open about an earlier pause is withdrawn, this one is
+/// put to the client's user when it may be (`asking`), and the next pause
+/// is waited for. Runs in the `tools/call` handler's task, as `start` must.
+pub(super) async fn on_pause(
+    peer: &Peer<RoleServer>,
+    engine: &Engine,
+    caller: &Principal,
+    approval: Approval,
+    tool: Option<&Tool>,
+    asking: &mut Option<Asking>,
+) -> NextPause {
+    if let Some(earlier) = asking.take() {
+        earlier.withdraw(peer).await;
+    }
+    let (engine, caller, seen) = (engine.clone(), caller.clone(), approval.clone());
+    if may_ask(&approval) || is_consent(&approval) {
+        *asking = Asking::start(peer, approval, tool).await;
+    }
+    Box::pin(async move {
+        let (namespace, name) = (&seen.metadata.namespace, &seen.metadata.name);
+        let approvals = engine.approvals();
+        let next = approvals.next_pause(&caller, namespace, name, &seen).await;
+        next.unwrap_or_else(|e| {
+            tracing::debug!(approval = %name, error = %e, "the call's next pause cannot be heard");
+            None
+        })
+    })
+}
+
 /// Whom the user's answer to a question about `call` is recorded as.
 pub(super) fn decider_name(call: &joch_core::ToolCall) -> String {
     match &call.spec.agent_ref {

@@ -276,6 +276,7 @@ impl JochMcp {
                 .await
         });
         let mut asking: Option<elicit::Asking> = None;
+        let mut next_pause: Option<elicit::NextPause> = None;
         // Its first tick one period from now: awaiting an interval's
         // immediate first tick waits for the timer's next turn (up to a
         // millisecond), which a fast call would pay in full.
@@ -311,10 +312,20 @@ impl JochMcp {
                         running.abort();
                         return Ok(Ran::Deferred(Box::new(approval.clone())));
                     }
-                    // Sent from this task, so that it rides this request's stream.
-                    let askable = |a: &joch_core::Approval| elicit::may_ask(a) || elicit::is_consent(a);
-                    if let Some(approval) = approval.ok().filter(askable) {
-                        asking = elicit::Asking::start(&context.peer, approval, tool).await;
+                    // Asked from this task, so that it rides this request's stream.
+                    if let Ok(approval) = approval {
+                        let engine = &self.engine;
+                        let asked = elicit::on_pause(&context.peer, engine, by_principal, approval, tool, &mut asking);
+                        next_pause = Some(asked.await);
+                    }
+                }
+                // Paused again (a consent after a person's approval): asked again.
+                approval = until_some(next_pause.as_mut()), if next_pause.is_some() => {
+                    next_pause = None;
+                    if let Some(approval) = approval {
+                        let engine = &self.engine;
+                        let asked = elicit::on_pause(&context.peer, engine, by_principal, approval, tool, &mut asking);
+                        next_pause = Some(asked.await);
                     }
                 }
                 answer = until_some(asking.as_mut().map(elicit::Asking::answered)), if asking.is_some() => {

@@ -104,7 +104,13 @@ impl ServerHandler for JochMcp {
         let defer = deferred::stateless(&context);
         let ran = if defer && deferred::is_retry(&request) {
             match self
-                .resume(&by, &namespace, (&request).into(), tool.as_deref())
+                .resume(
+                    &by,
+                    &namespace,
+                    (&request).into(),
+                    tool.as_deref(),
+                    &context,
+                )
                 .await?
             {
                 Ok(settled) => Ok(Ran::Settled(Box::new(settled))),

@@ -206,7 +206,7 @@ impl JochMcp {
                 state: asked.state,
                 responses: asked.responses,
             };
-            match self.resume(&by, &namespace, retry, None).await? {
+            match self.resume(&by, &namespace, retry, None, context).await? {
                 Ok(settled) => Ok(Ran::Settled(Box::new(settled))),
                 Err(waiting) => return Ok(Err(waiting)),
             }
