@@ -243,21 +243,43 @@ async fn an_upstream_of_2026_07_28_tells_joch_sessions_what_changed_through_its_
     feed.wait_for_listens(before + 1).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(answer(&other, "docs.touch").await, "touched");
-    let twice = |user: &User| {
-        let asked = user.asked.lock().unwrap();
-        asked
-            .iter()
-            .filter(|a| *a == "updated docs.note://a")
-            .count()
-            == 2
-    };
+    assert!(
+        heard_times(&subscriber, "updated docs.note://a", 2).await,
+        "{:?}",
+        subscriber.asked
+    );
+
+    // Unsubscribed, the session hears the list changes and no update.
+    client
+        .unsubscribe(rmcp::model::UnsubscribeRequestParams::new("docs.note://a"))
+        .await
+        .unwrap();
+    assert_eq!(answer(&other, "docs.touch").await, "touched");
+    assert!(
+        heard_times(&subscriber, "prompts changed", 3).await,
+        "{:?}",
+        subscriber.asked
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(updates(&subscriber), 2, "{:?}", subscriber.asked);
+}
+
+/// Waits until `user` heard `what` `times` times (true), or 2 s.
+async fn heard_times(user: &User, what: &str, times: usize) -> bool {
     for _ in 0..100 {
-        if twice(&subscriber) {
-            break;
+        let heard = user
+            .asked
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| *a == what)
+            .count();
+        if heard == times {
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(twice(&subscriber), "{:?}", subscriber.asked);
+    false
 }
 
 #[tokio::test]
