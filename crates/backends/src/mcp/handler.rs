@@ -232,21 +232,37 @@ impl ClientHandler for Upstream {
     async fn on_resource_updated(
         &self,
         params: ResourceUpdatedNotificationParam,
-        _: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
-        let params = serde_json::to_value(&params).unwrap_or_default();
-        self.notice("notifications/resources/updated", params);
+        if !of_a_dropped_stream(&context) {
+            let params = serde_json::to_value(&params).unwrap_or_default();
+            self.notice("notifications/resources/updated", params);
+        }
     }
 
-    async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
-        self.notice("notifications/resources/list_changed", Value::Null);
+    async fn on_resource_list_changed(&self, context: NotificationContext<RoleClient>) {
+        if !of_a_dropped_stream(&context) {
+            self.notice("notifications/resources/list_changed", Value::Null);
+        }
     }
 
-    async fn on_prompt_list_changed(&self, _: NotificationContext<RoleClient>) {
-        self.notice("notifications/prompts/list_changed", Value::Null);
+    async fn on_prompt_list_changed(&self, context: NotificationContext<RoleClient>) {
+        if !of_a_dropped_stream(&context) {
+            self.notice("notifications/prompts/list_changed", Value::Null);
+        }
     }
 
-    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
-        self.notice("notifications/tools/list_changed", Value::Null);
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        if !of_a_dropped_stream(&context) {
+            self.notice("notifications/tools/list_changed", Value::Null);
+        }
     }
+}
+
+/// A notification naming a `subscriptions/listen` stream reaches the
+/// handler only once joch dropped that stream for one with a new filter
+/// (`listen.rs`), which carries the same: passing it on too would say it
+/// twice.
+fn of_a_dropped_stream(context: &NotificationContext<RoleClient>) -> bool {
+    context.meta.subscription_id().is_some()
 }

@@ -23,7 +23,7 @@ use joch_core::{CallError, ErrorCode, McpServer};
 use rmcp::model::{ErrorCode as McpCode, ServerNotification, SubscriptionFilter};
 use rmcp::service::{Peer, RoleClient, ServiceError, Subscription};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::Client;
 use super::handler::Upstream;
@@ -57,7 +57,7 @@ struct Running {
     /// The connection it listens on.
     peer: Peer<RoleClient>,
     /// Hands it a stream opened with a new filter.
-    swap: mpsc::UnboundedSender<Subscription>,
+    swap: mpsc::UnboundedSender<Swap>,
     /// Which task it is.
     task: Arc<()>,
 }
@@ -67,6 +67,10 @@ impl Running {
         !self.peer.is_transport_closed() && !self.swap.is_closed()
     }
 }
+
+/// A stream opened with a new filter, and who waits until the one it
+/// replaces is dropped.
+type Swap = (Subscription, oneshot::Sender<()>);
 
 /// True when `client` negotiated protocol 2026-07-28 or later (no session).
 pub(super) fn sessionless(client: &Client) -> bool {
@@ -148,12 +152,16 @@ impl Listeners {
                 return Err(refused(server, &e));
             }
         };
-        match running {
-            Some(running) => {
-                let _ = running.swap.send(opened);
-            }
-            None => guard.running = Some(run(listening.clone(), client, Some(opened))),
-        }
+        let Some(running) = running else {
+            guard.running = Some(run(listening.clone(), client, Some(opened)));
+            return Ok(());
+        };
+        // Once the old stream is dropped, whatever it would still carry
+        // is not passed on (see `handler.rs`): the new one carries it.
+        let (done, swapped) = oneshot::channel();
+        let _ = running.swap.send((opened, done));
+        drop(guard);
+        let _ = swapped.await;
         Ok(())
     }
 }
@@ -228,7 +236,7 @@ struct Relay {
     task: Arc<()>,
     peer: Peer<RoleClient>,
     handler: Upstream,
-    swaps: mpsc::UnboundedReceiver<Subscription>,
+    swaps: mpsc::UnboundedReceiver<Swap>,
 }
 
 impl Relay {
@@ -298,7 +306,10 @@ impl Relay {
                     Ok(None) | Err(_) => return,
                 },
                 swapped = self.swaps.recv() => match swapped {
-                    Some(newer) => stream = newer,
+                    Some((newer, done)) => {
+                        stream = newer;
+                        let _ = done.send(());
+                    }
                     None => return,
                 },
             }

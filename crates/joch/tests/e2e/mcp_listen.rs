@@ -139,11 +139,6 @@ impl ServerHandler for Feed {
             self.end.notify_waiters();
             return Ok(CallToolResult::success(vec![ContentBlock::text("ended")]).into());
         }
-        let said = json!({"level": "info", "data": "touching note://a"});
-        let _ = context
-            .peer
-            .notify_logging_message(serde_json::from_value(said).unwrap())
-            .await;
         self.late.store(true, Ordering::SeqCst);
         let sinks = self.sinks.lock().unwrap().clone();
         for sink in sinks {
@@ -152,6 +147,12 @@ impl ServerHandler for Feed {
             let _ = sink.notify_prompt_list_changed().await;
             let _ = sink.notify_tool_list_changed().await;
         }
+        // Late in the call: joch routes a call's messages once it is sent.
+        let said = json!({"level": "info", "data": "touching note://a"});
+        let _ = context
+            .peer
+            .notify_logging_message(serde_json::from_value(said).unwrap())
+            .await;
         Ok(CallToolResult::success(vec![ContentBlock::text("touched")]).into())
     }
 }
