@@ -3,8 +3,8 @@
 //! (the default `protocol: auto`), reaches joch's sessions as a legacy
 //! session's notifications do: a resource update the subscribed session,
 //! a prompt list change every session, a tool list change joch (which
-//! re-lists the tools); a log message during a call the caller. A stream
-//! the server ends is opened again, a bounded number of times.
+//! re-lists the tools). A stream the server ends is opened again, a
+//! bounded number of times.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,9 +27,9 @@ use crate::mcp::{apply, server};
 use crate::mcp_surface::peers::{User, answer, connect};
 
 /// A server of 2026-07-28 (only) whose `touch` changes `note://a`, the
-/// prompts and the tools (`late` appears), says so on every listen stream,
-/// and logs during the call; `end` ends every stream (the server's graceful
-/// teardown). With `short`, every stream ends at once.
+/// prompts and the tools (`late` appears) and says so on every listen
+/// stream; `end` ends every stream (the server's graceful teardown). With
+/// `short`, every stream ends at once.
 #[derive(Clone, Default)]
 struct Feed {
     sinks: Arc<Mutex<Vec<SubscriptionSink>>>,
@@ -128,11 +128,10 @@ impl ServerHandler for Feed {
         Ok(ListToolsResult::with_all_items(tools.collect()))
     }
 
-    #[allow(deprecated)] // logging: deprecated by SEP-2577, still in 2026-07-28
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        _: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if request.name == "end" {
             self.sinks.lock().unwrap().clear();
@@ -147,12 +146,6 @@ impl ServerHandler for Feed {
             let _ = sink.notify_prompt_list_changed().await;
             let _ = sink.notify_tool_list_changed().await;
         }
-        // Late in the call: joch routes a call's messages once it is sent.
-        let said = json!({"level": "info", "data": "touching note://a"});
-        let _ = context
-            .peer
-            .notify_logging_message(serde_json::from_value(said).unwrap())
-            .await;
         Ok(CallToolResult::success(vec![ContentBlock::text("touched")]).into())
     }
 }
@@ -212,11 +205,6 @@ async fn an_upstream_of_2026_07_28_tells_joch_sessions_what_changed_through_its_
     );
     assert!(
         bystander.heard("prompts changed").await,
-        "{:?}",
-        bystander.asked
-    );
-    assert!(
-        bystander.heard("logged touching note://a").await,
         "{:?}",
         bystander.asked
     );

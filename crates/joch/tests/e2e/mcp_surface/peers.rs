@@ -305,16 +305,6 @@ impl ClientHandler for User {
     async fn on_prompt_list_changed(&self, _: rmcp::service::NotificationContext<RoleClient>) {
         self.note("prompts changed".to_owned());
     }
-
-    #[allow(deprecated)] // logging: deprecated by SEP-2577, relayed by the front
-    async fn on_logging_message(
-        &self,
-        params: rmcp::model::LoggingMessageNotificationParam,
-        _: rmcp::service::NotificationContext<RoleClient>,
-    ) {
-        let data = params.data.as_str().unwrap_or_default().to_owned();
-        self.note(format!("logged {data}"));
-    }
 }
 
 impl User {
