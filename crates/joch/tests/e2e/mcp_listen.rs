@@ -17,14 +17,12 @@ use rmcp::model::{
     SubscriptionFilter,
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext, SubscriptionSink};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::json;
 
 use crate::harness::{Joch, NS};
 use crate::mcp::{apply, server};
-use crate::mcp_surface::peers::{User, answer, connect};
+use crate::mcp_surface::peers::{User, answer, connect, serve};
 
 /// A server of 2026-07-28 (only) whose `touch` changes `note://a`, the
 /// prompts and the tools (`late` appears) and says so on every listen
@@ -150,19 +148,6 @@ impl ServerHandler for Feed {
     }
 }
 
-async fn start(feed: Feed) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let service = StreamableHttpService::new(
-        move || Ok(feed.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
-    let app = axum::Router::new().route_service("/mcp", service);
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    url
-}
-
 async fn tool_listed(joch: &Joch, name: &str) -> bool {
     for _ in 0..100 {
         let (status, _) = joch.get(&format!("/v1/namespaces/{NS}/tools/{name}")).await;
@@ -181,7 +166,7 @@ async fn an_upstream_of_2026_07_28_tells_joch_sessions_what_changed_through_its_
     let feed = Feed::default();
     let joch = Joch::start().await;
     // No `protocol`: `auto` is the default.
-    apply(&joch, server("docs", &start(feed.clone()).await, json!({}))).await;
+    apply(&joch, server("docs", &serve(feed.clone()).await, json!({}))).await;
     let subscriber = User::default();
     let client = connect(&joch, subscriber.clone()).await;
     client
@@ -278,7 +263,7 @@ async fn a_stream_that_keeps_ending_is_opened_again_a_bounded_number_of_times() 
         ..Feed::default()
     };
     let joch = Joch::start().await;
-    apply(&joch, server("docs", &start(feed.clone()).await, json!({}))).await;
+    apply(&joch, server("docs", &serve(feed.clone()).await, json!({}))).await;
     // 1 + 5 retries, paused 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s.
     feed.wait_for_listens(6).await;
     tokio::time::sleep(Duration::from_millis(3500)).await;

@@ -212,10 +212,15 @@ pub(crate) async fn start_docs() -> String {
 }
 
 pub(crate) async fn start_docs_with(docs: Docs) -> String {
+    serve(docs).await
+}
+
+/// Serves `handler` over streamable HTTP on loopback; its URL.
+pub(crate) async fn serve<H: ServerHandler + Clone + Send + Sync + 'static>(handler: H) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let service = StreamableHttpService::new(
-        move || Ok(docs.clone()),
+        move || Ok(handler.clone()),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
