@@ -30,7 +30,7 @@ use super::handler::Upstream;
 
 /// How many times in a row a stream is opened again before joch stops
 /// (until the next connection to the server, or the next subscription).
-pub(super) const MAX_RETRIES: u32 = 5;
+const MAX_RETRIES: u32 = 5;
 
 /// The first pause before opening a stream again; doubled each time.
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
