@@ -258,7 +258,11 @@ def test_a_waiting_mcp_client_is_sent_the_consent_url_once_a_person_approved(aut
     URL then. Unused for a second, the user's connection upstream closes."""
     joch = start(tmp_path, JOCH_MCP_USER_CONNECTION_IDLE_SECONDS="1")
     try:
-        joch.apply(per_user_server(authorization, upstream, "authorization_code"))
+        server = per_user_server(authorization, upstream, "authorization_code")
+        # Connections are counted by the upstream's sessions, which the
+        # Python SDK has only before protocol 2026-07-28.
+        server["spec"]["protocol"] = "legacy"
+        joch.apply(server)
         joch.apply({"kind": "Policy", "metadata": {"name": "whoami-needs-a-person"}, "spec": {
             "version": "v1", "appliesTo": {"tools": ["protected.whoami"]},
             "rules": [{"name": "person", "require": {"approval": "human"}, "reason": "it acts as the user"}],
