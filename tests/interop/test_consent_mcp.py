@@ -57,17 +57,18 @@ def oauth2(authorization: AuthorizationServer, upstream: ProtectedMcp, grant: st
     return {"oauth2": spec}
 
 
-def per_user_server(authorization: AuthorizationServer, upstream: ProtectedMcp, grant: str) -> dict:
-    return {
-        "apiVersion": "joch.dev/v1alpha1",
-        "kind": "McpServer",
-        "metadata": {"name": "protected"},
-        "spec": {"http": {
-            "url": upstream.url,
-            "auth": oauth2(authorization, upstream, grant),
-            "listAuth": oauth2(authorization, upstream, "client_credentials"),
-        }},
-    }
+def per_user_server(authorization: AuthorizationServer, upstream: ProtectedMcp, grant: str,
+                    counted: bool = False) -> dict:
+    """`counted`: the test counts joch's connections by the upstream's
+    sessions, which the Python SDK has only before protocol 2026-07-28."""
+    spec = {"http": {
+        "url": upstream.url,
+        "auth": oauth2(authorization, upstream, grant),
+        "listAuth": oauth2(authorization, upstream, "client_credentials"),
+    }}
+    if counted:
+        spec["protocol"] = "legacy"
+    return {"apiVersion": "joch.dev/v1alpha1", "kind": "McpServer", "metadata": {"name": "protected"}, "spec": spec}
 
 
 def whoami(joch, token: str, wait: bool = True) -> dict:
@@ -132,7 +133,7 @@ def test_each_user_reaches_the_mcp_server_with_their_own_token(authorization, up
     traces = TraceReceiver()
     joch = start(tmp_path, JOCH_MAX_MCP_USER_CONNECTIONS="2", **traces.env())
     try:
-        joch.apply(per_user_server(authorization, upstream, "authorization_code"))
+        joch.apply(per_user_server(authorization, upstream, "authorization_code", counted=True))
         wait_for_tool(joch, "protected.whoami")
         assert token_requests(authorization, "client_credentials") == 1, "listed with joch's own token"
         alice, bob, carol = agent(joch, "alice"), agent(joch, "bob"), agent(joch, "carol")
@@ -209,7 +210,7 @@ def test_token_exchange_reaches_the_mcp_server_as_each_caller(tmp_path):
                       "namespace": NAMESPACE, "role": "agent"})
 
     try:
-        joch.apply(per_user_server(authorization, upstream, "token_exchange"))
+        joch.apply(per_user_server(authorization, upstream, "token_exchange", counted=True))
         wait_for_tool(joch, "protected.whoami")
         dave, erin = jwt("dave"), jwt("erin")
         assert said(whoami(joch, dave)) == "hello joch-client as dave"
@@ -258,11 +259,7 @@ def test_a_waiting_mcp_client_is_sent_the_consent_url_once_a_person_approved(aut
     URL then. Unused for a second, the user's connection upstream closes."""
     joch = start(tmp_path, JOCH_MCP_USER_CONNECTION_IDLE_SECONDS="1")
     try:
-        server = per_user_server(authorization, upstream, "authorization_code")
-        # Connections are counted by the upstream's sessions, which the
-        # Python SDK has only before protocol 2026-07-28.
-        server["spec"]["protocol"] = "legacy"
-        joch.apply(server)
+        joch.apply(per_user_server(authorization, upstream, "authorization_code", counted=True))
         joch.apply({"kind": "Policy", "metadata": {"name": "whoami-needs-a-person"}, "spec": {
             "version": "v1", "appliesTo": {"tools": ["protected.whoami"]},
             "rules": [{"name": "person", "require": {"approval": "human"}, "reason": "it acts as the user"}],
