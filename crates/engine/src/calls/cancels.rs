@@ -288,4 +288,57 @@ mod tests {
         cancels.heard("ns", "a");
         assert!(cancels.running_keys().iter().all(|k| k != "ns/a"));
     }
+
+    /// Recovery reads the mark from the store: a fresh engine, which heard
+    /// no mark, settles a marked call cancelled instead of running it again.
+    /// (The two-replica e2e test passes on the surviving replica's memory
+    /// of heard marks alone; this one has none.)
+    #[tokio::test]
+    async fn recovery_settles_a_marked_call_cancelled_and_does_not_run_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = crate::engine::test_engine(&dir);
+        let store = engine.store();
+        let mut call: ToolCall = serde_json::from_value(json!({
+            "metadata": {"name": "call-1", "namespace": "default"},
+            "spec": {"toolRef": {"name": "absent"}, "input": {"x": 1},
+                     "sideEffects": {"level": "external_write", "idempotent": true}},
+        }))
+        .expect("a call");
+        call.transition(Phase::Running).expect("running");
+        store
+            .create_object(&mut call, Durability::Sync)
+            .await
+            .expect("create");
+        let report = engine.calls().recover().await.expect("recover");
+        let unmarked: ToolCall = store.get_object("default", "call-1").await.expect("get");
+        assert_ne!(
+            unmarked.status.error.map(|e| e.code),
+            Some(ErrorCode::Cancelled.as_str().to_owned()),
+            "without a mark the call is not cancelled: {report:?}"
+        );
+
+        call.metadata.name = "call-2".to_owned();
+        call.metadata.resource_version.clear();
+        store
+            .create_object(&mut call, Durability::Sync)
+            .await
+            .expect("create");
+        engine
+            .mark_cancelled(&Principal::local(), &call)
+            .await
+            .expect("mark");
+        let fresh = crate::engine::test_engine(&dir);
+        let report = fresh.calls().recover().await.expect("recover");
+        let settled: ToolCall = fresh
+            .store()
+            .get_object("default", "call-2")
+            .await
+            .expect("get");
+        assert_eq!(settled.status.phase, Phase::Failed, "{report:?}");
+        assert_eq!(
+            settled.status.error.map(|e| e.code),
+            Some(ErrorCode::Cancelled.as_str().to_owned())
+        );
+        assert_eq!(settled.status.attempts, 0, "not run again");
+    }
 }
