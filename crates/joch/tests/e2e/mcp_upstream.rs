@@ -16,14 +16,12 @@ use rmcp::model::{
     TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::json;
 
 use crate::harness::{Joch, NS, wait_for_phase};
 use crate::mcp::{apply, server};
-use crate::mcp_surface::peers::{User, answer, calls, connect, exchanges};
+use crate::mcp_surface::peers::{User, answer, calls, connect, exchanges, serve};
 
 /// A server whose tool `greet` asks the caller's name (`input_required`
 /// in 2026-07-28; a session's `elicitation/create` before it), and which
@@ -155,19 +153,6 @@ impl Greeter {
     }
 }
 
-async fn start(greeter: Greeter) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let service = StreamableHttpService::new(
-        move || Ok(greeter.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
-    let app = axum::Router::new().route_service("/mcp", service);
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    url
-}
-
 /// A user who answers every form with the name `ada`.
 fn ada() -> User {
     User::declaring(json!({"form": {}})).answering(json!({"name": "ada"}))
@@ -181,7 +166,7 @@ async fn an_upstream_of_2026_07_28_asks_through_input_required_and_the_caller_an
         &joch,
         server(
             "greeter",
-            &start(greeter.clone()).await,
+            &serve(greeter.clone()).await,
             json!({"protocol": "auto"}),
         ),
     )
@@ -242,11 +227,11 @@ async fn an_upstream_before_2026_07_28_is_spoken_to_as_before_and_legacy_keeps_i
     // No `protocol`: `auto` is the default.
     apply(
         &joch,
-        server("old", &start(legacy.clone()).await, json!({})),
+        server("old", &serve(legacy.clone()).await, json!({})),
     )
     .await;
     let pinned = json!({"protocol": "legacy"});
-    apply(&joch, server("new", &start(modern.clone()).await, pinned)).await;
+    apply(&joch, server("new", &serve(modern.clone()).await, pinned)).await;
     let (_, stored) = joch
         .get(&format!("/v1/namespaces/{NS}/mcpservers/new"))
         .await;
@@ -396,24 +381,11 @@ impl ServerHandler for Worker {
     }
 }
 
-async fn start_worker(worker: Worker) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let service = StreamableHttpService::new(
-        move || Ok(worker.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
-    let app = axum::Router::new().route_service("/mcp", service);
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    url
-}
-
 #[tokio::test]
 async fn an_upstreams_own_task_is_followed_its_question_relayed_and_its_result_taken() {
     let worker = Worker::default();
     let joch = Joch::start().await;
-    let url = start_worker(worker.clone()).await;
+    let url = serve(worker.clone()).await;
     apply(&joch, server("worker", &url, json!({"protocol": "auto"}))).await;
 
     let user = ada();
@@ -462,7 +434,7 @@ async fn an_upstreams_own_task_is_followed_its_question_relayed_and_its_result_t
 async fn cancelling_the_joch_task_cancels_the_upstreams_task() {
     let worker = Worker::default();
     let joch = Joch::start().await;
-    let url = start_worker(worker.clone()).await;
+    let url = serve(worker.clone()).await;
     apply(&joch, server("worker", &url, json!({"protocol": "auto"}))).await;
 
     let client = crate::mcp_tasks::tasker(&joch).await;
