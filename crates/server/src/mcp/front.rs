@@ -26,9 +26,12 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::direct;
 use super::handler::{JochMcp, NAMESPACE_HEADER};
 use super::sessions::{Known, Sessions};
+use super::stateless::{self, Stateless};
 use crate::ApiError;
+use rmcp::model::GetExtensions;
 
 /// The first protocol version without sessions.
 const STATELESS_VERSION: &str = "2026-07-28";
@@ -44,6 +47,10 @@ pub(crate) struct Front {
     pub(crate) direct: StreamableHttpService<JochMcp, NeverSessionManager>,
     pub(crate) manager: Arc<Sessions>,
     pub(crate) max_body_bytes: usize,
+    /// What serves stateless requests without rmcp's tasks (`direct.rs`).
+    pub(crate) stateless: Stateless,
+    /// `Host`s allowed, as rmcp was told (empty: any).
+    pub(crate) allowed_hosts: Vec<String>,
 }
 
 /// What joch reads of a JSON-RPC message before passing it on.
@@ -72,6 +79,9 @@ impl Front {
         if stateless {
             // No session to route by: the JSON answer of a request whose
             // first message ends it is one write, no SSE framing.
+            if request.method() == Method::POST {
+                return self.stateless(request).await;
+            }
             return Ok(self.direct.handle(request).await.map(Body::new));
         }
         let by = request
@@ -94,6 +104,41 @@ impl Front {
             }
             None => Ok(self.pass(request).await),
         }
+    }
+
+    /// A stateless POST: a hot request rmcp would take is served here
+    /// (`direct.rs`, `stateless.rs`), any other goes to rmcp.
+    async fn stateless(&self, request: Request) -> Result<Response, ApiError> {
+        let length = request
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        let small = length.is_some_and(|n| n <= self.max_body_bytes);
+        if !small || !stateless::plain(request.headers(), &self.allowed_hosts) {
+            return Ok(self.direct.handle(request).await.map(Body::new));
+        }
+        let (parts, bytes) = self.buffer(request).await?;
+        let message = serde_json::from_slice(&bytes).ok().map(direct::hot_request);
+        let Some(Ok(mut request)) = message else {
+            return Ok(self.stateless_by_rmcp(parts, bytes).await);
+        };
+        if !stateless::consistent(&parts.headers, &request) {
+            return Ok(self.stateless_by_rmcp(parts, bytes).await);
+        }
+        request.request.extensions_mut().insert(parts);
+        let served = self.stateless.served();
+        if !direct::eligible(&served, &request, false).await {
+            let parts = stateless::parts_of(&mut request).expect("inserted above");
+            return Ok(self.stateless_by_rmcp(parts, bytes).await);
+        }
+        let ct = tokio_util::sync::CancellationToken::new();
+        let answer = direct::answer(served, request, ct).await;
+        Ok(stateless::json_answer(&answer))
+    }
+
+    async fn stateless_by_rmcp(&self, parts: Parts, bytes: Bytes) -> Response {
+        let request = Request::from_parts(parts, Body::from(bytes));
+        self.direct.handle(request).await.map(Body::new)
     }
 
     async fn pass(&self, request: Request) -> Response {

@@ -44,6 +44,9 @@ pub struct JochMcp {
     pub(super) surface: super::surface::SharedSurface,
     /// joch's external URL, for links given to clients (none over stdio).
     pub(super) public_url: Option<std::sync::Arc<str>>,
+    /// The HTTP sessions running here, told once this one is initialized
+    /// (`direct.rs`); none over stdio.
+    running: Option<std::sync::Arc<super::sessions::Running>>,
 }
 
 impl JochMcp {
@@ -57,6 +60,7 @@ impl JochMcp {
             principal: None,
             surface: Default::default(),
             public_url: None,
+            running: None,
         }
     }
 
@@ -64,6 +68,28 @@ impl JochMcp {
     pub fn with_public_url(mut self, url: std::sync::Arc<str>) -> Self {
         self.public_url = Some(url);
         self
+    }
+
+    /// Requests of this session, once initialized, are served without
+    /// rmcp's tasks where they may be (`direct.rs`).
+    pub(super) fn serving_directly(
+        mut self,
+        running: std::sync::Arc<super::sessions::Running>,
+    ) -> Self {
+        self.running = Some(running);
+        self
+    }
+
+    /// Tells the sessions running here that this one, initialized, may be
+    /// served directly through `peer`.
+    pub(super) fn serve_directly(&self, extensions: &Extensions, peer: &Peer<RoleServer>) {
+        if let (Some(running), Some(id)) = (&self.running, self.session_id(extensions)) {
+            let served = super::direct::Served {
+                mcp: self.clone(),
+                peer: peer.clone(),
+            };
+            running.serve(&id, served);
+        }
     }
 
     /// A session over stdio, fixed to one namespace, acting as `principal`
@@ -82,6 +108,7 @@ impl JochMcp {
             principal: Some(principal),
             surface: Default::default(),
             public_url: None,
+            running: None,
         }
     }
 

@@ -174,6 +174,7 @@ impl ServerHandler for JochMcp {
             self.principal(&context.extensions),
         ) {
             self.restore(&context.extensions).await;
+            self.serve_directly(&context.extensions, &context.peer);
             self.watch_tools(by, namespace.clone(), context.peer.clone());
             self.relay_notices(namespace, context.peer.clone());
         }

@@ -6,12 +6,14 @@
 
 mod convert;
 mod deferred;
+mod direct;
 mod elicit;
 mod front;
 mod handler;
 mod methods;
 mod relay;
 mod sessions;
+mod stateless;
 mod surface;
 mod tasks;
 
@@ -52,16 +54,19 @@ pub(crate) fn front(
         .with_json_response(true);
     config.session_store = Some(Arc::new(sessions::Records {
         engine: engine.clone(),
-        running,
+        running: running.clone(),
     }));
     let factory = {
         let engine = engine.clone();
         let public_url: Arc<str> = public_url.trim_end_matches('/').into();
+        let running = running.clone();
         move || {
             Ok(JochMcp::for_http(engine.clone(), progress_every)
-                .with_public_url(public_url.clone()))
+                .with_public_url(public_url.clone())
+                .serving_directly(running.clone()))
         }
     };
+    let stateless = stateless::Stateless::new(factory().expect("joch's handler is made"));
     Front {
         sessions: StreamableHttpService::new(factory.clone(), manager.clone(), config),
         direct: StreamableHttpService::new(
@@ -72,6 +77,8 @@ pub(crate) fn front(
         manager,
         engine,
         max_body_bytes,
+        stateless,
+        allowed_hosts: allowed_hosts.to_vec(),
     }
 }
 

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use futures_util::{Stream, StreamExt};
 use joch_engine::{Engine, McpSession};
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ServerJsonRpcMessage, ServerNotification,
-    ToolListChangedNotification,
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonRpcRequest, ServerJsonRpcMessage,
+    ServerNotification, ToolListChangedNotification,
 };
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::streamable_http_server::session::local::{
@@ -27,6 +27,8 @@ use rmcp::transport::streamable_http_server::session::{
     RestoreOutcome, ServerSseMessage, SessionId, SessionManager, SessionState, SessionStore,
     SessionStoreError,
 };
+
+use super::direct::{self, InFlight, Served};
 
 /// How long a session's in-memory worker outlives its last request. An
 /// open notification stream without events ends then too; the client
@@ -38,6 +40,11 @@ struct Hot {
     session: McpSession,
     /// When the store last heard the session was used.
     touched: Instant,
+    /// Its handler and client, once initialized: its hot requests skip
+    /// the worker (`direct.rs`).
+    served: Option<Served>,
+    /// When its worker last heard of a request.
+    poked: Instant,
 }
 
 /// The sessions with a worker here: filled when rmcp restores one from
@@ -48,6 +55,14 @@ pub(crate) struct Running(Mutex<HashMap<SessionId, Hot>>);
 impl Running {
     fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, Hot>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The session `id`'s worker is initialized: its hot requests may be
+    /// served by `served` directly.
+    pub(crate) fn serve(&self, id: &str, served: Served) {
+        if let Some(hot) = self.lock().get_mut(id) {
+            hot.served = Some(served);
+        }
     }
 }
 
@@ -61,6 +76,8 @@ pub(crate) struct Sessions {
     restoring: Mutex<std::collections::HashSet<SessionId>>,
     /// The store's idle limit: a session in use is touched every quarter of it.
     idle: Duration,
+    /// Requests served directly, which the client may cancel.
+    in_flight: Arc<InFlight>,
 }
 
 /// What the front knows of a session a request names.
@@ -80,6 +97,7 @@ impl Sessions {
             running,
             restoring: Mutex::default(),
             idle,
+            in_flight: Arc::default(),
         }
     }
 
@@ -114,6 +132,49 @@ impl Sessions {
 
     pub(crate) fn idle(&self) -> Duration {
         self.idle
+    }
+
+    /// Serves `request` of session `id` in this task if it may be
+    /// (`direct.rs`), else gives it back. The answer is computed while
+    /// the response's body is read, so that the response's head goes out
+    /// at once, as rmcp's stream does.
+    async fn direct(
+        &self,
+        id: &SessionId,
+        request: JsonRpcRequest<ClientRequest>,
+    ) -> Result<
+        impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+        JsonRpcRequest<ClientRequest>,
+    > {
+        let every = HOT_IDLE.min(self.idle) / 3;
+        let found = self.hot().get_mut(id).and_then(|hot| {
+            let served = hot.served.clone()?;
+            let poke = hot.poked.elapsed() > every;
+            if poke {
+                hot.poked = Instant::now();
+            }
+            Some((served, poke))
+        });
+        let Some((served, poke)) = found.filter(|(s, _)| !s.peer.is_transport_closed()) else {
+            return Err(request);
+        };
+        if !direct::eligible(&served, &request, true).await {
+            return Err(request);
+        }
+        if poke {
+            // The worker ends after a quiet spell; requests it does not
+            // see would let it, taking the session's notification stream.
+            let _ = self
+                .local
+                .accept_message(id, direct::keep_alive(&request.id))
+                .await;
+        }
+        let call = self.in_flight.start(id, request.id.clone());
+        Ok(direct::once(async move {
+            let answer = direct::answer(served, request, call.ct.clone()).await;
+            drop(call);
+            ServerSseMessage::from_message(answer)
+        }))
     }
 
     /// Ends the worker of a session whose record is gone (closed on
@@ -171,7 +232,15 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        through(&self.local).create_stream(id, message).await
+        let message = match direct::hot_request(message) {
+            Ok(request) => match self.direct(id, request).await {
+                Ok(answer) => return Ok(answer.left_stream()),
+                Err(request) => ClientJsonRpcMessage::Request(request),
+            },
+            Err(message) => message,
+        };
+        let stream = through(&self.local).create_stream(id, message).await?;
+        Ok(stream.right_stream())
     }
 
     async fn accept_message(
@@ -179,6 +248,11 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
+        if let Some(request) = direct::cancelled(&message)
+            && self.in_flight.cancel(id, request)
+        {
+            return Ok(());
+        }
         let initialized = matches!(
             &message,
             ClientJsonRpcMessage::Notification(n)
@@ -252,6 +326,8 @@ impl SessionStore for Records {
                 let hot = Hot {
                     session,
                     touched: Instant::now(),
+                    served: None,
+                    poked: Instant::now(),
                 };
                 self.running.lock().insert(session_id.into(), hot);
                 Ok(Some(SessionState::new(params)))

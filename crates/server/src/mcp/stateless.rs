@@ -1,0 +1,192 @@
+//! Requests of protocol 2026-07-28 and later (no session) that the front
+//! serves in their own task (`direct.rs`), answered in JSON as rmcp's
+//! stateless JSON mode answers them.
+//!
+//! rmcp checks a request's headers before its handler sees it; the front
+//! takes a request directly only when those checks would surely pass
+//! ([`plain`], [`consistent`]), and leaves every other one to rmcp, so
+//! that what a client is refused, and how it is worded, stays rmcp's.
+
+use std::future::Future;
+use std::sync::OnceLock;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header, request::Parts};
+use axum::response::Response;
+use rmcp::model::{
+    ClientRequest, ErrorCode, GetExtensions, GetMeta, JsonRpcRequest, ProtocolVersion,
+    ServerJsonRpcMessage,
+};
+use rmcp::service::{
+    RoleServer, RunningService, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly,
+};
+use rmcp::transport::Transport;
+
+use super::direct::Served;
+use super::handler::JochMcp;
+
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+const JSON: &str = "application/json";
+const EVENT_STREAM: &str = "text/event-stream";
+
+/// Whether rmcp would let a POST with these headers through to its body:
+/// it accepts JSON and an event stream, sends JSON, and comes to an
+/// allowed host (rmcp's own test, `allowed` empty allowing any).
+pub(super) fn plain(headers: &HeaderMap, allowed: &[String]) -> bool {
+    let (mut json, mut sse) = (false, false);
+    for accept in headers.get_all(header::ACCEPT) {
+        let Ok(accept) = accept.to_str() else {
+            return false;
+        };
+        for range in accept.split(',').map(str::trim) {
+            // Weights and parameters: rmcp's parser decides.
+            if range.contains(';') {
+                return false;
+            }
+            json |= range.eq_ignore_ascii_case(JSON);
+            sse |= range.eq_ignore_ascii_case(EVENT_STREAM);
+        }
+    }
+    let sends_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case(JSON)
+        });
+    json && sse && sends_json && host_allowed(headers, allowed)
+}
+
+fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let Ok(host) = axum::http::uri::Authority::try_from(host) else {
+        return false;
+    };
+    if allowed.is_empty() {
+        return true;
+    }
+    let name = |host: &str| {
+        host.trim_matches('[')
+            .trim_matches(']')
+            .to_ascii_lowercase()
+    };
+    let asked = name(host.host());
+    allowed
+        .iter()
+        .map(|a| a.trim())
+        .any(|a| match axum::http::uri::Authority::try_from(a) {
+            Ok(a) => {
+                name(a.host()) == asked && a.port_u16().is_none_or(|p| host.port_u16() == Some(p))
+            }
+            Err(_) => !a.is_empty() && name(a) == asked,
+        })
+}
+
+/// Whether the request's protocol version, `_meta` and SEP-2243 headers
+/// agree as rmcp requires, in their plainest form.
+pub(super) fn consistent(headers: &HeaderMap, request: &JsonRpcRequest<ClientRequest>) -> bool {
+    let one = |name: &str| {
+        let mut values = headers.get_all(name).iter();
+        match (values.next(), values.next()) {
+            (Some(value), None) => value.to_str().ok(),
+            _ => None,
+        }
+    };
+    let version = ProtocolVersion::V_2026_07_28;
+    let meta = request.request.get_meta();
+    if one(VERSION_HEADER) != Some(version.as_str())
+        || meta.protocol_version().as_ref() != Some(&version)
+        || !meta.missing_required_keys(&version).is_empty()
+    {
+        return false;
+    }
+    match &request.request {
+        ClientRequest::CallToolRequest(call) => {
+            let name = call.params.name.as_ref();
+            one(METHOD_HEADER) == Some("tools/call")
+                && one(NAME_HEADER) == Some(name)
+                && !name.starts_with("=?")
+        }
+        ClientRequest::ListToolsRequest(_) => one(METHOD_HEADER) == Some("tools/list"),
+        _ => false,
+    }
+}
+
+/// The answer as rmcp's stateless JSON mode gives it, with its status.
+pub(super) fn json_answer(answer: &ServerJsonRpcMessage) -> Response {
+    let status = match answer {
+        ServerJsonRpcMessage::Error(e) => match e.error.code {
+            ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+            | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+            | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+            ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+            _ => StatusCode::OK,
+        },
+        _ => StatusCode::OK,
+    };
+    let body = serde_json::to_vec(answer).expect("a JSON-RPC message serializes");
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, JSON)
+        .body(Body::from(body))
+        .expect("a valid response")
+}
+
+/// The handler and client of stateless requests served directly: the
+/// client is a service that has no connection (no request ever comes in
+/// and what is sent goes nowhere), whose peer the handler may hold.
+pub(crate) struct Stateless {
+    mcp: JochMcp,
+    running: OnceLock<RunningService<RoleServer, JochMcp>>,
+}
+
+impl Stateless {
+    pub(super) fn new(mcp: JochMcp) -> Self {
+        Self {
+            mcp,
+            running: OnceLock::new(),
+        }
+    }
+
+    /// Started at the first request, inside the runtime.
+    pub(super) fn served(&self) -> Served {
+        let running = self
+            .running
+            .get_or_init(|| serve_directly(self.mcp.clone(), Nowhere, None));
+        Served {
+            mcp: self.mcp.clone(),
+            peer: running.peer().clone(),
+        }
+    }
+}
+
+/// Takes `parts` back from a request the front does not serve directly.
+pub(super) fn parts_of(request: &mut JsonRpcRequest<ClientRequest>) -> Option<Parts> {
+    request.request.extensions_mut().remove::<Parts>()
+}
+
+/// A transport with nothing on the other side.
+struct Nowhere;
+
+impl Transport<RoleServer> for Nowhere {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        _item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        std::future::ready(Ok(()))
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
+        std::future::pending()
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        std::future::ready(Ok(()))
+    }
+}
