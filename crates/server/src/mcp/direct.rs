@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 
@@ -26,19 +26,21 @@ use futures_util::Stream;
 use rmcp::Service;
 use rmcp::model::{
     ClientJsonRpcMessage, ClientNotification, ClientRequest, GetExtensions, GetMeta,
-    JsonRpcRequest, RequestId, ServerJsonRpcMessage,
+    JsonRpcRequest, RequestId, ServerJsonRpcMessage, ServerNotification,
 };
-use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::service::RequestContext;
 use tokio_util::sync::CancellationToken;
 
 use super::convert::is_mcp_tool;
 use super::handler::JochMcp;
+use super::outbox::{Outbox, Sent};
 
-/// What serves a session's requests directly: its handler and its client.
+/// What serves a session's requests directly, or the stateless ones:
+/// the handler, and the outbox its messages to the client go through.
 #[derive(Clone)]
 pub(crate) struct Served {
     pub(crate) mcp: JochMcp,
-    pub(crate) peer: Peer<RoleServer>,
+    pub(crate) outbox: Arc<Outbox>,
 }
 
 /// A request the direct path takes, or the message back for rmcp.
@@ -58,10 +60,13 @@ pub(crate) fn hot_request(
     }
 }
 
-/// Whether `request` needs nothing sent to its client but its answer, so
-/// that it may skip rmcp's tasks. `session`: the request is of an HTTP
-/// session, whose client is asked on the call's stream when a person
-/// must decide.
+/// Whether `request` may skip rmcp's tasks: all it sends its client goes
+/// through the outbox, on its own stream. Not so for a call run as a task
+/// (it outlives its request), one on a session whose client takes
+/// elicitation (joch's questions ride the request's stream by rmcp's own
+/// bookkeeping), nor, without a session (protocol 2026-07-28, where a
+/// server asks nothing during a call), one of an upstream MCP tool for a
+/// client that declared sampling or elicitation.
 pub(crate) async fn eligible(
     served: &Served,
     request: &JsonRpcRequest<ClientRequest>,
@@ -70,19 +75,17 @@ pub(crate) async fn eligible(
     let ClientRequest::CallToolRequest(call) = &request.request else {
         return true;
     };
-    let meta = request.request.get_meta();
-    if meta.get_progress_token().is_some() {
-        return false;
-    }
-    let info = served.peer.peer_info();
-    let capabilities = meta
+    let peer = served.outbox.peer();
+    let capabilities = request
+        .request
+        .get_meta()
         .client_capabilities()
-        .or_else(|| info.as_ref().map(|i| i.capabilities.clone()));
+        .or_else(|| peer.peer_info().map(|i| i.capabilities.clone()));
     if capabilities.as_ref().is_some_and(|c| c.supports_tasks()) {
         return false;
     }
-    if session && !served.peer.supported_elicitation_modes().is_empty() {
-        return false;
+    if session {
+        return peer.supported_elicitation_modes().is_empty();
     }
     let may_ask = capabilities
         .as_ref()
@@ -90,7 +93,6 @@ pub(crate) async fn eligible(
     if !may_ask {
         return true;
     }
-    // An upstream MCP tool may ask this client something during the call.
     let extensions = request.request.extensions();
     let (Ok(by), Ok(namespace)) = (
         served.mcp.principal(extensions),
@@ -107,24 +109,74 @@ pub(crate) async fn eligible(
     tool.is_ok_and(|tool| !is_mcp_tool(&tool))
 }
 
-/// Serves `request` with `served`'s handler in this task: the JSON-RPC
-/// message rmcp would answer. `ct` is cancelled when the client cancels.
-pub(crate) async fn answer(
+/// Serves `request` with `served`'s handler in the task that polls the
+/// stream: what the handler sends the client on the way, then the
+/// JSON-RPC answer rmcp would give. `ct` is cancelled when the client
+/// cancels.
+pub(crate) fn serve(
     served: Served,
-    request: JsonRpcRequest<ClientRequest>,
+    mut request: JsonRpcRequest<ClientRequest>,
     ct: CancellationToken,
-) -> ServerJsonRpcMessage {
-    let JsonRpcRequest {
-        id, mut request, ..
-    } = request;
-    let mut context = RequestContext::new(id.clone(), served.peer);
-    context.ct = ct;
-    context.meta = std::mem::take(request.get_meta_mut());
-    context.extensions = std::mem::take(request.extensions_mut());
-    match Service::handle_request(&served.mcp, request, context).await {
-        Ok(result) => ServerJsonRpcMessage::response(result, id),
-        Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
-    }
+) -> impl Stream<Item = ServerJsonRpcMessage> + Send + Sync + 'static {
+    let mut opened = served.outbox.open(&mut request);
+    let sent = Sent::default();
+    let counted = sent.clone();
+    let client_id = opened.client_id.clone();
+    let answer = async move {
+        let JsonRpcRequest {
+            id, mut request, ..
+        } = request;
+        let mut context = RequestContext::new(id, served.outbox.peer().clone());
+        context.ct = ct;
+        context.meta = std::mem::take(request.get_meta_mut());
+        context.extensions = std::mem::take(request.extensions_mut());
+        context.extensions.insert(sent);
+        match Service::handle_request(&served.mcp, request, context).await {
+            Ok(result) => ServerJsonRpcMessage::response(result, client_id),
+            Err(error) => ServerJsonRpcMessage::error(error, Some(client_id)),
+        }
+    };
+    let mut answer = Some(Box::pin(answer));
+    let mut last: Option<ServerJsonRpcMessage> = None;
+    let mut delivered = 0u32;
+    let state = Mutex::new(move |cx: &mut std::task::Context<'_>| {
+        // What the handler sent comes first, its progress all before the answer.
+        if let Poll::Ready(Some(message)) = opened.from.poll_recv(cx) {
+            if is_progress(&message) {
+                delivered += 1;
+            }
+            return Poll::Ready(Some(message));
+        }
+        if let Some(future) = answer.as_mut()
+            && let Poll::Ready(message) = future.as_mut().poll(cx)
+        {
+            answer = None;
+            last = Some(message);
+        }
+        match last.take() {
+            Some(message) if delivered >= counted.0.load(Ordering::SeqCst) => {
+                Poll::Ready(Some(message))
+            }
+            Some(message) => {
+                last = Some(message);
+                Poll::Pending
+            }
+            None if answer.is_none() => Poll::Ready(None),
+            None => Poll::Pending,
+        }
+    });
+    futures_util::stream::poll_fn(move |cx| {
+        let mut next = state.lock().unwrap_or_else(|e| e.into_inner());
+        (*next)(cx)
+    })
+}
+
+fn is_progress(message: &ServerJsonRpcMessage) -> bool {
+    matches!(
+        message,
+        ServerJsonRpcMessage::Notification(n)
+            if matches!(n.notification, ServerNotification::ProgressNotification(_))
+    )
 }
 
 /// The direct calls of sessions in flight, so that a client's
@@ -196,22 +248,4 @@ pub(crate) fn keep_alive(id: &RequestId) -> ClientJsonRpcMessage {
         "params": {"requestId": id, "reason": "served by joch directly"},
     }))
     .expect("a cancellation is a client message")
-}
-
-/// A stream of `future`'s one output. rmcp wants `Sync` streams, which a
-/// handler's future is not; a lock nobody contends makes it so.
-pub(crate) fn once<T, F>(future: F) -> impl Stream<Item = T> + Send + Sync + 'static
-where
-    F: Future<Output = T> + Send + 'static,
-{
-    let slot: Mutex<Option<Pin<Box<F>>>> = Mutex::new(Some(Box::pin(future)));
-    futures_util::stream::poll_fn(move |cx| {
-        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(future) = slot.as_mut() else {
-            return Poll::Ready(None);
-        };
-        let item = std::task::ready!(future.as_mut().poll(cx));
-        *slot = None;
-        Poll::Ready(Some(item))
-    })
 }

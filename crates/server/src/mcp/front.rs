@@ -132,8 +132,7 @@ impl Front {
             return Ok(self.stateless_by_rmcp(parts, bytes).await);
         }
         let ct = tokio_util::sync::CancellationToken::new();
-        let answer = direct::answer(served, request, ct).await;
-        Ok(stateless::json_answer(&answer))
+        Ok(stateless::respond(direct::serve(served, request, ct)).await)
     }
 
     async fn stateless_by_rmcp(&self, parts: Parts, bytes: Bytes) -> Response {

@@ -84,9 +84,10 @@ impl JochMcp {
     /// served directly through `peer`.
     pub(super) fn serve_directly(&self, extensions: &Extensions, peer: &Peer<RoleServer>) {
         if let (Some(running), Some(id)) = (&self.running, self.session_id(extensions)) {
+            let outbox = super::outbox::Outbox::new(self.clone(), Some(peer.clone()));
             let served = super::direct::Served {
                 mcp: self.clone(),
-                peer: peer.clone(),
+                outbox: std::sync::Arc::new(outbox),
             };
             running.serve(&id, served);
         }
@@ -324,7 +325,7 @@ impl JochMcp {
                     while let (Some(chunk), Some(token)) =
                         (chunks.as_mut().and_then(ChunkFollower::try_next), &token)
                     {
-                        notify(&context.peer, token, &mut reported, progress_message(&chunk)).await;
+                        notify(context, token, &mut reported, progress_message(&chunk)).await;
                     }
                     return match done {
                         Ok(outcome) => Ok(Ran::Settled(Box::new(outcome?.into_response()))),
@@ -363,7 +364,7 @@ impl JochMcp {
                 chunk = until_some(chunks.as_mut().map(|c| c.next())), if chunks.is_some() => {
                     match (chunk, &token) {
                         (Some(chunk), Some(token)) => {
-                            notify(&context.peer, token, &mut reported, progress_message(&chunk)).await;
+                            notify(context, token, &mut reported, progress_message(&chunk)).await;
                         }
                         _ => chunks = None,
                     }
@@ -379,7 +380,7 @@ impl JochMcp {
                 }
                 _ = ticker.tick(), if token.is_some() => {
                     if let Some(token) = &token {
-                        self.report_waiting(namespace, &name, token, &mut reported, &context.peer).await;
+                        self.report_waiting(namespace, &name, token, &mut reported, context).await;
                     }
                 }
             }
@@ -392,7 +393,7 @@ impl JochMcp {
         name: &str,
         token: &ProgressToken,
         reported: &mut u32,
-        peer: &Peer<RoleServer>,
+        context: &RequestContext<RoleServer>,
     ) {
         let Ok(call) = self.engine.calls().get(namespace, name).await else {
             return;
@@ -403,7 +404,7 @@ impl JochMcp {
         let waiting = format!(
             "call {name} is waiting for approval (GET /v1/namespaces/{namespace}/approvals/{name})"
         );
-        notify(peer, token, reported, waiting).await;
+        notify(context, token, reported, waiting).await;
     }
 
     /// Tells the client whenever the namespace's tool list changes, until
@@ -495,8 +496,9 @@ async fn until_some<F: std::future::Future>(future: Option<F>) -> F::Output {
 
 /// Tells the client one more step of the call's progress, numbered by
 /// joch (`reported`), so that it only ever increases.
+/// A call served directly (`direct.rs`) holds its answer until they are out.
 async fn notify(
-    peer: &Peer<RoleServer>,
+    context: &RequestContext<RoleServer>,
     token: &ProgressToken,
     reported: &mut u32,
     message: String,
@@ -504,7 +506,11 @@ async fn notify(
     *reported += 1;
     let progress =
         ProgressNotificationParam::new(token.clone(), f64::from(*reported)).with_message(message);
-    let _ = peer.notify_progress(progress).await;
+    if context.peer.notify_progress(progress).await.is_ok()
+        && let Some(sent) = context.extensions.get::<super::outbox::Sent>()
+    {
+        sent.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// What a client is told of one chunk of a running call: an upstream's

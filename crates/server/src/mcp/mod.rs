@@ -11,6 +11,7 @@ mod elicit;
 mod front;
 mod handler;
 mod methods;
+mod outbox;
 mod relay;
 mod sessions;
 mod stateless;

@@ -155,7 +155,7 @@ impl Sessions {
             }
             Some((served, poke))
         });
-        let Some((served, poke)) = found.filter(|(s, _)| !s.peer.is_transport_closed()) else {
+        let Some((served, poke)) = found else {
             return Err(request);
         };
         if !direct::eligible(&served, &request, true).await {
@@ -170,10 +170,10 @@ impl Sessions {
                 .await;
         }
         let call = self.in_flight.start(id, request.id.clone());
-        Ok(direct::once(async move {
-            let answer = direct::answer(served, request, call.ct.clone()).await;
-            drop(call);
-            ServerSseMessage::from_message(answer)
+        let ct = call.ct.clone();
+        Ok(direct::serve(served, request, ct).map(move |message| {
+            let _in_flight = &call;
+            ServerSseMessage::from_message(message)
         }))
     }
 
@@ -253,6 +253,17 @@ impl SessionManager for Sessions {
         {
             return Ok(());
         }
+        let outbox = self
+            .hot()
+            .get(id)
+            .and_then(|hot| Some(hot.served.as_ref()?.outbox.clone()));
+        let message = match outbox {
+            Some(outbox) => match outbox.answer(message) {
+                Ok(()) => return Ok(()),
+                Err(message) => message,
+            },
+            None => message,
+        };
         let initialized = matches!(
             &message,
             ClientJsonRpcMessage::Notification(n)

@@ -7,23 +7,20 @@
 //! ([`plain`], [`consistent`]), and leaves every other one to rmcp, so
 //! that what a client is refused, and how it is worded, stays rmcp's.
 
-use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header, request::Parts};
 use axum::response::Response;
+use futures_util::{Stream, StreamExt};
 use rmcp::model::{
     ClientRequest, ErrorCode, GetExtensions, GetMeta, JsonRpcRequest, ProtocolVersion,
     ServerJsonRpcMessage,
 };
-use rmcp::service::{
-    RoleServer, RunningService, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly,
-};
-use rmcp::transport::Transport;
 
 use super::direct::Served;
 use super::handler::JochMcp;
+use super::outbox::Outbox;
 
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const METHOD_HEADER: &str = "mcp-method";
@@ -136,31 +133,28 @@ pub(super) fn json_answer(answer: &ServerJsonRpcMessage) -> Response {
         .expect("a valid response")
 }
 
-/// The handler and client of stateless requests served directly: the
-/// client is a service that has no connection (no request ever comes in
-/// and what is sent goes nowhere), whose peer the handler may hold.
+/// The handler and outbox of stateless requests served directly.
 pub(crate) struct Stateless {
     mcp: JochMcp,
-    running: OnceLock<RunningService<RoleServer, JochMcp>>,
+    served: OnceLock<Served>,
 }
 
 impl Stateless {
     pub(super) fn new(mcp: JochMcp) -> Self {
         Self {
             mcp,
-            running: OnceLock::new(),
+            served: OnceLock::new(),
         }
     }
 
-    /// Started at the first request, inside the runtime.
+    /// Its outbox starts at the first request, inside the runtime.
     pub(super) fn served(&self) -> Served {
-        let running = self
-            .running
-            .get_or_init(|| serve_directly(self.mcp.clone(), Nowhere, None));
-        Served {
-            mcp: self.mcp.clone(),
-            peer: running.peer().clone(),
-        }
+        self.served
+            .get_or_init(|| Served {
+                mcp: self.mcp.clone(),
+                outbox: Arc::new(Outbox::new(self.mcp.clone(), None)),
+            })
+            .clone()
     }
 }
 
@@ -169,24 +163,34 @@ pub(super) fn parts_of(request: &mut JsonRpcRequest<ClientRequest>) -> Option<Pa
     request.request.extensions_mut().remove::<Parts>()
 }
 
-/// A transport with nothing on the other side.
-struct Nowhere;
-
-impl Transport<RoleServer> for Nowhere {
-    type Error = std::io::Error;
-
-    fn send(
-        &mut self,
-        _item: TxJsonRpcMessage<RoleServer>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        std::future::ready(Ok(()))
+/// What the direct path answers: JSON when the answer is its first
+/// message, else an event stream of them all, as rmcp's JSON mode does.
+pub(super) async fn respond(
+    messages: impl Stream<Item = ServerJsonRpcMessage> + Send + Sync + 'static,
+) -> Response {
+    let mut messages = Box::pin(messages);
+    let Some(first) = messages.next().await else {
+        return json_answer(&ServerJsonRpcMessage::error(
+            rmcp::ErrorData::internal_error("no answer", None),
+            None,
+        ));
+    };
+    if matches!(
+        first,
+        ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_)
+    ) {
+        return json_answer(&first);
     }
-
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
-        std::future::pending()
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        std::future::ready(Ok(()))
-    }
+    let events = futures_util::stream::once(std::future::ready(first))
+        .chain(messages)
+        .map(|message| {
+            let data = serde_json::to_string(&message).expect("a JSON-RPC message serializes");
+            Ok::<_, std::convert::Infallible>(format!("data: {data}\n\n"))
+        });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, EVENT_STREAM)
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(events))
+        .expect("a valid response")
 }
