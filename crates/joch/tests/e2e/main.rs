@@ -32,6 +32,7 @@ mod idempotency;
 mod library;
 mod load;
 mod mcp;
+mod mcp_direct;
 mod mcp_front;
 mod mcp_listen;
 mod mcp_sessions;

@@ -12,24 +12,28 @@ use serde_json::{Value, json};
 use crate::harness::{Joch, NS, assert_error};
 use crate::replicas::fresh_database;
 
-const ACCEPT: &str = "application/json, text/event-stream";
+pub(crate) const ACCEPT: &str = "application/json, text/event-stream";
 
 /// A raw MCP client of one session, which may talk to any replica.
-struct Session {
-    id: String,
+pub(crate) struct Session {
+    pub(crate) id: String,
 }
 
-fn endpoint(joch: &Joch) -> String {
+pub(crate) fn endpoint(joch: &Joch) -> String {
     format!("{}/v1/namespaces/{NS}/mcp", joch.base)
 }
 
 fn initialize(client: &str) -> Value {
+    initialize_declaring(client, json!({}))
+}
+
+fn initialize_declaring(client: &str, capabilities: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
+        "protocolVersion": "2025-06-18", "capabilities": capabilities,
         "clientInfo": {"name": client, "version": "1"}}})
 }
 
-async fn post(joch: &Joch, session: Option<&str>, body: &Value) -> Response {
+pub(crate) async fn post(joch: &Joch, session: Option<&str>, body: &Value) -> Response {
     let mut request = joch
         .http
         .post(endpoint(joch))
@@ -42,8 +46,13 @@ async fn post(joch: &Joch, session: Option<&str>, body: &Value) -> Response {
 }
 
 impl Session {
-    async fn open(joch: &Joch, client: &str) -> Session {
-        let answer = post(joch, None, &initialize(client)).await;
+    pub(crate) async fn open(joch: &Joch, client: &str) -> Session {
+        Self::open_declaring(joch, client, json!({})).await
+    }
+
+    /// A session whose client declared `capabilities` at `initialize`.
+    pub(crate) async fn open_declaring(joch: &Joch, client: &str, capabilities: Value) -> Session {
+        let answer = post(joch, None, &initialize_declaring(client, capabilities)).await;
         assert_eq!(answer.status(), StatusCode::OK);
         let id = answer.headers()["mcp-session-id"]
             .to_str()
@@ -87,7 +96,7 @@ impl Session {
 }
 
 /// The JSON-RPC messages of an SSE body (or the one of a JSON body).
-fn messages(text: &str) -> Vec<Value> {
+pub(crate) fn messages(text: &str) -> Vec<Value> {
     if let Ok(one) = serde_json::from_str::<Value>(text) {
         return vec![one];
     }
