@@ -23,6 +23,14 @@ fn numbered(text: &str) -> bool {
     text.lines().any(|l| l.starts_with("id:"))
 }
 
+/// A session whose worker runs: its first request re-creates the worker,
+/// which learns of its client a moment later; rmcp serves that one.
+async fn warm(joch: &Joch, client: &str, capabilities: Value) -> Session {
+    let session = Session::open_declaring(joch, client, capabilities).await;
+    session.request(joch, 1, "tools/list", json!({})).await;
+    session
+}
+
 async fn ticket_tool(joch: &Joch, webhook: &Webhook) {
     joch.create_tool(rest_tool(
         "ticket.create",
@@ -60,9 +68,14 @@ fn redacted(value: &Value) -> Value {
 async fn a_session_call_served_directly_is_recorded_with_its_session_and_agent() {
     let (joch, webhook) = (Joch::start().await, Webhook::start().await);
     ticket_tool(&joch, &webhook).await;
-    let session = Session::open(&joch, "direct agent").await;
+    let session = warm(&joch, "direct agent", json!({})).await;
 
-    let answer = post(&joch, Some(&session.id), &call(7, "ticket.create", json!({}))).await;
+    let answer = post(
+        &joch,
+        Some(&session.id),
+        &call(7, "ticket.create", json!({})),
+    )
+    .await;
     assert_eq!(answer.status(), StatusCode::OK);
     let text = answer.text().await.unwrap();
     assert!(!numbered(&text), "not served directly: {text}");
@@ -73,8 +86,15 @@ async fn a_session_call_served_directly_is_recorded_with_its_session_and_agent()
     let (_, calls) = joch.get(&format!("/v1/namespaces/{NS}/toolcalls")).await;
     let recorded = &calls["items"][0];
     let execution = format!("mcp-{}", session.id);
-    assert_eq!(recorded["spec"]["executionRef"]["name"], execution.as_str(), "{recorded}");
-    assert_eq!(recorded["spec"]["agentRef"]["name"], "direct-agent", "{recorded}");
+    assert_eq!(
+        recorded["spec"]["executionRef"]["name"],
+        execution.as_str(),
+        "{recorded}"
+    );
+    assert_eq!(
+        recorded["spec"]["agentRef"]["name"], "direct-agent",
+        "{recorded}"
+    );
     assert_eq!(recorded["status"]["phase"], "Succeeded", "{recorded}");
 }
 
@@ -90,7 +110,7 @@ async fn progress_of_a_direct_call_waiting_for_a_person_rides_its_own_stream() {
         ]}),
     )
     .await;
-    let session = Session::open(&joch, "waiter").await;
+    let session = warm(&joch, "waiter", json!({})).await;
     let request = call(3, "ticket.create", json!({"progressToken": "mine-1"}));
     let answer = post(&joch, Some(&session.id), &request).await;
     assert_eq!(answer.status(), StatusCode::OK);
@@ -101,7 +121,9 @@ async fn progress_of_a_direct_call_waiting_for_a_person_rides_its_own_stream() {
     while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, body.next()).await {
         text.push_str(&String::from_utf8_lossy(&chunk));
         let seen = messages(&text);
-        let waiting = seen.iter().find(|m| m["method"] == "notifications/progress");
+        let waiting = seen
+            .iter()
+            .find(|m| m["method"] == "notifications/progress");
         if let (Some(progress), false) = (waiting, approved) {
             assert_eq!(progress["params"]["progressToken"], "mine-1", "{progress}");
             approve_the_pending_call(&joch, "alice").await;
@@ -161,8 +183,8 @@ async fn direct_answers_are_rmcps_answers_refusals_included() {
     }
 
     // On sessions: a client that takes elicitation is served by rmcp.
-    let plain = Session::open(&joch, "plain").await;
-    let asking = Session::open_declaring(&joch, "asking", json!({"elicitation": {}})).await;
+    let plain = warm(&joch, "plain", json!({})).await;
+    let asking = warm(&joch, "asking", json!({"elicitation": {}})).await;
     let mut answers = Vec::new();
     for session in [&plain, &asking] {
         let answer = post(&joch, Some(&session.id), &call(9, "no.such", json!({}))).await;

@@ -68,7 +68,7 @@ impl Session {
     }
 
     /// A request's answer, from a JSON or an SSE body.
-    async fn request(&self, joch: &Joch, id: u64, method: &str, params: Value) -> Value {
+    pub(crate) async fn request(&self, joch: &Joch, id: u64, method: &str, params: Value) -> Value {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let answer = post(joch, Some(&self.id), &body).await;
         assert_eq!(answer.status(), StatusCode::OK, "{method} on {}", joch.base);

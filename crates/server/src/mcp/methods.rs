@@ -173,8 +173,8 @@ impl ServerHandler for JochMcp {
             self.namespace(&context.extensions),
             self.principal(&context.extensions),
         ) {
-            self.restore(&context.extensions).await;
             self.serve_directly(&context.extensions, &context.peer);
+            self.restore(&context.extensions).await;
             self.watch_tools(by, namespace.clone(), context.peer.clone());
             self.relay_notices(namespace, context.peer.clone());
         }
