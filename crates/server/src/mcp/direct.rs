@@ -118,6 +118,7 @@ pub(crate) fn serve(
     mut request: JsonRpcRequest<ClientRequest>,
     ct: CancellationToken,
 ) -> impl Stream<Item = ServerJsonRpcMessage> + Send + Sync + 'static {
+    tracing::trace!(id = %request.id, "served directly");
     let mut opened = served.outbox.open(&mut request);
     let sent = Sent::default();
     let counted = sent.clone();

@@ -115,14 +115,17 @@ impl Front {
             .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
         let small = length.is_some_and(|n| n <= self.max_body_bytes);
         if !small || !stateless::plain(request.headers(), &self.allowed_hosts) {
+            tracing::trace!(small, headers = ?request.headers(), "to rmcp: not plain");
             return Ok(self.direct.handle(request).await.map(Body::new));
         }
         let (parts, bytes) = self.buffer(request).await?;
         let message = serde_json::from_slice(&bytes).ok().map(direct::hot_request);
         let Some(Ok(mut request)) = message else {
+            tracing::trace!("to rmcp: not hot");
             return Ok(self.stateless_by_rmcp(parts, bytes).await);
         };
         if !stateless::consistent(&parts.headers, &request) {
+            tracing::trace!(headers = ?parts.headers, "to rmcp: not consistent");
             return Ok(self.stateless_by_rmcp(parts, bytes).await);
         }
         request.request.extensions_mut().insert(parts);

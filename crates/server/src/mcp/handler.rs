@@ -296,8 +296,9 @@ impl JochMcp {
                 .mcp()
                 .attach_client(namespace, &name, std::sync::Arc::new(client));
         let mut cancel = Some(cancel);
-        // The call runs to its end even if the client goes away: it is recorded.
-        let mut running = tokio::spawn(async move {
+        // The call runs to its end even if the client goes away: it is
+        // recorded (the engine's own task outlives this one).
+        let mut running = Box::pin(async move {
             engine
                 .calls()
                 .call_reporting_pause(&caller, &ns, call, paused_tx)
@@ -327,17 +328,13 @@ impl JochMcp {
                     {
                         notify(context, token, &mut reported, progress_message(&chunk)).await;
                     }
-                    return match done {
-                        Ok(outcome) => Ok(Ran::Settled(Box::new(outcome?.into_response()))),
-                        Err(e) => Err(EngineError::task("the call's task")(e)),
-                    };
+                    return Ok(Ran::Settled(Box::new(done?.into_response())));
                 }
                 approval = until_some(paused.as_mut()), if paused.is_some() => {
                     paused = None;
                     if let (true, Ok(approval)) = (defer, &approval) {
                         // The call is recorded and its Approval written:
                         // the engine's task would only wait for the decision.
-                        running.abort();
                         return Ok(Ran::Deferred(Box::new(approval.clone())));
                     }
                     // Asked from this task, so that it rides this request's stream.
