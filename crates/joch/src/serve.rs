@@ -14,8 +14,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     refuse_open_without_auth(&args)?;
     // Bound first: the default public URL, and so the JWT audience, is the
     // address actually bound (port 0 picks one).
-    let listener = tokio::net::TcpListener::bind(args.addr)
-        .await
+    let listener = crate::listen::bind(args.addr)
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let addr = listener
         .local_addr()
