@@ -251,6 +251,7 @@ impl Inner {
             continue_from: params.continue_token,
             created_since_ms,
             created_before_ms,
+            every_row: false,
         })
     }
 }

@@ -144,6 +144,11 @@ pub struct ListQuery {
     /// Only objects created before this unix millisecond (see
     /// [`ListQuery::created_since_ms`]).
     pub created_before_ms: Option<i64>,
+    /// Every row of the kind, in `seq` order, whatever its index columns
+    /// hold, read from the table rather than an index: for the audit's
+    /// verifier, so that a row written around joch (with no creation
+    /// time, say) cannot hide from it.
+    pub every_row: bool,
 }
 
 impl ListQuery {
@@ -163,7 +168,10 @@ impl ListQuery {
         let narrowed =
             i.tool.is_some() || i.phase.is_some() || i.execution.is_some() || i.checksum.is_some();
         self.is_ranged()
-            || (self.kind == CREATION_INDEXED && !self.namespace.is_empty() && !narrowed)
+            || (self.kind == CREATION_INDEXED
+                && !self.namespace.is_empty()
+                && !narrowed
+                && !self.every_row)
     }
 
     /// What the list asks of `created_at` beyond its range, so that a
@@ -171,7 +179,9 @@ impl ListQuery {
     /// ToolCall (`objects_by_kind`), one for a list by creation that no
     /// range bounds (`objects_by_created`).
     pub fn creation_condition(&self) -> Option<&'static str> {
-        if self.kind != CREATION_INDEXED {
+        if self.every_row {
+            None
+        } else if self.kind != CREATION_INDEXED {
             Some("created_at IS NULL")
         } else if self.by_creation() && !self.is_ranged() {
             Some("created_at IS NOT NULL")

@@ -296,8 +296,13 @@ pub(super) fn cost_totals(conn: &Connection, q: &CostQuery) -> Result<Vec<CostTo
 /// `objects_by_created` index.
 pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError> {
     let after = After::of(q)?;
+    let table = if q.every_row {
+        "objects NOT INDEXED"
+    } else {
+        "objects"
+    };
     let (mut sql, mut args) = filtered(
-        &format!("SELECT {COLUMNS} FROM objects"),
+        &format!("SELECT {COLUMNS} FROM {table}"),
         &After::narrow(after, q),
     );
     match after {

@@ -131,4 +131,25 @@ pub async fn calls_list_by_creation_and_other_kinds_by_seq(store: &dyn Store) {
             .expect("count"),
         3
     );
+
+    // A call without a creation time (written around joch) is no row of
+    // the list by creation, but one of every row's.
+    let mut untimed = record("ToolCall", "ns", "u");
+    untimed.index.created_ms = None;
+    store
+        .create(untimed, Durability::Sync)
+        .await
+        .expect("create");
+    assert_eq!(
+        pages(store, query("ToolCall", "ns", 10)).await.concat(),
+        ["a", "c", "b"]
+    );
+    let every_row = ListQuery {
+        every_row: true,
+        ..query("ToolCall", "ns", 2)
+    };
+    assert_eq!(
+        pages(store, every_row).await,
+        vec![vec!["u", "c"], vec!["b", "a"]]
+    );
 }
