@@ -276,8 +276,12 @@ async fn forward(
 }
 
 /// Serves `router` on an ephemeral loopback port for the life of the process.
+/// Its backlog is joch's (`listen::BACKLOG`), so that the bench's servers
+/// drop no more connections in a burst than `joch serve` would.
 async fn serve(router: axum::Router) -> Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    let listener = socket.listen(4096)?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {

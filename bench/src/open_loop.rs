@@ -4,14 +4,23 @@
 //! 64 ÷ throughput; here a call's latency is what it costs when joch keeps
 //! up with the rate asked of it.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use reqwest::Client;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::breakdown::{self, Breakdown};
 use crate::{Args, Latencies, Target, latencies, one_call, percentile_ms};
+
+/// Most calls in flight at once, and so most connections open: as many as
+/// the OpenAI SDK's HTTP client allows (`max_connections=1000`). A client
+/// without a bound turned a moment's delay into thousands of connections
+/// (bench/RESULTS.md, "run away"). A call that waits for a slot is late
+/// from its start, and its latency counts the wait.
+const MAX_IN_FLIGHT: usize = 1000;
 
 /// For each offered rate: the direct baseline, then each joch scenario.
 pub async fn open_loop(
@@ -65,12 +74,14 @@ async fn at_rate(
     let every = Duration::from_secs(1) / u32::try_from(rate.max(1)).unwrap_or(u32::MAX);
     let start = tokio::time::Instant::now();
     let mut running = JoinSet::new();
+    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     for i in 0..calls {
         // The timer ticks in milliseconds: faster rates start in small bursts.
         tokio::time::sleep_until(start + every * u32::try_from(i).unwrap_or(u32::MAX)).await;
-        let (client, target) = (client.clone(), target.clone());
+        let (client, target, slots) = (client.clone(), target.clone(), slots.clone());
         running.spawn(async move {
             let started = Instant::now();
+            let _slot = slots.acquire().await;
             let answered = one_call(&client, &target, i).await;
             (started.elapsed(), answered)
         });

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use joch_core::actions::{Action, ContextChange};
+use joch_core::actions::{Action, ContextChange, ValidationRule};
 use joch_core::credential::{UpstreamCredentials, UpstreamRef};
 use joch_core::expr::evaluate_bool;
 use joch_core::{Backend, ErrorCode, Invocation, ToolBackend, ToolFailure};
@@ -135,45 +135,8 @@ impl ActionsExecutor {
             message,
         };
         match action {
-            Action::Validate { rules } => {
-                let schema = &run.call.tool.spec.input_schema;
-                let params = &run.scopes["params"];
-                let validator =
-                    jsonschema::validator_for(schema).map_err(|e| stop(e.to_string()))?;
-                if let Some(error) = validator.iter_errors(params).next() {
-                    return Err(stop(format!("invalid parameters: {error}")));
-                }
-                for rule in rules {
-                    if !evaluate_bool(&rule.expr, &run.scopes).map_err(stop)? {
-                        let message = match &rule.message {
-                            Some(m) => render_text(m, &run.scopes).map_err(stop)?,
-                            None => format!("rule {:?} does not hold", rule.expr),
-                        };
-                        return Err(stop(message));
-                    }
-                }
-            }
-            Action::ContextSet { data } => {
-                for (key, value) in data {
-                    let value = render_value(value, &run.scopes).map_err(stop)?;
-                    let (path, append) = match key.strip_suffix("[+]") {
-                        Some(path) => (path, true),
-                        None => (key.as_str(), false),
-                    };
-                    let root = path.split('.').next().unwrap_or_default();
-                    let path = if CONTEXT_ROOTS.contains(&root) {
-                        path.to_owned()
-                    } else {
-                        format!("workflow.{path}")
-                    };
-                    let op = if append { "append" } else { "set" };
-                    run.change(ContextChange {
-                        op: op.to_owned(),
-                        path,
-                        value,
-                    });
-                }
-            }
+            Action::Validate { rules } => validate(run, rules).map_err(stop)?,
+            Action::ContextSet { data } => context_set(run, data).map_err(stop)?,
             Action::ContextGet { keys } => {
                 for key in keys {
                     let value = lookup(&run.scopes, key)
@@ -326,4 +289,47 @@ fn failure(run: &Run<'_>, stop: &Stop) -> ToolFailure {
 /// A boxed future, so `conditional` can run a nested chain.
 mod futures_boxed {
     pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+}
+
+/// The parameters against the tool's input schema, then each rule.
+fn validate(run: &Run<'_>, rules: &[ValidationRule]) -> Result<(), String> {
+    let schema = &run.call.tool.spec.input_schema;
+    let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
+    if let Some(error) = validator.iter_errors(&run.scopes["params"]).next() {
+        return Err(format!("invalid parameters: {error}"));
+    }
+    for rule in rules {
+        if !evaluate_bool(&rule.expr, &run.scopes)? {
+            return Err(match &rule.message {
+                Some(m) => render_text(m, &run.scopes)?,
+                None => format!("rule {:?} does not hold", rule.expr),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Sets (or, for a key ending in `[+]`, appends to) each key of the
+/// context; a key outside the context's roots is under `workflow`.
+fn context_set(run: &mut Run<'_>, data: &Map<String, Value>) -> Result<(), String> {
+    for (key, value) in data {
+        let value = render_value(value, &run.scopes)?;
+        let (path, append) = match key.strip_suffix("[+]") {
+            Some(path) => (path, true),
+            None => (key.as_str(), false),
+        };
+        let root = path.split('.').next().unwrap_or_default();
+        let path = if CONTEXT_ROOTS.contains(&root) {
+            path.to_owned()
+        } else {
+            format!("workflow.{path}")
+        };
+        let op = if append { "append" } else { "set" };
+        run.change(ContextChange {
+            op: op.to_owned(),
+            path,
+            value,
+        });
+    }
+    Ok(())
 }

@@ -145,11 +145,12 @@ impl Engine {
         }
     }
 
-    /// Runs `work` as a task of its own and waits for it. A caller that goes
-    /// away (its connection closed, its future dropped) cannot stop what it
+    /// Runs `work` to its end and waits for it. A caller that goes away
+    /// (its connection closed, its future dropped) cannot stop what it
     /// started halfway: between a call's record and its settlement, it would
     /// leave the call `Pending` or `Running` on a live replica with nothing
-    /// to finish it.
+    /// to finish it. The work runs in the caller's task until the caller
+    /// leaves, then in one of its own (`finishing.rs`).
     pub(crate) async fn to_completion<T, F>(
         &self,
         what: &'static str,
@@ -160,7 +161,7 @@ impl Engine {
         F: Future<Output = Result<T, EngineError>> + Send + 'static,
     {
         let work = tracing::Instrument::in_current_span(work(self.clone()));
-        tokio::spawn(work).await.map_err(EngineError::task(what))?
+        crate::finishing::Finishing::new(what, work).await
     }
 
     /// The store, for health checks.
@@ -251,6 +252,7 @@ impl Inner {
             continue_from: params.continue_token,
             created_since_ms,
             created_before_ms,
+            every_row: false,
         })
     }
 }

@@ -96,19 +96,22 @@ pub enum EngineError {
     },
     /// A task joch started for the request failed (it panicked, or was
     /// cancelled at shutdown); nothing was acknowledged.
-    #[error("{what} failed: {source}")]
+    #[error("{what} failed: {reason}")]
     TaskFailed {
         /// The task.
         what: &'static str,
-        /// Why.
-        source: tokio::task::JoinError,
+        /// Why: its panic's message, or the runtime's word.
+        reason: String,
     },
 }
 
 impl EngineError {
     /// A failed task of the request's.
     pub fn task(what: &'static str) -> impl FnOnce(tokio::task::JoinError) -> Self {
-        move |source| EngineError::TaskFailed { what, source }
+        move |e| EngineError::TaskFailed {
+            what,
+            reason: e.to_string(),
+        }
     }
 
     /// An artifact storage failure while doing `what`.

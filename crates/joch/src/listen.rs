@@ -40,6 +40,26 @@ pub struct Limits {
     pub max_connections: usize,
 }
 
+/// Connections the kernel queues before joch accepts them (capped by
+/// `net.core.somaxconn`). tokio's default, 1,024, overflowed in the
+/// bench's open loop: a burst of new connections while joch was busy had
+/// their SYNs dropped, and each client waited out TCP's retransmission
+/// backoff (1, 3, 7, 15, 31 s) before joch even saw it.
+pub const BACKLOG: u32 = 4096;
+
+/// A listener on `addr` with joch's backlog, reusing a port in TIME_WAIT
+/// as `TcpListener::bind` does.
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
 /// How long connections still open at shutdown may take to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// How long a refused connection is kept to read what its client sent, so

@@ -223,153 +223,156 @@ fn items_or_one(mut items: Vec<Value>, args: &GetArgs) -> Value {
 
 /// A kubectl-style table with aligned columns.
 fn table(kind: ResourceKind, items: &[Value], wide: bool, now: DateTime<Utc>) -> String {
-    let s = |v: &Value, p: &str| v.pointer(p).map(display).unwrap_or_else(|| "-".to_owned());
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    match kind {
-        ResourceKind::Tools => {
-            let mut header = vec!["NAME", "BACKEND", "SIDE-EFFECTS", "AGE"];
-            if wide {
-                header.extend(["VERSION", "ENDPOINT"]);
-            }
-            rows.push(header.into_iter().map(str::to_owned).collect());
-            for t in items {
-                let mut row = vec![
-                    s(t, "/metadata/name"),
-                    s(t, "/spec/backend/type"),
-                    s(t, "/spec/sideEffects/level"),
-                    age(t, now),
-                ];
-                if wide {
-                    row.extend([
-                        s(t, "/metadata/resourceVersion"),
-                        s(t, "/spec/backend/endpoint/url"),
-                    ]);
-                }
-                rows.push(row);
-            }
-        }
-        ResourceKind::Policies => {
-            rows.push(
-                ["NAME", "VERSION", "RULES", "AGE"]
-                    .map(str::to_owned)
-                    .to_vec(),
-            );
-            for p in items {
-                let rules = p
-                    .pointer("/spec/rules")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len);
-                let rules = if p.pointer("/spec/rego").is_some() {
-                    format!("{rules}+rego")
-                } else {
-                    rules.to_string()
-                };
-                rows.push(vec![
-                    s(p, "/metadata/name"),
-                    s(p, "/spec/version"),
-                    rules,
-                    age(p, now),
-                ]);
-            }
-        }
-        ResourceKind::Mcpservers => {
-            rows.push(
-                ["NAME", "TRANSPORT", "PHASE", "TOOLS", "HELD", "AGE"]
-                    .map(str::to_owned)
-                    .to_vec(),
-            );
-            for m in items {
-                let tools = m.pointer("/status/tools").and_then(Value::as_object);
-                let held = tools.map_or(0, |t| {
-                    t.values()
-                        .filter(|state| {
-                            state.get("quarantined") == Some(&Value::Bool(true))
-                                || state.get("acceptedHash") != state.get("discoveredHash")
-                        })
-                        .count()
-                });
-                let transport = if m.pointer("/spec/stdio").is_some() {
-                    "stdio"
-                } else {
-                    "http"
-                };
-                rows.push(vec![
-                    s(m, "/metadata/name"),
-                    transport.to_owned(),
-                    s(m, "/status/phase"),
-                    tools.map_or(0, |t| t.len()).to_string(),
-                    held.to_string(),
-                    age(m, now),
-                ]);
-            }
-        }
-        ResourceKind::Executions => {
-            rows.push(
-                ["NAME", "PHASE", "BATCHES", "FAIL-SAFE", "AGE"]
-                    .map(str::to_owned)
-                    .to_vec(),
-            );
-            for e in items {
-                rows.push(vec![
-                    s(e, "/metadata/name"),
-                    s(e, "/status/phase"),
-                    s(e, "/status/batches"),
-                    e.pointer("/spec/failSafe/approvalDenialPolicy")
-                        .map(display)
-                        .unwrap_or_else(|| "continue".to_owned()),
-                    age(e, now),
-                ]);
-            }
-        }
-        ResourceKind::Approvals => {
-            rows.push(
-                ["NAME", "TOOL", "PHASE", "DECIDED-BY", "POLICY", "AGE"]
-                    .map(str::to_owned)
-                    .to_vec(),
-            );
-            for a in items {
-                rows.push(vec![
-                    s(a, "/metadata/name"),
-                    s(a, "/spec/payload/tool"),
-                    s(a, "/status/phase"),
-                    s(a, "/status/decidedBy"),
-                    s(a, "/spec/policyRef/name"),
-                    age(a, now),
-                ]);
-            }
-        }
-        ResourceKind::Toolcalls => {
-            let mut header = vec!["NAME", "TOOL", "PHASE", "LATENCY", "AGE"];
-            if wide {
-                header.extend(["EXECUTION", "AGENT", "CHECKSUM", "ERROR"]);
-            }
-            rows.push(header.into_iter().map(str::to_owned).collect());
-            for c in items {
-                let latency = c
-                    .pointer("/status/latencyMs")
-                    .map(|l| format!("{l}ms"))
-                    .unwrap_or_else(|| "-".to_owned());
-                let mut row = vec![
-                    s(c, "/metadata/name"),
-                    s(c, "/spec/toolRef/name"),
-                    s(c, "/status/phase"),
-                    latency,
-                    age(c, now),
-                ];
-                if wide {
-                    let checksum: String = s(c, "/status/checksum").chars().take(12).collect();
-                    row.extend([
-                        s(c, "/spec/executionRef/name"),
-                        s(c, "/spec/agentRef/name"),
-                        checksum,
-                        s(c, "/status/error/code"),
-                    ]);
-                }
-                rows.push(row);
-            }
-        }
+    let (mut header, wide_header, row): (Vec<&str>, &[&str], Row) = match kind {
+        ResourceKind::Tools => (
+            vec!["NAME", "BACKEND", "SIDE-EFFECTS", "AGE"],
+            &["VERSION", "ENDPOINT"],
+            tool_row,
+        ),
+        ResourceKind::Policies => (vec!["NAME", "VERSION", "RULES", "AGE"], &[], policy_row),
+        ResourceKind::Mcpservers => (
+            vec!["NAME", "TRANSPORT", "PHASE", "TOOLS", "HELD", "AGE"],
+            &[],
+            mcp_server_row,
+        ),
+        ResourceKind::Executions => (
+            vec!["NAME", "PHASE", "BATCHES", "FAIL-SAFE", "AGE"],
+            &[],
+            execution_row,
+        ),
+        ResourceKind::Approvals => (
+            vec!["NAME", "TOOL", "PHASE", "DECIDED-BY", "POLICY", "AGE"],
+            &[],
+            approval_row,
+        ),
+        ResourceKind::Toolcalls => (
+            vec!["NAME", "TOOL", "PHASE", "LATENCY", "AGE"],
+            &["EXECUTION", "AGENT", "CHECKSUM", "ERROR"],
+            call_row,
+        ),
+    };
+    if wide {
+        header.extend(wide_header);
     }
+    let mut rows = vec![header.into_iter().map(str::to_owned).collect()];
+    rows.extend(items.iter().map(|item| row(item, wide, now)));
     align(&rows)
+}
+
+/// An item's cells, the wide ones too when asked.
+type Row = fn(&Value, bool, DateTime<Utc>) -> Vec<String>;
+
+/// The value at a JSON pointer, for a cell; `-` where there is none.
+fn cell(v: &Value, pointer: &str) -> String {
+    v.pointer(pointer)
+        .map(display)
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+fn tool_row(t: &Value, wide: bool, now: DateTime<Utc>) -> Vec<String> {
+    let mut row = vec![
+        cell(t, "/metadata/name"),
+        cell(t, "/spec/backend/type"),
+        cell(t, "/spec/sideEffects/level"),
+        age(t, now),
+    ];
+    if wide {
+        row.extend([
+            cell(t, "/metadata/resourceVersion"),
+            cell(t, "/spec/backend/endpoint/url"),
+        ]);
+    }
+    row
+}
+
+fn policy_row(p: &Value, _wide: bool, now: DateTime<Utc>) -> Vec<String> {
+    let rules = p
+        .pointer("/spec/rules")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let rules = if p.pointer("/spec/rego").is_some() {
+        format!("{rules}+rego")
+    } else {
+        rules.to_string()
+    };
+    vec![
+        cell(p, "/metadata/name"),
+        cell(p, "/spec/version"),
+        rules,
+        age(p, now),
+    ]
+}
+
+fn mcp_server_row(m: &Value, _wide: bool, now: DateTime<Utc>) -> Vec<String> {
+    let tools = m.pointer("/status/tools").and_then(Value::as_object);
+    let held = tools.map_or(0, |t| {
+        t.values()
+            .filter(|state| {
+                state.get("quarantined") == Some(&Value::Bool(true))
+                    || state.get("acceptedHash") != state.get("discoveredHash")
+            })
+            .count()
+    });
+    let transport = if m.pointer("/spec/stdio").is_some() {
+        "stdio"
+    } else {
+        "http"
+    };
+    vec![
+        cell(m, "/metadata/name"),
+        transport.to_owned(),
+        cell(m, "/status/phase"),
+        tools.map_or(0, |t| t.len()).to_string(),
+        held.to_string(),
+        age(m, now),
+    ]
+}
+
+fn execution_row(e: &Value, _wide: bool, now: DateTime<Utc>) -> Vec<String> {
+    vec![
+        cell(e, "/metadata/name"),
+        cell(e, "/status/phase"),
+        cell(e, "/status/batches"),
+        e.pointer("/spec/failSafe/approvalDenialPolicy")
+            .map(display)
+            .unwrap_or_else(|| "continue".to_owned()),
+        age(e, now),
+    ]
+}
+
+fn approval_row(a: &Value, _wide: bool, now: DateTime<Utc>) -> Vec<String> {
+    vec![
+        cell(a, "/metadata/name"),
+        cell(a, "/spec/payload/tool"),
+        cell(a, "/status/phase"),
+        cell(a, "/status/decidedBy"),
+        cell(a, "/spec/policyRef/name"),
+        age(a, now),
+    ]
+}
+
+fn call_row(c: &Value, wide: bool, now: DateTime<Utc>) -> Vec<String> {
+    let latency = c
+        .pointer("/status/latencyMs")
+        .map(|l| format!("{l}ms"))
+        .unwrap_or_else(|| "-".to_owned());
+    let mut row = vec![
+        cell(c, "/metadata/name"),
+        cell(c, "/spec/toolRef/name"),
+        cell(c, "/status/phase"),
+        latency,
+        age(c, now),
+    ];
+    if wide {
+        let checksum: String = cell(c, "/status/checksum").chars().take(12).collect();
+        row.extend([
+            cell(c, "/spec/executionRef/name"),
+            cell(c, "/spec/agentRef/name"),
+            checksum,
+            cell(c, "/status/error/code"),
+        ]);
+    }
+    row
 }
 
 fn align(rows: &[Vec<String>]) -> String {

@@ -11,93 +11,23 @@ use crate::cli::{ApprovalFallback, ServeArgs};
 use crate::demo;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    // joch has no authentication yet: anyone who reaches it can run tools
-    // and decide approvals. Only this machine may, unless told otherwise.
-    let authenticated = args.admin_token.is_some() || args.jwt_issuer.is_some();
-    if !args.addr.ip().is_loopback() && !args.insecure && !authenticated {
-        anyhow::bail!(
-            "refusing to listen on {} without authentication: anyone who can reach it could run tools \
-             and approve calls. Set JOCH_ADMIN_TOKEN, listen on 127.0.0.1, or pass --insecure",
-            args.addr
-        );
-    }
+    refuse_open_without_auth(&args)?;
     // Bound first: the default public URL, and so the JWT audience, is the
     // address actually bound (port 0 picks one).
-    let listener = tokio::net::TcpListener::bind(args.addr)
-        .await
+    let listener = crate::listen::bind(args.addr)
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let addr = listener
         .local_addr()
         .context("cannot read the bound address")?;
     let public_url = public_url(args.public_url.as_deref(), addr)?;
     let jwt = jwt_config(&args, &public_url).await?;
-    let config = EngineConfig {
-        approval_timeout: std::time::Duration::from_secs(args.approval_timeout_seconds),
-        approval_fallback: match args.approval_fallback {
-            ApprovalFallback::Deny => OnTimeout::Deny,
-            ApprovalFallback::Approve => OnTimeout::Approve,
-        },
-        trace_content: args.trace_content,
-        root_token_hash: args.admin_token.as_deref().map(joch_core::token::hash),
-        jwt: jwt.clone(),
-        replica: args.store.is_some().then(replica_name),
-        artifacts: args.artifacts_dir.clone().map(|dir| {
-            std::sync::Arc::new(joch_store::FileBlobs::new(dir))
-                as std::sync::Arc<dyn joch_store::Blobs>
-        }),
-        intent_grace: std::time::Duration::from_millis(args.intent_grace_ms),
-        mcp_sessions: McpSessionLimits {
-            idle: std::time::Duration::from_secs(args.mcp_session_idle_seconds.max(1)),
-            per_namespace: args.max_mcp_sessions_per_namespace,
-            per_principal: args.max_mcp_sessions_per_principal,
-        },
-        vault: vault_keys(&args)?,
-        public_url: Some(public_url.clone()),
-        mcp_user_connections: args.max_mcp_user_connections,
-        mcp_user_connection_idle: std::time::Duration::from_secs(
-            args.mcp_user_connection_idle_seconds.max(1),
-        ),
-        ..EngineConfig::default()
-    };
-    let location = match &args.store {
-        Some(url) => StoreLocation::Postgres {
-            url: url.clone(),
-            max_connections: args.store_max_connections,
-        },
-        None => StoreLocation::Sqlite(args.db.clone()),
-    };
-    let workers = Workers {
-        lease_ttl: std::time::Duration::from_secs(args.lease_seconds.max(3)),
-        hook_result_timeout: std::time::Duration::from_secs(
-            args.hook_result_timeout_seconds.max(1),
-        ),
-        artifact_grace: std::time::Duration::from_secs(args.artifact_grace_seconds.max(1)),
-        checkpoint_signing: checkpoint_signing(&args)?,
-        ..Workers::default()
-    };
-    let running = open_engine(&location, config, workers).await?;
+    let location = store_location(&args);
+    let config = engine_config(&args, jwt.clone(), public_url.clone())?;
+    let running = open_engine(&location, config, workers(&args)?).await?;
     let engine = running.engine().clone();
-    let recovered = running.recovered().clone();
 
     let metrics = install_metrics()?;
-    let mut app = joch_server::router(
-        engine.clone(),
-        ServerConfig {
-            max_body_bytes: args.max_body_bytes,
-            max_streams_per_principal: args.max_streams_per_principal.max(1),
-            // On loopback, only loopback names may reach the MCP endpoint (a
-            // web page cannot rebind a DNS name onto it); elsewhere any.
-            mcp_allowed_hosts: if addr.ip().is_loopback() {
-                ServerConfig::default().mcp_allowed_hosts
-            } else {
-                Vec::new()
-            },
-            console_oidc: console_oidc(&args, jwt.as_ref()),
-            authorization_servers: jwt.map(|jwt| jwt.issuer).into_iter().collect(),
-            public_url,
-            ..ServerConfig::default()
-        },
-    );
+    let mut app = joch_server::router(engine.clone(), server_config(&args, addr, jwt, public_url));
     app = app.route(
         "/metrics",
         axum::routing::get(move || std::future::ready(metrics.render())),
@@ -105,25 +35,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.demo {
         app = app.merge(demo::routes());
     }
-    // Tests and scripts read this line to find the port: keep its shape.
-    println!(
-        "joch listening on http://{addr} (store: {location}; {})",
-        if engine.identity().auth_required().await? {
-            "authentication: bearer tokens"
-        } else if addr.ip().is_loopback() {
-            "no authentication: loopback only"
-        } else {
-            "no authentication: INSECURE, reachable from the network"
-        }
-    );
+    announce(&engine, addr, &location, running.recovered()).await?;
     if args.demo {
         demo::apply_examples(&engine, addr).await?;
-    }
-    if recovered != RecoveryReport::default() {
-        println!(
-            "recovered unfinished calls: {} resumed, {} re-run, {} interrupted (now Unknown), {} abandoned",
-            recovered.resumed, recovered.rerun, recovered.interrupted, recovered.abandoned
-        );
     }
 
     let timeouts = crate::watchdog::Timeouts {
@@ -150,7 +64,127 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The checkpoint signer's settings, when a signing key is given.
+/// Anyone who reaches an unauthenticated joch can run tools and decide
+/// approvals: only this machine may, unless told otherwise.
+fn refuse_open_without_auth(args: &ServeArgs) -> anyhow::Result<()> {
+    let authenticated = args.admin_token.is_some() || args.jwt_issuer.is_some();
+    if !args.addr.ip().is_loopback() && !args.insecure && !authenticated {
+        anyhow::bail!(
+            "refusing to listen on {} without authentication: anyone who can reach it could run tools \
+             and approve calls. Set JOCH_ADMIN_TOKEN, listen on 127.0.0.1, or pass --insecure",
+            args.addr
+        );
+    }
+    Ok(())
+}
+
+fn engine_config(
+    args: &ServeArgs,
+    jwt: Option<joch_engine::JwtConfig>,
+    public_url: String,
+) -> anyhow::Result<EngineConfig> {
+    Ok(EngineConfig {
+        approval_timeout: std::time::Duration::from_secs(args.approval_timeout_seconds),
+        approval_fallback: match args.approval_fallback {
+            ApprovalFallback::Deny => OnTimeout::Deny,
+            ApprovalFallback::Approve => OnTimeout::Approve,
+        },
+        trace_content: args.trace_content,
+        root_token_hash: args.admin_token.as_deref().map(joch_core::token::hash),
+        jwt,
+        replica: args.store.is_some().then(replica_name),
+        artifacts: args.artifacts_dir.clone().map(|dir| {
+            std::sync::Arc::new(joch_store::FileBlobs::new(dir))
+                as std::sync::Arc<dyn joch_store::Blobs>
+        }),
+        intent_grace: std::time::Duration::from_millis(args.intent_grace_ms),
+        mcp_sessions: McpSessionLimits {
+            idle: std::time::Duration::from_secs(args.mcp_session_idle_seconds.max(1)),
+            per_namespace: args.max_mcp_sessions_per_namespace,
+            per_principal: args.max_mcp_sessions_per_principal,
+        },
+        vault: vault_keys(args)?,
+        public_url: Some(public_url),
+        mcp_user_connections: args.max_mcp_user_connections,
+        mcp_user_connection_idle: std::time::Duration::from_secs(
+            args.mcp_user_connection_idle_seconds.max(1),
+        ),
+        ..EngineConfig::default()
+    })
+}
+
+fn store_location(args: &ServeArgs) -> StoreLocation {
+    match &args.store {
+        Some(url) => StoreLocation::Postgres {
+            url: url.clone(),
+            max_connections: args.store_max_connections,
+        },
+        None => StoreLocation::Sqlite(args.db.clone()),
+    }
+}
+
+fn workers(args: &ServeArgs) -> anyhow::Result<Workers> {
+    Ok(Workers {
+        lease_ttl: std::time::Duration::from_secs(args.lease_seconds.max(3)),
+        hook_result_timeout: std::time::Duration::from_secs(
+            args.hook_result_timeout_seconds.max(1),
+        ),
+        artifact_grace: std::time::Duration::from_secs(args.artifact_grace_seconds.max(1)),
+        checkpoint_signing: checkpoint_signing(args)?,
+        ..Workers::default()
+    })
+}
+
+fn server_config(
+    args: &ServeArgs,
+    addr: std::net::SocketAddr,
+    jwt: Option<joch_engine::JwtConfig>,
+    public_url: String,
+) -> ServerConfig {
+    ServerConfig {
+        max_body_bytes: args.max_body_bytes,
+        max_streams_per_principal: args.max_streams_per_principal.max(1),
+        // On loopback, only loopback names may reach the MCP endpoint (a
+        // web page cannot rebind a DNS name onto it); elsewhere any.
+        mcp_allowed_hosts: if addr.ip().is_loopback() {
+            ServerConfig::default().mcp_allowed_hosts
+        } else {
+            Vec::new()
+        },
+        console_oidc: console_oidc(args, jwt.as_ref()),
+        authorization_servers: jwt.map(|jwt| jwt.issuer).into_iter().collect(),
+        public_url,
+        ..ServerConfig::default()
+    }
+}
+
+/// The line tests and scripts read to find the port (keep its shape), and
+/// what recovery did.
+async fn announce(
+    engine: &joch_engine::Engine,
+    addr: std::net::SocketAddr,
+    location: &StoreLocation,
+    recovered: &RecoveryReport,
+) -> anyhow::Result<()> {
+    println!(
+        "joch listening on http://{addr} (store: {location}; {})",
+        if engine.identity().auth_required().await? {
+            "authentication: bearer tokens"
+        } else if addr.ip().is_loopback() {
+            "no authentication: loopback only"
+        } else {
+            "no authentication: INSECURE, reachable from the network"
+        }
+    );
+    if *recovered != RecoveryReport::default() {
+        println!(
+            "recovered unfinished calls: {} resumed, {} re-run, {} interrupted (now Unknown), {} abandoned",
+            recovered.resumed, recovered.rerun, recovered.interrupted, recovered.abandoned
+        );
+    }
+    Ok(())
+}
+
 fn checkpoint_signing(args: &ServeArgs) -> anyhow::Result<Option<CheckpointSigning>> {
     let Some(path) = &args.audit_signing_key else {
         return Ok(None);

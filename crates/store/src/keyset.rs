@@ -21,7 +21,7 @@ impl After {
             return Ok(None);
         };
         let invalid = || StoreError::InvalidArgument(format!("invalid continue token {token:?}"));
-        let after = if q.is_ranged() {
+        let after = if q.by_creation() {
             let (ms, seq) = token.split_once('.').ok_or_else(invalid)?;
             After::Created {
                 ms: ms.parse().map_err(|_| invalid())?,
@@ -50,7 +50,7 @@ impl After {
 
     /// The token that continues after a row, in the query's order.
     pub(crate) fn token(q: &ListQuery, seq: i64, created_ms: Option<i64>) -> String {
-        match created_ms.filter(|_| q.is_ranged()) {
+        match created_ms.filter(|_| q.by_creation()) {
             Some(ms) => format!("{ms}.{seq}"),
             None => seq.to_string(),
         }

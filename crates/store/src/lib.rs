@@ -40,8 +40,8 @@ pub use error::{StoreError, StoreErrorKind};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresBlobs, PostgresOptions, PostgresStore};
 pub use record::{
-    AuditRecord, Change, CostGroup, CostQuery, CostTotal, Durability, EventRecord,
-    IdempotencyClaim, ListQuery, Page, RateCell, Record, Store,
+    AuditRecord, CREATION_INDEXED, Change, CostGroup, CostQuery, CostTotal, Durability,
+    EventRecord, IdempotencyClaim, ListQuery, Page, RateCell, Record, Store,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;

@@ -41,6 +41,17 @@ pub struct Record {
     pub body: String,
 }
 
+impl Record {
+    /// The creation time the store indexes: a ToolCall's only, so that
+    /// every other kind's rows are in `objects_by_kind` (see
+    /// [`ListQuery::creation_condition`]).
+    pub fn created_at(&self) -> Option<i64> {
+        self.index
+            .created_ms
+            .filter(|_| self.kind == CREATION_INDEXED)
+    }
+}
+
 /// A claim on an idempotency key, made atomically with a call's creation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyClaim {
@@ -133,6 +144,11 @@ pub struct ListQuery {
     /// Only objects created before this unix millisecond (see
     /// [`ListQuery::created_since_ms`]).
     pub created_before_ms: Option<i64>,
+    /// Every row of the kind, in `seq` order, whatever its index columns
+    /// hold, read from the table rather than an index: for the audit's
+    /// verifier, so that a row written around joch (with no creation
+    /// time, say) cannot hide from it.
+    pub every_row: bool,
 }
 
 impl ListQuery {
@@ -141,7 +157,42 @@ impl ListQuery {
     pub fn is_ranged(&self) -> bool {
         self.created_since_ms.is_some() || self.created_before_ms.is_some()
     }
+
+    /// True when the list runs by creation time, newest first, and its
+    /// `continue` tokens are of that order: it is ranged, or it lists a
+    /// namespace's ToolCalls narrowed by no indexed column (their only
+    /// index by kind is the one by creation; see the SQLite migration
+    /// `0011_fewer_pages.sql`).
+    pub fn by_creation(&self) -> bool {
+        let i = &self.index;
+        let narrowed =
+            i.tool.is_some() || i.phase.is_some() || i.execution.is_some() || i.checksum.is_some();
+        self.is_ranged()
+            || (self.kind == CREATION_INDEXED
+                && !self.namespace.is_empty()
+                && !narrowed
+                && !self.every_row)
+    }
+
+    /// What the list asks of `created_at` beyond its range, so that a
+    /// store's partial indexes serve it: no creation time for any kind but
+    /// ToolCall (`objects_by_kind`), one for a list by creation that no
+    /// range bounds (`objects_by_created`).
+    pub fn creation_condition(&self) -> Option<&'static str> {
+        if self.every_row {
+            None
+        } else if self.kind != CREATION_INDEXED {
+            Some("created_at IS NULL")
+        } else if self.by_creation() && !self.is_ranged() {
+            Some("created_at IS NOT NULL")
+        } else {
+            None
+        }
+    }
 }
+
+/// The kind whose records carry a creation time (`IndexFields::created_ms`).
+pub const CREATION_INDEXED: &str = "ToolCall";
 
 /// Which ToolCall costs to sum, and how to group them.
 #[derive(Debug, Clone, Default)]

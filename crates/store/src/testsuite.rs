@@ -43,6 +43,7 @@ macro_rules! store_suite {
             ref list_filters_on_index_and_labels,
             ref list_refuses_a_foreign_continue_token,
             ref a_list_narrows_to_a_creation_range_and_pages,
+            ref calls_list_by_creation_and_other_kinds_by_seq,
             ref deferred_writes_commit_with_the_next_synced_one,
             arc concurrent_writers_all_land,
             ref a_key_is_claimed_once,
@@ -128,14 +129,22 @@ pub async fn events_are_numbered_per_execution_in_order(store: &dyn Store) {
 }
 
 /// A record with a body that names it.
+/// A record of `kind`; a ToolCall is stamped with a creation time, later
+/// than the one made before it, as the engine stamps every call.
 pub fn record(kind: &str, namespace: &str, name: &str) -> Record {
+    static CREATED_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1 << 40);
+    let created_ms = (kind == crate::CREATION_INDEXED)
+        .then(|| CREATED_MS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     Record {
         kind: kind.to_owned(),
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         resource_version: 1,
         labels: BTreeMap::new(),
-        index: IndexFields::default(),
+        index: IndexFields {
+            created_ms,
+            ..IndexFields::default()
+        },
         body: format!(r#"{{"name":"{name}"}}"#),
     }
 }
@@ -298,11 +307,8 @@ pub async fn list_filters_on_index_and_labels(store: &dyn Store) {
         ("3", "a", "Failed", "y"),
     ] {
         let mut r = record("ToolCall", "ns", name);
-        r.index = IndexFields {
-            tool: Some(tool.into()),
-            phase: Some(phase.into()),
-            ..IndexFields::default()
-        };
+        r.index.tool = Some(tool.into());
+        r.index.phase = Some(phase.into());
         r.labels.insert("team".into(), team.into());
         store.create(r, Durability::Sync).await.expect("create");
     }
@@ -341,11 +347,12 @@ pub async fn list_refuses_a_foreign_continue_token(store: &dyn Store) {
 
 /// Deferred writes are visible once a later synced write is acknowledged.
 pub async fn deferred_writes_commit_with_the_next_synced_one(store: &dyn Store) {
+    let pending = record("ToolCall", "ns", "d");
     store
-        .create(record("ToolCall", "ns", "d"), Durability::Deferred)
+        .create(pending.clone(), Durability::Deferred)
         .await
         .expect("deferred");
-    let mut done = record("ToolCall", "ns", "d");
+    let mut done = pending;
     done.resource_version = 2;
     store
         .update(done.clone(), 1, Durability::Sync)

@@ -168,76 +168,11 @@ impl Engine {
             return Ok(());
         };
         let namespace = call.metadata.namespace.clone();
-        let approver = call
-            .spec
-            .approval
-            .as_ref()
-            .map(|a| (a.approved_by.clone(), a.approved_at));
-        mark_call(&mut call, "approved", approval);
-        if let (ApprovalActionKind::Consent, Some((Some(by), at)), Some(marked)) = (
-            approval.spec.action.kind,
-            approver,
-            call.spec.approval.as_mut(),
-        ) {
-            // Consent after a person's approval: the person approved it.
-            (marked.approved_by, marked.approved_at) = (Some(by), at);
-        }
-        self.emit_for(&call, EventKind::RunResumed, json!({"approved": true}))
-            .await?;
-        // The policy deferred; the approval is what allowed the call under it.
-        if let Some(policy) = &approval.spec.policy_ref {
-            telemetry::record_decisions(
-                &mut call,
-                vec![HookDecision {
-                    hook: Hook::Request.step().to_owned(),
-                    decision: DecisionKind::Allow,
-                    policy_id: Some(policy.name.clone()),
-                    policy_version: Some(policy.version.clone()),
-                    reason: Some(format!("approved by {}", decision.by)),
-                    shadow: false,
-                }],
-            );
-        }
+        self.mark_approved(&mut call, approval, decision).await?;
         let tool = self.resolve_tool(&namespace, &call).await?;
         let policies = self.inner.catalog.policies(&namespace).await?;
         let schemas = self.inner.catalog.schemas(&tool).ok();
-        let mut rejection = None;
-        let mut args = match (&call.spec.input, call.status.input_withheld) {
-            (Value::Object(args), false) => args.clone(),
-            _ => {
-                rejection = Some(Rejection {
-                    phase: Phase::Failed,
-                    error: CallError::new(
-                        ErrorCode::InputWithheld,
-                        "the call's input was not recorded, so it cannot run after approval",
-                    ),
-                    answer: None,
-                });
-                Map::new()
-            }
-        };
-        if let Some(edited) = &decision.edited_input {
-            call.status
-                .original_input
-                .get_or_insert(call.spec.input.clone());
-            args = normalize_args(edited.clone())
-                .map_err(|e| EngineError::InvalidDecision(format!("input: {e}")))?;
-        }
-        if let (Some(value), Some(input)) =
-            (&decision.value, approval.spec.payload.get("userInput"))
-        {
-            let target = input
-                .get("targetArg")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let mut patched = Value::Object(args);
-            let patch = joch_core::policy::Patch {
-                set: [(target.to_owned(), value.clone())].into(),
-                ..Default::default()
-            };
-            apply_patch(&mut patched, &patch);
-            args = patched.as_object().cloned().unwrap_or_default();
-        }
+        let (args, mut rejection) = decided_args(&mut call, approval, decision)?;
         let (edited, completed) = (decision.edited_input.is_some(), decision.value.is_some());
         let mut a = Admitting::resumed(call, tool, args, policies, schemas);
         if rejection.is_none() {
@@ -267,6 +202,48 @@ impl Engine {
         self.run_in_background(a.into_recorded(rejection));
         Ok(())
     }
+
+    /// Marks the call approved (a consent after a person's approval keeps
+    /// that person as its approver), says it resumed, and records the
+    /// approval as the decision that allowed it under a deferring policy.
+    async fn mark_approved(
+        &self,
+        call: &mut ToolCall,
+        approval: &Approval,
+        decision: &ApprovalDecision,
+    ) -> Result<(), EngineError> {
+        let approver = call
+            .spec
+            .approval
+            .as_ref()
+            .map(|a| (a.approved_by.clone(), a.approved_at));
+        mark_call(call, "approved", approval);
+        if let (ApprovalActionKind::Consent, Some((Some(by), at)), Some(marked)) = (
+            approval.spec.action.kind,
+            approver,
+            call.spec.approval.as_mut(),
+        ) {
+            // Consent after a person's approval: the person approved it.
+            (marked.approved_by, marked.approved_at) = (Some(by), at);
+        }
+        self.emit_for(call, EventKind::RunResumed, json!({"approved": true}))
+            .await?;
+        // The policy deferred; the approval is what allowed the call under it.
+        if let Some(policy) = &approval.spec.policy_ref {
+            telemetry::record_decisions(
+                call,
+                vec![HookDecision {
+                    hook: Hook::Request.step().to_owned(),
+                    decision: DecisionKind::Allow,
+                    policy_id: Some(policy.name.clone()),
+                    policy_version: Some(policy.version.clone()),
+                    reason: Some(format!("approved by {}", decision.by)),
+                    shadow: false,
+                }],
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Records the approval's outcome on the call's `spec.approval`: who
@@ -286,4 +263,50 @@ fn mark_call(call: &mut ToolCall, status: &str, approval: &Approval) {
         _ => {}
     }
     call.spec.approval = Some(marked);
+}
+
+/// The arguments the call runs with once decided: as recorded, as the
+/// approver edited them, or completed with the value a person gave; and
+/// the call's rejection if its input was not recorded.
+fn decided_args(
+    call: &mut ToolCall,
+    approval: &Approval,
+    decision: &ApprovalDecision,
+) -> Result<(Map<String, Value>, Option<Rejection>), EngineError> {
+    let mut rejection = None;
+    let mut args = match (&call.spec.input, call.status.input_withheld) {
+        (Value::Object(args), false) => args.clone(),
+        _ => {
+            rejection = Some(Rejection {
+                phase: Phase::Failed,
+                error: CallError::new(
+                    ErrorCode::InputWithheld,
+                    "the call's input was not recorded, so it cannot run after approval",
+                ),
+                answer: None,
+            });
+            Map::new()
+        }
+    };
+    if let Some(edited) = &decision.edited_input {
+        call.status
+            .original_input
+            .get_or_insert(call.spec.input.clone());
+        args = normalize_args(edited.clone())
+            .map_err(|e| EngineError::InvalidDecision(format!("input: {e}")))?;
+    }
+    if let (Some(value), Some(input)) = (&decision.value, approval.spec.payload.get("userInput")) {
+        let target = input
+            .get("targetArg")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mut patched = Value::Object(args);
+        let patch = joch_core::policy::Patch {
+            set: [(target.to_owned(), value.clone())].into(),
+            ..Default::default()
+        };
+        apply_patch(&mut patched, &patch);
+        args = patched.as_object().cloned().unwrap_or_default();
+    }
+    Ok((args, rejection))
 }

@@ -118,6 +118,7 @@ impl Engine {
                     namespace: namespace.to_owned(),
                     limit: PAGE,
                     continue_from,
+                    every_row: true,
                     ..ListQuery::default()
                 })
                 .await?;

@@ -190,16 +190,7 @@ impl Engine {
         } else {
             Duration::ZERO
         };
-        let invoke = async {
-            tokio::select! {
-                biased;
-                done = invoke => done,
-                () = async {
-                    running.cancelled().await;
-                    tokio::time::sleep(grace).await;
-                } => Err(Running::failure()),
-            }
-        };
+        let invoke = until_cancelled(invoke, running, grace);
         timing::enter(Stage::Backend);
         let (result, version) = if written {
             (invoke.await, None)
@@ -210,18 +201,10 @@ impl Engine {
         if let Some(version) = version {
             call.metadata.resource_version = version;
         }
-        let mut text_type = None;
-        let result = result.map(|output| match output {
-            ToolOutput::Json(value) => value,
-            ToolOutput::Bytes { media_type, bytes } if is_media_type(&media_type) => {
-                crate::artifacts::media_result(&media_type, &bytes)
-            }
-            // Text that is not JSON (JSON lines, CSV, logs) is a string result.
-            ToolOutput::Bytes { media_type, bytes } => {
-                text_type = Some(media_type);
-                Value::String(String::from_utf8_lossy(&bytes).into_owned())
-            }
-        });
+        let (result, text_type) = match result.map(output_value) {
+            Ok((value, text_type)) => (Ok(value), text_type),
+            Err(e) => (Err(e), None),
+        };
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if let Some(relay) = relay {
             // Every chunk event lands before the call's completion does.
@@ -438,4 +421,38 @@ pub(crate) fn recorded_value(mut value: Value, keep: bool, redact: &[String]) ->
     }
     redact_fields(&mut value, redact);
     value
+}
+
+/// The backend's answer, or the cancelled call's failure once the call is
+/// cancelled and `grace` has passed (an MCP backend tells its server and
+/// ends by itself within it; any other's request is dropped at once).
+async fn until_cancelled<T>(
+    invoke: impl Future<Output = Result<T, CallError>>,
+    running: &Running,
+    grace: Duration,
+) -> Result<T, CallError> {
+    tokio::select! {
+        biased;
+        done = invoke => done,
+        () = async {
+            running.cancelled().await;
+            tokio::time::sleep(grace).await;
+        } => Err(Running::failure()),
+    }
+}
+
+/// A tool's output as the call's result: JSON as it is, media as an
+/// artifact's reference, other text (JSON lines, CSV, logs) as a string,
+/// with its media type.
+fn output_value(output: ToolOutput) -> (Value, Option<String>) {
+    match output {
+        ToolOutput::Json(value) => (value, None),
+        ToolOutput::Bytes { media_type, bytes } if is_media_type(&media_type) => {
+            (crate::artifacts::media_result(&media_type, &bytes), None)
+        }
+        ToolOutput::Bytes { media_type, bytes } => (
+            Value::String(String::from_utf8_lossy(&bytes).into_owned()),
+            Some(media_type),
+        ),
+    }
 }

@@ -20,6 +20,32 @@ use crate::engine::now;
 use crate::policy::Facts;
 use crate::{Engine, EngineError};
 
+/// What recovery does with one unfinished call.
+enum Verdict {
+    /// A hook call the agent still holds: it may yet report.
+    Leave,
+    /// Settled as it stands: it must not, or cannot, run again.
+    Settle(Phase, CallError, Tally),
+    /// Run (again) with its tool.
+    Run(Tool),
+}
+
+/// Which count of the report a settled call adds to.
+enum Tally {
+    Interrupted,
+    Abandoned,
+}
+
+impl Verdict {
+    fn failed(message: &str, code: ErrorCode) -> Self {
+        Verdict::Settle(
+            Phase::Failed,
+            CallError::new(code, message),
+            Tally::Abandoned,
+        )
+    }
+}
+
 /// What [`Calls::recover`](crate::Calls::recover) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
@@ -56,75 +82,90 @@ impl Engine {
         call: ToolCall,
         report: &mut RecoveryReport,
     ) -> Result<(), EngineError> {
-        let ns = call.metadata.namespace.clone();
+        match self.verdict(&call).await? {
+            Verdict::Leave => Ok(()),
+            Verdict::Settle(phase, error, tally) => {
+                self.settle(call, phase, None, Some(error), None).await?;
+                match tally {
+                    Tally::Interrupted => report.interrupted += 1,
+                    Tally::Abandoned => report.abandoned += 1,
+                }
+                Ok(())
+            }
+            Verdict::Run(tool) => {
+                if call.status.phase == Phase::Running {
+                    report.rerun += 1;
+                } else {
+                    report.resumed += 1;
+                }
+                self.run_again(call, tool).await
+            }
+        }
+    }
+
+    /// What recovery does with an unfinished call, by the rule of this
+    /// module's head.
+    async fn verdict(&self, call: &ToolCall) -> Result<Verdict, EngineError> {
+        let running = call.status.phase == Phase::Running;
         if call.spec.mode == joch_core::CallMode::Hook {
             // Running: the agent has it and may still report. Pending: no
             // decision reached the agent, so it did not run it.
-            if call.status.phase == Phase::Pending {
-                let error = CallError::new(
-                    ErrorCode::Interrupted,
+            return Ok(if call.status.phase == Phase::Pending {
+                Verdict::failed(
                     "joch stopped before its decision reached the agent",
-                );
-                self.settle(call, Phase::Failed, None, Some(error), None)
-                    .await?;
-                report.abandoned += 1;
-            }
-            return Ok(());
+                    ErrorCode::Interrupted,
+                )
+            } else {
+                Verdict::Leave
+            });
         }
         let repeatable = call
             .spec
             .side_effects
             .as_ref()
             .is_some_and(|s| s.idempotent || s.level == joch_core::SideEffectLevel::ReadOnly);
-        if call.status.phase == Phase::Running && !repeatable {
+        if running && !repeatable {
             let error = CallError::new(
                 ErrorCode::Interrupted,
                 "joch stopped while the tool was running; its side effect may or may not have happened",
             );
-            self.settle(call, Phase::Unknown, None, Some(error), None)
-                .await?;
-            report.interrupted += 1;
-            return Ok(());
+            return Ok(Verdict::Settle(Phase::Unknown, error, Tally::Interrupted));
         }
-        if self.cancel_marked(&call).await? {
+        if self.cancel_marked(call).await? {
             // Cancelled while its replica was going away: not run again.
-            let error = CallError::new(
-                ErrorCode::Cancelled,
+            return Ok(Verdict::failed(
                 "the call was cancelled; joch stopped before it could stop it",
-            );
-            self.settle(call, Phase::Failed, None, Some(error), None)
-                .await?;
-            report.abandoned += 1;
-            return Ok(());
+                ErrorCode::Cancelled,
+            ));
         }
-        let tool: Option<Tool> = match self.inner.store.get_object(&ns, call.tool_name()).await {
+        let ns = &call.metadata.namespace;
+        let tool: Option<Tool> = match self.inner.store.get_object(ns, call.tool_name()).await {
             Ok(tool) => Some(tool),
-            Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => None,
+            Err(e) if e.kind() == StoreErrorKind::NotFound => None,
             Err(e) => return Err(e.into()),
         };
-        let runnable = match (&tool, &call.spec.input) {
-            (Some(_), Value::Object(_)) => !call.status.input_withheld,
-            _ => false,
-        };
-        let (Some(tool), true) = (tool, runnable) else {
-            let error = CallError::new(
-                ErrorCode::Interrupted,
-                "joch stopped before this call finished, and it cannot be run again: its tool is gone or its input was not recorded",
-            );
-            let phase = if call.status.phase == Phase::Running {
-                Phase::Unknown
-            } else {
-                Phase::Failed
-            };
-            self.settle(call, phase, None, Some(error), None).await?;
-            report.abandoned += 1;
-            return Ok(());
-        };
-        if call.status.phase == Phase::Running {
-            report.rerun += 1;
-        } else {
-            report.resumed += 1;
+        match tool {
+            Some(tool) if call.spec.input.is_object() && !call.status.input_withheld => {
+                Ok(Verdict::Run(tool))
+            }
+            _ => {
+                let error = CallError::new(
+                    ErrorCode::Interrupted,
+                    "joch stopped before this call finished, and it cannot be run again: its tool is gone or its input was not recorded",
+                );
+                let phase = if running {
+                    Phase::Unknown
+                } else {
+                    Phase::Failed
+                };
+                Ok(Verdict::Settle(phase, error, Tally::Abandoned))
+            }
         }
+    }
+
+    /// Runs a recovered call again, under today's policies.
+    async fn run_again(&self, call: ToolCall, tool: Tool) -> Result<(), EngineError> {
+        let ns = call.metadata.namespace.clone();
         let args = call.spec.input.as_object().cloned().unwrap_or_default();
         let schemas = self.inner.catalog.schemas(&tool).ok();
         let policies = self.inner.catalog.policies(&ns).await?;

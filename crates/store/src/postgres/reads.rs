@@ -72,6 +72,9 @@ fn filtered<'a>(select: &str, q: &ListQuery) -> QueryBuilder<'a, Postgres> {
                 .push_bind(ms);
         }
     }
+    if let Some(condition) = q.creation_condition() {
+        sql.push(format_args!(" AND {condition}"));
+    }
     sql
 }
 
@@ -168,7 +171,7 @@ pub(super) async fn list(pool: &PgPool, q: &ListQuery) -> Result<Page, StoreErro
         q.limit.saturating_add(1).max(SCAN_CHUNK)
     };
     let select = format!("SELECT {COLUMNS} FROM objects");
-    let order = if q.is_ranged() {
+    let order = if q.by_creation() {
         " ORDER BY created_at DESC, seq DESC LIMIT "
     } else {
         " ORDER BY seq DESC LIMIT "
@@ -193,7 +196,7 @@ pub(super) async fn list(pool: &PgPool, q: &ListQuery) -> Result<Page, StoreErro
         let exhausted = rows.len() < chunk;
         for row in &rows {
             let (seq, record) = record(row).map_err(unavailable)?;
-            after = Some(match record.index.created_ms.filter(|_| q.is_ranged()) {
+            after = Some(match record.index.created_ms.filter(|_| q.by_creation()) {
                 Some(ms) => After::Created { ms, seq },
                 None => After::Seq(seq),
             });

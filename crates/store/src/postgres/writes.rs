@@ -87,7 +87,7 @@ pub(super) async fn insert<'c>(
                ON CONFLICT (kind, namespace, name) DO NOTHING";
     // `created_at` is bound here only: set once, an update leaves it alone.
     let inserted = bind_record(query(sql), r)?
-        .bind(r.index.created_ms)
+        .bind(r.created_at())
         .execute(conn)
         .await
         .map_err(unavailable)?

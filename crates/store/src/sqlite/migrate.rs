@@ -6,7 +6,7 @@ use super::unavailable;
 use crate::StoreError;
 
 /// Every migration in order; the database's `user_version` counts how many ran.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0001_objects.sql"),
     include_str!("../../migrations/sqlite/0002_idempotency_keys.sql"),
     include_str!("../../migrations/sqlite/0003_events.sql"),
@@ -17,6 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0008_rate_cells.sql"),
     include_str!("../../migrations/sqlite/0009_audit_by_record.sql"),
     include_str!("../../migrations/sqlite/0010_created_at.sql"),
+    include_str!("../../migrations/sqlite/0011_fewer_pages.sql"),
 ];
 
 /// Applies the migrations the database has not seen, each in its own transaction.

@@ -54,7 +54,7 @@ pub(super) fn insert(conn: &Connection, r: &Record) -> Result<(), StoreError> {
         )
         .and_then(|mut stmt| {
             let mut values = row_values(r)?;
-            values.push(r.index.created_ms.into());
+            values.push(r.created_at().into());
             stmt.execute(rusqlite::params_from_iter(values))
         });
     match result {
@@ -219,6 +219,9 @@ fn filtered(select: &str, q: &ListQuery) -> (String, Vec<SqlValue>) {
             args.push(ms.into());
         }
     }
+    if let Some(condition) = q.creation_condition() {
+        sql.push_str(&format!(" AND {condition}"));
+    }
     (sql, args)
 }
 
@@ -293,8 +296,13 @@ pub(super) fn cost_totals(conn: &Connection, q: &CostQuery) -> Result<Vec<CostTo
 /// `objects_by_created` index.
 pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError> {
     let after = After::of(q)?;
+    let table = if q.every_row {
+        "objects NOT INDEXED"
+    } else {
+        "objects"
+    };
     let (mut sql, mut args) = filtered(
-        &format!("SELECT {COLUMNS} FROM objects"),
+        &format!("SELECT {COLUMNS} FROM {table}"),
         &After::narrow(after, q),
     );
     match after {
@@ -308,7 +316,7 @@ pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError>
             args.extend([ms.into(), seq.into()]);
         }
     }
-    sql.push_str(if q.is_ranged() {
+    sql.push_str(if q.by_creation() {
         " ORDER BY created_at DESC, seq DESC"
     } else {
         " ORDER BY seq DESC"

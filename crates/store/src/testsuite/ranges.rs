@@ -13,8 +13,10 @@ async fn calls_at(store: &dyn Store, times: &[i64]) {
         r.index.tool = Some(if i % 2 == 0 { "even" } else { "odd" }.into());
         store.create(r, Durability::Sync).await.expect("create");
     }
+    let mut untimed = record("ToolCall", "ns", "untimed");
+    untimed.index.created_ms = None;
     store
-        .create(record("ToolCall", "ns", "untimed"), Durability::Sync)
+        .create(untimed, Durability::Sync)
         .await
         .expect("create");
     let mut other = record("Artifact", "ns", "c3000-other");
@@ -82,4 +84,72 @@ pub async fn a_list_narrows_to_a_creation_range_and_pages(store: &dyn Store) {
     foreign.continue_from = Some("3".into());
     let refused = store.list(foreign).await.expect_err("a seq token");
     assert_eq!(refused.kind(), StoreErrorKind::InvalidArgument);
+}
+
+/// A namespace's ToolCalls, narrowed by no indexed column, list by
+/// creation, newest first, with tokens of that order; narrowed by one (or
+/// across namespaces) by `seq`; every other kind by `seq`, a creation time
+/// of its own being no index of it.
+pub async fn calls_list_by_creation_and_other_kinds_by_seq(store: &dyn Store) {
+    for (name, ms, tool) in [("a", 3_000, "t"), ("b", 1_000, "t"), ("c", 2_000, "u")] {
+        let mut r = record("ToolCall", "ns", name);
+        r.index.created_ms = Some(ms);
+        r.index.tool = Some(tool.into());
+        store.create(r, Durability::Sync).await.expect("create");
+    }
+    for name in ["p1", "p2", "p3"] {
+        let mut r = record("Policy", "ns", name);
+        r.index.created_ms = Some(9_000);
+        store.create(r, Durability::Sync).await.expect("create");
+    }
+    let all = pages(store, query("ToolCall", "ns", 2)).await;
+    assert_eq!(all, vec![vec!["a", "c"], vec!["b"]]);
+    let first = store.list(query("ToolCall", "ns", 2)).await.expect("list");
+    let token = first.continue_token.expect("a second page");
+    assert!(
+        token.starts_with("2000."),
+        "a token of creation order: {token}"
+    );
+
+    let mut by_tool = query("ToolCall", "ns", 10);
+    by_tool.index.tool = Some("t".into());
+    assert_eq!(pages(store, by_tool).await.concat(), ["b", "a"]);
+    let everywhere = query("ToolCall", "", 10);
+    assert_eq!(pages(store, everywhere).await.concat(), ["c", "b", "a"]);
+    assert_eq!(
+        pages(store, query("Policy", "ns", 2)).await,
+        vec![vec!["p3", "p2"], vec!["p1"]]
+    );
+    assert_eq!(
+        store.count(query("Policy", "ns", 0)).await.expect("count"),
+        3
+    );
+    assert_eq!(
+        store
+            .count(query("ToolCall", "ns", 0))
+            .await
+            .expect("count"),
+        3
+    );
+
+    // A call without a creation time (written around joch) is no row of
+    // the list by creation, but one of every row's.
+    let mut untimed = record("ToolCall", "ns", "u");
+    untimed.index.created_ms = None;
+    store
+        .create(untimed, Durability::Sync)
+        .await
+        .expect("create");
+    assert_eq!(
+        pages(store, query("ToolCall", "ns", 10)).await.concat(),
+        ["a", "c", "b"]
+    );
+    let every_row = ListQuery {
+        every_row: true,
+        ..query("ToolCall", "ns", 2)
+    };
+    assert_eq!(
+        pages(store, every_row).await,
+        vec![vec!["u", "c"], vec!["b", "a"]]
+    );
 }
