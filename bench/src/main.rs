@@ -84,18 +84,7 @@ async fn main() -> Result<()> {
     );
     // reqwest is built with rustls but no default provider; without one it panics.
     joch_backends::install_crypto_provider();
-    // The store's own metrics tell how many group commits each scenario made.
-    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
-    // As `joch serve` does: drain observations into their summaries, or they
-    // pile up until the next render and the RSS figures measure them.
-    let upkeep = metrics.clone();
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
-        loop {
-            every.tick().await;
-            upkeep.run_upkeep();
-        }
-    });
+    let metrics = install_metrics()?;
 
     if args.trust {
         return run_trust(&args).await;
@@ -130,75 +119,12 @@ async fn main() -> Result<()> {
         args.warmup,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );
-
-    let mut results = vec![
-        measure(
-            &client,
-            &args,
-            "direct",
-            Target::Direct(webhook_url.clone()),
-            &metrics,
-        )
-        .await?,
-    ];
-    // The ceiling for any gateway in this setup: a bare forwarder that
-    // records and decides nothing, but, like joch, turns each call into two
-    // HTTP exchanges on the same cores.
-    let proxy = serve(
-        axum::Router::new()
-            .route("/forward", post(forward))
-            .with_state((Client::builder().no_proxy().build()?, webhook_url.clone())),
-    )
-    .await?;
-    results.push(
-        measure(
-            &client,
-            &args,
-            "proxy_no_joch",
-            Target::Direct(format!("http://{proxy}/forward")),
-            &metrics,
-        )
-        .await?,
-    );
-    let scenarios = [
-        ("noop", "read_only", "noop"),
-        ("read_only", "read_only", "rest"),
-        ("external_write", "external_write", "rest"),
-    ];
-    let mut servers = Vec::new();
-    ensure!(
-        args.only.iter().all(|o| scenarios.iter().any(|s| s.0 == o)),
-        "--only takes noop, read_only and external_write, got {:?}",
-        args.only
-    );
-    for (scenario, level, backend) in scenarios {
-        if !args.only.is_empty() && !args.only.iter().any(|o| o == scenario) {
-            continue;
-        }
-        // A fresh server and ledger per scenario, so none inherits another's rows.
-        let store = Arc::new(joch_store::SqliteStore::open(
-            dir.path().join(format!("{scenario}.db")),
-        )?);
-        let joch = start_joch(store, None).await?;
-        let tool = format!("tool-{}", scenario.replace('_', "-"));
-        create_tool(&client, joch, &tool, level, backend, &webhook_url).await?;
-        let target = Target::Joch {
-            urls: vec![toolcalls_url(joch)],
-            tool,
-        };
-        servers.push((scenario, target.clone()));
-        results.push(
-            measure(
-                &client,
-                &args,
-                &format!("joch_{scenario}"),
-                target,
-                &metrics,
-            )
-            .await?,
-        );
+    let mut results = baselines(&client, &args, &webhook_url, &metrics).await?;
+    let servers = joch_scenarios(&client, &args, &webhook_url, dir.path()).await?;
+    for (scenario, target) in &servers {
+        let name = format!("joch_{scenario}");
+        results.push(measure(&client, &args, &name, target.clone(), &metrics).await?);
     }
-
     if let Some(server) = &args.postgres {
         for replicas in 1..=3 {
             let target = postgres::replicas(&client, server, replicas).await?;
@@ -210,9 +136,11 @@ async fn main() -> Result<()> {
     // The open loop on PostgreSQL too: one replica per scenario.
     let mut looped = servers.clone();
     if let (Some(server), false) = (&args.postgres, args.offered_rate.is_empty()) {
-        let only =
-            |s: &&(&str, &str, &str)| args.only.is_empty() || args.only.iter().any(|o| o == s.0);
-        let chosen: Vec<_> = scenarios.iter().filter(only).copied().collect();
+        let chosen: Vec<_> = SCENARIOS
+            .iter()
+            .filter(|s| chosen(&args, s.0))
+            .copied()
+            .collect();
         looped.extend(postgres::one_replica_each(&client, server, &chosen, &webhook_url).await?);
     }
     open_loop::open_loop(&client, &args, &webhook_url, &looped).await?;
@@ -223,6 +151,94 @@ async fn main() -> Result<()> {
         "peak RSS of the process (client, webhook and every joch): {} KiB",
         floor::peak_rss_kib().unwrap_or(0)
     );
+    fail_on_failures(&results)
+}
+
+/// The scenarios: name, the tool's side-effect level, its backend.
+const SCENARIOS: [(&str, &str, &str); 3] = [
+    ("noop", "read_only", "noop"),
+    ("read_only", "read_only", "rest"),
+    ("external_write", "external_write", "rest"),
+];
+
+/// Whether `--only` keeps `scenario`.
+fn chosen(args: &Args, scenario: &str) -> bool {
+    args.only.is_empty() || args.only.iter().any(|o| o == scenario)
+}
+
+/// The store's own metrics tell how many group commits each scenario
+/// made. As `joch serve` does, observations are drained into their
+/// summaries every 5 s, or they pile up until the next render and the RSS
+/// figures measure them.
+fn install_metrics() -> Result<metrics_exporter_prometheus::PrometheusHandle> {
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+    let upkeep = metrics.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(metrics)
+}
+
+/// The direct call, and the ceiling for any gateway in this setup: a bare
+/// forwarder that records and decides nothing, but, like joch, turns each
+/// call into two HTTP exchanges on the same cores.
+async fn baselines(
+    client: &Client,
+    args: &Args,
+    webhook_url: &str,
+    metrics: &metrics_exporter_prometheus::PrometheusHandle,
+) -> Result<Vec<Stats>> {
+    let direct = Target::Direct(webhook_url.to_owned());
+    let direct = measure(client, args, "direct", direct, metrics).await?;
+    let proxy = serve(
+        axum::Router::new()
+            .route("/forward", post(forward))
+            .with_state((
+                Client::builder().no_proxy().build()?,
+                webhook_url.to_owned(),
+            )),
+    )
+    .await?;
+    let forwarded = Target::Direct(format!("http://{proxy}/forward"));
+    let proxied = measure(client, args, "proxy_no_joch", forwarded, metrics).await?;
+    Ok(vec![direct, proxied])
+}
+
+/// A joch server per chosen scenario, each on a fresh ledger of its own
+/// (so that none inherits another's rows), with its tool created.
+async fn joch_scenarios(
+    client: &Client,
+    args: &Args,
+    webhook_url: &str,
+    dir: &std::path::Path,
+) -> Result<Vec<(&'static str, Target)>> {
+    ensure!(
+        args.only.iter().all(|o| SCENARIOS.iter().any(|s| s.0 == o)),
+        "--only takes noop, read_only and external_write, got {:?}",
+        args.only
+    );
+    let mut servers = Vec::new();
+    for (scenario, level, backend) in SCENARIOS {
+        if !chosen(args, scenario) {
+            continue;
+        }
+        let store = Arc::new(joch_store::SqliteStore::open(
+            dir.join(format!("{scenario}.db")),
+        )?);
+        let joch = start_joch(store, None).await?;
+        let tool = format!("tool-{}", scenario.replace('_', "-"));
+        create_tool(client, joch, &tool, level, backend, webhook_url).await?;
+        let urls = vec![toolcalls_url(joch)];
+        servers.push((scenario, Target::Joch { urls, tool }));
+    }
+    Ok(servers)
+}
+
+fn fail_on_failures(results: &[Stats]) -> Result<()> {
     let failures: usize = results.iter().map(|s| s.failures).sum();
     if failures > 0 {
         for s in results.iter().filter(|s| s.failures > 0) {

@@ -158,23 +158,9 @@ impl WebhookBackend {
         } else {
             0
         };
-        let mut attempt = 0;
-        let response = loop {
-            let this_try = request.try_clone().ok_or_else(|| {
-                failure(
-                    ErrorCode::BackendError,
-                    "webhook request cannot be repeated".to_owned(),
-                )
-            })?;
-            match this_try.send().await {
-                Ok(response) => break response,
-                Err(e) if attempt < retries && (e.is_connect() || e.is_timeout()) => {
-                    attempt += 1;
-                    tokio::time::sleep(self.config.retry_backoff * 2u32.pow(attempt - 1)).await;
-                }
-                Err(e) => return Err(transport_failure(&e, endpoint.timeout_ms)),
-            }
-        };
+        let response = self
+            .send_retrying(request, retries, endpoint.timeout_ms)
+            .await?;
         let status = response.status();
         let media_type = response
             .headers()
@@ -202,28 +188,33 @@ impl WebhookBackend {
                 ),
             });
         }
-        if let Some(media_type) = media_type.as_deref().filter(|m| is_media_type(m)) {
-            return Ok(ToolOutput::Bytes {
-                media_type: media_type.to_owned(),
-                bytes: body,
-            });
-        }
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(ToolOutput::Json(Value::Null));
-        }
-        if streaming == Some(stream::Streaming::EventStream) {
-            return Ok(ToolOutput::Json(stream::Streaming::assemble_events(&body)));
-        }
-        match serde_json::from_slice(&body) {
-            Ok(value) => Ok(ToolOutput::Json(value)),
-            Err(_) if media_type.as_deref().is_some_and(is_text) => Ok(ToolOutput::Bytes {
-                media_type: media_type.unwrap_or_default(),
-                bytes: body,
-            }),
-            Err(e) => Err(failure(
-                ErrorCode::BackendInvalidResponse,
-                format!("webhook answered a body that is not JSON: {e}"),
-            )),
+        output(media_type, streaming, body)
+    }
+
+    /// Sends `request`, again after a connection or timeout failure up to
+    /// `retries` times, backing off.
+    async fn send_retrying(
+        &self,
+        request: reqwest::RequestBuilder,
+        retries: u32,
+        timeout_ms: u64,
+    ) -> Result<reqwest::Response, ToolFailure> {
+        let mut attempt = 0;
+        loop {
+            let this_try = request.try_clone().ok_or_else(|| {
+                failure(
+                    ErrorCode::BackendError,
+                    "webhook request cannot be repeated".to_owned(),
+                )
+            })?;
+            match this_try.send().await {
+                Ok(response) => return Ok(response),
+                Err(e) if attempt < retries && (e.is_connect() || e.is_timeout()) => {
+                    attempt += 1;
+                    tokio::time::sleep(self.config.retry_backoff * 2u32.pow(attempt - 1)).await;
+                }
+                Err(e) => return Err(transport_failure(&e, timeout_ms)),
+            }
         }
     }
 }
@@ -349,6 +340,39 @@ fn failure(code: ErrorCode, message: String) -> ToolFailure {
         code: code.as_str().to_owned(),
         message,
         details: None,
+    }
+}
+
+/// A successful answer's body as the tool's output: media as bytes, an
+/// empty body as null, an event stream assembled, JSON parsed, other text
+/// as bytes of its type; anything else is the webhook's mistake.
+fn output(
+    media_type: Option<String>,
+    streaming: Option<stream::Streaming>,
+    body: Vec<u8>,
+) -> Result<ToolOutput, ToolFailure> {
+    if let Some(media_type) = media_type.as_deref().filter(|m| is_media_type(m)) {
+        return Ok(ToolOutput::Bytes {
+            media_type: media_type.to_owned(),
+            bytes: body,
+        });
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(ToolOutput::Json(Value::Null));
+    }
+    if streaming == Some(stream::Streaming::EventStream) {
+        return Ok(ToolOutput::Json(stream::Streaming::assemble_events(&body)));
+    }
+    match serde_json::from_slice(&body) {
+        Ok(value) => Ok(ToolOutput::Json(value)),
+        Err(_) if media_type.as_deref().is_some_and(is_text) => Ok(ToolOutput::Bytes {
+            media_type: media_type.unwrap_or_default(),
+            bytes: body,
+        }),
+        Err(e) => Err(failure(
+            ErrorCode::BackendInvalidResponse,
+            format!("webhook answered a body that is not JSON: {e}"),
+        )),
     }
 }
 

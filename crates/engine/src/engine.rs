@@ -145,12 +145,11 @@ impl Engine {
         }
     }
 
-    /// Runs `work` to its end and waits for it. A caller that goes away
-    /// (its connection closed, its future dropped) cannot stop what it
+    /// Runs `work` as a task of its own and waits for it. A caller that goes
+    /// away (its connection closed, its future dropped) cannot stop what it
     /// started halfway: between a call's record and its settlement, it would
     /// leave the call `Pending` or `Running` on a live replica with nothing
-    /// to finish it. The work runs in the caller's task until the caller
-    /// leaves, then in one of its own (`finishing.rs`).
+    /// to finish it.
     pub(crate) async fn to_completion<T, F>(
         &self,
         what: &'static str,
@@ -161,7 +160,7 @@ impl Engine {
         F: Future<Output = Result<T, EngineError>> + Send + 'static,
     {
         let work = tracing::Instrument::in_current_span(work(self.clone()));
-        crate::finishing::Finishing::new(what, work).await
+        tokio::spawn(work).await.map_err(EngineError::task(what))?
     }
 
     /// The store, for health checks.

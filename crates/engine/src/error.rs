@@ -96,22 +96,19 @@ pub enum EngineError {
     },
     /// A task joch started for the request failed (it panicked, or was
     /// cancelled at shutdown); nothing was acknowledged.
-    #[error("{what} failed: {reason}")]
+    #[error("{what} failed: {source}")]
     TaskFailed {
         /// The task.
         what: &'static str,
-        /// Why: its panic's message, or the runtime's word.
-        reason: String,
+        /// Why.
+        source: tokio::task::JoinError,
     },
 }
 
 impl EngineError {
     /// A failed task of the request's.
     pub fn task(what: &'static str) -> impl FnOnce(tokio::task::JoinError) -> Self {
-        move |e| EngineError::TaskFailed {
-            what,
-            reason: e.to_string(),
-        }
+        move |source| EngineError::TaskFailed { what, source }
     }
 
     /// An artifact storage failure while doing `what`.

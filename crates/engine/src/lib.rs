@@ -24,7 +24,6 @@ mod engine;
 mod error;
 mod events;
 mod facade;
-mod finishing;
 mod identity;
 mod lifecycle;
 mod list_range;

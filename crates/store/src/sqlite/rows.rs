@@ -292,8 +292,8 @@ pub(super) fn cost_totals(conn: &Connection, q: &CostQuery) -> Result<Vec<CostTo
 
 /// Lists newest first. Label selectors are applied while stepping through the
 /// rows, so a page is always full unless the list is exhausted.
-/// A query with a creation-time range runs by creation time on the
-/// `objects_by_created` index.
+/// A query by creation (`ListQuery::by_creation`) runs on the
+/// `objects_by_created` index; one of every row (`every_row`), on the table.
 pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError> {
     let after = After::of(q)?;
     let table = if q.every_row {
