@@ -8,13 +8,10 @@
 //! rmcp's) in the HTTP request's own task, after rmcp (sessions) or the
 //! front (stateless) has checked the request as before.
 //!
-//! Only requests that need nothing sent to the client beside their answer
-//! are served so (see [`eligible`]): no `progressToken`, not run as a task,
-//! not a call of an upstream MCP tool that could ask a client that declared
-//! sampling or elicitation, and, on a session, a client that did not declare
-//! elicitation (a call deferred to a person is put to such a client on the
-//! call's own stream, which only rmcp's worker has). Everything else goes
-//! through rmcp as before.
+//! What the handler sends its client meanwhile (progress, pings, an
+//! upstream's questions) goes through an outbox (`outbox.rs`) to the
+//! call's own stream. Requests whose messages the outbox cannot carry as
+//! rmcp would are left to rmcp (see [`eligible`]), as is every other method.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -44,6 +41,8 @@ pub(crate) struct Served {
 }
 
 /// A request the direct path takes, or the message back for rmcp.
+// The message handed back is no error, and moved, not copied.
+#[allow(clippy::result_large_err)]
 pub(crate) fn hot_request(
     message: ClientJsonRpcMessage,
 ) -> Result<JsonRpcRequest<ClientRequest>, ClientJsonRpcMessage> {

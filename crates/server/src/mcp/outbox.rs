@@ -191,6 +191,8 @@ impl Outbox {
 
     /// Takes a client's answer to a question a direct call put, or gives
     /// the message back.
+    // The message handed back is no error, and moved, not copied.
+    #[allow(clippy::result_large_err)]
     pub(crate) fn answer(&self, message: ClientJsonRpcMessage) -> Result<(), ClientJsonRpcMessage> {
         let seen = match &message {
             ClientJsonRpcMessage::Response(r) => Some(&r.id),
