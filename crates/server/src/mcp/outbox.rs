@@ -79,6 +79,7 @@ impl Routes {
 
     /// Sends `message` where it belongs; what belongs nowhere is dropped.
     fn route(&self, message: ServerJsonRpcMessage) -> Option<impl Future<Output = ()> + use<>> {
+        tracing::trace!(?message, "outbox: to route");
         let mut state = self.lock();
         match message {
             ServerJsonRpcMessage::Notification(mut n) => match &mut n.notification {
@@ -200,8 +201,10 @@ impl Outbox {
             _ => None,
         };
         let Some((ours, _)) = seen.and_then(|seen| self.routes.lock().asked.remove(seen)) else {
+            tracing::trace!(?message, "outbox: not an answer of ours");
             return Err(message);
         };
+        tracing::trace!(?message, "outbox: an answer");
         let message = match message {
             ClientJsonRpcMessage::Response(mut r) => {
                 r.id = ours;
