@@ -27,7 +27,7 @@ enum Verdict {
     /// Settled as it stands: it must not, or cannot, run again.
     Settle(Phase, CallError, Tally),
     /// Run (again) with its tool.
-    Run(Tool),
+    Run(Box<Tool>),
 }
 
 /// Which count of the report a settled call adds to.
@@ -98,7 +98,7 @@ impl Engine {
                 } else {
                     report.resumed += 1;
                 }
-                self.run_again(call, tool).await
+                self.run_again(call, *tool).await
             }
         }
     }
@@ -146,7 +146,7 @@ impl Engine {
         };
         match tool {
             Some(tool) if call.spec.input.is_object() && !call.status.input_withheld => {
-                Ok(Verdict::Run(tool))
+                Ok(Verdict::Run(Box::new(tool)))
             }
             _ => {
                 let error = CallError::new(
