@@ -49,6 +49,19 @@ mod tests {
     use super::*;
     use crate::normalize::normalize_args;
 
+    /// A client's arguments hold any number JSON can: the extremes of
+    /// every integer width and of doubles canonicalise, not panic.
+    #[test]
+    fn extreme_numbers_have_a_checksum() {
+        let args = json!({
+            "u": u64::MAX, "i": i64::MIN, "big": 1.7976931348623157e308,
+            "tiny": 5e-324, "neg_zero": -0.0, "safe": 9007199254740993_u64,
+        });
+        let args = args.as_object().unwrap();
+        assert_eq!(checksum("t", args).len(), 64);
+        assert_ne!(checksum("t", args), checksum("u", args));
+    }
+
     fn args(v: Value) -> Map<String, Value> {
         normalize_args(v).unwrap()
     }
