@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-import subprocess
 import threading
 import urllib.parse
 import time
@@ -30,7 +29,16 @@ from mcp.client.streamable_http import streamable_http_client
 
 from conftest import NAMESPACE, start_joch
 from otlp import TraceReceiver
-from test_credentials import ROOT, VAULT_KEY, assert_nowhere, echo_tool, endpoint, fresh_postgres_database
+from test_credentials import (
+    ROOT,
+    VAULT_KEY,
+    assert_nowhere,
+    assert_postgres_holds_none,
+    echo_tool,
+    endpoint,
+    fresh_postgres_database,
+    two_replicas,
+)
 from test_mcp_auth import KEY, b64url, hs256
 from upstream_oauth import CLIENT_ID, CLIENT_SECRET, TOKEN_EXCHANGE, AuthorizationServer, ProtectedRest
 
@@ -402,55 +410,48 @@ def test_a_consent_not_given_before_the_deadline_ends_the_call_saying_what_to_do
         joch.process.wait()
 
 
+def consent_through(other, approval, user):
+    """`user` consents; the authorization server sends the browser back to
+    the replica that asked, and a load balancer hands the callback to
+    `other`. The callback URL as the authorization server gave it."""
+    back = consent(approval["spec"]["payload"]["consentUrl"], user, follow=False).headers["location"]
+    to_other = urllib.parse.urlsplit(back)._replace(netloc=urllib.parse.urlsplit(other.base).netloc)
+    taken = httpx2.get(urllib.parse.urlunsplit(to_other), timeout=30)
+    assert taken.status_code == 200, taken.text
+    return back
+
+
 def test_a_consent_taken_by_replica_b_resumes_a_call_waiting_on_a(tmp_path):
     store, bin_dir = fresh_postgres_database()
     authorization = AuthorizationServer(lifetime=61)
     rest = ProtectedRest(authorization, "unused")
-    env = {"JOCH_ADMIN_TOKEN": ROOT, "JOCH_VAULT_KEY": VAULT_KEY, "UPSTREAM_CLIENT_SECRET": CLIENT_SECRET}
-    replicas = []
     try:
-        for name in ["a", "b"]:
-            (tmp_path / name).mkdir()
-            replica = start_joch(tmp_path / name, env, store=store)
-            replica.token = ROOT
-            replicas.append(replica)
-        a, b = replicas
-        a.apply(endpoint("mail", rest.url, per_user(authorization)))
-        echo_tool(a, "mail")
-        alice = agent(a, "alice")
-        waiting, answers = in_background(a, alice, 1)
-        approval = pending_consent(a)
-        paused = a.ok("GET", f"{CALLS}/{approval['metadata']['name']}")
-        assert paused["spec"]["approval"]["consentUrl"] == approval["spec"]["payload"]["consentUrl"]
+        with two_replicas(tmp_path, store) as (a, b):
+            a.apply(endpoint("mail", rest.url, per_user(authorization)))
+            echo_tool(a, "mail")
+            alice = agent(a, "alice")
+            waiting, answers = in_background(a, alice, 1)
+            approval = pending_consent(a)
+            paused = a.ok("GET", f"{CALLS}/{approval['metadata']['name']}")
+            assert paused["spec"]["approval"]["consentUrl"] == approval["spec"]["payload"]["consentUrl"]
 
-        # The authorization server sends the browser to A's callback; a
-        # load balancer hands it to B.
-        back = consent(approval["spec"]["payload"]["consentUrl"], "alice@upstream", follow=False).headers["location"]
-        to_b = urllib.parse.urlsplit(back)._replace(netloc=urllib.parse.urlsplit(b.base).netloc)
-        taken = httpx2.get(urllib.parse.urlunsplit(to_b), timeout=30)
-        assert taken.status_code == 200, taken.text
-        waiting.join(timeout=30)
-        (done,) = answers
-        assert done["status"]["phase"] == "Succeeded", done
-        assert done["status"]["replica"] != paused["status"]["replica"], "B ran the call A admitted"
-        assert len(rest.seen) == 1, "the call ran once"
-        assert httpx2.get(back, timeout=30).status_code == 400, "A refuses the used state"
+            back = consent_through(b, approval, "alice@upstream")
+            waiting.join(timeout=30)
+            (done,) = answers
+            assert done["status"]["phase"] == "Succeeded", done
+            assert done["status"]["replica"] != paused["status"]["replica"], "B ran the call A admitted"
+            assert len(rest.seen) == 1, "the call ran once"
+            assert httpx2.get(back, timeout=30).status_code == 400, "A refuses the used state"
 
-        # Alice's token nears expiry: calls racing on both replicas refresh it once.
-        time.sleep(1.2)
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            done = list(pool.map(lambda n: call(replicas[n % 2], alice, n), range(8)))
-        assert all(d["status"]["phase"] == "Succeeded" for d in done), done
-        assert token_requests(authorization, "refresh_token") == 1, "one refresh across both replicas"
-
-        dump = subprocess.run([f"{bin_dir}/pg_dump", store], check=True, capture_output=True, text=True).stdout
-        assert "authorization_code" in dump
-        for secret in [*authorization.issued, *authorization.other_secrets, CLIENT_SECRET]:
-            assert secret not in dump, f"{secret[:6]}... in PostgreSQL"
+            # Alice's token nears expiry: calls racing on both replicas refresh it once.
+            time.sleep(1.2)
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                done = list(pool.map(lambda n: call((a, b)[n % 2], alice, n), range(8)))
+            assert all(d["status"]["phase"] == "Succeeded" for d in done), done
+            assert token_requests(authorization, "refresh_token") == 1, "one refresh across both replicas"
+            secrets = [*authorization.issued, *authorization.other_secrets, CLIENT_SECRET]
+            assert_postgres_holds_none(bin_dir, store, "authorization_code", secrets)
     finally:
-        for replica in replicas:
-            replica.process.kill()
-            replica.process.wait()
         rest.stop()
         authorization.stop()
 

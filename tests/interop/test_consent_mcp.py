@@ -12,10 +12,8 @@ joch's debug log or its exported traces."""
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
-import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,11 +31,19 @@ from test_consent import (
     as_token,
     assert_not_traced,
     consent,
+    consent_through,
     pending_consent,
     start,
     token_requests,
 )
-from test_credentials import CLIENT_SECRET, ROOT, VAULT_KEY, assert_nowhere, fresh_postgres_database, wait_for_tool
+from test_credentials import (
+    CLIENT_SECRET,
+    assert_nowhere,
+    assert_postgres_holds_none,
+    fresh_postgres_database,
+    two_replicas,
+    wait_for_tool,
+)
 from test_mcp_auth import KEY, b64url, hs256
 from upstream_oauth import CLIENT_ID, TOKEN_EXCHANGE, AuthorizationServer, ProtectedMcp
 
@@ -306,15 +312,7 @@ def test_a_waiting_mcp_client_is_sent_the_consent_url_once_a_person_approved(aut
 
 def test_a_consent_taken_by_replica_b_resumes_an_mcp_tool_call_waiting_on_a(authorization, upstream, tmp_path):
     store, bin_dir = fresh_postgres_database()
-    env = {"JOCH_ADMIN_TOKEN": ROOT, "JOCH_VAULT_KEY": VAULT_KEY, "UPSTREAM_CLIENT_SECRET": CLIENT_SECRET}
-    replicas = []
-    try:
-        for name in ["a", "b"]:
-            (tmp_path / name).mkdir()
-            replica = start_joch(tmp_path / name, env, store=store)
-            replica.token = ROOT
-            replicas.append(replica)
-        a, b = replicas
+    with two_replicas(tmp_path, store) as (a, b):
         a.apply(per_user_server(authorization, upstream, "authorization_code"))
         wait_for_tool(a, "protected.whoami")
         wait_for_tool(b, "protected.whoami")
@@ -323,13 +321,9 @@ def test_a_consent_taken_by_replica_b_resumes_an_mcp_tool_call_waiting_on_a(auth
         approval = pending_consent(a)
         paused = a.ok("GET", f"{CALLS}/{approval['metadata']['name']}")
 
-        # The authorization server sends the browser to A's callback; a
-        # load balancer hands it to B, which runs the call over its own
-        # connection carrying alice's token.
-        back = consent(approval["spec"]["payload"]["consentUrl"], "alice@upstream", follow=False).headers["location"]
-        to_b = urllib.parse.urlsplit(back)._replace(netloc=urllib.parse.urlsplit(b.base).netloc)
-        taken = httpx2.get(urllib.parse.urlunsplit(to_b), timeout=30)
-        assert taken.status_code == 200, taken.text
+        # B takes the callback and runs the call over its own connection
+        # carrying alice's token.
+        back = consent_through(b, approval, "alice@upstream")
         waiting.join(timeout=30)
         (done,) = answers
         assert said(done) == "hello joch-client as alice@upstream", done
@@ -339,12 +333,5 @@ def test_a_consent_taken_by_replica_b_resumes_an_mcp_tool_call_waiting_on_a(auth
         # A uses the token B stored.
         assert said(whoami(a, alice)) == "hello joch-client as alice@upstream"
         assert token_requests(authorization, "authorization_code") == 1
-
-        dump = subprocess.run([f"{bin_dir}/pg_dump", store], check=True, capture_output=True, text=True).stdout
-        assert "protected.whoami" in dump
-        for secret in [*authorization.issued, *authorization.other_secrets, CLIENT_SECRET]:
-            assert secret not in dump, f"{secret[:6]}... in PostgreSQL"
-    finally:
-        for replica in replicas:
-            replica.process.kill()
-            replica.process.wait()
+        secrets = [*authorization.issued, *authorization.other_secrets, CLIENT_SECRET]
+        assert_postgres_holds_none(bin_dir, store, "protected.whoami", secrets)

@@ -8,6 +8,7 @@ value is found in joch's database files or its logs."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import glob
 import os
 import secrets
@@ -370,10 +371,10 @@ def fresh_postgres_database() -> tuple[str, str]:
     return urllib.parse.urlunsplit(parts._replace(path=f"/{name}")), bin_dir
 
 
-def test_replicas_refresh_once_and_postgres_holds_no_token(tmp_path):
-    store, bin_dir = fresh_postgres_database()
-    authorization = AuthorizationServer(lifetime=61)
-    rest = ProtectedRest(authorization, STATIC_BEARER)
+@contextlib.contextmanager
+def two_replicas(tmp_path, store):
+    """Replicas `a` and `b` of joch on one PostgreSQL store, with the root
+    token, the vault key and the upstream client's secret; killed after."""
     env = {"JOCH_ADMIN_TOKEN": ROOT, "JOCH_VAULT_KEY": VAULT_KEY, "UPSTREAM_CLIENT_SECRET": CLIENT_SECRET}
     replicas = []
     try:
@@ -382,25 +383,39 @@ def test_replicas_refresh_once_and_postgres_holds_no_token(tmp_path):
             replica = start_joch(tmp_path / name, env, store=store)
             replica.token = ROOT
             replicas.append(replica)
-        a, b = replicas
-        a.apply(endpoint("oauth", rest.url, oauth2(authorization)))
-        echo_tool(a, "oauth")
-        assert call(a, "echo_oauth", {"n": 0})["status"]["phase"] == "Succeeded"
-        assert call(b, "echo_oauth", {"n": 0})["status"]["phase"] == "Succeeded"
-        assert len(authorization.requests) == 1, "b used the token a kept"
-        time.sleep(1.2)
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            done = list(pool.map(lambda n: call(replicas[n % 2], "echo_oauth", {"n": n}), range(8)))
-        assert all(d["status"]["phase"] == "Succeeded" for d in done), done
-        assert len(authorization.requests) == 2, "one refresh across both replicas"
-
-        dump = subprocess.run([f"{bin_dir}/pg_dump", store], check=True, capture_output=True, text=True).stdout
-        assert "endpoint.oauth.service" in dump
-        for token in [*authorization.issued, CLIENT_SECRET]:
-            assert token not in dump, f"{token[:6]}... in PostgreSQL"
+        yield replicas[0], replicas[1]
     finally:
         for replica in replicas:
             replica.process.kill()
             replica.process.wait()
+
+
+def assert_postgres_holds_none(bin_dir, store, written, secrets):
+    """The store's dump holds `written` (so the dump is of the right
+    database) and none of `secrets`."""
+    dump = subprocess.run([f"{bin_dir}/pg_dump", store], check=True, capture_output=True, text=True).stdout
+    assert written in dump
+    for secret in secrets:
+        assert secret not in dump, f"{secret[:6]}... in PostgreSQL"
+
+
+def test_replicas_refresh_once_and_postgres_holds_no_token(tmp_path):
+    store, bin_dir = fresh_postgres_database()
+    authorization = AuthorizationServer(lifetime=61)
+    rest = ProtectedRest(authorization, STATIC_BEARER)
+    try:
+        with two_replicas(tmp_path, store) as (a, b):
+            a.apply(endpoint("oauth", rest.url, oauth2(authorization)))
+            echo_tool(a, "oauth")
+            assert call(a, "echo_oauth", {"n": 0})["status"]["phase"] == "Succeeded"
+            assert call(b, "echo_oauth", {"n": 0})["status"]["phase"] == "Succeeded"
+            assert len(authorization.requests) == 1, "b used the token a kept"
+            time.sleep(1.2)
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                done = list(pool.map(lambda n: call((a, b)[n % 2], "echo_oauth", {"n": n}), range(8)))
+            assert all(d["status"]["phase"] == "Succeeded" for d in done), done
+            assert len(authorization.requests) == 2, "one refresh across both replicas"
+            assert_postgres_holds_none(bin_dir, store, "endpoint.oauth.service", [*authorization.issued, CLIENT_SECRET])
+    finally:
         rest.stop()
         authorization.stop()
