@@ -24,6 +24,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::{Value, json};
 
@@ -49,6 +50,9 @@ struct Figures {
     /// joch's context switches per call at one caller (of threads that
     /// exited meanwhile, uncounted).
     switches: f64,
+    /// Connections joch accepted per call at one caller: near zero for a
+    /// client that keeps its connections alive.
+    connections: f64,
     calls_per_s: f64,
 }
 
@@ -76,7 +80,9 @@ pub(crate) async fn compare(settings: &Settings, webhook: &str) -> Result<()> {
         "\nMCP against REST on one `joch serve` process: {} calls at one caller, {} at {}",
         settings.single_calls, settings.calls, settings.concurrency
     );
-    println!("tool       surface        p50 ms   p99 ms  cpu ms/call  switches/call  calls/s");
+    println!(
+        "tool       surface        p50 ms   p99 ms  cpu ms/call  switches/call  conns/call  calls/s"
+    );
     let mut lines = Vec::new();
     for tool in ["mcp-noop", "mcp-echo"] {
         let rest = measure(settings, &joch, &client, tool, Surface::Rest).await?;
@@ -91,8 +97,8 @@ pub(crate) async fn compare(settings: &Settings, webhook: &str) -> Result<()> {
             ("mcp_stateless", &stateless),
         ] {
             println!(
-                "{tool:<10} {name:<14} {:>7.3} {:>8.3} {:>12.3} {:>14.1} {:>8.0}",
-                f.p50_ms, f.p99_ms, f.cpu_ms, f.switches, f.calls_per_s
+                "{tool:<10} {name:<14} {:>7.3} {:>8.3} {:>12.3} {:>14.1} {:>11.3} {:>8.0}",
+                f.p50_ms, f.p99_ms, f.cpu_ms, f.switches, f.connections, f.calls_per_s
             );
         }
         for (scenario, against, base, mcp) in [
@@ -139,6 +145,7 @@ async fn measure(
     }
     let cpu_before = joch.cpu_ms().context("joch's CPU time")?;
     let switches_before = joch.context_switches().unwrap_or(0);
+    let accepted_before = accepted(client, joch).await?;
     let mut single = latencies()?;
     for i in 0..settings.single_calls {
         let started = Instant::now();
@@ -146,6 +153,8 @@ async fn measure(
         single.saturating_record(started.elapsed().as_nanos() as u64);
     }
     let cpu = joch.cpu_ms().context("joch's CPU time")? - cpu_before;
+    // The scrape's own connection is the bench's one client's, kept alive.
+    let connections = accepted(client, joch).await? - accepted_before;
     let switches = joch
         .context_switches()
         .unwrap_or(0)
@@ -157,8 +166,23 @@ async fn measure(
         p99_ms: percentile_ms(&single, 0.99),
         cpu_ms: cpu / settings.single_calls as f64,
         switches: switches as f64 / settings.single_calls as f64,
+        connections: connections / settings.single_calls as f64,
         calls_per_s,
     })
+}
+
+/// The connections joch has accepted, from its `/metrics`.
+async fn accepted(client: &Client, joch: &Joch) -> Result<f64> {
+    let text = client
+        .get(format!("http://{}/metrics", joch.addr))
+        .send()
+        .await?
+        .text()
+        .await?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("joch_connections_accepted_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .context("joch_connections_accepted_total in /metrics")
 }
 
 /// Calls/s with `concurrency` callers, each with its own MCP session.
@@ -235,7 +259,11 @@ impl Caller {
             },
             Surface::Mcp | Surface::McpStateless => {
                 let url = format!("http://{}/v1/namespaces/{NAMESPACE}/mcp", joch.addr);
-                let transport = StreamableHttpClientTransport::from_uri(url);
+                // rmcp's default client opens a connection per request
+                // (`pool_max_idle_per_host(0)`); REST's keeps them alive,
+                // and so does this one.
+                let config = StreamableHttpClientTransportConfig::with_uri(url);
+                let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
                 let session = if surface == Surface::Mcp {
                     ().serve(transport).await.context("MCP initialize")?
                 } else {

@@ -87,6 +87,15 @@ class Joch:
         qs = "&".join(f"{k}={v}" for k, v in query.items())
         return self.ok("GET", f"/v1/namespaces/{namespace}/toolcalls?{qs}")["items"]
 
+    def metric(self, series: str) -> float:
+        """The value of the `/metrics` sample named exactly `series` (0 if absent)."""
+        with urllib.request.urlopen(self.base + "/metrics", timeout=60) as response:
+            for line in response.read().decode().splitlines():
+                name, _, value = line.rpartition(" ")
+                if name == series:
+                    return float(value)
+        return 0.0
+
     def cli(self, *args: str) -> str:
         done = subprocess.run(
             [self.bin, "--server", self.base, *args],

@@ -175,13 +175,20 @@ def test_joch_mcp_on_stdio_proxies_to_the_server_and_records_the_calls(joch):
                 await session.initialize()
                 names = [t.name for t in (await session.list_tools()).tools]
                 assert "everything.echo" in names
-                result = await session.call_tool("everything.echo", {"message": "over stdio"})
-                assert result.content[0].text == "Echo: over stdio"
+                for i in range(10):
+                    result = await session.call_tool("everything.echo", {"message": f"over stdio {i}"})
+                    assert result.content[0].text == f"Echo: over stdio {i}"
 
+    accepted = joch.metric("joch_connections_accepted_total")
     anyio.run(scenario)
-    (record,) = joch.calls(tool="everything.echo")
-    assert record["status"]["phase"] == "Succeeded"
-    assert record["spec"]["agentRef"]["name"] == "mcp"
+    records = joch.calls(tool="everything.echo")
+    assert len(records) == 10
+    assert all(r["status"]["phase"] == "Succeeded" for r in records)
+    assert all(r["spec"]["agentRef"]["name"] == "mcp" for r in records)
+    # The proxy keeps its connections to joch alive: fewer than one a call
+    # (rmcp's default client opens one per request).
+    opened = joch.metric("joch_connections_accepted_total") - accepted - 1
+    assert opened < 10, f"{opened} connections for 10 calls"
 
 
 def test_a_dead_upstream_fails_calls_cleanly_until_it_is_back(joch, everything):

@@ -199,6 +199,7 @@ async fn connection(
             Ok::<_, Infallible>(response.map(|body| Tracked::new(body, guard)))
         }
     });
+    metrics::counter!("joch_connections_accepted_total").increment(1);
     metrics::gauge!("joch_connections_open").increment(1.0);
     let conn = hyper::server::conn::http1::Builder::new()
         .header_read_timeout(None)

@@ -139,8 +139,13 @@ async fn proxy(client: &ClientArgs, namespace: &str) -> anyhow::Result<()> {
     if let Some(token) = &client.token {
         config = config.auth_header(token.clone());
     }
+    // rmcp's default client opens a connection per request; this one keeps
+    // them alive (joch ends each answer's stream as soon as it is sent).
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
     let upstream = forwarder
-        .serve(StreamableHttpClientTransport::from_config(config))
+        .serve(StreamableHttpClientTransport::with_client(http, config))
         .await
         .with_context(|| format!("cannot reach joch's MCP endpoint at {url}"))?;
     let _ = ready.send(Some(upstream.peer().clone()));

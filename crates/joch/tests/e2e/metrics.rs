@@ -161,3 +161,26 @@ async fn json_logs_have_one_line_per_settled_call() {
     );
     assert!(!text.contains("do-not-log"), "arguments are not logged");
 }
+
+#[tokio::test]
+async fn accepted_connections_are_counted_once_each() {
+    let joch = Joch::start().await;
+    let url = format!("{}/metrics", joch.base);
+    let accepted = |text: &str| sample(text, "joch_connections_accepted_total").unwrap_or(0.0);
+    let kept = reqwest::Client::new();
+    let scrape = || async { kept.get(&url).send().await.unwrap().text().await.unwrap() };
+    let before = accepted(&scrape().await);
+    for _ in 0..5 {
+        scrape().await;
+    }
+    let after_kept = accepted(&scrape().await);
+    assert_eq!(
+        after_kept, before,
+        "a kept-alive connection is counted once"
+    );
+    for _ in 0..3 {
+        reqwest::Client::new().get(&url).send().await.unwrap();
+    }
+    let after_fresh = accepted(&scrape().await);
+    assert_eq!(after_fresh - after_kept, 3.0, "three fresh connections");
+}
