@@ -12,6 +12,7 @@ mod execute;
 mod hooked;
 mod hooks;
 mod idempotency;
+mod minted;
 mod prepare;
 mod ratelimit;
 mod records;
@@ -26,6 +27,7 @@ pub use batches::{BATCH_LABEL, Batch};
 pub use chunks::{ChunkFollower, FOLLOW_QUEUE};
 pub use hooked::{Deferred, HookResult, HookVerdict, named_values};
 pub use idempotency::{MAX_KEY_LEN, validate_key};
+pub use minted::MintedName;
 pub use replay::{Replay, ReplayMode};
 pub use window::{CallBucket, CallWindow};
 
@@ -61,6 +63,8 @@ pub(crate) struct State {
     followers: Followers,
     /// Calls running here, and the cancel marks heard (see `cancels.rs`).
     pub(crate) cancels: cancels::Cancels,
+    /// Names minted for surfaces and not yet recorded (see `minted.rs`).
+    pub(crate) minted: minted::Minted,
 }
 
 impl State {

@@ -40,7 +40,8 @@ pub use audit::{
 };
 pub use calls::{
     BATCH_LABEL, Batch, CallBucket, CallOutcome, CallWindow, ChunkFollower, Deferred, FOLLOW_QUEUE,
-    HookResult, HookVerdict, MAX_KEY_LEN, Replay, ReplayMode, named_values, validate_key,
+    HookResult, HookVerdict, MAX_KEY_LEN, MintedName, Replay, ReplayMode, named_values,
+    validate_key,
 };
 pub use catalog::Configurable;
 pub use credentials::{Credentials, VaultKeys};

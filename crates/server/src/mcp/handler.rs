@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use joch_core::names::{validate_name, validate_namespace};
 use joch_core::{ObjectRef, Phase, Tool, ToolCall};
-use joch_engine::{ChunkFollower, Engine, EngineError, ListParams, Principal};
+use joch_engine::{ChunkFollower, Engine, EngineError, ListParams, MintedName, Principal};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, Extensions, GetExtensions, ProgressNotificationParam, ProgressToken,
@@ -104,7 +104,7 @@ impl JochMcp {
         Self {
             engine,
             namespace: Some(namespace),
-            session: Some(format!("mcp-{}", uuid_like())),
+            session: Some(format!("mcp-{}", uuid::Uuid::now_v7().simple())),
             progress_every,
             principal: Some(principal),
             surface: Default::default(),
@@ -218,24 +218,25 @@ impl JochMcp {
     }
 
     /// The ToolCall a `tools/call` asks for, with what the session and
-    /// `_meta` say about who is calling.
+    /// `_meta` say about who is calling, under a name joch minted (held
+    /// while the call is made, see [`MintedName`]).
     pub(super) fn call_for(
         &self,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-    ) -> ToolCall {
+    ) -> (ToolCall, MintedName) {
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
         self.call_named(request.name.as_ref(), input, context)
     }
 
     /// A call of `tool` with `input`, with what the session and `_meta`
-    /// say about who is calling.
+    /// say about who is calling, and the name joch minted for it.
     pub(super) fn call_named(
         &self,
         tool: &str,
         input: Value,
         context: &RequestContext<RoleServer>,
-    ) -> ToolCall {
+    ) -> (ToolCall, MintedName) {
         let meta = &context.meta;
         let text = |key: &str| meta.get(key).and_then(Value::as_str).map(str::to_owned);
         let agent = text(META_AGENT).or_else(|| context.client_info().map(|c| c.name));
@@ -245,7 +246,8 @@ impl JochMcp {
                 .filter(|n| validate_name(field, n).is_ok())
                 .map(ObjectRef::new)
         };
-        let mut call = ToolCall::of(format!("mcp-{}", uuid_like()), tool, input);
+        let name = self.engine.calls().mint_name("mcp-");
+        let mut call = ToolCall::of(name.as_str(), tool, input);
         call.spec.execution_ref = as_ref(execution, "spec.executionRef.name");
         call.spec.agent_ref = as_ref(agent, "spec.agentRef.name");
         call.spec.caller_id = text(META_CALLER);
@@ -256,7 +258,7 @@ impl JochMcp {
                 ..Default::default()
             });
         }
-        call
+        (call, name)
     }
 
     /// Runs the call; while it waits for a person, tells a client that
@@ -567,10 +569,6 @@ fn sanitize(text: &str) -> String {
 }
 
 /// Time-ordered, like the engine's own call names.
-fn uuid_like() -> String {
-    uuid::Uuid::now_v7().simple().to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::sanitize;

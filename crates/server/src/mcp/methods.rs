@@ -117,7 +117,7 @@ impl ServerHandler for JochMcp {
                 Err(waiting) => return Ok(waiting.into()),
             }
         } else {
-            let call = self.call_for(&request, &context);
+            let (call, _name) = self.call_for(&request, &context);
             self.run_call(&by, &namespace, call, tool.as_deref(), &context, defer)
                 .await
         };

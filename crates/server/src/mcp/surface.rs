@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use joch_core::mcp_surface::{McpOperation, surface_tool_name};
-use joch_core::{McpServer, Phase, ToolCall};
+use joch_core::{McpServer, Phase};
 use joch_engine::{McpSession, Principal, UpstreamNotice};
 use rmcp::ErrorData;
 use rmcp::model::{Extensions, InputRequiredResult, InputResponses};
@@ -215,7 +215,7 @@ impl JochMcp {
                 McpOperation::ReadResource => json!({"uri": upstream}),
                 _ => json!({"name": upstream, "arguments": asked.arguments.unwrap_or(json!({}))}),
             };
-            let mut call: ToolCall = self.call_named(&tool, input, context);
+            let (mut call, _name) = self.call_named(&tool, input, context);
             call.spec.operation = operation;
             self.run_call(&by, &namespace, call, None, context, defer)
                 .await

@@ -57,7 +57,7 @@ impl JochMcp {
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let call = self.call_for(request, context);
+        let (call, _name) = self.call_for(request, context);
         match self.engine.calls().submit(by, namespace, call).await {
             Ok(outcome) => Ok(CreateTaskResult::new(task(&outcome.into_response())).into()),
             Err(e) => {

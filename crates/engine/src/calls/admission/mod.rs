@@ -66,8 +66,9 @@ impl Engine {
         stopped: Option<&str>,
     ) -> Result<Admission, EngineError> {
         rules::acts_in(by, namespace)?;
-        let minted = call.metadata.name.is_empty();
-        if minted {
+        let named_by_caller = !call.metadata.name.is_empty();
+        let minted = !named_by_caller || self.inner.calls.minted.take(&call.metadata.name);
+        if !named_by_caller {
             call.metadata.name = crate::engine::new_call_name();
             crate::tracing_spans::record_call_id(&call.metadata.name);
         }
