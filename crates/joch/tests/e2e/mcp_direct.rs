@@ -197,3 +197,56 @@ async fn direct_answers_are_rmcps_answers_refusals_included() {
     assert_eq!(direct["result"]["isError"], true, "{direct}");
     assert_eq!(redacted(direct), redacted(by_rmcp));
 }
+
+#[tokio::test]
+async fn a_stateless_client_that_hangs_up_mid_call_cancels_it_upstream() {
+    use crate::mcp_surface::peers::{Docs, calls, start_docs_with};
+    let docs = Docs::default();
+    let url = start_docs_with(docs.clone()).await;
+    let joch = Joch::start().await;
+    crate::mcp::apply(&joch, crate::mcp::server("docs", &url, json!({}))).await;
+    // A raw connection, so that hanging up is certain.
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+    "name": "docs.wait", "arguments": {},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}})
+    .to_string();
+    let addr = joch.base.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "POST /v1/namespaces/{NS}/mcp HTTP/1.1\r\nhost: {addr}\r\naccept: {ACCEPT}\r\n\
+         content-type: application/json\r\nmcp-protocol-version: 2026-07-28\r\n\
+         mcp-method: tools/call\r\nmcp-name: docs.wait\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut socket, request.as_bytes())
+        .await
+        .unwrap();
+    let mut running = false;
+    for _ in 0..100 {
+        let calls = calls(&joch).await;
+        running = calls.iter().any(|c| c["status"]["phase"] == "Running");
+        if running {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(running, "the call never ran");
+    // The client goes away before its answer.
+    drop(socket);
+    let mut settled = Value::Null;
+    for _ in 0..150 {
+        settled = calls(&joch).await.pop().unwrap_or_default();
+        if settled["status"]["phase"] != "Running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(settled["status"]["phase"], "Failed", "{settled}");
+    assert_eq!(settled["status"]["error"]["code"], "cancelled", "{settled}");
+    let told = docs.cancelled.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(told, "the upstream was not told");
+}

@@ -110,20 +110,33 @@ pub(crate) async fn eligible(
     tool.is_ok_and(|tool| !is_mcp_tool(&tool))
 }
 
+/// What a client's disconnect means for a request served directly.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Disconnect {
+    /// Nothing: the call goes on (a session's request; the session's
+    /// `notifications/cancelled` cancels it).
+    Ignored,
+    /// The request is cancelled, and its handler runs on to see it (a
+    /// request without a session, as rmcp serves one).
+    Cancels,
+}
+
 /// Serves `request` with `served`'s handler in the task that polls the
 /// stream: what the handler sends the client on the way, then the
 /// JSON-RPC answer rmcp would give. `ct` is cancelled when the client
-/// cancels.
+/// cancels, or drops the stream before its answer if `disconnect` says so.
 pub(crate) fn serve(
     served: Served,
     mut request: JsonRpcRequest<ClientRequest>,
     ct: CancellationToken,
+    disconnect: Disconnect,
 ) -> impl Stream<Item = ServerJsonRpcMessage> + Send + Sync + 'static {
     tracing::trace!(id = %request.id, "served directly");
     let mut opened = served.outbox.open(&mut request);
     let sent = Sent::default();
     let counted = sent.clone();
     let client_id = opened.client_id.clone();
+    let on_disconnect = (disconnect == Disconnect::Cancels).then(|| ct.clone());
     let answer = async move {
         let JsonRpcRequest {
             id, mut request, ..
@@ -138,7 +151,10 @@ pub(crate) fn serve(
             Err(error) => ServerJsonRpcMessage::error(error, Some(client_id)),
         }
     };
-    let mut answer = Some(Box::pin(answer));
+    let mut answer = Unanswered {
+        answer: Some(Box::pin(answer)),
+        on_disconnect,
+    };
     let mut last: Option<ServerJsonRpcMessage> = None;
     let mut delivered = 0u32;
     let state = Mutex::new(move |cx: &mut std::task::Context<'_>| {
@@ -149,10 +165,10 @@ pub(crate) fn serve(
             }
             return Poll::Ready(Some(message));
         }
-        if let Some(future) = answer.as_mut()
+        if let Some(future) = answer.answer.as_mut()
             && let Poll::Ready(message) = future.as_mut().poll(cx)
         {
-            answer = None;
+            answer.answer = None;
             last = Some(message);
         }
         match last.take() {
@@ -163,7 +179,7 @@ pub(crate) fn serve(
                 last = Some(message);
                 Poll::Pending
             }
-            None if answer.is_none() => Poll::Ready(None),
+            None if answer.answer.is_none() => Poll::Ready(None),
             None => Poll::Pending,
         }
     });
@@ -171,6 +187,28 @@ pub(crate) fn serve(
         let mut next = state.lock().unwrap_or_else(|e| e.into_inner());
         (*next)(cx)
     })
+}
+
+/// A direct request's answer, not yet given. Dropped unanswered (its
+/// client went away) with `on_disconnect`, the request is cancelled and
+/// its handler left to run on, so that it sees the cancellation (an
+/// upstream MCP call is told, the record says `cancelled`) as it would
+/// under rmcp.
+struct Unanswered<F: Future<Output = ServerJsonRpcMessage> + Send + 'static> {
+    answer: Option<std::pin::Pin<Box<F>>>,
+    on_disconnect: Option<CancellationToken>,
+}
+
+impl<F: Future<Output = ServerJsonRpcMessage> + Send + 'static> Drop for Unanswered<F> {
+    fn drop(&mut self) {
+        if let (Some(answer), Some(ct)) = (self.answer.take(), self.on_disconnect.take()) {
+            ct.cancel();
+            // Not when the runtime itself is going (nothing to run it on).
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(answer);
+            }
+        }
+    }
 }
 
 fn is_progress(message: &ServerJsonRpcMessage) -> bool {

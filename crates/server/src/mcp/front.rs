@@ -135,7 +135,13 @@ impl Front {
             return Ok(self.stateless_by_rmcp(parts, bytes).await);
         }
         let ct = tokio_util::sync::CancellationToken::new();
-        Ok(stateless::respond(direct::serve(served, request, ct)).await)
+        Ok(stateless::respond(direct::serve(
+            served,
+            request,
+            ct,
+            direct::Disconnect::Cancels,
+        ))
+        .await)
     }
 
     async fn stateless_by_rmcp(&self, parts: Parts, bytes: Bytes) -> Response {

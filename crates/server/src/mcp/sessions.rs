@@ -171,10 +171,12 @@ impl Sessions {
         }
         let call = self.in_flight.start(id, request.id.clone());
         let ct = call.ct.clone();
-        Ok(direct::serve(served, request, ct).map(move |message| {
-            let _in_flight = &call;
-            ServerSseMessage::from_message(message)
-        }))
+        Ok(
+            direct::serve(served, request, ct, direct::Disconnect::Ignored).map(move |message| {
+                let _in_flight = &call;
+                ServerSseMessage::from_message(message)
+            }),
+        )
     }
 
     /// Ends the worker of a session whose record is gone (closed on
