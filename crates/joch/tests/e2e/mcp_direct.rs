@@ -206,14 +206,14 @@ async fn a_stateless_client_that_hangs_up_mid_call_cancels_it_upstream() {
     let joch = Joch::start().await;
     crate::mcp::apply(&joch, crate::mcp::server("docs", &url, json!({}))).await;
     // A raw connection, so that hanging up is certain.
-    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-    "name": "docs.wait", "arguments": {},
-    "_meta": {
+    let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
         "io.modelcontextprotocol/clientCapabilities": {},
-    }}})
-    .to_string();
+    });
+    let params = json!({"name": "docs.wait", "arguments": {}, "_meta": meta});
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params});
+    let body = body.to_string();
     let addr = joch.base.trim_start_matches("http://");
     let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = format!(
