@@ -200,7 +200,7 @@ async fn direct_answers_are_rmcps_answers_refusals_included() {
 
 #[tokio::test]
 async fn a_stateless_client_that_hangs_up_mid_call_cancels_it_upstream() {
-    use crate::mcp_surface::peers::{Docs, calls, start_docs_with};
+    use crate::mcp_surface::peers::{Docs, a_call_runs, newest_settled, start_docs_with};
     let docs = Docs::default();
     let url = start_docs_with(docs.clone()).await;
     let joch = Joch::start().await;
@@ -225,26 +225,11 @@ async fn a_stateless_client_that_hangs_up_mid_call_cancels_it_upstream() {
     tokio::io::AsyncWriteExt::write_all(&mut socket, request.as_bytes())
         .await
         .unwrap();
-    let mut running = false;
-    for _ in 0..100 {
-        let calls = calls(&joch).await;
-        running = calls.iter().any(|c| c["status"]["phase"] == "Running");
-        if running {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let running = a_call_runs(&joch).await;
     assert!(running, "the call never ran");
     // The client goes away before its answer.
     drop(socket);
-    let mut settled = Value::Null;
-    for _ in 0..150 {
-        settled = calls(&joch).await.pop().unwrap_or_default();
-        if settled["status"]["phase"] != "Running" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let settled = newest_settled(&joch).await;
     assert_eq!(settled["status"]["phase"], "Failed", "{settled}");
     assert_eq!(settled["status"]["error"]["code"], "cancelled", "{settled}");
     let told = docs.cancelled.load(std::sync::atomic::Ordering::SeqCst);

@@ -16,7 +16,10 @@ use crate::harness::{Joch, NS};
 use crate::mcp::{apply, server};
 use crate::policies::apply_policy;
 use crate::trust::metric;
-use peers::{Docs, User, answer, calls, connect, exchanges, start_docs, start_docs_with};
+use peers::{
+    Docs, User, a_call_runs, answer, calls, connect, exchanges, newest_settled, start_docs,
+    start_docs_with,
+};
 
 #[tokio::test]
 async fn resource_reads_and_prompt_gets_are_governed_and_recorded_as_calls() {
@@ -150,17 +153,7 @@ async fn a_client_cancelling_a_call_cancels_it_upstream_and_the_record_says_so()
         .await
         .unwrap();
     // Once the call runs upstream, the client withdraws it.
-    let mut running = false;
-    for _ in 0..100 {
-        running = calls(&joch)
-            .await
-            .iter()
-            .any(|c| c["status"]["phase"] == "Running");
-        if running {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let running = a_call_runs(&joch).await;
     assert!(running, "the call never ran");
     let cancel =
         serde_json::from_value(json!({"requestId": handle.id, "reason": "changed my mind"}));
@@ -169,14 +162,7 @@ async fn a_client_cancelling_a_call_cancels_it_upstream_and_the_record_says_so()
         .notify_cancelled(cancel.unwrap())
         .await
         .unwrap();
-    let mut settled = Value::Null;
-    for _ in 0..150 {
-        settled = calls(&joch).await.pop().unwrap_or_default();
-        if settled["status"]["phase"] != "Running" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let settled = newest_settled(&joch).await;
     assert_eq!(settled["status"]["phase"], "Failed", "{settled}");
     assert_eq!(settled["status"]["error"]["code"], "cancelled", "{settled}");
     for _ in 0..50 {

@@ -371,3 +371,31 @@ pub(crate) async fn calls(joch: &Joch) -> Vec<Value> {
     assert_eq!(status, StatusCode::OK, "{list}");
     list["items"].as_array().cloned().unwrap_or_default()
 }
+
+/// Waits (up to 2 s) until a call of the namespace runs.
+pub(crate) async fn a_call_runs(joch: &Joch) -> bool {
+    for _ in 0..100 {
+        if calls(joch)
+            .await
+            .iter()
+            .any(|c| c["status"]["phase"] == "Running")
+        {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// The newest call once it no longer runs (or after 3 s, as it stands).
+pub(crate) async fn newest_settled(joch: &Joch) -> Value {
+    let mut newest = Value::Null;
+    for _ in 0..150 {
+        newest = calls(joch).await.first().cloned().unwrap_or_default();
+        if newest["status"]["phase"] != "Running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    newest
+}
