@@ -128,8 +128,7 @@ pub async fn events_are_numbered_per_execution_in_order(store: &dyn Store) {
     );
 }
 
-/// A record with a body that names it.
-/// A record of `kind`; a ToolCall is stamped with a creation time, later
+/// A record of `kind`, with a body that names it; a ToolCall is stamped with a creation time, later
 /// than the one made before it, as the engine stamps every call.
 pub fn record(kind: &str, namespace: &str, name: &str) -> Record {
     static CREATED_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1 << 40);
