@@ -29,15 +29,6 @@ use writer::{Write, WriteRequest, Written};
 /// Read connections kept open; WAL lets them all read while the writer writes.
 const READERS: usize = 4;
 
-/// WAL pages after which a commit checkpoints (SQLite's default: 1,000).
-/// Measured at 5,000 calls/s (bench/RESULTS.md, issue 23): a checkpoint of
-/// a quarter the size keeps each one's flush of the database file short,
-/// so the WAL syncs queued behind it wait less. No-op commit stage p99
-/// 1.3-1.5 ms against 2.0-2.1, and 16-19% more calls/s in the closed loop,
-/// one caller unchanged. (Every 4,000 pages was tried earlier: one caller
-/// slowed, 0.32 to 0.45 ms.)
-const CHECKPOINT_PAGES: u32 = 250;
-
 /// The SQLite store. Cheap to share behind an `Arc`; dropping the last handle
 /// lets the writer finish its queue and close.
 pub struct SqliteStore {
@@ -53,7 +44,11 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         let mut conn = Connection::open(&path).map_err(unavailable)?;
-        // Savepoints journal in memory, not in temp files.
+        // Savepoints journal in memory, not in temp files. (A WAL checkpoint
+        // every 16 MiB rather than SQLite's 4 was tried: one caller's calls
+        // got slower, 0.32 -> 0.45 ms, and 64 callers' no faster. Every
+        // 1 MiB: the commit stage's p99 at 5,000 calls/s fell, 1.49 against
+        // 1.85 ms, but a call's own p99 did not; see bench/RESULTS.md.)
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;
@@ -61,8 +56,6 @@ impl SqliteStore {
              PRAGMA temp_store = MEMORY;",
         )
         .map_err(unavailable)?;
-        conn.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_PAGES)
-            .map_err(unavailable)?;
         migrate::run(&mut conn)?;
         // From here on the writer's commits do not sync; `sync.rs` does,
         // beside the next commits.

@@ -234,31 +234,3 @@ async fn migration_11_keeps_every_object_and_numbers_on() {
         .expect("seq");
     assert_eq!(seq, 8);
 }
-
-/// The WAL is checkpointed every `CHECKPOINT_PAGES`: with nobody reading,
-/// each checkpoint lets the next commits reuse the file from its start, so
-/// it never grows far past that many pages (at SQLite's default of 1,000
-/// it would reach about 4 MiB here).
-#[tokio::test]
-async fn the_wal_stays_near_its_checkpoint_size() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("joch.db");
-    let store = SqliteStore::open(&path).expect("open");
-    let body = serde_json::json!({"text": "x".repeat(3000)}).to_string();
-    for n in 0..3000 {
-        let mut record = testsuite::record("Note", "ns", &format!("note-{n}"));
-        record.body.clone_from(&body);
-        store
-            .create(record, Durability::Deferred)
-            .await
-            .expect("create");
-    }
-    let wal = std::fs::metadata(dir.path().join("joch.db-wal"))
-        .expect("wal")
-        .len();
-    let page = 4096 + 24;
-    assert!(
-        wal < (CHECKPOINT_PAGES as u64 + 200) * page,
-        "the WAL is {wal} bytes, more than {CHECKPOINT_PAGES} pages and a margin"
-    );
-}
