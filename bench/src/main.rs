@@ -113,14 +113,20 @@ async fn main() -> Result<()> {
     let client = Client::builder().no_proxy().build()?;
 
     println!(
-        "joch-bench: {} calls/scenario, concurrency {}, warmup {}, {} CPUs, all in one process",
+        "joch-bench: {} calls/scenario, concurrency {}, warmup {}, {} CPUs, {}",
         args.calls,
         args.concurrency,
         args.warmup,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
+        if args.joch_process {
+            "each joch a process of its own"
+        } else {
+            "all in one process"
+        },
     );
     let mut results = baselines(&client, &args, &webhook_url, &metrics).await?;
-    let servers = joch_scenarios(&client, &args, &webhook_url, dir.path()).await?;
+    // The processes of `--joch-process`, kept running to the end.
+    let (servers, _processes) = joch_scenarios(&client, &args, &webhook_url, dir.path()).await?;
     for (scenario, target) in &servers {
         let name = format!("joch_{scenario}");
         results.push(measure(&client, &args, &name, target.clone(), &metrics).await?);
@@ -147,8 +153,12 @@ async fn main() -> Result<()> {
     results.extend(
         at_rest::at_rest(&client, &args, &webhook_url, &servers, dir.path(), &metrics).await?,
     );
+    let whose = match args.joch_process {
+        true => "client and webhook; each joch runs apart",
+        false => "client, webhook and every joch",
+    };
     println!(
-        "peak RSS of the process (client, webhook and every joch): {} KiB",
+        "peak RSS of the process ({whose}): {} KiB",
         floor::peak_rss_kib().unwrap_or(0)
     );
     fail_on_failures(&results)
@@ -215,27 +225,33 @@ async fn joch_scenarios(
     args: &Args,
     webhook_url: &str,
     dir: &std::path::Path,
-) -> Result<Vec<(&'static str, Target)>> {
+) -> Result<(Vec<(&'static str, Target)>, Vec<soak::process::Joch>)> {
     ensure!(
         args.only.iter().all(|o| SCENARIOS.iter().any(|s| s.0 == o)),
         "--only takes noop, read_only and external_write, got {:?}",
         args.only
     );
-    let mut servers = Vec::new();
+    let (mut servers, mut processes) = (Vec::new(), Vec::new());
     for (scenario, level, backend) in SCENARIOS {
         if !chosen(args, scenario) {
             continue;
         }
-        let store = Arc::new(joch_store::SqliteStore::open(
-            dir.join(format!("{scenario}.db")),
-        )?);
-        let joch = start_joch(store, None).await?;
+        let db = dir.join(format!("{scenario}.db"));
+        let joch = if args.joch_process {
+            let process =
+                soak::process::Joch::start_db(&soak_settings(args)?.joch, &db, 4096, &[])?;
+            let addr = process.addr;
+            processes.push(process);
+            addr
+        } else {
+            start_joch(Arc::new(joch_store::SqliteStore::open(db)?), None).await?
+        };
         let tool = format!("tool-{}", scenario.replace('_', "-"));
         create_tool(client, joch, &tool, level, backend, webhook_url).await?;
         let urls = vec![toolcalls_url(joch)];
         servers.push((scenario, Target::Joch { urls, tool }));
     }
-    Ok(servers)
+    Ok((servers, processes))
 }
 
 fn fail_on_failures(results: &[Stats]) -> Result<()> {

@@ -28,6 +28,11 @@ impl Joch {
         open_files: u64,
         flags: &[&str],
     ) -> Result<Joch> {
+        Self::start_db(bin, &dir.join("joch.db"), open_files, flags)
+    }
+
+    /// [`Joch::start_with`], on the SQLite file `db`.
+    pub(crate) fn start_db(bin: &Path, db: &Path, open_files: u64, flags: &[&str]) -> Result<Joch> {
         if !bin.is_file() {
             bail!(
                 "no joch binary at {} (build it: cargo build --release -p joch, or pass --soak-joch)",
@@ -39,7 +44,7 @@ impl Joch {
             .arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\""))
             .arg(bin)
             .args(["serve", "--addr", "127.0.0.1:0", "--db"])
-            .arg(dir.join("joch.db"))
+            .arg(db)
             .args(flags)
             .env("JOCH_LOG", "warn")
             .stdout(Stdio::piped())
