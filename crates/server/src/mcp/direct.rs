@@ -22,8 +22,9 @@ use std::task::Poll;
 use futures_util::Stream;
 use rmcp::Service;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ClientRequest, GetExtensions, GetMeta,
-    JsonRpcRequest, RequestId, ServerJsonRpcMessage, ServerNotification,
+    CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification,
+    ClientRequest, GetExtensions, GetMeta, JsonRpcRequest, RequestId, ServerJsonRpcMessage,
+    ServerNotification,
 };
 use rmcp::service::RequestContext;
 use tokio_util::sync::CancellationToken;
@@ -282,10 +283,26 @@ pub(crate) fn cancelled(message: &ClientJsonRpcMessage) -> Option<RequestId> {
 /// else: the cancellation of a request it never had (`id`, served
 /// directly), which its service ignores.
 pub(crate) fn keep_alive(id: &RequestId) -> ClientJsonRpcMessage {
-    serde_json::from_value(serde_json::json!({
-        "jsonrpc": "2.0",
-        "method": "notifications/cancelled",
-        "params": {"requestId": id, "reason": "served by joch directly"},
-    }))
-    .expect("a cancellation is a client message")
+    let reason = Some("served by joch directly".to_owned());
+    let params = CancelledNotificationParam::new(Some(id.clone()), reason);
+    let cancelled = CancelledNotification::new(params);
+    ClientJsonRpcMessage::notification(ClientNotification::CancelledNotification(cancelled))
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{NumberOrString, RequestId};
+
+    #[test]
+    fn the_keep_alive_is_a_cancellation_of_the_direct_request() {
+        let id: RequestId = NumberOrString::Number(7);
+        let sent = serde_json::to_value(super::keep_alive(&id)).expect("encodes");
+        let expected = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": 7, "reason": "served by joch directly"},
+        });
+        assert_eq!(sent, expected);
+        assert_eq!(super::cancelled(&super::keep_alive(&id)), Some(id));
+    }
 }

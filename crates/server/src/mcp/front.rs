@@ -131,7 +131,14 @@ impl Front {
         request.request.extensions_mut().insert(parts);
         let served = self.stateless.served();
         if !direct::eligible(&served, &request, false).await {
-            let parts = stateless::parts_of(&mut request).expect("inserted above");
+            // The head inserted above, taken back for rmcp.
+            let parts = stateless::parts_of(&mut request).ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "the request's head was lost",
+                )
+            })?;
             return Ok(self.stateless_by_rmcp(parts, bytes).await);
         }
         let ct = tokio_util::sync::CancellationToken::new();
@@ -192,7 +199,9 @@ impl Front {
                 .open_session(by, namespace, initialize.params)
                 .await
                 .map_err(session_error)?;
-            let id = HeaderValue::from_str(&id).expect("a session id is hex");
+            let id = HeaderValue::from_str(&id).map_err(|e| {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            })?;
             answer.headers.insert(SESSION_HEADER, id);
         }
         Ok(Response::from_parts(answer, Body::from(body)))

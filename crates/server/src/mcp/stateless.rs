@@ -10,7 +10,7 @@
 use std::sync::{Arc, OnceLock};
 
 use axum::body::Body;
-use axum::http::{HeaderMap, StatusCode, header, request::Parts};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
 use axum::response::Response;
 use futures_util::{Stream, StreamExt};
 use rmcp::model::{
@@ -125,12 +125,29 @@ pub(super) fn json_answer(answer: &ServerJsonRpcMessage) -> Response {
         },
         _ => StatusCode::OK,
     };
-    let body = serde_json::to_vec(answer).expect("a JSON-RPC message serializes");
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, JSON)
-        .body(Body::from(body))
-        .expect("a valid response")
+    let mut response = Response::new(Body::from(encoded(answer)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+    response
+}
+
+/// A message as JSON; one that cannot be encoded (a handler's value no
+/// JSON holds) is answered as an internal error naming the request.
+fn encoded(message: &ServerJsonRpcMessage) -> String {
+    serde_json::to_string(message).unwrap_or_else(|e| {
+        let id = match message {
+            ServerJsonRpcMessage::Response(r) => serde_json::to_value(&r.id).ok(),
+            ServerJsonRpcMessage::Error(e) => serde_json::to_value(&e.id).ok(),
+            _ => None,
+        };
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
+            "code": ErrorCode::INTERNAL_ERROR.0,
+            "message": format!("the answer could not be encoded: {e}"),
+        }})
+        .to_string()
+    })
 }
 
 /// The handler and outbox of stateless requests served directly.
@@ -184,13 +201,12 @@ pub(super) async fn respond(
     let events = futures_util::stream::once(std::future::ready(first))
         .chain(messages)
         .map(|message| {
-            let data = serde_json::to_string(&message).expect("a JSON-RPC message serializes");
+            let data = encoded(&message);
             Ok::<_, std::convert::Infallible>(format!("data: {data}\n\n"))
         });
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, EVENT_STREAM)
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(events))
-        .expect("a valid response")
+    let mut response = Response::new(Body::from_stream(events));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(EVENT_STREAM));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
 }
