@@ -19,8 +19,14 @@ struct Canonical<'a> {
 /// Lowercase hex sha256 of the RFC 8785 canonical form of `{tool, args}`.
 pub fn checksum(tool: &str, args: &Map<String, Value>) -> String {
     // JCS only fails on values JSON cannot represent (non-finite floats), which
-    // a `serde_json::Value` cannot hold.
-    digest(&Canonical { tool, args }).expect("a serde_json value is always canonicalisable")
+    // a `serde_json::Value` cannot hold; were it to, serde_json's own form
+    // is hashed rather than the call refused or joch stopped.
+    let canonical = Canonical { tool, args };
+    digest(&canonical).unwrap_or_else(|| {
+        hex(&Sha256::digest(
+            serde_json::to_vec(&canonical).unwrap_or_default(),
+        ))
+    })
 }
 
 /// Lowercase hex sha256 of the RFC 8785 canonical form of any value, or
