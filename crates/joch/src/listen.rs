@@ -159,7 +159,16 @@ pub async fn serve(
 /// Answers a connection beyond the cap with a 503, then closes it.
 fn refuse(stream: TcpStream, lingering: &Arc<Semaphore>) {
     let Ok(permit) = lingering.clone().try_acquire_owned() else {
+        // No room to wait: what the client already sent is read now, so
+        // that closing does not reset the 503 away (only bytes still in
+        // flight can).
         let _ = stream.try_write(&refusal());
+        let mut sink = [0u8; 4096];
+        for _ in 0..4 {
+            if !matches!(stream.try_read(&mut sink), Ok(n) if n > 0) {
+                break;
+            }
+        }
         return;
     };
     tokio::spawn(async move {
