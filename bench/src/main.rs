@@ -39,6 +39,7 @@ mod mcp;
 mod open_loop;
 mod postgres;
 mod soak;
+mod store_alone;
 mod trust;
 
 const NAMESPACE: &str = "bench";
@@ -149,7 +150,7 @@ async fn main() -> Result<()> {
             .collect();
         looped.extend(postgres::one_replica_each(&client, server, &chosen, &webhook_url).await?);
     }
-    open_loop::open_loop(&client, &args, &webhook_url, &looped).await?;
+    open_loop::open_loop(&client, &args, &webhook_url, &looped, dir.path()).await?;
     results.extend(
         at_rest::at_rest(&client, &args, &webhook_url, &servers, dir.path(), &metrics).await?,
     );

@@ -4,6 +4,7 @@
 //! 64 ÷ throughput; here a call's latency is what it costs when joch keeps
 //! up with the rate asked of it.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,12 +23,14 @@ use crate::{Args, Latencies, Target, latencies, one_call, percentile_ms};
 /// from its start, and its latency counts the wait.
 const MAX_IN_FLIGHT: usize = 1000;
 
-/// For each offered rate: the direct baseline, then each joch scenario.
+/// For each offered rate: the direct baseline, the store alone (in a new
+/// store in `dir`), then each joch scenario.
 pub async fn open_loop(
     client: &Client,
     args: &Args,
     webhook_url: &str,
     servers: &[(&str, Target)],
+    dir: &Path,
 ) -> Result<()> {
     for &rate in &args.offered_rate {
         let calls = (rate * args.offered_seconds).max(1);
@@ -43,6 +46,7 @@ pub async fn open_loop(
             "direct",
             percentile_ms(&direct, 0.50)
         );
+        crate::store_alone::at_rate(dir, rate, args.offered_seconds).await?;
         for (scenario, target) in servers {
             let (joch, failures, mut stages) = at_rate(client, calls, rate, target).await?;
             let (p50, p99) = (percentile_ms(&joch, 0.50), percentile_ms(&joch, 0.99));
