@@ -22,6 +22,10 @@ pub async fn at_rest(
     println!(
         "\ndisk (a synced 4 KiB append in the stores' directory): p50 {disk_p50:.3} ms, p99 {disk_p99:.3} ms"
     );
+    let (own_p50, own_p99) = crate::store_alone::one_at_a_time(dir, samples).await?;
+    println!(
+        "store alone, one write at a time (a settled no-op call's record and audit entry, synced): p50 {own_p50:.3} ms, p99 {own_p99:.3} ms"
+    );
     let one = Args {
         calls: args.single_calls.max(1),
         concurrency: 1,
@@ -82,7 +86,7 @@ pub async fn at_rest(
             stats.p50_ms
         );
         println!(
-            "RESULT1 scenario=joch_{scenario} calls={} p50_ms={:.3} added_p50_ms={added:.3} floor_p50_ms={floor_p50:.3} disk_p50_ms={disk_p50:.3} syncs={syncs} floor_ratio={ratio:.2}",
+            "RESULT1 scenario=joch_{scenario} calls={} p50_ms={:.3} added_p50_ms={added:.3} floor_p50_ms={floor_p50:.3} disk_p50_ms={disk_p50:.3} store_alone_p50_ms={own_p50:.3} syncs={syncs} floor_ratio={ratio:.2}",
             one.calls, stats.p50_ms
         );
         results.push(stats);

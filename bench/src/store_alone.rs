@@ -1,7 +1,7 @@
-//! The store alone at an offered rate: synced writes shaped like a settled
-//! no-op call (a ToolCall record of about 660 bytes and its audit entry,
-//! one write) sent straight to a fresh SQLite store on the open loop's
-//! schedule, without HTTP, the engine or the runtime's hand-offs to them.
+//! The store alone: synced writes shaped like a settled no-op call (a
+//! ToolCall record of about 660 bytes and its audit entry, one write) sent
+//! straight to a fresh SQLite store, on the open loop's schedule or one at a
+//! time, without HTTP, the engine or the runtime's hand-offs to them.
 //! Its p99 is the part of a call's tail that the store sets by itself:
 //! the queue for the writer, the commit (with SQLite's checkpoints) and the
 //! sync.
@@ -45,6 +45,31 @@ pub async fn at_rate(dir: &Path, rate: usize, seconds: usize) -> Result<Latencie
     );
     Ok(measured)
 }
+
+/// p50 and p99, in milliseconds, of `samples` such writes one at a time
+/// (after a few unmeasured), into a new store in `dir`: a settled no-op
+/// call's own synced commit through the store's writer, which a lone call
+/// cannot go below, beside the one-row floor.
+pub async fn one_at_a_time(dir: &Path, samples: usize) -> Result<(f64, f64)> {
+    let store = SqliteStore::open(dir.join("store-alone-one.db"))
+        .context("opening the store for the one-at-a-time run")?;
+    let mut all = latencies()?;
+    for i in 0..samples + WARMUP {
+        let (record, audit) = settled_call(&format!("one-{i:09}"), i);
+        let started = Instant::now();
+        store
+            .create_audited(record, audit, Durability::Sync)
+            .await
+            .context("a store-alone write failed")?;
+        if i >= WARMUP {
+            all.saturating_record(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        }
+    }
+    Ok((percentile_ms(&all, 0.50), percentile_ms(&all, 0.99)))
+}
+
+/// Writes not measured before `one_at_a_time`'s: the store's first pages.
+const WARMUP: usize = 20;
 
 /// `calls` synced writes started `1/rate` s apart.
 async fn writes(
