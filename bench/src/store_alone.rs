@@ -17,9 +17,9 @@ use tokio::task::JoinSet;
 use crate::{Latencies, latencies, percentile_ms};
 
 /// Writes `rate × seconds` calls' records at `rate`, after a second of
-/// warm-up at the same rate, into a new store in `dir`; prints and returns
-/// their latency, each from its own start.
-pub async fn at_rate(dir: &Path, rate: usize, seconds: usize) -> Result<Latencies> {
+/// warm-up at the same rate, into a new store in `dir`, and prints their
+/// latency, each from its own start.
+pub async fn at_rate(dir: &Path, rate: usize, seconds: usize) -> Result<()> {
     let store = Arc::new(
         SqliteStore::open(dir.join(format!("store-alone-{rate}.db")))
             .context("opening the store for the store-alone run")?,
@@ -43,7 +43,7 @@ pub async fn at_rate(dir: &Path, rate: usize, seconds: usize) -> Result<Latencie
         "RESULTS scenario=store_alone rate={rate} calls={calls} p50_ms={p50:.3} p99_ms={p99:.3} max_ms={max:.3} syncs_per_write={per_write:.3} warmup_syncs={}",
         synced - before
     );
-    Ok(measured)
+    Ok(())
 }
 
 /// p50 and p99, in milliseconds, of `samples` such writes one at a time
