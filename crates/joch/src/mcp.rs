@@ -180,11 +180,9 @@ impl Proxy {
     /// The connection to joch, waiting for it to open.
     async fn upstream(&self) -> Result<Peer<RoleClient>, ErrorData> {
         let mut open = self.upstream.clone();
-        let peer = open
-            .wait_for(Option::is_some)
-            .await
-            .map_err(|_| ErrorData::internal_error("the connection to joch closed", None))?;
-        Ok(peer.clone().expect("waited until it is set"))
+        let closed = || ErrorData::internal_error("the connection to joch closed", None);
+        let peer = open.wait_for(Option::is_some).await.map_err(|_| closed())?;
+        peer.clone().ok_or_else(closed)
     }
 }
 
