@@ -351,7 +351,11 @@ async fn start_joch(store: Arc<dyn Store>, replica: Option<String>) -> Result<So
         ..joch_engine::EngineConfig::default()
     };
     let joch = joch_tools::start(store, config, joch_engine::Workers::default()).await?;
-    let router = joch_server::router(joch.engine().clone(), joch_server::ServerConfig::default());
+    let router = joch_server::router(
+        joch.engine().clone(),
+        joch_server::ServerConfig::default(),
+        axum::Router::new(),
+    );
     // The workers live as long as the process: the bench's servers do.
     std::mem::forget(joch);
     serve(router).await

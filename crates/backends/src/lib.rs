@@ -24,6 +24,11 @@ pub use rest::{RestConfig, WebhookBackend, install_crypto_provider};
 /// sent with.
 fn secret(source: &joch_core::endpoint::SecretSource) -> Result<String, String> {
     match (&source.env, &source.file) {
+        // Refused when applied too; a record older than that rule is not
+        // read either.
+        (Some(var), _) if var.starts_with(joch_core::host::OWN_ENV_PREFIX) => Err(format!(
+            "secret environment variable {var:?} is one of joch's own and is never read"
+        )),
         (Some(var), _) => std::env::var(var)
             .map_err(|_| format!("secret environment variable {var:?} is not set")),
         (None, Some(path)) => std::fs::read_to_string(path)

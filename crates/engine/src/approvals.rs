@@ -444,10 +444,16 @@ impl Engine {
             },
         };
         let ns = &approval.metadata.namespace;
-        match self.resources().create(ns, standing.clone()).await {
-            Err(EngineError::AlreadyExists { .. }) if existing == Standing::Replace => {
-                self.resources().replace(ns, tool, standing).await.map(drop)
-            }
+        match self
+            .resources()
+            .create(&Principal::local(), ns, standing.clone())
+            .await
+        {
+            Err(EngineError::AlreadyExists { .. }) if existing == Standing::Replace => self
+                .resources()
+                .replace(&Principal::local(), ns, tool, standing)
+                .await
+                .map(drop),
             Err(EngineError::AlreadyExists { .. }) => Ok(()),
             other => other.map(drop),
         }

@@ -70,6 +70,13 @@ pub struct EngineConfig {
     /// How long a connection to an upstream MCP server carrying one user's
     /// token stays open unused before it is closed (default 2 minutes).
     pub mcp_user_connection_idle: Duration,
+    /// What namespaces may take from joch's host: stdio commands, secret
+    /// variables and files (default: nothing; the operator, anything but
+    /// joch's own secrets).
+    pub host_access: crate::HostAccess,
+    /// What one policy's evaluation for one call may spend (the standard
+    /// policy engine's budget; `joch_tools::start` hands it over).
+    pub policy_budget: crate::policy::PolicyBudget,
 }
 
 impl Default for EngineConfig {
@@ -92,6 +99,8 @@ impl Default for EngineConfig {
             public_url: None,
             mcp_user_connections: 64,
             mcp_user_connection_idle: Duration::from_secs(120),
+            host_access: crate::HostAccess::default(),
+            policy_budget: crate::policy::PolicyBudget::default(),
         }
     }
 }

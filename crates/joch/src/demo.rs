@@ -86,10 +86,16 @@ pub async fn apply_examples(engine: &Engine, addr: SocketAddr) -> anyhow::Result
 async fn apply<T: Configurable>(engine: &Engine, doc: Value) -> anyhow::Result<String> {
     let object: T = serde_json::from_value(doc)?;
     let name = object.metadata().name.clone();
-    match engine.resources().create("default", object.clone()).await {
+    // The operator applies the examples.
+    let operator = joch_engine::Principal::local();
+    match engine
+        .resources()
+        .create(&operator, "default", object.clone())
+        .await
+    {
         Err(EngineError::AlreadyExists { .. }) => engine
             .resources()
-            .replace("default", &name, object)
+            .replace(&operator, "default", &name, object)
             .await
             .map(drop),
         other => other.map(drop),

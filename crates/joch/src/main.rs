@@ -12,6 +12,7 @@ mod mcp;
 mod otel;
 mod output;
 mod policytest;
+mod scrub;
 mod serve;
 mod watchdog;
 

@@ -1,7 +1,9 @@
 //! `joch serve`: open the store, wire the engine and serve HTTP.
 
 use anyhow::Context;
-use joch_engine::{CheckpointSigning, EngineConfig, McpSessionLimits, RecoveryReport, Workers};
+use joch_engine::{
+    CheckpointSigning, EngineConfig, HostAccess, McpSessionLimits, RecoveryReport, Workers,
+};
 use joch_server::ServerConfig;
 use joch_tools::{StoreLocation, open_engine};
 
@@ -23,18 +25,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let jwt = jwt_config(&args, &public_url).await?;
     let location = store_location(&args);
     let config = engine_config(&args, jwt.clone(), public_url.clone())?;
+    let mut server = server_config(&args, jwt, public_url);
+    // Everything is read: joch's own variables leave its environment.
+    if let Err(e) = crate::scrub::own_variables() {
+        tracing::warn!(error = %e, "could not blank joch's variables in its environment block");
+    }
     let running = open_engine(&location, config, workers(&args)?).await?;
     let engine = running.engine().clone();
 
     let metrics = install_metrics()?;
-    let mut app = joch_server::router(engine.clone(), server_config(&args, addr, jwt, public_url));
-    app = app.route(
-        "/metrics",
-        axum::routing::get(move || std::future::ready(metrics.render())),
-    );
-    if args.demo {
-        app = app.merge(demo::routes());
-    }
+    server.metrics = Some(joch_server::Metrics(std::sync::Arc::new(move || {
+        metrics.render()
+    })));
+    let extra = match args.demo {
+        true => demo::routes(),
+        false => axum::Router::new(),
+    };
+    let app = joch_server::router(engine.clone(), server, extra);
     announce(&engine, addr, &location, running.recovered()).await?;
     if args.demo {
         demo::apply_examples(&engine, addr).await?;
@@ -109,6 +116,21 @@ fn engine_config(
         mcp_user_connection_idle: std::time::Duration::from_secs(
             args.mcp_user_connection_idle_seconds.max(1),
         ),
+        host_access: HostAccess {
+            stdio_commands: args.allow_stdio_command.clone(),
+            secret_env_prefixes: args.secret_env_prefix.clone(),
+            secret_dirs: args.secret_dir.clone(),
+            own_files: [&args.audit_signing_key, &args.vault_key_file]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .chain([args.db.clone()])
+                .collect(),
+        },
+        policy_budget: joch_engine::policy::PolicyBudget {
+            time: std::time::Duration::from_millis(args.policy_time_budget_ms.clamp(1, 60_000)),
+            cel_steps: args.policy_cel_steps.max(1),
+        },
         ..EngineConfig::default()
     })
 }
@@ -137,20 +159,23 @@ fn workers(args: &ServeArgs) -> anyhow::Result<Workers> {
 
 fn server_config(
     args: &ServeArgs,
-    addr: std::net::SocketAddr,
     jwt: Option<joch_engine::JwtConfig>,
     public_url: String,
 ) -> ServerConfig {
+    // The public URL's host is served, besides the loopback names, IP
+    // addresses and the hosts the operator lists (a web page cannot
+    // rebind another DNS name onto joch's address).
+    let public_host = reqwest::Url::parse(&public_url)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_owned));
     ServerConfig {
         max_body_bytes: args.max_body_bytes,
         max_streams_per_principal: args.max_streams_per_principal.max(1),
-        // On loopback, only loopback names may reach the MCP endpoint (a
-        // web page cannot rebind a DNS name onto it); elsewhere any.
-        mcp_allowed_hosts: if addr.ip().is_loopback() {
-            ServerConfig::default().mcp_allowed_hosts
-        } else {
-            Vec::new()
-        },
+        allowed_hosts: public_host
+            .into_iter()
+            .chain(args.allowed_host.iter().cloned())
+            .collect(),
+        allowed_origins: args.allowed_origin.clone(),
         console_oidc: console_oidc(args, jwt.as_ref()),
         authorization_servers: jwt.map(|jwt| jwt.issuer).into_iter().collect(),
         public_url,

@@ -33,7 +33,7 @@ pub(crate) async fn authorize(
     let path = request.uri().path().to_owned();
     if matches!(
         path.as_str(),
-        "/healthz" | "/readyz" | "/metrics" | "/openapi.json"
+        "/healthz" | "/readyz" | "/openapi.json"
     ) || path.starts_with("/demo/")
         // A user's browser back from an authorization server: its state is the authority.
         || path == "/oauth/callback"

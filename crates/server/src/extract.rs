@@ -189,17 +189,15 @@ enum Format {
 }
 
 impl Format {
-    /// YAML when the content type says so; JSON otherwise, including
-    /// curl's default `application/x-www-form-urlencoded` for `-d`.
+    /// YAML when the content type says so; JSON otherwise (the edge let
+    /// only JSON and YAML types through, or no type for an empty body).
     fn of(content_type: Option<&header::HeaderValue>) -> Format {
         let mime = content_type
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
-        let mime = joch_core::artifact::media_essence(mime);
-        match mime.as_str() {
-            "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => Format::Yaml,
-            m if m.ends_with("+yaml") => Format::Yaml,
-            _ => Format::Json,
+        match crate::edge::is_yaml(&joch_core::artifact::media_essence(mime)) {
+            true => Format::Yaml,
+            false => Format::Json,
         }
     }
 

@@ -11,6 +11,7 @@ pub(crate) mod api;
 mod auth;
 mod console;
 mod discovery;
+pub mod edge;
 mod error;
 mod extract;
 mod hooks;
@@ -32,9 +33,15 @@ pub use error::ApiError;
 pub struct ServerConfig {
     /// Largest request body accepted, in bytes (default 4 MiB); larger is 413.
     pub max_body_bytes: usize,
-    /// `Host` headers the MCP endpoint accepts, against DNS rebinding
-    /// (default: loopback names only; empty accepts any).
-    pub mcp_allowed_hosts: Vec<String>,
+    /// Host names joch answers to besides the loopback names and IP
+    /// addresses, against DNS rebinding (`*`: any); see [`edge`].
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`https://ops.example`) whose pages may send joch requests
+    /// that change something, besides joch's own (default none).
+    pub allowed_origins: Vec<String>,
+    /// What `GET /metrics` serves (Prometheus text), to the operator only
+    /// once authentication is on; none: no such route.
+    pub metrics: Option<Metrics>,
     /// How often an MCP call waiting for approval sends the client a
     /// progress notification (default 1 s).
     pub mcp_progress_every: Duration,
@@ -75,7 +82,9 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             max_body_bytes: 4 * 1024 * 1024,
-            mcp_allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            metrics: None,
             mcp_progress_every: Duration::from_secs(1),
             public_url: "http://127.0.0.1:7070".to_owned(),
             authorization_servers: Vec::new(),
@@ -99,12 +108,26 @@ pub struct AppState {
     pub(crate) discoveries: Arc<console::Discoveries>,
 }
 
-/// The whole API as a router, ready to serve or to mount in a test.
-pub fn router(engine: Engine, config: ServerConfig) -> Router {
+/// Renders the process's metrics as Prometheus text.
+#[derive(Clone)]
+pub struct Metrics(pub Arc<dyn Fn() -> String + Send + Sync>);
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics(..)")
+    }
+}
+
+/// The whole API as a router, ready to serve or to mount in a test;
+/// `extra` routes (the demo's webhooks) are served behind the same edge.
+pub fn router(engine: Engine, config: ServerConfig, extra: Router) -> Router {
     let limit = config.max_body_bytes;
+    let edge = Arc::new(edge::Edge::new(
+        &config.allowed_hosts,
+        &config.allowed_origins,
+    ));
     let mcp = Arc::new(mcp::front(
         engine.clone(),
-        &config.mcp_allowed_hosts,
         config.mcp_progress_every,
         limit,
         &config.public_url,
@@ -131,5 +154,7 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         .with_state(state.clone())
         .merge(mcp)
         .layer(axum::middleware::from_fn_with_state(state, auth::authorize))
+        .merge(extra)
+        .layer(axum::middleware::from_fn_with_state(edge, edge::guard))
         .layer(axum::middleware::from_fn(error::log_server_errors))
 }

@@ -74,7 +74,7 @@ impl EmbeddedGateway {
         Ok(self
             .engine
             .resources()
-            .create(&self.namespace, resource)
+            .create(&self.principal, &self.namespace, resource)
             .await?)
     }
 

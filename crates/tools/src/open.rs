@@ -126,7 +126,7 @@ pub async fn start(
         ),
         Arc::new(NoopBackend),
     ];
-    let policy = Arc::new(StandardPolicyEngine::default());
+    let policy = Arc::new(StandardPolicyEngine::with_budget(config.policy_budget));
     let engine = Engine::new(store, backends, policy, config);
     Ok(engine.start(workers).await?)
 }

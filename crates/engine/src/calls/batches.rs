@@ -291,7 +291,11 @@ impl Engine {
             spec: Default::default(),
             status: Default::default(),
         };
-        match self.resources().create(namespace, fresh).await {
+        match self
+            .resources()
+            .create(&Principal::local(), namespace, fresh)
+            .await
+        {
             Err(EngineError::AlreadyExists { .. }) => {
                 Ok(self.inner.store.get_object(namespace, name).await?)
             }

@@ -1,5 +1,6 @@
 //! The back of the call path: run the backend, apply the result hook, settle.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use joch_core::artifact::is_media_type;
@@ -35,7 +36,7 @@ struct Invoked {
 /// What settling a result needs besides the call and the tool.
 pub(crate) struct Concluding<'a> {
     pub(crate) schemas: Option<&'a Compiled>,
-    pub(crate) policies: &'a [Policy],
+    pub(crate) policies: &'a Arc<Vec<Policy>>,
     pub(crate) facts: Option<&'a Facts>,
     /// A failed declarative tool still answers the model (its `on_failure`).
     pub(crate) answers_on_failure: bool,
@@ -288,15 +289,15 @@ impl Engine {
         if let (Phase::Succeeded, Some(result), Some(facts)) = (phase, &mut output, how.facts) {
             let (result_facts, found) = facts.for_result(result);
             call.status.detections.extend(found);
-            let outcome = tracing::info_span!("evaluate_policies", hook = "toolCallResult")
-                .in_scope(|| {
-                    policy::decide(
-                        &*self.inner.policy,
-                        how.policies,
-                        Hook::Result,
-                        &result_facts,
-                    )
-                });
+            let span = tracing::info_span!("evaluate_policies", hook = "toolCallResult");
+            let outcome = policy::decide_apart(
+                &self.inner.policy,
+                how.policies,
+                Hook::Result,
+                &Arc::new(result_facts),
+                span,
+            )
+            .await;
             telemetry::record_decisions(&mut call, outcome.records(Hook::Result));
             match outcome.winner().map(|w| (w, &w.verdict.effect)) {
                 Some((_, Effect::Allow)) | None => {}

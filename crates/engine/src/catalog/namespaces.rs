@@ -1,6 +1,6 @@
 //! A namespace's settings: read (defaults when none are stored) and written.
 
-use joch_core::Namespace;
+use joch_core::{Namespace, Principal};
 
 use crate::{EngineError, Resources};
 
@@ -13,9 +13,10 @@ impl Resources<'_> {
         ))
     }
 
-    /// Creates or replaces a namespace's settings.
+    /// Creates or replaces a namespace's settings, as `by`.
     pub async fn put_namespace(
         &self,
+        by: &Principal,
         namespace: &str,
         mut settings: Namespace,
     ) -> Result<Namespace, EngineError> {
@@ -27,9 +28,9 @@ impl Resources<'_> {
                 settings.metadata.name
             )));
         }
-        match self.create(namespace, settings.clone()).await {
+        match self.create(by, namespace, settings.clone()).await {
             Err(EngineError::AlreadyExists { .. }) => {
-                self.replace(namespace, namespace, settings).await
+                self.replace(by, namespace, namespace, settings).await
             }
             other => other,
         }

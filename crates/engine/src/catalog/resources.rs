@@ -2,6 +2,7 @@
 //! every kind, with each kind's own admission checks.
 
 use joch_core::actions::{Action, ActionsBackend};
+use joch_core::host::{HostUse, UsesHost};
 use joch_core::names::validate_namespace;
 use joch_core::{
     Backend, Endpoint, Execution, Object, Policy, StandingApproval, Tool, ValidationError,
@@ -11,7 +12,9 @@ use serde_json::Value;
 
 use crate::Resources;
 use crate::engine::now;
+use crate::identity::may_use_host;
 use crate::{Engine, EngineError, ListParams};
+use joch_core::Principal;
 
 /// A resource clients configure (as opposed to the ledger's records), with
 /// its own admission check beyond [`Object::validate`].
@@ -22,6 +25,12 @@ pub trait Configurable: Object {
     /// Resources this one names, which must exist in its namespace:
     /// (field, kind, name).
     fn references(&self) -> Vec<(String, &'static str, String)> {
+        Vec::new()
+    }
+
+    /// What it would take from joch's host (commands, secret variables
+    /// and files), which the operator's allow-lists bound.
+    fn host_uses(&self) -> Vec<HostUse<'_>> {
         Vec::new()
     }
 
@@ -77,6 +86,10 @@ impl Configurable for joch_core::token::ApiToken {
 impl Configurable for Endpoint {
     fn check(&self) -> Result<(), ValidationError> {
         Ok(())
+    }
+
+    fn host_uses(&self) -> Vec<HostUse<'_>> {
+        UsesHost::host_uses(self)
     }
 }
 
@@ -161,6 +174,19 @@ impl Engine {
         self.inner.touched_kind(T::KIND);
     }
 
+    /// Each kind's admission, as `by` writes it: its own checks, the
+    /// resources it names, and what it would take from the host.
+    async fn check_written<T: Configurable>(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        object: &T,
+    ) -> Result<(), EngineError> {
+        object.check()?;
+        may_use_host(by, &self.inner.config.host_access, &object.host_uses())?;
+        self.check_references(namespace, object).await
+    }
+
     async fn check_references<T: Configurable>(
         &self,
         namespace: &str,
@@ -184,15 +210,16 @@ impl Engine {
 }
 
 impl Resources<'_> {
-    /// Stores a new resource after checking it. Durable when this returns.
+    /// Stores a new resource `by` writes, after checking it. Durable when
+    /// this returns.
     pub async fn create<T: Configurable>(
         &self,
+        by: &Principal,
         namespace: &str,
         mut object: T,
     ) -> Result<T, EngineError> {
         admit(namespace, &mut object, None)?;
-        object.check()?;
-        self.check_references(namespace, &object).await?;
+        self.check_written(by, namespace, &object).await?;
         object.keep_status(None);
         self.inner
             .store
@@ -207,13 +234,13 @@ impl Resources<'_> {
     /// call uses the new version.
     pub async fn replace<T: Configurable>(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
         mut object: T,
     ) -> Result<T, EngineError> {
         admit(namespace, &mut object, Some(name))?;
-        object.check()?;
-        self.check_references(namespace, &object).await?;
+        self.check_written(by, namespace, &object).await?;
         let current: T = self.inner.store.get_object(namespace, name).await?;
         carry_identity(&current, &mut object);
         object.keep_status(Some(&current));

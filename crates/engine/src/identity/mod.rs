@@ -3,12 +3,15 @@
 //! `signin.rs`), and the rulebook of what each principal may do
 //! (`rules.rs`), which every other part asks with the caller's principal.
 
+mod host;
 pub(crate) mod rules;
 mod sessions;
 mod signin;
 mod tokens;
 
-pub use rules::may_read;
+pub use host::HostAccess;
+pub(crate) use host::may_use_host;
+pub use rules::{is_operator, may_read, may_read_metrics};
 pub use sessions::{ConsoleSession, SessionOpened};
 pub use signin::{SIGN_IN_TTL, SignInPending, SignInStarted, pkce_challenge};
 pub use tokens::JwtConfig;

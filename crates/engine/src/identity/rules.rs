@@ -30,7 +30,8 @@
 
 use joch_core::token::Role;
 use joch_core::{
-    Approval, LabelSelector, Principal, PrincipalRef, Tool, ToolCall, ValidationError,
+    Approval, LabelSelector, Principal, PrincipalKind, PrincipalRef, Tool, ToolCall,
+    ValidationError,
 };
 
 use crate::EngineError;
@@ -203,6 +204,25 @@ pub fn may_read(by: &Principal, plural: &str) -> Result<(), EngineError> {
         "a principal with role {} cannot read {plural}",
         by.role.as_str()
     )))
+}
+
+/// The operator: whoever started `joch serve`, i.e. the local caller (no
+/// authentication) or the root token. Only the operator decides what runs
+/// on joch's host and what it reads there, and reads what concerns every
+/// namespace at once.
+pub fn is_operator(by: &Principal) -> bool {
+    matches!(by.kind, PrincipalKind::Local | PrincipalKind::Root)
+}
+
+/// Refuses anyone but the operator the process's metrics, whose series
+/// name every namespace and tool.
+pub fn may_read_metrics(by: &Principal) -> Result<(), EngineError> {
+    match is_operator(by) {
+        true => Ok(()),
+        false => Err(EngineError::Forbidden(
+            "only the operator (the root token) may read /metrics".to_owned(),
+        )),
+    }
 }
 
 /// Refuses a hook-mode result reported by anyone but the principal that

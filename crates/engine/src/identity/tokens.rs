@@ -241,7 +241,10 @@ impl Identity<'_> {
                 tools,
             },
         };
-        let token = self.resources().create(namespace, token).await?;
+        let token = self
+            .resources()
+            .create(&Principal::local(), namespace, token)
+            .await?;
         Ok((token, secret))
     }
 }

@@ -36,6 +36,10 @@ impl Configurable for McpServer {
         Ok(())
     }
 
+    fn host_uses(&self) -> Vec<joch_core::host::HostUse<'_>> {
+        joch_core::host::UsesHost::host_uses(self)
+    }
+
     fn keep_status(&mut self, current: Option<&Self>) {
         self.status = current.map(|c| c.status.clone()).unwrap_or_default();
     }
@@ -193,7 +197,10 @@ impl Engine {
         };
         match existing {
             None => {
-                self.resources().create(namespace, tool).await?;
+                // joch itself adopts its upstream's tool.
+                self.resources()
+                    .create(&Principal::local(), namespace, tool)
+                    .await?;
             }
             Some(existing) if !made_from(&existing, server) => {
                 return Ok(Err(format!(
@@ -206,7 +213,12 @@ impl Engine {
                 let mut tool = tool;
                 tool.metadata.resource_version = existing.metadata.resource_version;
                 self.resources()
-                    .replace(namespace, &existing.metadata.name.clone(), tool)
+                    .replace(
+                        &Principal::local(),
+                        namespace,
+                        &existing.metadata.name,
+                        tool,
+                    )
                     .await?;
             }
         }
@@ -380,6 +392,7 @@ impl Mcp<'_> {
     /// once it is.
     pub async fn apply_server(
         &self,
+        by: &Principal,
         namespace: &str,
         replacing: Option<&str>,
         server: McpServer,
@@ -388,6 +401,7 @@ impl Mcp<'_> {
         // Checked before anything is started or asked upstream.
         crate::catalog::admit(namespace, &mut candidate, replacing)?;
         candidate.check()?;
+        crate::identity::may_use_host(by, &self.inner.config.host_access, &candidate.host_uses())?;
         if let Some(Ok(definitions)) = match self.discovery() {
             Some(discovery) => Some(discovery.list_tools(&candidate).await),
             None => None,
@@ -395,8 +409,12 @@ impl Mcp<'_> {
             self.refuse_collisions(&candidate, &definitions).await?;
         }
         let stored = match replacing {
-            None => self.resources().create(namespace, server).await?,
-            Some(name) => self.resources().replace(namespace, name, server).await?,
+            None => self.resources().create(by, namespace, server).await?,
+            Some(name) => {
+                self.resources()
+                    .replace(by, namespace, name, server)
+                    .await?
+            }
         };
         self.sync_server(namespace, &stored.metadata.name).await
     }

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use joch_core::backtest::{Judged, PolicyTest, PolicyTestReport, Unjudged, Verdict, window};
 use joch_core::policy::Enforcement;
@@ -153,21 +154,37 @@ impl Policies<'_> {
         let set = self.candidate_set(namespace, test).await?;
         let calls = self.calls_since(namespace, start, progress).await?;
         let tools = self.tools_of(namespace, &calls).await?;
-        // CPU-bound for seconds on a large window: off the async workers.
+        // CPU-bound for seconds on a large window: off the async workers,
+        // and stopped when this future is dropped (its client went).
         let engine = Arc::clone(&self.inner.policy);
-        tokio::task::spawn_blocking(move || judge_all(&*engine, &set, &calls, &tools))
+        let abandoned = Abandoned::default();
+        let stop = abandoned.0.clone();
+        tokio::task::spawn_blocking(move || judge_all(&*engine, &set, &calls, &tools, &stop))
             .await
             .map_err(EngineError::task("the back-test"))
     }
 }
 
+/// Set when the back-test's future is dropped: its client went, so the
+/// threads judging for it stop.
+#[derive(Default)]
+struct Abandoned(Arc<AtomicBool>);
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Judges every call: the counters policies read are kept in ledger
 /// order, then the calls are decided on every core, then counted in order.
+/// Once `stop` is set, no more calls are judged.
 pub(crate) fn judge_all(
     engine: &dyn PolicyEngine,
     set: &[Policy],
     calls: &[ToolCall],
     tools: &HashMap<String, Arc<Tool>>,
+    stop: &AtomicBool,
 ) -> PolicyTestReport {
     let texts: Vec<String> = set
         .iter()
@@ -196,7 +213,12 @@ pub(crate) fn judge_all(
             .chunks(chunk)
             .zip(at_the_time.chunks(chunk))
             .map(|(calls, facts)| {
-                scope.spawn(move || calls.iter().zip(facts).map(judge).collect::<Vec<_>>())
+                scope.spawn(move || {
+                    (calls.iter().zip(facts))
+                        .take_while(|_| !stop.load(Ordering::Relaxed))
+                        .map(judge)
+                        .collect::<Vec<_>>()
+                })
             })
             .collect();
         workers

@@ -1,9 +1,14 @@
 //! The standard policy engine: ordered rules whose `when` keys are matched
 //! directly and whose `expr` is CEL, and Rego modules evaluated by regorus.
+//! Each policy's evaluation is bounded ([`PolicyBudget`]): CEL in steps and
+//! time (`joch_core::expr`), Rego in time (regorus's execution timer).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use joch_core::expr::Budget;
 use joch_core::policy::{Action, ApprovalRouting, Patch, RegoPolicy, Rule, UserInput};
 use joch_core::{Hook, Policy};
 use serde_json::Value;
@@ -13,11 +18,42 @@ use super::{Effect, PolicyEngine, Verdict};
 /// Most prepared Rego engines kept.
 const MAX_REGO_ENGINES: usize = 1024;
 
+/// What one policy's evaluation for one call may spend before it fails
+/// (and so denies the call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyBudget {
+    /// Wall-clock time, CEL and Rego alike (default 100 ms).
+    pub time: Duration,
+    /// CEL steps: items ranged over by comprehensions, and sizes built by
+    /// `+` (default [`joch_core::expr::DEFAULT_STEPS`]).
+    pub cel_steps: u64,
+}
+
+impl Default for PolicyBudget {
+    fn default() -> Self {
+        PolicyBudget {
+            time: Duration::from_millis(100),
+            cel_steps: joch_core::expr::DEFAULT_STEPS,
+        }
+    }
+}
+
 /// Rules (with CEL) and Rego. Prepared Rego engines are cached per policy
 /// version.
 #[derive(Default)]
 pub struct StandardPolicyEngine {
     rego: Mutex<HashMap<String, regorus::Engine>>,
+    budget: PolicyBudget,
+}
+
+impl StandardPolicyEngine {
+    /// An engine whose every evaluation stays within `budget`.
+    pub fn with_budget(budget: PolicyBudget) -> Self {
+        StandardPolicyEngine {
+            budget,
+            ..Self::default()
+        }
+    }
 }
 
 impl PolicyEngine for StandardPolicyEngine {
@@ -27,8 +63,13 @@ impl PolicyEngine for StandardPolicyEngine {
         hook: Hook,
         facts: &Value,
     ) -> Result<Option<Verdict>, String> {
+        let deadline = Instant::now() + self.budget.time;
+        let budget = Budget {
+            steps: self.budget.cel_steps,
+            expired: Arc::new(move || Instant::now() > deadline),
+        };
         for rule in policy.spec.rules.iter().filter(|r| r.hook == hook) {
-            if rule_matches(rule, facts)? {
+            if rule_matches(rule, facts, &budget)? {
                 return Ok(Some(verdict_of(rule)));
             }
         }
@@ -65,14 +106,14 @@ fn verdict_of(rule: &Rule) -> Verdict {
     }
 }
 
-fn rule_matches(rule: &Rule, facts: &Value) -> Result<bool, String> {
+fn rule_matches(rule: &Rule, facts: &Value, budget: &Budget) -> Result<bool, String> {
     for (key, expected) in &rule.when.keys {
         if !value_matches(lookup(facts, key), expected)? {
             return Ok(false);
         }
     }
     match &rule.when.expr {
-        Some(expr) => cel_true(expr, facts),
+        Some(expr) => joch_core::expr::evaluate_bool_within(expr, facts, budget),
         None => Ok(true),
     }
 }
@@ -150,10 +191,6 @@ pub(crate) fn compile_rego(name: &str, module: &str) -> Result<regorus::Engine, 
     Ok(engine)
 }
 
-fn cel_true(expr: &str, facts: &Value) -> Result<bool, String> {
-    joch_core::expr::evaluate_bool(expr, facts)
-}
-
 impl StandardPolicyEngine {
     fn evaluate_rego(
         &self,
@@ -183,6 +220,10 @@ impl StandardPolicyEngine {
         };
         let input = regorus::Value::from_json_str(&facts.to_string()).map_err(|e| e.to_string())?;
         engine.set_input(input);
+        engine.set_execution_timer_config(regorus::utils::limits::ExecutionTimerConfig {
+            limit: self.budget.time,
+            check_interval: NonZeroU32::MIN,
+        });
         let result = engine
             .eval_rule(rego.query.clone())
             .map_err(|e| format!("Rego evaluation failed: {e}"))?;

@@ -17,6 +17,8 @@ mod envelopes;
 pub(crate) mod evaluate;
 mod facts;
 
+use std::sync::Arc;
+
 use joch_core::policy::{ApprovalRouting, Enforcement, Patch, UserInput};
 use joch_core::{DecisionKind, HookDecision, LabelSelector, Policy};
 use serde_json::Value;
@@ -24,7 +26,7 @@ use serde_json::Value;
 pub use backtest::Progress;
 pub(crate) use detections::{apply_patches, redact_detected};
 pub(crate) use envelopes::rewrap;
-pub use evaluate::StandardPolicyEngine;
+pub use evaluate::{PolicyBudget, StandardPolicyEngine};
 pub(crate) use facts::Facts;
 
 use joch_core::Hook;
@@ -179,6 +181,37 @@ impl Outcome {
         }));
         records
     }
+}
+
+/// [`decide`] on the blocking pool, off the threads that serve requests,
+/// within `span`: a costly policy (each bounded by its budget) holds up
+/// only its own call. An evaluation that panics denies the call.
+pub(crate) async fn decide_apart(
+    engine: &Arc<dyn PolicyEngine>,
+    policies: &Arc<Vec<Policy>>,
+    hook: Hook,
+    facts: &Arc<Facts>,
+    span: tracing::Span,
+) -> Outcome {
+    let (engine, policies, facts) = (engine.clone(), policies.clone(), facts.clone());
+    let evaluated = tokio::task::spawn_blocking(move || {
+        span.in_scope(|| decide(&*engine, &policies, hook, &facts))
+    })
+    .await;
+    evaluated.unwrap_or_else(|e| Outcome {
+        decisions: vec![Decision {
+            policy_id: String::new(),
+            policy_version: String::new(),
+            verdict: Verdict {
+                effect: Effect::Deny,
+                rule: None,
+                reason: Some(format!("policy evaluation failed: {e}")),
+                approver_reason: None,
+            },
+        }],
+        applied: true,
+        shadow: Vec::new(),
+    })
 }
 
 /// Evaluates every policy that applies to the call, failing closed.

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod harness;
+mod host_access;
 
 mod approvals;
 mod artifacts;
@@ -21,6 +22,7 @@ mod costs;
 mod crash;
 mod declarative;
 mod docs;
+mod edge;
 mod elicitation;
 mod errors;
 mod events;
@@ -43,6 +45,7 @@ mod mcp_upstream;
 mod metrics;
 mod openapi;
 mod policies;
+mod policy_budget;
 mod ranges;
 mod recovery;
 mod replay;

@@ -2,9 +2,11 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use crate::extract::Caller;
 use crate::{ApiError, AppState};
 
 /// The process is up.
@@ -22,4 +24,25 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>,
         )
     })?;
     Ok(Json(json!({"status": "ready"})))
+}
+
+/// The process's metrics, in Prometheus text: the operator's only, as
+/// their series name every namespace and tool.
+pub(crate) async fn metrics(
+    State(state): State<AppState>,
+    Caller(by): Caller,
+) -> Result<Response, ApiError> {
+    joch_engine::may_read_metrics(&by)?;
+    let Some(metrics) = &state.config.metrics else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such resource",
+        ));
+    };
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        (metrics.0)(),
+    )
+        .into_response())
 }

@@ -14,15 +14,18 @@ use crate::{ApiError, AppState};
 
 pub(crate) async fn create(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
     Manifest(server): Manifest<McpServer>,
 ) -> Result<(StatusCode, Json<McpServer>), ApiError> {
-    let created = state.engine.mcp().apply_server(&ns, None, server).await?;
+    let mcp = state.engine.mcp();
+    let created = mcp.apply_server(&by, &ns, None, server).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
 pub(crate) async fn replace(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
     Manifest(server): Manifest<McpServer>,
 ) -> Result<Json<McpServer>, ApiError> {
@@ -30,7 +33,7 @@ pub(crate) async fn replace(
         state
             .engine
             .mcp()
-            .apply_server(&ns, Some(&name), server)
+            .apply_server(&by, &ns, Some(&name), server)
             .await?,
     ))
 }

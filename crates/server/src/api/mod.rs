@@ -58,6 +58,7 @@ fn health() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
         .route("/openapi.json", get(openapi::serve))
 }
 

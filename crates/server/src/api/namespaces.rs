@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use joch_core::Namespace;
 
-use crate::extract::{Manifest, Path};
+use crate::extract::{Caller, Manifest, Path};
 use crate::{ApiError, AppState};
 
 /// The settings, or the defaults when none were stored.
@@ -18,6 +18,7 @@ pub(crate) async fn get(
 /// Creates or replaces the settings.
 pub(crate) async fn put(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
     Manifest(settings): Manifest<Namespace>,
 ) -> Result<Json<Namespace>, ApiError> {
@@ -25,7 +26,7 @@ pub(crate) async fn put(
         state
             .engine
             .resources()
-            .put_namespace(&ns, settings)
+            .put_namespace(&by, &ns, settings)
             .await?,
     ))
 }

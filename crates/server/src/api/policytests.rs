@@ -50,12 +50,13 @@ pub(crate) async fn test(
         let mut progress = move |read: u64| {
             let _ = progress.send(json!({"progress": {"read": read}}));
         };
-        let last = match state
-            .engine
-            .policies()
-            .test(&by, &ns, test, &mut progress)
-            .await
-        {
+        let policies = state.engine.policies();
+        // A client that hangs up drops the test, which stops its threads.
+        let answer = tokio::select! {
+            answer = policies.test(&by, &ns, test, &mut progress) => answer,
+            () = lines.closed() => return,
+        };
+        let last = match answer {
             Ok(report) => json!({"report": report}),
             Err(e) => {
                 let e = ApiError::from(e);

@@ -8,27 +8,33 @@ use joch_engine::Configurable;
 use serde::Deserialize;
 
 use super::{List, ListQueryParams};
-use crate::extract::{Manifest, Path, Query};
+use crate::extract::{Caller, Manifest, Path, Query};
 use crate::{ApiError, AppState};
 
 pub(crate) async fn create<T: Configurable>(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
     Manifest(object): Manifest<T>,
 ) -> Result<(StatusCode, Json<T>), ApiError> {
     Ok((
         StatusCode::CREATED,
-        Json(state.engine.resources().create(&ns, object).await?),
+        Json(state.engine.resources().create(&by, &ns, object).await?),
     ))
 }
 
 pub(crate) async fn replace<T: Configurable>(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
     Manifest(object): Manifest<T>,
 ) -> Result<Json<T>, ApiError> {
     Ok(Json(
-        state.engine.resources().replace(&ns, &name, object).await?,
+        state
+            .engine
+            .resources()
+            .replace(&by, &ns, &name, object)
+            .await?,
     ))
 }
 

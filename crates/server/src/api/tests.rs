@@ -33,7 +33,7 @@ async fn app(config: ServerConfig) -> App {
     let policy = Arc::new(StandardPolicyEngine::default());
     let engine = Engine::new(Arc::new(store), backends, policy, EngineConfig::default());
     App {
-        router: router(engine, config),
+        router: router(engine, config, axum::Router::new()),
         _dir: dir,
     }
 }

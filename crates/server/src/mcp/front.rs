@@ -49,8 +49,6 @@ pub(crate) struct Front {
     pub(crate) max_body_bytes: usize,
     /// What serves stateless requests without rmcp's tasks (`direct.rs`).
     pub(crate) stateless: Stateless,
-    /// `Host`s allowed, as rmcp was told (empty: any).
-    pub(crate) allowed_hosts: Vec<String>,
 }
 
 /// What joch reads of a JSON-RPC message before passing it on.
@@ -114,7 +112,7 @@ impl Front {
             .get(axum::http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
         let small = length.is_some_and(|n| n <= self.max_body_bytes);
-        if !small || !stateless::plain(request.headers(), &self.allowed_hosts) {
+        if !small || !stateless::plain(request.headers()) {
             tracing::trace!(small, headers = ?request.headers(), "to rmcp: not plain");
             return Ok(self.direct.handle(request).await.map(Body::new));
         }

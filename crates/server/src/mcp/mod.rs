@@ -30,11 +30,10 @@ pub use handler::{JochMcp, NAMESPACE_HEADER};
 pub use methods::server_config;
 
 /// The MCP endpoint's parts, to mount at the MCP paths with [`serve`].
-/// `allowed_hosts` guards against DNS rebinding (empty: any `Host`);
+/// `Host` was checked at the edge (`edge.rs`), for every route alike;
 /// `public_url` prefixes the links joch gives clients (an Approval's).
 pub(crate) fn front(
     engine: Engine,
-    allowed_hosts: &[String],
     progress_every: Duration,
     max_body_bytes: usize,
     public_url: &str,
@@ -42,13 +41,9 @@ pub(crate) fn front(
     let idle = engine.mcp().session_limits().idle;
     let running = Arc::new(sessions::Running::default());
     let manager = Arc::new(sessions::Sessions::new(idle, running.clone()));
-    let mut config =
-        StreamableHttpServerConfig::default().with_max_request_body_bytes(max_body_bytes);
-    config = if allowed_hosts.is_empty() {
-        config.disable_allowed_hosts()
-    } else {
-        config.with_allowed_hosts(allowed_hosts.iter().cloned())
-    };
+    let mut config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(max_body_bytes)
+        .disable_allowed_hosts();
     let direct_config = config
         .clone()
         .with_legacy_session_mode(false)
@@ -79,7 +74,6 @@ pub(crate) fn front(
         engine,
         max_body_bytes,
         stateless,
-        allowed_hosts: allowed_hosts.to_vec(),
     }
 }
 

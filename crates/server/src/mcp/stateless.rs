@@ -29,9 +29,9 @@ const JSON: &str = "application/json";
 const EVENT_STREAM: &str = "text/event-stream";
 
 /// Whether rmcp would let a POST with these headers through to its body:
-/// it accepts JSON and an event stream, sends JSON, and comes to an
-/// allowed host (rmcp's own test, `allowed` empty allowing any).
-pub(super) fn plain(headers: &HeaderMap, allowed: &[String]) -> bool {
+/// it accepts JSON and an event stream and sends JSON (its `Host` was
+/// checked at the edge).
+pub(super) fn plain(headers: &HeaderMap) -> bool {
     let (mut json, mut sse) = (false, false);
     for accept in headers.get_all(header::ACCEPT) {
         let Ok(accept) = accept.to_str() else {
@@ -53,34 +53,7 @@ pub(super) fn plain(headers: &HeaderMap, allowed: &[String]) -> bool {
             let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
             essence.trim().eq_ignore_ascii_case(JSON)
         });
-    json && sse && sends_json && host_allowed(headers, allowed)
-}
-
-fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
-        return false;
-    };
-    let Ok(host) = axum::http::uri::Authority::try_from(host) else {
-        return false;
-    };
-    if allowed.is_empty() {
-        return true;
-    }
-    let name = |host: &str| {
-        host.trim_matches('[')
-            .trim_matches(']')
-            .to_ascii_lowercase()
-    };
-    let asked = name(host.host());
-    allowed
-        .iter()
-        .map(|a| a.trim())
-        .any(|a| match axum::http::uri::Authority::try_from(a) {
-            Ok(a) => {
-                name(a.host()) == asked && a.port_u16().is_none_or(|p| host.port_u16() == Some(p))
-            }
-            Err(_) => !a.is_empty() && name(a) == asked,
-        })
+    json && sse && sends_json
 }
 
 /// Whether the request's protocol version, `_meta` and SEP-2243 headers

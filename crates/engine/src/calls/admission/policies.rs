@@ -1,6 +1,8 @@
 //! The request policies' check: allow, deny, modify the arguments, or defer
 //! to a person.
 
+use std::sync::Arc;
+
 use joch_core::{DecisionKind, Hook, Policy};
 use serde_json::{Map, Value};
 
@@ -45,8 +47,11 @@ impl Engine {
         if !a.approved {
             a.call.status.detections.extend(found);
         }
-        let outcome = tracing::info_span!("evaluate_policies", hook = "toolCallRequest")
-            .in_scope(|| policy::decide(&*self.inner.policy, &policies, Hook::Request, &request));
+        let request = Arc::new(request);
+        let span = tracing::info_span!("evaluate_policies", hook = "toolCallRequest");
+        let outcome =
+            policy::decide_apart(&self.inner.policy, &policies, Hook::Request, &request, span)
+                .await;
         telemetry::record_decisions(&mut a.call, outcome.records(Hook::Request));
         if let Some(w) = outcome.winner() {
             a.decided = Some((w.verdict.effect.kind(), w.verdict.reason.clone()));
@@ -61,7 +66,7 @@ impl Engine {
                 Verdict::Continue
             }
         };
-        a.facts = Some(request.with_input(&a.args));
+        a.facts = Some(Arc::unwrap_or_clone(request).with_input(&a.args));
         Ok(verdict)
     }
 }
