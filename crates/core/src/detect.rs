@@ -359,11 +359,7 @@ impl Detectors {
     }
 
     /// The spans of `text` of the `wanted` kinds, by start, longest first.
-    fn wanted_spans(
-        &self,
-        text: &str,
-        wanted: &dyn Fn(&str) -> bool,
-    ) -> Vec<(&str, Range<usize>)> {
+    fn wanted_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> Vec<(&str, Range<usize>)> {
         let mut spans: Vec<(&str, Range<usize>)> = self
             .spans(text)
             .into_iter()
@@ -416,10 +412,13 @@ impl Detectors {
                 unique.taken.insert(key.clone());
             }
         }
-        let keys = fields.keys().zip(renamed).map(|(key, renamed)| match renamed {
-            Some((text, spans)) => (unique.claim(text), spans),
-            None => (key.clone(), 0),
-        });
+        let keys = fields
+            .keys()
+            .zip(renamed)
+            .map(|(key, renamed)| match renamed {
+                Some((text, spans)) => (unique.claim(text), spans),
+                None => (key.clone(), 0),
+            });
         Some(keys.collect())
     }
 

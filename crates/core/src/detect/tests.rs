@@ -234,7 +234,11 @@ fn numbers_are_redacted_whole_and_keys_span_by_span() {
         1,
         "a key's other kinds are left to their own rule"
     );
-    assert!(value.get("card [REDACTED:card] of [REDACTED:email]").is_some());
+    assert!(
+        value
+            .get("card [REDACTED:card] of [REDACTED:email]")
+            .is_some()
+    );
 
     let custom = Detectors::new(&[CustomDetector {
         name: "employee_no".into(),
