@@ -37,7 +37,9 @@ pub struct CustomDetector {
 pub struct Detection {
     /// The detector's kind (`card`, `aws_access_key`, a custom name).
     pub kind: String,
-    /// Where: `input.body`, `output.content[0].text`.
+    /// Where: `input.body`, `output.content[0].text`; in a key, the
+    /// member's path (its key written redacted) and `#key`:
+    /// `output["[REDACTED:card]"]#key`.
     pub path: String,
 }
 
