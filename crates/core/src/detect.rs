@@ -1,12 +1,14 @@
 //! Sensitive-data detectors: credentials, payment cards, e-mail addresses
-//! and IBANs found in the strings of a call's input or output, as facts a
-//! policy reads (`input.detected.<kind>`, `output.detected.<kind>`) and
-//! spans a policy may redact (`modify.redactDetected`).
+//! and IBANs found in the strings, numbers and object keys of a call's
+//! input or output, as facts a policy reads (`input.detected.<kind>`,
+//! `output.detected.<kind>`) and spans a policy may redact
+//! (`modify.redactDetected`).
 //!
 //! A detection names its kind and JSON path, never the matched value. Pure
 //! functions over JSON; patterns compile once per process (built-ins) or
 //! once per namespace snapshot (custom ones).
 
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::LazyLock;
 
@@ -35,7 +37,9 @@ pub struct CustomDetector {
 pub struct Detection {
     /// The detector's kind (`card`, `aws_access_key`, a custom name).
     pub kind: String,
-    /// Where: `input.body`, `output.content[0].text`.
+    /// Where: `input.body`, `output.content[0].text`; in a key, the
+    /// member's path (its key written redacted) and `#key`:
+    /// `output["[REDACTED:card]"]#key`.
     pub path: String,
 }
 
@@ -274,11 +278,16 @@ impl Detectors {
         found
     }
 
-    /// Every detection in the strings of `value`, under `root` (`input`,
-    /// `output`): one per kind per string, in document order.
+    /// Every detection in the strings, numbers (their decimal text) and
+    /// object keys of `value`, under `root` (`input`, `output`): one per
+    /// kind per string, number or key, in document order, a member's key
+    /// before its value. A key's detection is at its member's path plus
+    /// `#key`; a key with a detection is written in every path redacted
+    /// (as `redact` with `*` would write it), so no path holds a matched
+    /// value.
     pub fn scan(&self, root: &str, value: &Value) -> Vec<Detection> {
         let mut found = Vec::new();
-        walk(value, root.to_owned(), &mut |path, text| {
+        self.walk(value, root.to_owned(), &mut |path, text| {
             let mut kinds: Vec<&str> = self.spans(text).into_iter().map(|(k, _)| k).collect();
             kinds.dedup();
             found.extend(kinds.into_iter().map(|kind| Detection {
@@ -290,8 +299,8 @@ impl Detectors {
     }
 
     /// The facts of `detections`: each kind this detects, with how many
-    /// strings it was found in (0 when none), so `gte: 1` and CEL's
-    /// `input.detected.card > 0` both read naturally.
+    /// strings, numbers and keys it was found in (0 when none), so `gte: 1`
+    /// and CEL's `input.detected.card > 0` both read naturally.
     pub fn counts(&self, detections: &[Detection]) -> Map<String, Value> {
         self.kinds()
             .into_iter()
@@ -302,64 +311,169 @@ impl Detectors {
             .collect()
     }
 
-    /// Replaces each span of `kinds` (`*`: every kind) in the strings of
-    /// `value` with `[REDACTED:<kind>]`, leaving the rest of each string.
-    /// Returns how many spans it replaced.
+    /// Replaces each span of `kinds` (`*`: every kind) in the strings and
+    /// keys of `value` with `[REDACTED:<kind>]`, leaving the rest of each
+    /// string; a number with such a span becomes the string
+    /// `[REDACTED:<kind>]` whole. A redacted key that another key of its
+    /// object already has gets ` (2)`, ` (3)`… so no member is lost.
+    /// Returns how many spans (numbers counting one) it replaced.
     pub fn redact(&self, value: &mut Value, kinds: &[String]) -> usize {
         let wanted = |kind: &str| kinds.iter().any(|k| k == "*" || k == kind);
-        let mut replaced = 0;
-        walk_mut(value, &mut |text| {
-            let mut spans: Vec<(&str, Range<usize>)> = self
-                .spans(text)
-                .into_iter()
-                .filter(|(kind, _)| wanted(kind))
-                .collect();
-            if spans.is_empty() {
-                return;
-            }
-            spans.sort_by_key(|(_, span)| (span.start, std::cmp::Reverse(span.end)));
-            let mut out = String::with_capacity(text.len());
-            let mut at = 0;
-            for (kind, span) in spans {
-                if span.start < at {
-                    continue; // inside a span already redacted
+        self.redact_in(value, &wanted)
+    }
+
+    fn redact_in(&self, value: &mut Value, wanted: &dyn Fn(&str) -> bool) -> usize {
+        match value {
+            Value::String(text) => match self.redact_text(text, wanted) {
+                Some((redacted, spans)) => {
+                    *text = redacted;
+                    spans
                 }
-                out.push_str(&text[at..span.start]);
-                out.push_str(&redaction(kind));
-                at = span.end;
-                replaced += 1;
+                None => 0,
+            },
+            Value::Number(number) => {
+                let text = number.to_string();
+                match self.wanted_spans(&text, wanted).first() {
+                    Some((kind, _)) => {
+                        *value = Value::String(redaction(kind));
+                        1
+                    }
+                    None => 0,
+                }
             }
-            out.push_str(&text[at..]);
-            *text = out;
-        });
-        replaced
+            Value::Array(items) => items.iter_mut().map(|i| self.redact_in(i, wanted)).sum(),
+            Value::Object(fields) => {
+                let mut replaced: usize = fields
+                    .values_mut()
+                    .map(|item| self.redact_in(item, wanted))
+                    .sum();
+                if let Some(keys) = self.redacted_keys(fields, wanted) {
+                    let members = std::mem::take(fields);
+                    for ((_, item), (key, spans)) in members.into_iter().zip(keys) {
+                        fields.insert(key, item);
+                        replaced += spans;
+                    }
+                }
+                replaced
+            }
+            Value::Null | Value::Bool(_) => 0,
+        }
+    }
+
+    /// The spans of `text` of the `wanted` kinds, by start, longest first.
+    fn wanted_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> Vec<(&str, Range<usize>)> {
+        let mut spans: Vec<(&str, Range<usize>)> = self
+            .spans(text)
+            .into_iter()
+            .filter(|(kind, _)| wanted(kind))
+            .collect();
+        spans.sort_by_key(|(_, span)| (span.start, std::cmp::Reverse(span.end)));
+        spans
+    }
+
+    /// `text` with its spans of the `wanted` kinds replaced, and how many
+    /// it replaced; `None` when it has none.
+    fn redact_text(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> Option<(String, usize)> {
+        let spans = self.wanted_spans(text, wanted);
+        if spans.is_empty() {
+            return None;
+        }
+        let mut out = String::with_capacity(text.len());
+        let (mut at, mut replaced) = (0, 0);
+        for (kind, span) in spans {
+            if span.start < at {
+                continue; // inside a span already redacted
+            }
+            out.push_str(&text[at..span.start]);
+            out.push_str(&redaction(kind));
+            at = span.end;
+            replaced += 1;
+        }
+        out.push_str(&text[at..]);
+        Some((out, replaced))
+    }
+
+    /// The keys of `fields` in order, each with its spans of the `wanted`
+    /// kinds redacted (and how many), made unique within the object;
+    /// `None` when no key has such a span.
+    fn redacted_keys(
+        &self,
+        fields: &Map<String, Value>,
+        wanted: &dyn Fn(&str) -> bool,
+    ) -> Option<Vec<(String, usize)>> {
+        let renamed: Vec<Option<(String, usize)>> = fields
+            .keys()
+            .map(|key| self.redact_text(key, wanted))
+            .collect();
+        if renamed.iter().all(Option::is_none) {
+            return None;
+        }
+        let mut unique = UniqueKeys::default();
+        for (key, renamed) in fields.keys().zip(&renamed) {
+            if renamed.is_none() {
+                unique.taken.insert(key.clone());
+            }
+        }
+        let keys = fields
+            .keys()
+            .zip(renamed)
+            .map(|(key, renamed)| match renamed {
+                Some((text, spans)) => (unique.claim(text), spans),
+                None => (key.clone(), 0),
+            });
+        Some(keys.collect())
+    }
+
+    /// Calls `visit` with the path and text of every string, number (its
+    /// decimal text) and key with a detection (at `<member's path>#key`)
+    /// in `value`.
+    fn walk(&self, value: &Value, path: String, visit: &mut dyn FnMut(&str, &str)) {
+        match value {
+            Value::String(text) => visit(&path, text),
+            Value::Number(number) => visit(&path, &number.to_string()),
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    self.walk(item, format!("{path}[{i}]"), visit);
+                }
+            }
+            Value::Object(fields) => {
+                let shown = self.redacted_keys(fields, &|_| true);
+                for (i, (key, item)) in fields.iter().enumerate() {
+                    let (name, spans) = shown
+                        .as_ref()
+                        .map_or((key.as_str(), 0), |s| (s[i].0.as_str(), s[i].1));
+                    let member = child(&path, name);
+                    if spans > 0 {
+                        visit(&format!("{member}#key"), key);
+                    }
+                    self.walk(item, member, visit);
+                }
+            }
+            Value::Null | Value::Bool(_) => {}
+        }
     }
 }
 
-/// Calls `visit` with the path and text of every string in `value`.
-fn walk(value: &Value, path: String, visit: &mut dyn FnMut(&str, &str)) {
-    match value {
-        Value::String(text) => visit(&path, text),
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                walk(item, format!("{path}[{i}]"), visit);
-            }
-        }
-        Value::Object(fields) => {
-            for (key, item) in fields {
-                walk(item, child(&path, key), visit);
-            }
-        }
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
-    }
+/// The keys of one object being renamed: a redacted key another already
+/// has becomes `key (2)`, `key (3)`…
+#[derive(Default)]
+struct UniqueKeys {
+    taken: HashSet<String>,
+    /// The last suffix tried per redacted key, so many equal keys cost one
+    /// step each.
+    next: HashMap<String, usize>,
 }
 
-fn walk_mut(value: &mut Value, visit: &mut dyn FnMut(&mut String)) {
-    match value {
-        Value::String(text) => visit(text),
-        Value::Array(items) => items.iter_mut().for_each(|item| walk_mut(item, visit)),
-        Value::Object(fields) => fields.values_mut().for_each(|item| walk_mut(item, visit)),
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+impl UniqueKeys {
+    fn claim(&mut self, key: String) -> String {
+        let mut candidate = key.clone();
+        let n = self.next.entry(key.clone()).or_insert(1);
+        while self.taken.contains(&candidate) {
+            *n += 1;
+            candidate = format!("{key} ({n})");
+        }
+        self.taken.insert(candidate.clone());
+        candidate
     }
 }
 

@@ -114,7 +114,8 @@ fn scans_name_kind_and_path_never_the_value() {
         "body": "card 4111 1111 1111 1111, mail alice@example.com",
         "items": [{"note": "AKIAIOSFODNN7EXAMPLE"}, {"note": "fine"}],
         "odd key": "carol@example.org",
-        "n": 4111111111111111u64
+        "n": 4111111111111111u64,
+        "m": 12
     });
     let found = detectors.scan("input", &input);
     let seen: Vec<(&str, &str)> = found
@@ -127,12 +128,13 @@ fn scans_name_kind_and_path_never_the_value() {
             ("card", "input.body"),
             ("email", "input.body"),
             ("aws_access_key", "input.items[0].note"),
+            ("card", "input.n"),
             ("email", "input[\"odd key\"]"),
         ]
     );
     let counts = detectors.counts(&found);
     assert_eq!(counts["email"], json!(2));
-    assert_eq!(counts["card"], json!(1));
+    assert_eq!(counts["card"], json!(2));
     assert_eq!(counts["iban"], json!(0));
     assert!(!serde_json::to_string(&found).unwrap().contains("4111"));
 }
@@ -163,6 +165,91 @@ fn redaction_removes_only_the_span() {
     assert_eq!(
         value["list"][0],
         json!("[REDACTED:aws_access_key] and [REDACTED:card]")
+    );
+}
+
+#[test]
+fn numbers_and_keys_are_scanned_and_keys_are_named_redacted() {
+    let detectors = Detectors::default();
+    let value = json!({
+        "card": 4111111111111111u64,
+        "luhn_fails": 4111111111111112u64,
+        "count": 42,
+        "price": 4.5,
+        "4111111111111111": {"mail": "alice@example.com"},
+        "5555555555554444": "fine",
+        "[REDACTED:card]": "already here",
+        "alice@example.com": true
+    });
+    let found = detectors.scan("output", &value);
+    let seen: Vec<(&str, &str)> = found
+        .iter()
+        .map(|d| (d.kind.as_str(), d.path.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("card", "output[\"[REDACTED:card] (2)\"]#key"),
+            ("email", "output[\"[REDACTED:card] (2)\"].mail"),
+            ("card", "output[\"[REDACTED:card] (3)\"]#key"),
+            ("email", "output[\"[REDACTED:email]\"]#key"),
+            ("card", "output.card"),
+        ],
+        "a key's path holds its redacted form and #key, never the value"
+    );
+    assert!(!serde_json::to_string(&found).unwrap().contains("4111"));
+    assert!(!serde_json::to_string(&found).unwrap().contains("5555"));
+    assert_eq!(detectors.counts(&found)["card"], json!(3));
+}
+
+#[test]
+fn numbers_are_redacted_whole_and_keys_span_by_span() {
+    let detectors = Detectors::default();
+    let mut value = json!({
+        "card": 4111111111111111u64,
+        "list": [5555555555554444u64, 7],
+        "luhn_fails": 4111111111111112u64,
+        "count": 42,
+        "card 4111111111111111 of alice@example.com": {"inner": 6011111111111117u64},
+        "5555555555554444": "a",
+        "4111111111111111": "b"
+    });
+    let replaced = detectors.redact(&mut value, &["card".to_owned()]);
+    assert_eq!(replaced, 6);
+    assert_eq!(
+        value,
+        json!({
+            "card": "[REDACTED:card]",
+            "list": ["[REDACTED:card]", 7],
+            "luhn_fails": 4111111111111112u64,
+            "count": 42,
+            "card [REDACTED:card] of alice@example.com": {"inner": "[REDACTED:card]"},
+            "[REDACTED:card]": "b",
+            "[REDACTED:card] (2)": "a"
+        }),
+        "no member is lost when two keys redact alike; numbers that are not cards stay numbers"
+    );
+    assert_eq!(
+        detectors.redact(&mut value, &["email".to_owned()]),
+        1,
+        "a key's other kinds are left to their own rule"
+    );
+    assert!(
+        value
+            .get("card [REDACTED:card] of [REDACTED:email]")
+            .is_some()
+    );
+
+    let custom = Detectors::new(&[CustomDetector {
+        name: "employee_no".into(),
+        pattern: r"\b9[0-9]{5}\b".into(),
+    }])
+    .unwrap();
+    let mut value = json!({"who": 912345, "other": 812345, "912345": 1});
+    assert_eq!(custom.redact(&mut value, &["*".to_owned()]), 2);
+    assert_eq!(
+        value,
+        json!({"who": "[REDACTED:employee_no]", "other": 812345, "[REDACTED:employee_no]": 1})
     );
 }
 

@@ -339,6 +339,48 @@ async fn a_policy_redacts_exactly_the_detected_spans_of_input_and_output() {
 }
 
 #[tokio::test]
+async fn cards_written_as_numbers_or_keys_are_detected_and_redacted() {
+    let (webhook, joch) = setup().await;
+    apply_policy(&joch, "scrub-all", json!({"version": "1", "rules": [
+        {"when": {"input.detected.card": {"gte": 2}, "input.strict": true}, "action": {"deny": {"reason": "no cards"}}},
+        {"hook": "toolCallResult", "when": {"output.detected.card": {"gte": 2}}, "action": {"modify": {"redactDetected": ["*"]}}}
+    ]}))
+    .await;
+    let cards =
+        json!({"card": 4111111111111111u64, "4111111111111111": "x", "ref": 4111111111111112u64});
+
+    let mut strict = cards.clone();
+    strict["strict"] = json!(true);
+    let (_, denied) = joch.call("zendesk.create_ticket", strict).await;
+    assert_eq!(
+        denied["status"]["phase"], "Denied",
+        "the request hook counts both: {denied}"
+    );
+    assert_eq!(webhook.hits(), 0);
+
+    let (_, call) = joch.call("zendesk.create_ticket", cards).await;
+    assert_eq!(call["status"]["phase"], "Succeeded", "{call}");
+    assert_eq!(
+        call["status"]["output"],
+        json!({"echo": {"card": "[REDACTED:card]", "[REDACTED:card]": "x", "ref": 4111111111111112u64}}),
+        "the echoed number and key are redacted; the number failing Luhn stays a number"
+    );
+    let record = joch
+        .get_call(call["metadata"]["name"].as_str().unwrap())
+        .await;
+    assert_eq!(record["status"]["output"], call["status"]["output"]);
+    assert_eq!(
+        record["status"]["detections"],
+        json!([
+            {"kind": "card", "path": "input[\"[REDACTED:card]\"]#key"},
+            {"kind": "card", "path": "input.card"},
+            {"kind": "card", "path": "output.echo[\"[REDACTED:card]\"]#key"},
+            {"kind": "card", "path": "output.echo.card"}
+        ])
+    );
+}
+
+#[tokio::test]
 async fn the_manifests_of_docs_trust_md_apply() {
     let joch = Joch::start().await;
     let text =
