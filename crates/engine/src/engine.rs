@@ -70,6 +70,10 @@ pub struct EngineConfig {
     /// How long a connection to an upstream MCP server carrying one user's
     /// token stays open unused before it is closed (default 2 minutes).
     pub mcp_user_connection_idle: Duration,
+    /// Bounds on console sign-ins through the identity provider, and how
+    /// often expired ones and expired console sessions are swept (see
+    /// `identity/pending.rs`).
+    pub sign_ins: crate::SignInLimits,
 }
 
 impl Default for EngineConfig {
@@ -92,6 +96,7 @@ impl Default for EngineConfig {
             public_url: None,
             mcp_user_connections: 64,
             mcp_user_connection_idle: Duration::from_secs(120),
+            sign_ins: crate::SignInLimits::default(),
         }
     }
 }
@@ -117,6 +122,8 @@ pub(crate) struct Inner {
     pub(crate) events: crate::events::State,
     /// Upstream listings and relays.
     pub(crate) mcp: crate::mcp::State,
+    /// Sign-in starts of one client, one at a time.
+    pub(crate) sign_in_turns: crate::identity::Turns,
     pub(crate) policy: Arc<dyn PolicyEngine>,
 }
 
@@ -140,6 +147,7 @@ impl Engine {
                 approvals: Default::default(),
                 events: Default::default(),
                 mcp: Default::default(),
+                sign_in_turns: Default::default(),
                 policy,
             }),
         }

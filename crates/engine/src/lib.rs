@@ -50,8 +50,8 @@ pub use error::EngineError;
 pub use events::Event;
 pub use facade::{Approvals, Artifacts, Audit, Calls, Identity, Mcp, Policies, Resources, Vault};
 pub use identity::{
-    ConsoleSession, JwtConfig, SIGN_IN_TTL, SessionOpened, SignInPending, SignInStarted, may_read,
-    pkce_challenge,
+    ConsoleSession, JwtConfig, SessionOpened, SignInLimits, SignInPending, SignInStarted,
+    TOO_MANY_SIGN_INS, may_read, pkce_challenge,
 };
 pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};
