@@ -109,6 +109,7 @@ fn engine_config(
         mcp_user_connection_idle: std::time::Duration::from_secs(
             args.mcp_user_connection_idle_seconds.max(1),
         ),
+        sign_ins: args.sign_ins.limits(),
         ..EngineConfig::default()
     })
 }
