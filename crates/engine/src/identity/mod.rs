@@ -11,9 +11,9 @@ mod signin;
 mod sweep;
 mod tokens;
 
+pub use pending::{SignInLimits, TOO_MANY_SIGN_INS};
 pub use rules::may_read;
 pub use sessions::{ConsoleSession, SessionOpened};
-pub use pending::{SignInLimits, TOO_MANY_SIGN_INS};
 pub use signin::{SignInPending, SignInStarted, pkce_challenge};
 pub use tokens::JwtConfig;
 

@@ -102,9 +102,9 @@ impl Identity<'_> {
             let mut deletes = tokio::task::JoinSet::new();
             for name in batch {
                 let (store, kind, name) = (self.inner.store.clone(), kind.to_owned(), name.clone());
-                deletes.spawn(async move {
-                    store.delete(&kind, SESSION_NAMESPACE, &name, None).await
-                });
+                deletes.spawn(
+                    async move { store.delete(&kind, SESSION_NAMESPACE, &name, None).await },
+                );
             }
             while let Some(done) = deletes.join_next().await {
                 match done.map_err(EngineError::task("sweeping expired sign-ins"))? {
@@ -187,7 +187,11 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(700)).await;
         assert_eq!(engine.identity().sweep_expired().await.expect("sweep"), 4);
         assert_eq!(stored(&engine, SIGN_IN_KIND).await, 0);
-        engine.identity().begin_sign_in(one).await.expect("room again");
+        engine
+            .identity()
+            .begin_sign_in(one)
+            .await
+            .expect("room again");
     }
 
     /// Expired sign-ins not yet swept do not hold a client's place.
@@ -220,7 +224,11 @@ mod tests {
         let engine = engine(&dir, limits);
         for n in 1..=2 {
             let ip = format!("192.0.2.{n}").parse().expect("ip");
-            engine.identity().begin_sign_in(Some(ip)).await.expect("room");
+            engine
+                .identity()
+                .begin_sign_in(Some(ip))
+                .await
+                .expect("room");
         }
         let ip = "198.51.100.9".parse().expect("ip");
         match engine.identity().begin_sign_in(Some(ip)).await {

@@ -22,9 +22,7 @@ const PER_CLIENT: usize = 20;
 /// An identity provider that serves only its discovery document: enough
 /// for joch to start sign-ins. Answers its issuer URL.
 async fn discovery_only() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let issuer = format!("http://{}", listener.local_addr().unwrap());
     let document = json!({
         "issuer": issuer,

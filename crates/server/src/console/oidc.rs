@@ -157,10 +157,7 @@ pub(crate) async fn start(
     }
 }
 
-async fn started(
-    state: &AppState,
-    address: Option<std::net::IpAddr>,
-) -> Result<Response, Failure> {
+async fn started(state: &AppState, address: Option<std::net::IpAddr>) -> Result<Response, Failure> {
     let oidc = client(state)?;
     let endpoints = discover(state, oidc).await?;
     let sign_in = state
