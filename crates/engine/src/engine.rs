@@ -77,6 +77,10 @@ pub struct EngineConfig {
     /// What one policy's evaluation for one call may spend (the standard
     /// policy engine's budget; `joch_tools::start` hands it over).
     pub policy_budget: crate::policy::PolicyBudget,
+    /// Bounds on console sign-ins through the identity provider, and how
+    /// often expired ones and expired console sessions are swept (see
+    /// `identity/pending.rs`).
+    pub sign_ins: crate::SignInLimits,
 }
 
 impl Default for EngineConfig {
@@ -101,6 +105,7 @@ impl Default for EngineConfig {
             mcp_user_connection_idle: Duration::from_secs(120),
             host_access: crate::HostAccess::default(),
             policy_budget: crate::policy::PolicyBudget::default(),
+            sign_ins: crate::SignInLimits::default(),
         }
     }
 }
@@ -126,6 +131,8 @@ pub(crate) struct Inner {
     pub(crate) events: crate::events::State,
     /// Upstream listings and relays.
     pub(crate) mcp: crate::mcp::State,
+    /// Sign-in starts of one client, one at a time.
+    pub(crate) sign_in_turns: crate::identity::Turns,
     pub(crate) policy: Arc<dyn PolicyEngine>,
 }
 
@@ -149,6 +156,7 @@ impl Engine {
                 approvals: Default::default(),
                 events: Default::default(),
                 mcp: Default::default(),
+                sign_in_turns: Default::default(),
                 policy,
             }),
         }

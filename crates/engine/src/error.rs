@@ -54,6 +54,17 @@ pub enum EngineError {
         /// For people.
         message: String,
     },
+    /// The request is refused beyond a cap on what its client may have under
+    /// way (sign-ins started, say); it may succeed after `retry_after`.
+    #[error("{message}")]
+    Throttled {
+        /// Stable snake_case reason, e.g. `too_many_sign_ins`.
+        code: &'static str,
+        /// For people: what to finish, or how long to wait.
+        message: String,
+        /// When trying again may succeed.
+        retry_after: std::time::Duration,
+    },
     /// The principal may not do this, whatever surface it came through
     /// (deciding a call it made, reporting another's result).
     #[error("{0}")]

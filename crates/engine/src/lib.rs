@@ -50,8 +50,8 @@ pub use error::EngineError;
 pub use events::Event;
 pub use facade::{Approvals, Artifacts, Audit, Calls, Identity, Mcp, Policies, Resources, Vault};
 pub use identity::{
-    ConsoleSession, HostAccess, JwtConfig, SIGN_IN_TTL, SessionOpened, SignInPending,
-    SignInStarted, is_operator, may_read, may_read_metrics, pkce_challenge,
+    ConsoleSession, HostAccess, JwtConfig, SessionOpened, SignInLimits, SignInPending,
+    SignInStarted, TOO_MANY_SIGN_INS, is_operator, may_read, may_read_metrics, pkce_challenge,
 };
 pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};

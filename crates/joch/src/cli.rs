@@ -6,6 +6,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod signin;
+
+pub use signin::SignInArgs;
+
 /// joch: a tool-call gateway and durable ledger for AI agents.
 #[derive(Debug, Parser)]
 #[command(version, about)]
@@ -470,6 +474,8 @@ pub struct ServeArgs {
     /// secret is read from JOCH_OIDC_CLIENT_SECRET, never a flag.
     #[arg(long, env = "JOCH_OIDC_CLIENT_ID", requires = "jwt_issuer")]
     pub oidc_client_id: Option<String>,
+    #[command(flatten)]
+    pub sign_ins: SignInArgs,
     /// The root token (admin in every namespace). Setting it turns
     /// authentication on; read from the environment only, never a flag.
     #[arg(skip = std::env::var("JOCH_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))]

@@ -13,6 +13,10 @@
 //! - At most `max_connections` are open at once, fewer than the open-files
 //!   limit; one more is answered 503 with `Retry-After` at once and closed.
 //!
+//! Every request carries its connection's peer address as axum's
+//! `ConnectInfo<SocketAddr>`, as `into_make_service_with_connect_info`
+//! would: the engine caps what anonymous clients may start by it.
+//!
 //! hyper's own header-read timeout is not used: it also runs while a
 //! keep-alive connection waits for its next request, which would make the
 //! idle timeout the header timeout.
@@ -118,9 +122,9 @@ pub async fn serve(
     let app = TowerToHyperService::new(app);
     tokio::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors, most likely: the pending
                     // connection waits in the backlog until one is freed.
@@ -140,7 +144,7 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let (app, stopping, timeouts) = (app.clone(), stopping.clone(), limits.timeouts);
         tokio::spawn(async move {
-            connection(stream, app, timeouts, stopping).await;
+            connection(stream, peer, app, timeouts, stopping).await;
             drop(permit);
         });
     }
@@ -192,6 +196,7 @@ type App = TowerToHyperService<Router>;
 /// stops (then it finishes the request in progress).
 async fn connection(
     stream: TcpStream,
+    peer: std::net::SocketAddr,
     app: App,
     timeouts: Timeouts,
     mut stopping: watch::Receiver<bool>,
@@ -199,8 +204,11 @@ async fn connection(
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched::new(stream, activity.clone()));
     let tracked = activity.clone();
-    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         let guard = InFlight::begin(&tracked);
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
         let request = request.map(|body| Paced::new(body, tracked.clone(), timeouts));
         let answer = hyper::service::Service::call(&app, request);
         async move {

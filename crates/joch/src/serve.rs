@@ -131,6 +131,7 @@ fn engine_config(
             time: std::time::Duration::from_millis(args.policy_time_budget_ms.clamp(1, 60_000)),
             cel_steps: args.policy_cel_steps.max(1),
         },
+        sign_ins: args.sign_ins.limits(),
         ..EngineConfig::default()
     })
 }

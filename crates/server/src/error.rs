@@ -19,6 +19,9 @@ pub struct ApiError {
     pub message: String,
     /// Structured detail (fields at fault, limits, ...); `{}` when none.
     pub details: Value,
+    /// Seconds after which trying again may succeed: the `Retry-After`
+    /// header, when set.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -29,12 +32,19 @@ impl ApiError {
             code: code.to_owned(),
             message: message.into(),
             details: json!({}),
+            retry_after: None,
         }
     }
 
     /// Adds details.
     pub fn with_details(mut self, details: Value) -> Self {
         self.details = details;
+        self
+    }
+
+    /// Says when to try again (`Retry-After`, whole seconds, at least 1).
+    pub fn with_retry_after(mut self, after: std::time::Duration) -> Self {
+        self.retry_after = Some(after.as_secs().max(1));
         self
     }
 }
@@ -74,6 +84,11 @@ impl From<EngineError> for ApiError {
                     .with_details(json!({"toolCall": call}))
             }
             EngineError::Refused { code, .. } => ApiError::new(StatusCode::CONFLICT, code, message),
+            EngineError::Throttled {
+                code, retry_after, ..
+            } => ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
+                .with_details(json!({"retryAfterSeconds": retry_after.as_secs().max(1)}))
+                .with_retry_after(retry_after),
             EngineError::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", message),
             EngineError::InvalidQuery { parameter, .. } => {
                 ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
@@ -102,6 +117,11 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({"code": self.code, "message": self.message, "details": self.details});
         let mut response = (self.status, axum::Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
         if self.status.is_server_error() {
             response.extensions_mut().insert(Failure {
                 code: self.code,

@@ -5,7 +5,8 @@
 //! they keep the token's hash, not the token nor a copy of its rights: the
 //! principal is looked up again on every use, so revoking the token ends
 //! its sessions at once. Each session has its own CSRF token and an
-//! expiry; an expired session is deleted when next presented. The store
+//! expiry; an expired session is deleted when next presented, or by the
+//! sweep (`sweep.rs`) if it never is. The store
 //! keys a session by the hash of its id, so reading the database does not
 //! give a usable session.
 

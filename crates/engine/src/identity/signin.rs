@@ -5,12 +5,15 @@
 //!
 //! A sign-in is started with a fresh `state`, `nonce` and PKCE verifier,
 //! kept in the store (keyed by the state's hash, so any replica finishes
-//! it) for [`SIGN_IN_TTL`] and bound to the browser that started it by a
-//! secret the browser holds in a cookie. Finishing takes the record once:
+//! it) for [`crate::SignInLimits::ttl`] and bound to the browser that
+//! started it by a secret the browser holds in a cookie. Finishing takes the record once:
 //! a replayed or foreign callback finds nothing. The ID token must be the
 //! provider's (JWKS, `iss`, `exp`), issued to the console (`aud`) for this
 //! sign-in (`nonce`), and maps to a principal as an access token does.
+//! Starting is anonymous, so it is capped per client address and in all
+//! (`pending.rs`), and expired sign-ins are swept (`sweep.rs`).
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -22,21 +25,20 @@ use sha2::{Digest, Sha256};
 
 use crate::Identity;
 use crate::engine::now;
+use crate::identity::pending::client_key;
 use crate::identity::sessions::{SESSION_NAMESPACE, secret};
 use crate::{EngineError, SessionOpened};
 
 /// Kind of the pending sign-in records, which no API serves.
-const SIGN_IN_KIND: &str = "OidcSignIn";
-/// How long a started sign-in may take at the identity provider.
-pub const SIGN_IN_TTL: Duration = Duration::from_secs(600);
+pub(in crate::identity) const SIGN_IN_KIND: &str = "OidcSignIn";
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Pending {
+pub(in crate::identity) struct Pending {
     binding_hash: String,
     nonce: String,
     verifier: String,
-    expires_at_ms: i64,
+    pub(in crate::identity) expires_at_ms: i64,
 }
 
 /// A sign-in just started: what goes to the provider and to the browser.
@@ -67,8 +69,22 @@ pub fn pkce_challenge(verifier: &str) -> String {
 }
 
 impl Identity<'_> {
-    /// Starts a sign-in through the identity provider (see the module).
-    pub async fn begin_sign_in(&self) -> Result<SignInStarted, EngineError> {
+    /// Starts a sign-in through the identity provider for the client at
+    /// `client` (see the module); `None` when the surface cannot tell, and
+    /// all such clients share one cap. Refused with
+    /// [`TOO_MANY_SIGN_INS`](crate::TOO_MANY_SIGN_INS) (`Throttled`, with
+    /// how long to wait) beyond [`crate::SignInLimits::per_client`] under way
+    /// from the client's address, or [`crate::SignInLimits::total`] from all.
+    /// The record is synced: the provider may send the browser back to
+    /// another replica.
+    pub async fn begin_sign_in(
+        &self,
+        client: Option<IpAddr>,
+    ) -> Result<SignInStarted, EngineError> {
+        let key = client_key(client);
+        let _turn = self.inner.sign_in_turns.take(&key).await;
+        self.room_for_sign_in(&key).await?;
+        let ttl = self.inner.config.sign_ins.ttl;
         let started = SignInStarted {
             state: secret(),
             nonce: secret(),
@@ -79,8 +95,9 @@ impl Identity<'_> {
             binding_hash: hash(&started.binding),
             nonce: started.nonce.clone(),
             verifier: secret(),
-            expires_at_ms: (now().0 + chrono::Duration::seconds(SIGN_IN_TTL.as_secs() as i64))
-                .timestamp_millis(),
+            expires_at_ms: (now().0
+                + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX / 2))
+            .timestamp_millis(),
         };
         let record = Record {
             kind: SIGN_IN_KIND.to_owned(),
@@ -88,7 +105,11 @@ impl Identity<'_> {
             name: hash(&started.state),
             resource_version: 1,
             labels: Default::default(),
-            index: IndexFields::default(),
+            // Counted per client through this indexed column (`pending.rs`).
+            index: IndexFields {
+                execution: Some(key),
+                ..IndexFields::default()
+            },
             body: serde_json::to_string(&pending).expect("a sign-in serialises"),
         };
         self.inner.store.create(record, Durability::Sync).await?;
@@ -178,7 +199,11 @@ mod tests {
     async fn a_sign_in_is_taken_once_by_its_own_browser() {
         let dir = tempfile::tempdir().expect("tempdir");
         let engine = crate::engine::test_engine(&dir);
-        let started = engine.identity().begin_sign_in().await.expect("started");
+        let started = engine
+            .identity()
+            .begin_sign_in(None)
+            .await
+            .expect("started");
         let foreign = engine
             .identity()
             .take_sign_in(&started.state, "another browser")

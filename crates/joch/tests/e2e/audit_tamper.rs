@@ -14,7 +14,7 @@ use crate::harness::{Joch, NS, TestStore};
 
 /// Runs `sql` on `store`'s database behind joch's back (the same text on
 /// both stores); returns the rows changed.
-async fn tamper(store: &TestStore, sql: &str) -> u64 {
+pub(crate) async fn tamper(store: &TestStore, sql: &str) -> u64 {
     match store {
         TestStore::Sqlite { db, .. } => {
             let conn = rusqlite::Connection::open(db).expect("open");

@@ -18,6 +18,7 @@ mod calls;
 mod cli;
 mod console;
 mod console_pages;
+mod console_signins;
 mod costs;
 mod crash;
 mod declarative;

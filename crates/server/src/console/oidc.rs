@@ -3,7 +3,10 @@
 //!
 //! `/ui/signin/oidc` has the engine start a sign-in (state, nonce, PKCE
 //! verifier, stored and bound to this browser by the `joch_oidc` cookie)
-//! and sends the browser to the provider's authorization endpoint. The
+//! and sends the browser to the provider's authorization endpoint. Anyone
+//! may start one, so the engine caps them by the connection's address
+//! (`ConnectInfo`, which joch's listener sets): beyond the cap it answers
+//! 429 `too_many_sign_ins` as JSON, with `Retry-After`. The
 //! provider sends it back to `/ui/signin/oidc/callback` with a code; the
 //! engine takes the sign-in back (once, this browser's only), the code is
 //! exchanged at the token endpoint with the verifier, and the engine opens
@@ -16,11 +19,12 @@
 //! The discovery document is kept for [`DISCOVERY_TTL`] ([`Discoveries`]),
 //! so that sign-ins do not each fetch it (twice: to start and to exchange).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Extension;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{AppendHeaders, IntoResponse, Redirect, Response};
 use maud::html;
@@ -30,7 +34,7 @@ use super::layout::{Section, page};
 use super::signin::signin_page;
 use super::viewer::{SESSION_COOKIE, Visitor, cookie, set_cookie};
 use crate::extract::Query;
-use crate::{AppState, OidcClient};
+use crate::{ApiError, AppState, OidcClient};
 
 /// The cookie binding a started sign-in to the browser.
 const BINDING_COOKIE: &str = "joch_oidc";
@@ -68,6 +72,8 @@ enum Failure {
     Refused(String),
     Unknown,
     IdToken,
+    /// Refused beyond a cap: answered as the API's errors are.
+    Throttled(ApiError),
 }
 
 impl Failure {
@@ -78,6 +84,7 @@ impl Failure {
             Failure::Refused(why) => format!("the identity provider refused the sign-in: {why}"),
             Failure::Unknown => "this sign-in is unknown, expired or was started in another browser; start again".to_owned(),
             Failure::IdToken => "the identity provider's ID token was not accepted (signature, issuer, audience, nonce or the namespace and role claims)".to_owned(),
+            Failure::Throttled(refusal) => refusal.message.clone(),
         }
     }
 }
@@ -135,26 +142,33 @@ fn redirect_uri(state: &AppState) -> String {
     )
 }
 
-/// Starts a sign-in and sends the browser to the provider.
+/// Starts a sign-in for the client at `peer` and sends the browser to the
+/// provider.
 pub(crate) async fn start(
     State(state): State<AppState>,
     visitor: Option<Extension<Visitor>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
 ) -> Response {
-    match started(&state).await {
+    let address = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    match started(&state, address).await {
         Ok(response) => response,
+        Err(Failure::Throttled(refusal)) => refusal.into_response(),
         Err(failure) => failed(&state, visitor, &failure),
     }
 }
 
-async fn started(state: &AppState) -> Result<Response, Failure> {
+async fn started(state: &AppState, address: Option<std::net::IpAddr>) -> Result<Response, Failure> {
     let oidc = client(state)?;
     let endpoints = discover(state, oidc).await?;
     let sign_in = state
         .engine
         .identity()
-        .begin_sign_in()
+        .begin_sign_in(address)
         .await
-        .map_err(|e| Failure::Provider(e.to_string()))?;
+        .map_err(|e| match e {
+            joch_engine::EngineError::Throttled { .. } => Failure::Throttled(e.into()),
+            e => Failure::Provider(e.to_string()),
+        })?;
     let query = serde_urlencoded::to_string([
         ("response_type", "code"),
         ("client_id", oidc.client_id.as_str()),
@@ -172,7 +186,7 @@ async fn started(state: &AppState) -> Result<Response, Failure> {
         '?'
     };
     let to = format!("{}{separator}{query}", endpoints.authorization_endpoint);
-    let ttl = joch_engine::SIGN_IN_TTL.as_secs();
+    let ttl = state.engine.identity().sign_in_limits().ttl.as_secs();
     let binding = set_cookie(state, BINDING_COOKIE, &sign_in.binding, Some(ttl))
         .replace("SameSite=Strict", "SameSite=Lax");
     Ok(([(header::SET_COOKIE, binding)], Redirect::to(&to)).into_response())
@@ -291,6 +305,7 @@ fn failed(state: &AppState, visitor: Option<Extension<Visitor>>, failure: &Failu
     let status = match failure {
         Failure::Provider(_) => StatusCode::BAD_GATEWAY,
         Failure::NotConfigured => StatusCode::NOT_FOUND,
+        Failure::Throttled(refusal) => refusal.status,
         _ => StatusCode::UNAUTHORIZED,
     };
     let csrf = visitor.map(|v| v.0.csrf).unwrap_or_default();
