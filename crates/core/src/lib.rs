@@ -27,6 +27,7 @@ pub mod envelope;
 pub mod error;
 pub mod execution;
 pub mod expr;
+pub mod limits;
 pub mod mcp;
 pub mod mcp_surface;
 pub mod meta;
