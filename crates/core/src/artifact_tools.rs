@@ -293,7 +293,9 @@ fn slice(a: &SliceArgs, content: &[u8]) -> Result<Value, ArtifactToolError> {
             if a.start == 0 {
                 return Err(bad("invalid_arguments", "lines are numbered from 1"));
             }
-            let end = a.end.unwrap_or(a.start + MAX_LINES as u64 - 1);
+            let end = a
+                .end
+                .unwrap_or(a.start.saturating_add(MAX_LINES as u64 - 1));
             if a.start > end {
                 return Err(bad(
                     "invalid_arguments",

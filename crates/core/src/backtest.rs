@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::Policy;
+use crate::limits::BACKTEST_WINDOW_SECONDS;
 
 /// How many call ids a report names for each kind of change.
 pub const SAMPLES: usize = 5;
@@ -29,12 +30,16 @@ pub struct PolicyTest {
 }
 
 /// The length of a window: `7d`, or any duration `parse_duration` reads
-/// (`12h`, `30m`).
+/// (`12h`, `30m`), within [`BACKTEST_WINDOW_SECONDS`].
 pub fn window(text: &str) -> Result<std::time::Duration, String> {
-    match text.trim().strip_suffix('d').map(str::parse::<u64>) {
-        Some(Ok(days)) => Ok(std::time::Duration::from_secs(days.saturating_mul(86_400))),
-        Some(Err(_)) => Err(format!("{text:?} is not a window such as 7d, 12h or 30m")),
-        None => crate::meta::parse_duration(text),
+    let length = match text.trim().strip_suffix('d').map(str::parse::<u64>) {
+        Some(Ok(days)) => std::time::Duration::from_secs(days.saturating_mul(86_400)),
+        Some(Err(_)) => return Err(format!("{text:?} is not a window such as 7d, 12h or 30m")),
+        None => crate::meta::parse_duration(text)?,
+    };
+    match BACKTEST_WINDOW_SECONDS.check_duration("since", length, text) {
+        Some(e) => Err(e.message),
+        None => Ok(length),
     }
 }
 
@@ -276,6 +281,14 @@ mod tests {
         );
         assert!(window("xd").is_err());
         assert!(window("soon").is_err());
+        assert!(window("400d").is_ok());
+        for out_of_range in ["401d", "100000000d", "18446744073709551615d", "0d", "0s"] {
+            let e = window(out_of_range).unwrap_err();
+            assert!(
+                e.starts_with("must be between 1 and"),
+                "{out_of_range}: {e}"
+            );
+        }
     }
 
     #[test]

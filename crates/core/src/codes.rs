@@ -142,7 +142,8 @@ words! {
         RunByAgent = "run_by_agent",
         /// A hook-mode call's result was never reported.
         HookResultMissing = "hook_result_missing",
-        /// The process stopped while the call ran (recovery's verdict).
+        /// The process stopped while the call ran (recovery's verdict), or
+        /// the Approval of a call recorded waiting for one could not be opened.
         Interrupted = "interrupted",
         /// A person resolved an `Unknown` call as failed.
         ResolvedFailed = "resolved_failed",

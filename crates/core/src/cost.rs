@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::limits::MAX_PRICE;
 use crate::names::validate_name;
 use crate::object::{Object, check_type};
 use crate::{FieldError, ObjectMeta, ValidationError};
@@ -78,23 +79,27 @@ impl ToolCost {
             (Some(per), Some(units)) => per.price * units,
             _ => 0.0,
         };
+        // Units come from the tool's output: whatever it reports, one call
+        // costs at most `MAX_PRICE`, so the sums of reports cannot overflow.
+        let amount = (self.per_call + variable).min(MAX_PRICE);
         CallCost {
             // Whole millionths: what reports sum, so a record and a report agree.
-            amount: from_micros(to_micros(self.per_call + variable)),
+            amount: from_micros(to_micros(amount)),
             currency: self.currency.clone(),
             units,
             unit: units.and(self.per_unit.as_ref().map(|p| p.unit.clone())),
         }
     }
 
-    /// Field errors for a price that is negative, not finite, or has a bad pointer.
+    /// Field errors for a price that is negative, over [`MAX_PRICE`], or
+    /// has a bad pointer.
     pub fn problems(&self, at: &str) -> Vec<FieldError> {
         let mut errors = Vec::new();
         let mut check = |field: &str, value: f64| {
-            if !value.is_finite() || value < 0.0 {
+            if !(0.0..=MAX_PRICE).contains(&value) {
                 errors.push(FieldError {
                     field: format!("{at}.{field}"),
-                    message: "must be a finite number, zero or more".to_owned(),
+                    message: format!("must be a number between 0 and {MAX_PRICE}, got {value}"),
                 });
             }
         };

@@ -28,6 +28,7 @@ pub mod error;
 pub mod execution;
 pub mod expr;
 pub mod host;
+pub mod limits;
 pub mod mcp;
 pub mod mcp_surface;
 pub mod meta;

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::endpoint::SecretSource;
 use crate::envelope::{OutputEnvelope, Trust};
+use crate::limits;
 use crate::meta::parse_duration;
 use crate::names::validate_name;
 use crate::object::{Object, check_type};
@@ -159,6 +160,41 @@ impl HttpTransport {
             .as_ref()
             .and_then(|a| a.oauth2.as_ref())
             .filter(|o| o.takes_user())
+    }
+}
+
+impl McpServerSpec {
+    /// Field errors for a timeout, an interval or an override's number out
+    /// of its range.
+    fn number_problems(&self) -> Vec<FieldError> {
+        let timeout = Some(self.timeout_ms);
+        let mut errors: Vec<FieldError> = limits::HTTP_TIMEOUT_MS
+            .check("spec.timeoutMs", timeout)
+            .into_iter()
+            .collect();
+        if let Some(text) = &self.discovery.refresh_interval {
+            let at = "spec.discovery.refreshInterval";
+            errors.extend(match parse_duration(text) {
+                Ok(d) => limits::REFRESH_INTERVAL_MS.check_duration(at, d, text),
+                Err(e) => Some(FieldError {
+                    field: at.to_owned(),
+                    message: e,
+                }),
+            });
+        }
+        for (name, o) in &self.tools {
+            let at = format!("spec.tools.{name}");
+            let effects = o.side_effects.iter();
+            errors.extend(effects.flat_map(|s| s.problems(&format!("{at}.sideEffects"))));
+            let inline = o.max_inline_bytes;
+            errors.extend(limits::INLINE_BYTES.check(&format!("{at}.maxInlineBytes"), inline));
+            errors.extend(
+                o.cost
+                    .iter()
+                    .flat_map(|c| c.problems(&format!("{at}.cost"))),
+            );
+        }
+        errors
     }
 }
 
@@ -548,24 +584,12 @@ impl Object for McpServer {
                 _ => {}
             }
         }
-        if let Some(interval) = &self.spec.discovery.refresh_interval {
-            match parse_duration(interval) {
-                Ok(d) if d.as_millis() < 100 => problem(
-                    "spec.discovery.refreshInterval",
-                    "must be at least 100ms".to_owned(),
-                ),
-                Ok(_) => {}
-                Err(e) => problem("spec.discovery.refreshInterval", e),
-            }
-        }
         if let Some(prefix) = self.spec.tool_prefix.as_deref().filter(|p| !p.is_empty()) {
             if let Err(e) = validate_name("spec.toolPrefix", &format!("{prefix}x")) {
                 problem("spec.toolPrefix", e.to_string());
             }
         }
-        if self.spec.timeout_ms == 0 {
-            problem("spec.timeoutMs", "must be positive".to_owned());
-        }
+        errors.extend(self.spec.number_problems());
         if errors.is_empty() {
             Ok(())
         } else {

@@ -62,6 +62,24 @@ impl Time {
     pub fn millis_until(self, later: Time) -> u64 {
         u64::try_from((later.0 - self.0).num_milliseconds()).unwrap_or(0)
     }
+
+    /// `self` plus `d`, or `None` past year 9999: beyond it a time no longer
+    /// renders as RFC 3339, so a record holding it could not be read back.
+    /// Never panics, whatever `d` a client or a stored record gave.
+    pub fn checked_add(self, d: std::time::Duration) -> Option<Time> {
+        let d = chrono::TimeDelta::from_std(d).ok()?;
+        self.0.checked_add_signed(d).map(Time).filter(Time::renders)
+    }
+
+    /// `self` minus `d`, or `None` before year 0 (see [`checked_add`](Self::checked_add)).
+    pub fn checked_sub(self, d: std::time::Duration) -> Option<Time> {
+        let d = chrono::TimeDelta::from_std(d).ok()?;
+        self.0.checked_sub_signed(d).map(Time).filter(Time::renders)
+    }
+
+    fn renders(&self) -> bool {
+        (0..=9999).contains(&chrono::Datelike::year(&self.0))
+    }
 }
 
 impl fmt::Display for Time {
@@ -116,6 +134,29 @@ mod tests {
             serde_json::to_string(&t).unwrap(),
             "\"2026-05-10T10:35:00.123Z\""
         );
+    }
+
+    #[test]
+    fn time_arithmetic_is_checked_and_stays_renderable() {
+        use std::time::Duration;
+        let t: Time = serde_json::from_str("\"2026-05-10T10:35:00.000Z\"").unwrap();
+        let later = t.checked_add(Duration::from_secs(60)).unwrap();
+        assert_eq!(later.to_string(), "2026-05-10T10:36:00.000Z");
+        assert_eq!(later.checked_sub(Duration::from_secs(60)), Some(t));
+        for huge in [
+            Duration::from_secs(10_000_000_000_000),
+            Duration::from_secs(u64::MAX),
+            Duration::MAX,
+            Duration::from_secs(8_000 * 366 * 86_400),
+        ] {
+            assert_eq!(t.checked_add(huge), None, "{huge:?}");
+            assert_eq!(t.checked_sub(huge), None, "{huge:?}");
+        }
+        let far = t
+            .checked_add(Duration::from_secs(7_000 * 365 * 86_400))
+            .unwrap();
+        let back: Time = serde_json::from_str(&serde_json::to_string(&far).unwrap()).unwrap();
+        assert_eq!(back, far, "the latest time accepted still round-trips");
     }
 
     #[test]

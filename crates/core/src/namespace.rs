@@ -4,9 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::limits;
 use crate::names::validate_namespace;
 use crate::object::{Object, check_type};
-use crate::{ObjectMeta, ValidationError};
+use crate::{FieldError, ObjectMeta, ValidationError};
 
 /// A namespace's settings. Its name is the namespace's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -196,19 +197,55 @@ impl Object for Namespace {
         if let Err(e) = crate::detect::Detectors::new(&self.spec.detectors) {
             return Err(ValidationError::field("spec.detectors", e.to_string()));
         }
-        for (i, limit) in self.spec.rate_limits.iter().enumerate() {
-            let one_rate = matches!(
-                (limit.calls_per_minute, limit.calls_per_day),
-                (Some(n), None) | (None, Some(n)) if n > 0
-            );
-            if !one_rate || limit.burst == Some(0) {
-                return Err(ValidationError::field(
-                    format!("spec.rateLimits[{i}]"),
-                    "give exactly one of callsPerMinute and callsPerDay, positive; burst must be positive",
-                ));
-            }
+        let spec = &self.spec;
+        let mut errors = limits::problems(&[
+            (
+                "spec.idempotencyWindowSeconds",
+                limits::IDEMPOTENCY_WINDOW_SECONDS,
+                spec.idempotency_window_seconds,
+            ),
+            (
+                "spec.maxInlineBytes",
+                limits::INLINE_BYTES,
+                spec.max_inline_bytes,
+            ),
+        ]);
+        for (i, limit) in spec.rate_limits.iter().enumerate() {
+            errors.extend(limit.problems(&format!("spec.rateLimits[{i}]")));
         }
-        Ok(())
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationError(errors))
+        }
+    }
+}
+
+impl RateLimit {
+    /// Field errors, under `at`, for a limit without exactly one rate, or
+    /// with a number out of its range.
+    fn problems(&self, at: &str) -> Vec<FieldError> {
+        if self.calls_per_minute.is_some() == self.calls_per_day.is_some() {
+            let message = "give exactly one of callsPerMinute and callsPerDay";
+            return vec![FieldError {
+                field: at.to_owned(),
+                message: message.to_owned(),
+            }];
+        }
+        let number = |n: Option<u32>| n.map(u64::from);
+        limits::problems(&[
+            (
+                &format!("{at}.callsPerMinute"),
+                limits::CALLS_PER_MINUTE,
+                number(self.calls_per_minute),
+            ),
+            (
+                &format!("{at}.callsPerDay"),
+                limits::CALLS_PER_DAY,
+                number(self.calls_per_day),
+            ),
+            (&format!("{at}.burst"), limits::BURST, number(self.burst)),
+        ])
     }
 }
 

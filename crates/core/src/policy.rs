@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::limits;
 use crate::names::validate_name;
 use crate::object::{Object, check_type};
 use crate::{FieldError, ObjectMeta, ValidationError};
@@ -383,6 +384,14 @@ impl Object for Policy {
                 }
                 (Some(_), None) => {}
             }
+            let routing = rule
+                .require
+                .as_ref()
+                .and_then(|r| r.approval_routing.as_ref());
+            errors.extend(limits::APPROVAL_TIMEOUT_SECONDS.check(
+                &format!("{at}.require.approvalRouting.timeoutSeconds"),
+                routing.and_then(|r| r.timeout_seconds),
+            ));
         }
         if errors.is_empty() {
             Ok(())

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::envelope::{OutputEnvelope, Trust};
+use crate::limits::{self, APPROVAL_TIMEOUT_SECONDS, IDEMPOTENCY_WINDOW_SECONDS, INLINE_BYTES};
 use crate::names::validate_name;
 use crate::object::{Object, check_type};
 use crate::{FieldError, ObjectMeta, ValidationError};
@@ -107,6 +108,22 @@ impl SideEffects {
     /// running, and may be replayed freely.
     pub fn is_repeatable(&self) -> bool {
         self.level == SideEffectLevel::ReadOnly || self.idempotent
+    }
+
+    /// Field errors, under `at`, for a window or a deadline out of its range.
+    pub fn problems(&self, at: &str) -> Vec<FieldError> {
+        limits::problems(&[
+            (
+                &format!("{at}.idempotencyWindowSeconds"),
+                IDEMPOTENCY_WINDOW_SECONDS,
+                self.idempotency_window_seconds,
+            ),
+            (
+                &format!("{at}.approvalTimeoutSeconds"),
+                APPROVAL_TIMEOUT_SECONDS,
+                self.approval_timeout_seconds,
+            ),
+        ])
     }
 }
 
@@ -235,9 +252,8 @@ impl RestEndpoint {
                 &format!("must be one of {}", METHODS.join(", ")),
             ));
         }
-        if self.timeout_ms == 0 {
-            errors.push(field(&format!("{at}.timeoutMs"), "must be greater than 0"));
-        }
+        let timeout = Some(self.timeout_ms);
+        errors.extend(limits::HTTP_TIMEOUT_MS.check(&format!("{at}.timeoutMs"), timeout));
         errors
     }
 }
@@ -325,6 +341,9 @@ impl Object for Tool {
         if let Some(cost) = &self.spec.cost {
             errors.extend(cost.problems("spec.cost"));
         }
+        errors.extend(self.spec.side_effects.problems("spec.sideEffects"));
+        let inline = self.spec.max_inline_bytes;
+        errors.extend(INLINE_BYTES.check("spec.maxInlineBytes", inline));
         if errors.is_empty() {
             Ok(())
         } else {
@@ -492,101 +511,4 @@ fn parameters_to_schema(parameters: Vec<Parameter>) -> Result<Value, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tool(spec: Value) -> Result<Tool, serde_json::Error> {
-        serde_json::from_value(json!({"metadata": {"name": "save_meal"}, "spec": spec}))
-    }
-
-    fn rest() -> Value {
-        json!({"type": "rest", "endpoint": {"url": "http://127.0.0.1:1/x"}})
-    }
-
-    #[test]
-    fn parameters_list_becomes_a_schema() {
-        let t = tool(json!({
-            "parameters": [
-                {"name": "meal_type", "type": "string", "enum": ["breakfast", "lunch", "dinner"]},
-                {"name": "dishes", "type": "array", "required": true}
-            ],
-            "backend": rest()
-        }))
-        .unwrap();
-        assert_eq!(
-            t.spec.input_schema,
-            json!({
-                "type": "object",
-                "properties": {
-                    "meal_type": {"type": "string", "enum": ["breakfast", "lunch", "dinner"]},
-                    "dishes": {"type": "array"}
-                },
-                "required": ["dishes"]
-            })
-        );
-    }
-
-    #[test]
-    fn defaults_are_risky_and_logged() {
-        let t = tool(json!({"backend": rest()})).unwrap();
-        assert_eq!(t.api_version, crate::API_VERSION);
-        assert_eq!(t.spec.side_effects.level, SideEffectLevel::Unknown);
-        assert!(!t.spec.side_effects.is_repeatable());
-        assert!(t.spec.observability.log_args && t.spec.observability.log_result);
-        let Backend::Rest(r) = &t.spec.backend else {
-            panic!("a rest tool")
-        };
-        assert_eq!(
-            (r.endpoint.method.as_str(), r.endpoint.timeout_ms),
-            ("POST", 30_000)
-        );
-        t.validate().unwrap();
-    }
-
-    #[test]
-    fn malformed_specs_are_refused() {
-        let both = tool(json!({"inputSchema": {}, "parameters": [], "backend": rest()}));
-        assert!(both.unwrap_err().to_string().contains("not both"));
-        let typo = tool(json!({"backend": rest(), "sideEfects": {}}));
-        assert!(typo.unwrap_err().to_string().contains("sideEfects"));
-        let no_backend = tool(json!({}));
-        assert!(no_backend.is_err());
-        let bad_level = tool(json!({"backend": rest(), "sideEffects": {"level": "dangerous"}}));
-        assert!(bad_level.is_err());
-    }
-
-    #[test]
-    fn validation_names_each_bad_field() {
-        let mut t = tool(json!({
-            "inputSchema": 3,
-            "backend": {"type": "rest", "endpoint": {"url": "ftp://x", "method": "BREW", "timeoutMs": 0}}
-        }))
-        .unwrap();
-        let fields: Vec<String> = t
-            .validate()
-            .unwrap_err()
-            .0
-            .into_iter()
-            .map(|e| e.field)
-            .collect();
-        assert_eq!(
-            fields,
-            [
-                "spec.inputSchema",
-                "spec.backend.endpoint.url",
-                "spec.backend.endpoint.method",
-                "spec.backend.endpoint.timeoutMs"
-            ]
-        );
-        t.kind = "Tol".into();
-        assert_eq!(t.validate().unwrap_err().0[0].field, "kind");
-    }
-
-    #[test]
-    fn serialises_back_to_inputschema_form() {
-        let t = tool(json!({"parameters": [{"name": "a", "type": "string"}], "backend": rest()}))
-            .unwrap();
-        let again: Tool = serde_json::from_value(serde_json::to_value(&t).unwrap()).unwrap();
-        assert_eq!(again, t);
-    }
-}
+mod tests;

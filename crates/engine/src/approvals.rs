@@ -16,10 +16,9 @@ use joch_core::approval::{
 };
 use joch_core::policy::{ApprovalRouting, UserInput};
 use joch_core::{
-    Approval, ApprovalPhase, ObjectMeta, ObjectRef, Principal, StandingApproval, Time, Tool,
-    ToolCall,
+    Approval, ApprovalPhase, ObjectMeta, ObjectRef, Principal, StandingApproval, Tool, ToolCall,
 };
-use joch_store::{Durability, ListQuery, StoreErrorKind};
+use joch_store::{Durability, StoreErrorKind};
 use serde_json::{Value, json};
 
 use crate::Approvals;
@@ -158,15 +157,12 @@ pub struct ApprovalDecision {
 }
 
 impl Engine {
-    /// Creates the Approval for a call just recorded `AwaitingApproval`, and
-    /// arms its deadline.
+    /// Creates `approval` (from [`approval_for`](Self::approval_for)) for a
+    /// call just recorded `AwaitingApproval`, and arms its deadline.
     pub(crate) async fn open_approval(
         &self,
-        call: &ToolCall,
-        tool: &Tool,
-        deferral: Deferral,
+        mut approval: Approval,
     ) -> Result<Approval, EngineError> {
-        let mut approval = self.approval_for(call, tool, deferral);
         self.inner
             .store
             .create_object(&mut approval, Durability::Sync)
@@ -177,17 +173,19 @@ impl Engine {
         Ok(approval)
     }
 
-    /// The pending Approval `deferral` asks for on `call`.
-    fn approval_for(&self, call: &ToolCall, tool: &Tool, deferral: Deferral) -> Approval {
+    /// The pending Approval `deferral` asks for on `call`, its deadline
+    /// computed: made before the call is recorded, so that a deadline that
+    /// cannot be kept refuses the call before anything is written.
+    pub(crate) fn approval_for(
+        &self,
+        call: &ToolCall,
+        tool: &Tool,
+        deferral: Deferral,
+    ) -> Result<Approval, EngineError> {
         let mut routing = deferral.routing;
-        // The policy's deadline, else the tool's, else the server's.
-        let timeout = routing
-            .timeout_seconds
-            .or(tool.spec.side_effects.approval_timeout_seconds)
-            .map_or(self.inner.config.approval_timeout, Duration::from_secs);
+        let timeout = deadline::timeout(&routing, tool, self.inner.config.approval_timeout);
         routing.timeout_seconds = Some(timeout.as_secs());
-        let deadline =
-            Time(now().0 + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX));
+        let deadline = deadline::deadline(now(), timeout)?;
         let (kind, options) = match (&deferral.user_input, &deferral.consent_url) {
             (_, Some(_)) => (ApprovalActionKind::Consent, vec!["consent", "reject"]),
             (Some(_), None) => (ApprovalActionKind::UserInput, vec!["provide", "reject"]),
@@ -203,7 +201,7 @@ impl Engine {
         if let Some(url) = &deferral.consent_url {
             payload["consentUrl"] = json!(url);
         }
-        Approval {
+        Ok(Approval {
             api_version: joch_core::API_VERSION.to_owned(),
             kind: "Approval".to_owned(),
             metadata: ObjectMeta {
@@ -235,7 +233,7 @@ impl Engine {
                 deadline: Some(deadline),
                 ..ApprovalStatus::default()
             },
-        }
+        })
     }
 
     /// Turns the decided Approval `approved` of a call a person approved
@@ -250,7 +248,7 @@ impl Engine {
         approved: &Approval,
         deferral: Deferral,
     ) -> Result<Approval, EngineError> {
-        let mut approval = self.approval_for(call, tool, deferral);
+        let mut approval = self.approval_for(call, tool, deferral)?;
         approval.metadata = approved.metadata.clone();
         let status = &approved.status;
         approval.spec.payload["approved"] = json!({
@@ -266,57 +264,6 @@ impl Engine {
         self.inner.approvals.changed();
         self.arm_deadline(&approval);
         Ok(approval)
-    }
-
-    /// Applies the fallback when the deadline passes, unless decided before.
-    pub(in crate::approvals) fn arm_deadline(&self, approval: &Approval) {
-        let Some(deadline) = approval.status.deadline else {
-            return;
-        };
-        let key = (
-            approval.metadata.namespace.clone(),
-            approval.metadata.name.clone(),
-        );
-        if !self.inner.approvals.armed().insert(key.clone()) {
-            return;
-        }
-        let wait = (deadline.0 - now().0).to_std().unwrap_or(Duration::ZERO);
-        let engine = self.clone();
-        tokio::spawn(async move {
-            let mut wait = wait;
-            let (ns, name) = &key;
-            loop {
-                tokio::time::sleep(wait).await;
-                match engine.expire(ns, name).await {
-                    // Reopened with a later deadline (a consent after an approval).
-                    Ok(Some(later)) => wait = later,
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!(approval = %name, error = %e, "approval deadline could not be applied");
-                        break;
-                    }
-                }
-            }
-            engine.inner.approvals.armed().remove(&key);
-        });
-    }
-
-    /// Re-arms the deadlines of approvals still pending (after a restart).
-    pub(crate) async fn rearm_pending_approvals(&self) -> Result<usize, EngineError> {
-        let mut query = ListQuery {
-            limit: 10_000,
-            ..ListQuery::default()
-        };
-        query.index.phase = Some(ApprovalPhase::Pending.as_str().to_owned());
-        let pending = self
-            .inner
-            .store
-            .list_objects::<Approval>(query)
-            .await?
-            .items;
-        telemetry::approvals_pending(pending.len() as f64);
-        pending.iter().for_each(|a| self.arm_deadline(a));
-        Ok(pending.len())
     }
 
     /// Withdraws a pending approval whose call will not run (its batch was
@@ -471,36 +418,6 @@ impl Engine {
             Err(e) => Err(e.into()),
         }
     }
-
-    /// The deadline passed: apply the fallback if nobody decided.
-    /// Applies the fallback of the pending approval `name`, if its deadline
-    /// passed; answers how long is left if it was moved later.
-    async fn expire(&self, namespace: &str, name: &str) -> Result<Option<Duration>, EngineError> {
-        let mut approval = match self.pending_approval(namespace, name).await {
-            Ok(approval) => approval,
-            Err(EngineError::Refused { .. } | EngineError::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        if let Some(left) = approval
-            .status
-            .deadline
-            .and_then(|d| (d.0 - now().0).to_std().ok())
-            .filter(|left| !left.is_zero())
-        {
-            return Ok(Some(left));
-        }
-        approval.status.phase = ApprovalPhase::Expired;
-        let decision = ApprovalDecision {
-            by: "timeout".to_owned(),
-            rationale: Some("no decision before the deadline".to_owned()),
-            ..Default::default()
-        };
-        match self.decide(&mut approval, "timeout", &decision, None).await {
-            Err(EngineError::Refused { .. }) => return Ok(None),
-            other => other?,
-        }
-        self.fall_back(&approval, &decision).await.map(|()| None)
-    }
 }
 
 impl Approvals<'_> {
@@ -596,6 +513,7 @@ fn decided(name: &str, phase: ApprovalPhase) -> EngineError {
 
 mod consent;
 pub use consent::ConsentReply;
+pub(crate) mod deadline;
 mod inbox;
 pub use inbox::InboxItem;
 mod outcome;

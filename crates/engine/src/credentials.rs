@@ -185,9 +185,10 @@ impl Credentials {
             grant: oauth2.grant,
             scope: token.scope.clone(),
             obtained_at: Time(now),
+            // The upstream's number: an expiry joch cannot record is unknown.
             expires_at: token
                 .expires_in
-                .map(|s| Time(now + chrono::Duration::seconds(s.min(i64::MAX as u64) as i64))),
+                .and_then(|s| Time(now).checked_add(std::time::Duration::from_secs(s))),
             key_id: keys.current_id().to_owned(),
             sealed: keys.seal(&plain, &aad(namespace, &name)),
             refreshing_until: None,

@@ -121,6 +121,10 @@ fn slices_by_lines_and_bytes() {
         &content,
     );
     assert_eq!(past["text"], "");
+    for start in [u64::MAX, u64::MAX - 1] {
+        let far = answer("artifact_slice", json!({"start": start}), &content);
+        assert_eq!(far["text"], "", "a start past every line is an empty slice");
+    }
 }
 
 #[test]

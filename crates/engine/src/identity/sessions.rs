@@ -123,8 +123,12 @@ impl Engine {
         ttl: Duration,
     ) -> Result<SessionOpened, EngineError> {
         let id = secret();
-        let expires =
-            now().0 + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX / 2);
+        // A lifetime too long to record lasts as long as one can.
+        let expires = now()
+            .checked_add(ttl)
+            .or_else(|| now().checked_add(Duration::from_secs(100 * 366 * 86_400)))
+            .unwrap_or_else(now)
+            .0;
         let stored = Stored {
             token_hash,
             principal,

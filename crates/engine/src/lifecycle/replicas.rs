@@ -135,7 +135,7 @@ impl Engine {
 
     async fn renew_lease(&self, me: &str, ttl: Duration) -> Result<(), EngineError> {
         let store = &self.inner.store;
-        let expires_at_ms = now().0.timestamp_millis() + ttl.as_millis() as i64;
+        let expires_at_ms = now().0.timestamp_millis().saturating_add(millis(ttl));
         let body = Lease::body(expires_at_ms, None);
         match store.get(LEASE_KIND, LEASE_NAMESPACE, me).await {
             Ok(mut lease) => {
@@ -182,7 +182,7 @@ impl Engine {
             }
             let version = lease.resource_version;
             lease.resource_version += 1;
-            lease.body = Lease::body(now_ms + ttl.as_millis() as i64, Some(me));
+            lease.body = Lease::body(now_ms.saturating_add(millis(ttl)), Some(me));
             match store.update(lease.clone(), version, Durability::Sync).await {
                 Ok(_) => {}
                 // Another survivor claimed it, or the replica renewed just now.
@@ -234,6 +234,11 @@ impl Engine {
         report.approvals_pending = self.rearm_pending_approvals().await?;
         Ok(report)
     }
+}
+
+/// `d` in whole milliseconds, saturating: lease arithmetic never overflows.
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

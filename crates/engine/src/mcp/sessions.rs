@@ -161,8 +161,9 @@ impl Engine {
 
     async fn expire_mcp_sessions(&self) -> Result<usize, EngineError> {
         let store = &self.inner.store;
-        let idle_ms = self.inner.config.mcp_sessions.idle.as_millis() as i64;
-        let cutoff = now().0.timestamp_millis() - idle_ms;
+        let idle_ms =
+            i64::try_from(self.inner.config.mcp_sessions.idle.as_millis()).unwrap_or(i64::MAX);
+        let cutoff = now().0.timestamp_millis().saturating_sub(idle_ms);
         let mut expired = Vec::new();
         let mut continue_from = None;
         loop {
@@ -283,8 +284,9 @@ impl Mcp<'_> {
             Err(e) => return Err(e.into()),
         };
         let session = parse_session(record)?;
-        let idle_ms = self.inner.config.mcp_sessions.idle.as_millis() as i64;
-        if session.last_seen_ms + idle_ms < now().0.timestamp_millis() {
+        let idle_ms =
+            i64::try_from(self.inner.config.mcp_sessions.idle.as_millis()).unwrap_or(i64::MAX);
+        if session.last_seen_ms.saturating_add(idle_ms) < now().0.timestamp_millis() {
             return Err(session_not_found(id));
         }
         Ok(session)

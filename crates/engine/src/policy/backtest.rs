@@ -149,8 +149,10 @@ impl Policies<'_> {
         rules::acts_in(by, namespace)?;
         let since = window(test.since.as_deref().unwrap_or("7d"))
             .map_err(|e| ValidationError::field("since", e))?;
-        let start =
-            chrono::Utc::now() - chrono::Duration::from_std(since).unwrap_or(chrono::Duration::MAX);
+        let start = crate::engine::now()
+            .checked_sub(since)
+            .ok_or_else(|| ValidationError::field("since", "reaches before the year 0"))?
+            .0;
         let set = self.candidate_set(namespace, test).await?;
         let calls = self.calls_since(namespace, start, progress).await?;
         let tools = self.tools_of(namespace, &calls).await?;

@@ -33,6 +33,7 @@ mod hooks;
 mod hooks_claude;
 mod idempotency;
 mod library;
+mod limits;
 mod load;
 mod mcp;
 mod mcp_direct;

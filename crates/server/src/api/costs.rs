@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use joch_core::Time;
 use joch_core::cost::from_micros;
+use joch_core::limits::COST_WINDOW_SECONDS;
 use joch_engine::CostGroup;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -45,9 +46,10 @@ async fn report(state: &AppState, ns: &str, params: CostParams) -> Result<Json<V
         Some("execution") => CostGroup::Execution,
         Some("namespace") => CostGroup::Namespace,
         Some(other) => {
-            return Err(bad(format!(
-                "groupBy must be tool, agent, execution or namespace, got {other:?}"
-            )));
+            return Err(bad(
+                "groupBy",
+                format!("groupBy must be tool, agent, execution or namespace, got {other:?}"),
+            ));
         }
     };
     let since = params.since.as_deref().map(since).transpose()?;
@@ -70,14 +72,20 @@ fn since(text: &str) -> Result<Time, ApiError> {
         return Ok(Time(at.with_timezone(&chrono::Utc)));
     }
     let back = joch_core::meta::parse_duration(text).map_err(|_| {
-        bad(format!(
-            "since must be an RFC 3339 time or a duration such as 24h, got {text:?}"
-        ))
+        bad(
+            "since",
+            format!("since must be an RFC 3339 time or a duration such as 24h, got {text:?}"),
+        )
     })?;
-    let back = chrono::Duration::from_std(back).map_err(|e| bad(e.to_string()))?;
-    Ok(Time(chrono::Utc::now() - back))
+    if let Some(e) = COST_WINDOW_SECONDS.check_duration("since", back, text) {
+        return Err(bad("since", format!("since {}", e.message)));
+    }
+    Time(chrono::Utc::now())
+        .checked_sub(back)
+        .ok_or_else(|| bad("since", format!("since {text:?} reaches before the year 0")))
 }
 
-fn bad(message: String) -> ApiError {
+fn bad(parameter: &str, message: String) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        .with_details(json!({"parameter": parameter}))
 }

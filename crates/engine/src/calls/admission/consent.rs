@@ -15,14 +15,13 @@
 //! approval) is asked for consent once the person approved it, if its
 //! user holds no token then ([`Engine::consent_after_approval`]).
 
-use std::time::Duration;
-
 use joch_core::credential::{Grant, OAuth2, UpstreamRef};
 use joch_core::{Backend, CallError, CallMode, ErrorCode, Phase, Principal, ToolCall};
 use joch_store::StoreErrorKind;
 
 use super::steps::{Admitting, Verdict};
 use crate::approvals::Deferral;
+use crate::approvals::deadline;
 use crate::calls::Rejection;
 use crate::credentials::ConsentAsk;
 use crate::identity::rules;
@@ -241,16 +240,9 @@ impl Engine {
         }
         let public_url = self.inner.config.public_url.as_deref()?;
         let redirect_uri = &crate::credentials::callback_url(public_url);
-        let timeout = a
-            .tool
-            .spec
-            .side_effects
-            .approval_timeout_seconds
-            .map_or(self.inner.config.approval_timeout, Duration::from_secs);
-        let expires_at = joch_core::Time(
-            crate::engine::now().0
-                + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX),
-        );
+        let routing = joch_core::policy::ApprovalRouting::default();
+        let timeout = deadline::timeout(&routing, &a.tool, self.inner.config.approval_timeout);
+        let expires_at = deadline::deadline(crate::engine::now(), timeout).ok()?;
         let ask = ConsentAsk {
             namespace: ns,
             call: &a.call.metadata.name,

@@ -16,14 +16,18 @@ mod checks;
 mod consent;
 mod policies;
 mod steps;
+#[cfg(test)]
+mod tests;
 
-use joch_core::{CallApproval, EventKind, Object, Phase, Principal, Tool, ToolCall};
+use joch_core::{
+    Approval, CallApproval, CallError, ErrorCode, EventKind, Object, Phase, Principal, Tool,
+    ToolCall,
+};
 use joch_store::{Durability, StoreError};
 use serde_json::{Value, json};
 
 pub(crate) use steps::{Admitting, COMPLETION, RESUMPTION};
 
-use crate::approvals::Deferral;
 use crate::calls::Recorded;
 use crate::calls::idempotency;
 use crate::catalog::admit;
@@ -85,7 +89,18 @@ impl Engine {
         }
         a.record_input();
         let (deferral, decided) = (a.deferral.take(), a.decided.take());
-        let awaits_approval = deferral.is_some() && rejection.is_none();
+        let consent_url = deferral
+            .as_ref()
+            .and_then(|d| d.consent_url().map(str::to_owned));
+        // Its Approval, deadline included, is made before anything is
+        // written: a deadline that cannot be kept refuses the call unrecorded.
+        let approval = match deferral {
+            Some(deferral) if rejection.is_none() => {
+                Some(self.approval_for(&a.call, &a.tool, deferral)?)
+            }
+            _ => None,
+        };
+        let awaits_approval = approval.is_some();
         // A paused call is synced: a person may take hours over it.
         let durability = match intent {
             _ if awaits_approval => Durability::Sync,
@@ -98,9 +113,7 @@ impl Engine {
             call.spec.approval = Some(CallApproval {
                 required: true,
                 status: Some("pending".to_owned()),
-                consent_url: deferral
-                    .as_ref()
-                    .and_then(|d| d.consent_url().map(str::to_owned)),
+                consent_url,
                 ..Default::default()
             });
         }
@@ -122,8 +135,8 @@ impl Engine {
             self.emit_for(call, EventKind::PolicyDecision, decision)
                 .await?;
         }
-        if let (Some(deferral), None) = (deferral, &rejection) {
-            self.pause(call, &a.tool, deferral).await?;
+        if let Some(approval) = approval {
+            self.pause(call, approval).await?;
         }
         Ok(Admission::New(Box::new(a.into_recorded(rejection))))
     }
@@ -159,14 +172,18 @@ impl Engine {
         }
     }
 
-    /// Opens the Approval of a deferred call and tells its followers.
-    async fn pause(
-        &self,
-        call: &ToolCall,
-        tool: &Tool,
-        deferral: Deferral,
-    ) -> Result<(), EngineError> {
-        let approval = self.open_approval(call, tool, deferral).await?;
+    /// Opens the Approval of a deferred call and tells its followers. A
+    /// call whose Approval cannot be opened is settled `Failed`: left
+    /// `AwaitingApproval`, nobody could decide it and its key would hold
+    /// retries off until its window ends.
+    async fn pause(&self, call: &ToolCall, approval: Approval) -> Result<(), EngineError> {
+        let approval = match self.open_approval(approval).await {
+            Ok(approval) => approval,
+            Err(e) => {
+                self.abandon(call, &e).await;
+                return Err(e);
+            }
+        };
         let payload = json!({"approval": approval.metadata.name, "input": call.spec.input, "options": approval.spec.options});
         let reason = approval
             .spec
@@ -208,6 +225,23 @@ impl Admitting<'_> {
 }
 
 impl Engine {
+    /// Settles `call`, recorded `AwaitingApproval`, as `Failed` because its
+    /// Approval could not be opened (`why`): a retry with its key then gets
+    /// this outcome. If even that write fails, recovery settles it the
+    /// same way at the next start.
+    async fn abandon(&self, call: &ToolCall, why: &EngineError) {
+        let error = CallError::new(
+            ErrorCode::Interrupted,
+            format!("joch could not ask for this call's approval ({why}); the call never ran"),
+        );
+        let settled = self
+            .settle(call.clone(), Phase::Failed, None, Some(error), None)
+            .await;
+        if let Err(e) = settled {
+            tracing::warn!(call = %call.metadata.name, error = %e, "a call whose approval could not be opened is left to recovery");
+        }
+    }
+
     async fn name_is_free(&self, call: &ToolCall) -> Result<bool, EngineError> {
         let taken = self
             .inner
