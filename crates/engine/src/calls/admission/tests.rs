@@ -45,7 +45,7 @@ async fn a_call_whose_approval_cannot_be_opened_is_settled_not_stuck() {
     .expect("a tool");
     engine
         .resources()
-        .create("ns", tool)
+        .create(&Principal::local(), "ns", tool)
         .await
         .expect("the tool");
     // An Approval of the call's name is there already: the call's own
