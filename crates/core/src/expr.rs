@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr};
+use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedEntryExpr, IdedExpr};
 use cel::common::value::CowVal;
 use cel::objects::Value as Evaluated;
 use serde_json::Value;
@@ -174,28 +174,20 @@ fn meter_expr(e: &mut IdedExpr) {
             }
         }
         Expr::List(list) => list.elements.iter_mut().for_each(meter_expr),
-        Expr::Map(map) => map
-            .entries
-            .iter_mut()
-            .for_each(|entry| match &mut entry.expr {
-                EntryExpr::MapEntry(m) => {
-                    meter_expr(&mut m.key);
-                    meter_expr(&mut m.value);
-                }
-                EntryExpr::StructField(f) => meter_expr(&mut f.value),
-            }),
-        Expr::Struct(s) => s
-            .entries
-            .iter_mut()
-            .for_each(|entry| match &mut entry.expr {
-                EntryExpr::MapEntry(m) => {
-                    meter_expr(&mut m.key);
-                    meter_expr(&mut m.value);
-                }
-                EntryExpr::StructField(f) => meter_expr(&mut f.value),
-            }),
+        Expr::Map(map) => map.entries.iter_mut().for_each(meter_entry),
+        Expr::Struct(s) => s.entries.iter_mut().for_each(meter_entry),
         Expr::Select(select) => meter_expr(&mut select.operand),
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn meter_entry(entry: &mut IdedEntryExpr) {
+    match &mut entry.expr {
+        EntryExpr::MapEntry(m) => {
+            meter_expr(&mut m.key);
+            meter_expr(&mut m.value);
+        }
+        EntryExpr::StructField(f) => meter_expr(&mut f.value),
     }
 }
 
