@@ -6,6 +6,7 @@ use serde_json::Value;
 use crate::names::validate_name;
 use crate::object::{IndexFields, Object, check_type};
 use crate::policy::ApprovalRouting;
+use crate::principal::PrincipalRef;
 use crate::tool::SideEffectLevel;
 use crate::{ApprovalActionKind, ObjectMeta, ObjectRef, Time, ValidationError};
 
@@ -237,8 +238,14 @@ fn standing_kind() -> String {
 pub struct StandingApprovalSpec {
     /// `approve` or `reject`.
     pub decision: String,
-    /// Who decided.
+    /// Who decided (the Approval's `decidedBy`).
     pub decided_by: String,
+    /// The principal that decided (the Approval's `decider`), set by joch.
+    /// Its own calls are never decided by this standing decision: they
+    /// wait for another person. Absent on a decision stored before joch
+    /// recorded it, when `decidedBy` names the principal instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decider: Option<PrincipalRef>,
     /// The approval it was decided on.
     pub approval_ref: ObjectRef,
     /// Why.

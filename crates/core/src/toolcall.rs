@@ -215,6 +215,12 @@ pub struct ToolCallStatus {
     /// Which policy decided what, before and after the call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hook_decisions: Vec<HookDecision>,
+    /// The standing decision (an earlier "approve always" or "deny
+    /// always") that decided the call instead of a person: its decision,
+    /// who made it (`decidedBy`, `decider`) and on which approval. Set by
+    /// joch at admission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standing: Option<crate::approval::StandingApprovalSpec>,
     /// True when `spec.input` is not what the tool received (fields were
     /// redacted or the input withheld): such a call cannot be resumed after
     /// a crash, nor replayed.

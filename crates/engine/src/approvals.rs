@@ -386,6 +386,7 @@ impl Engine {
             spec: StandingApprovalSpec {
                 decision: verb.to_owned(),
                 decided_by: decision.by.clone(),
+                decider: approval.status.decider.clone(),
                 approval_ref: ObjectRef::new(&approval.metadata.name),
                 rationale: decision.rationale.clone(),
             },

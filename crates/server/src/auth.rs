@@ -172,6 +172,8 @@ fn allowed(role: Role, method: &Method, target: &Target) -> bool {
     let rest: Vec<&str> = target.rest.iter().map(String::as_str).collect();
     let agent = match rest.as_slice() {
         ["toolcalls"] => *method == Method::POST,
+        // The engine decides whose call a principal may cancel (its own).
+        ["toolcalls", _, "cancel"] => *method == Method::POST,
         ["executions", _, "batches" | "complete"] => *method == Method::POST,
         ["executions", _, "artifacttools", _] => *method == Method::POST,
         ["mcp"] => true,

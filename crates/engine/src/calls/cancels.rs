@@ -23,7 +23,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use joch_core::object::IndexFields;
-use joch_core::token::Role;
 use joch_core::{CallError, CallMode, ErrorCode, Phase, Principal, ToolCall};
 use joch_store::{Durability, Record, StoreErrorKind};
 use serde_json::json;
@@ -31,7 +30,7 @@ use tokio::sync::watch;
 
 use crate::Calls;
 use crate::engine::now;
-use crate::identity::rules::acts_in;
+use crate::identity::rules::{acts_in, may_cancel};
 use crate::{Engine, EngineError};
 
 /// The kind of a cancel mark, which no API serves.
@@ -207,19 +206,6 @@ impl Engine {
             }
         }
     }
-}
-
-/// Refuses `by` cancelling a call it did not make, unless it is an admin.
-/// (The local caller, without identity, may cancel any call.)
-fn may_cancel(call: &ToolCall, by: &Principal) -> Result<(), EngineError> {
-    let made_it = call.status.principal.as_ref().is_none_or(|p| by.is(p));
-    if !by.is_authenticated() || by.role == Role::Admin || made_it {
-        return Ok(());
-    }
-    Err(EngineError::Forbidden(format!(
-        "only the principal that made call {:?} (or an admin) may cancel it",
-        call.metadata.name
-    )))
 }
 
 impl Calls<'_> {

@@ -10,6 +10,12 @@
 //!   `approver` role, except when the deciding policy asked the caller's
 //!   own user (`askUser`, or a `userInput` value): that decision is
 //!   recorded as such (`status.askedUser`).
+//! - A standing decision ("approve always", "deny always") never decides a
+//!   call made by its own decider: that call waits for a person like any
+//!   other ([`stands_for`]). A call it decides records it
+//!   (`status.standing`).
+//! - A principal cancels the calls it made; an `admin` cancels any call of
+//!   its namespace ([`may_cancel`]).
 //! - Replaying and resolving a call, accepting an upstream tool's changed
 //!   definition, and managing tokens and upstream credentials take the
 //!   `admin` role.
@@ -28,6 +34,7 @@
 //! rules that compare identities do not apply to it, and a decision is
 //! recorded under the name the decider gives.
 
+use joch_core::approval::StandingApprovalSpec;
 use joch_core::token::Role;
 use joch_core::{
     Approval, LabelSelector, Principal, PrincipalKind, PrincipalRef, Tool, ToolCall,
@@ -124,6 +131,37 @@ pub(crate) fn decider(
         principal: by.reference(),
         asked_user: false,
     })
+}
+
+/// True when `standing` may decide a call that `by` makes: never when
+/// `by` made the standing decision itself, so that a principal's "approve
+/// always" cannot approve its own later calls (a principal cannot decide a
+/// call it made). A decision stored without its `decider` is taken as
+/// `by`'s when its `decidedBy` is `by`'s name. The local caller has no
+/// identity to compare: a standing decision decides its calls.
+pub(crate) fn stands_for(standing: &StandingApprovalSpec, by: &Principal) -> bool {
+    if !by.is_authenticated() {
+        return true;
+    }
+    let own = match &standing.decider {
+        Some(decider) => by.is(decider),
+        None => standing.decided_by == by.name,
+    };
+    !own
+}
+
+/// Refuses `by` cancelling a call it did not make, unless it is an
+/// `admin` (of the call's namespace: [`acts_in`] is asked first). The
+/// local caller, without identity, may cancel any call.
+pub(crate) fn may_cancel(call: &ToolCall, by: &Principal) -> Result<(), EngineError> {
+    let made_it = call.status.principal.as_ref().is_none_or(|p| by.is(p));
+    if !by.is_authenticated() || by.role == Role::Admin || made_it {
+        return Ok(());
+    }
+    Err(EngineError::Forbidden(format!(
+        "only the principal that made call {:?} (or an admin) may cancel it",
+        call.metadata.name
+    )))
 }
 
 /// True when the approval's policy asked the caller's own user: an

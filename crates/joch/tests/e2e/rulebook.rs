@@ -447,3 +447,95 @@ async fn a_tool_selector_hides_tools_on_every_surface() {
     );
     assert_eq!(hooked["status"]["principal"]["name"], "crm-bot");
 }
+
+/// The call once it reached `phase` (polled for up to 10 s).
+async fn call_in(s: &Setup, name: &str, phase: &str) -> Value {
+    let mut call = call_of(s, name).await;
+    for _ in 0..500 {
+        if call["status"]["phase"] == phase {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        call = call_of(s, name).await;
+    }
+    assert_eq!(call["status"]["phase"], phase, "{call}");
+    call
+}
+
+#[tokio::test]
+async fn a_standing_approval_never_decides_its_deciders_own_calls() {
+    let s = setup().await;
+    let carol = token(&s.joch, "carol", "agent", None).await;
+    let calls = format!("/v1/namespaces/{NS}/toolcalls?wait=false");
+    let call = |token: String, name: &'static str| {
+        let (joch, calls) = (&s.joch, calls.clone());
+        async move {
+            let (status, body) = joch
+                .send_as(&token, Method::POST, &calls, Some(refund_call(name)))
+                .await;
+            assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        }
+    };
+    // Alice approves Bob's call, always.
+    call(s.bob.clone(), "standing-1").await;
+    assert_eq!(pending(&s).await, "standing-1");
+    let approve = format!("/v1/namespaces/{NS}/approvals/standing-1/approve");
+    let body = json!({"always": true});
+    let (status, approval) = s
+        .joch
+        .send_as(&s.alice, Method::POST, &approve, Some(body))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{approval}");
+    call_in(&s, "standing-1", "Succeeded").await;
+    let path = format!("/v1/namespaces/{NS}/standingapprovals/refund");
+    let (_, standing) = s.joch.send_as(ROOT, Method::GET, &path, None).await;
+    assert_eq!(standing["spec"]["decider"]["name"], "alice", "{standing}");
+
+    // Her own call of the tool waits for another person, as any would.
+    call(s.alice.clone(), "standing-2").await;
+    let own = call_in(&s, "standing-2", "AwaitingApproval").await;
+    assert!(own["status"].get("standing").is_none(), "{own}");
+    assert_eq!(pending(&s).await, "standing-2");
+
+    // Carol's is decided by Alice's standing approval, and says so.
+    call(carol, "standing-3").await;
+    let decided = call_in(&s, "standing-3", "Succeeded").await;
+    let by = &decided["status"]["standing"];
+    assert_eq!(by["decision"], "approve", "{decided}");
+    assert_eq!(by["decidedBy"], "alice", "{decided}");
+    assert_eq!(by["decider"]["kind"], "token", "{decided}");
+    assert_eq!(by["decider"]["name"], "alice", "{decided}");
+    assert_eq!(by["approvalRef"]["name"], "standing-1", "{decided}");
+    assert_eq!(decided["status"]["principal"]["name"], "carol");
+    let reasons = decided["status"]["hookDecisions"].to_string();
+    assert!(reasons.contains("standing approve by alice"), "{reasons}");
+
+    // Bob, not the decider, may still decide Alice's waiting call.
+    only_another_approver_decides(&s).await;
+}
+
+#[tokio::test]
+async fn an_agent_cancels_its_own_call_and_no_other() {
+    let s = setup().await;
+    let maker = token(&s.joch, "bot-a", "agent", None).await;
+    let other = token(&s.joch, "bot-b", "agent", None).await;
+    let calls = format!("/v1/namespaces/{NS}/toolcalls?wait=false");
+    let (status, body) = s
+        .joch
+        .send_as(&maker, Method::POST, &calls, Some(refund_call("own-1")))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    call_in(&s, "own-1", "AwaitingApproval").await;
+
+    let cancel = format!("/v1/namespaces/{NS}/toolcalls/own-1/cancel");
+    let refused = s.joch.send_as(&other, Method::POST, &cancel, None).await;
+    crate::harness::assert_error(&refused, StatusCode::FORBIDDEN, "forbidden");
+    call_in(&s, "own-1", "AwaitingApproval").await;
+
+    let (status, cancelled) = s.joch.send_as(&maker, Method::POST, &cancel, None).await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(cancelled["status"]["phase"], "Failed", "{cancelled}");
+    assert_eq!(cancelled["status"]["error"]["code"], "cancelled");
+    let settled = call_in(&s, "own-1", "Failed").await;
+    assert_eq!(settled["status"]["error"]["code"], "cancelled");
+}

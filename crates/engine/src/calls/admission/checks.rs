@@ -105,15 +105,22 @@ impl Engine {
     }
 
     /// A deferral to a person that a standing decision (an earlier
-    /// "approve always" or "deny always") answers instead.
+    /// "approve always" or "deny always") answers instead, unless the
+    /// caller made that decision itself (`rules::stands_for`): then the
+    /// call waits for a person. A call it answers records it in
+    /// `status.standing`.
     pub(super) async fn standing(&self, a: &mut Admitting<'_>) -> Result<Verdict, EngineError> {
         let Some(deferral) = a.deferral.as_ref().filter(|d| d.is_approval()) else {
+            return Ok(Verdict::Continue);
+        };
+        let Some(by) = a.by else {
             return Ok(Verdict::Continue);
         };
         let namespace = a.call.metadata.namespace.clone();
         let Some(standing) = self
             .standing_decision(&namespace, a.call.tool_name())
             .await?
+            .filter(|s| rules::stands_for(&s.spec, by))
         else {
             return Ok(Verdict::Continue);
         };
@@ -138,6 +145,7 @@ impl Engine {
                 shadow: false,
             }],
         );
+        a.call.status.standing = Some(standing.spec.clone());
         a.deferral = None;
         a.decided = Some((decision, Some(reason.clone())));
         Ok(match approve {

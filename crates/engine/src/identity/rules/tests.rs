@@ -209,3 +209,56 @@ fn the_upstream_user_is_the_principal_unless_the_namespace_trusts_caller_ids() {
         }
     }
 }
+
+fn standing_by(name: &str, decider: Option<&Principal>) -> StandingApprovalSpec {
+    StandingApprovalSpec {
+        decision: "approve".to_owned(),
+        decided_by: name.to_owned(),
+        decider: decider.map(Principal::reference),
+        approval_ref: joch_core::ObjectRef::new("c0"),
+        rationale: None,
+    }
+}
+
+#[test]
+fn a_standing_decision_never_decides_its_deciders_own_calls() {
+    let alice = token("alice", Role::Approver);
+    let carol = token("carol", Role::Agent);
+    let by_alice = standing_by("alice", Some(&alice));
+    assert!(!stands_for(&by_alice, &alice));
+    assert!(stands_for(&by_alice, &carol));
+    // Another kind of principal of the same name is someone else.
+    let jwt_alice = Principal {
+        kind: PrincipalKind::Jwt,
+        ..alice.clone()
+    };
+    assert!(stands_for(&by_alice, &jwt_alice));
+    // Stored before the decider was: its name stands for it.
+    let legacy = standing_by("alice", None);
+    assert!(!stands_for(&legacy, &alice));
+    assert!(stands_for(&legacy, &carol));
+    // The local caller has no identity to compare.
+    let local = Principal::local();
+    assert!(stands_for(&standing_by("local", Some(&local)), &local));
+    assert!(stands_for(&standing_by("local", None), &local));
+    // A local decider's name is what it claimed, not a token's identity.
+    assert!(stands_for(&standing_by("alice", Some(&local)), &alice));
+}
+
+#[test]
+fn a_principal_cancels_its_own_calls_and_an_admin_any() {
+    let maker = token("maker", Role::Agent);
+    let call = call_by(&maker);
+    assert!(may_cancel(&call, &maker).is_ok());
+    for other in [
+        token("other", Role::Agent),
+        token("approver", Role::Approver),
+    ] {
+        assert!(matches!(
+            may_cancel(&call, &other),
+            Err(EngineError::Forbidden(_))
+        ));
+    }
+    assert!(may_cancel(&call, &token("admin", Role::Admin)).is_ok());
+    assert!(may_cancel(&call, &Principal::local()).is_ok());
+}
