@@ -416,7 +416,8 @@ def test_a_calls_artifact_is_previewed_and_served_sandboxed(setup, browser):
         " csp: r.headers.get('content-security-policy'), body: await r.text()}));",
         href,
     )
-    assert (answer["status"], answer["csp"], answer["body"]) == (206, "sandbox", '{\n')
+    # Sandboxed, and like every console page, never framed.
+    assert (answer["status"], answer["csp"], answer["body"]) == (206, "sandbox; frame-ancestors 'none'", '{\n')
 
 
 def test_pages_are_usable_by_keyboard(setup, browser):

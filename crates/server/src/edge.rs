@@ -203,14 +203,23 @@ pub(crate) async fn guard(State(edge): State<Arc<Edge>>, request: Request, next:
     let console = request.uri().path().starts_with("/ui");
     let mut response = next.run(request).await;
     if console {
-        let headers = response.headers_mut();
-        headers.append(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static("frame-ancestors 'none'"),
-        );
-        headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+        unframed(response.headers_mut());
     }
     response
+}
+
+/// Adds `frame-ancestors 'none'` to the page's policy (one header, so that
+/// a page's own policy, an artifact's `sandbox`, reads as one).
+fn unframed(headers: &mut HeaderMap) {
+    const NONE: &str = "frame-ancestors 'none'";
+    let policy = match headers.get(header::CONTENT_SECURITY_POLICY) {
+        Some(own) => format!("{}; {NONE}", own.to_str().unwrap_or_default()),
+        None => NONE.to_owned(),
+    };
+    if let Ok(policy) = HeaderValue::from_str(&policy) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
 }
 
 #[cfg(test)]

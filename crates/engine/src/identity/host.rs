@@ -204,7 +204,7 @@ mod tests {
         ];
         for use_ in allowed {
             assert!(
-                may_use_host(&admin, &access, &[use_.clone()]).is_ok(),
+                may_use_host(&admin, &access, std::slice::from_ref(&use_)).is_ok(),
                 "{use_:?}"
             );
         }
@@ -222,7 +222,7 @@ mod tests {
         ];
         for use_ in refused {
             assert!(
-                may_use_host(&admin, &access, &[use_.clone()]).is_err(),
+                may_use_host(&admin, &access, std::slice::from_ref(&use_)).is_err(),
                 "{use_:?}"
             );
         }
@@ -233,14 +233,14 @@ mod tests {
         let (local, access) = (Principal::local(), HostAccess::default());
         for use_ in [env("HOME"), file("/etc/hostname"), command("/bin/sh -c id")] {
             assert!(
-                may_use_host(&local, &access, &[use_.clone()]).is_ok(),
+                may_use_host(&local, &access, std::slice::from_ref(&use_)).is_ok(),
                 "{use_:?}"
             );
         }
         let access = self::access();
         for use_ in [env("JOCH_VAULT_KEY"), file("/etc/joch/audit.key")] {
             assert!(
-                may_use_host(&local, &access, &[use_.clone()]).is_err(),
+                may_use_host(&local, &access, std::slice::from_ref(&use_)).is_err(),
                 "{use_:?}"
             );
         }

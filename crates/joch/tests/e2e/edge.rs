@@ -85,7 +85,7 @@ async fn a_cross_site_page_cannot_create_anything_or_run_a_command() {
 
     // The same request from joch's own origin (the operator's CLI, its
     // console) goes through, and the command runs: the test can fail.
-    let own = format!("{}", joch.base);
+    let own = joch.base.clone();
     let same = [
         (ORIGIN.as_str(), own.as_str()),
         (CONTENT_TYPE.as_str(), "application/json"),
