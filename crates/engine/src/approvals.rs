@@ -450,6 +450,11 @@ impl Approvals<'_> {
     /// Approves (or, with `edited_input`, edits; or, for a user-input
     /// request, provides the value). The call then runs in the background.
     ///
+    /// Edited arguments are checked before anything is decided: they must
+    /// be an object that fits the tool's input schema, else 422
+    /// `invalid_resource` naming the problem, and the approval stays
+    /// pending. The request policies then see them again, as at admission.
+    ///
     /// `by` decides under the rules of `rules.rs`: never on a call it made
     /// (403 `forbidden`), but where its policy asked the caller's user.
     pub async fn approve(
@@ -477,6 +482,9 @@ impl Approvals<'_> {
             (Some(_), _) => "edit",
             (None, _) => "approve",
         };
+        if let Some(input) = &decision.edited_input {
+            self.check_edit(namespace, &approval, input).await?;
+        }
         approval.status.phase = ApprovalPhase::Approved;
         approval.status.edited_input = decision.edited_input.clone();
         approval.status.value = decision.value.clone();
@@ -487,6 +495,7 @@ impl Approvals<'_> {
     }
 
     /// Rejects: the call ends `Denied`, and the model gets the message.
+    /// Arguments or a value are refused (400 `bad_request`), not dropped.
     pub async fn reject(
         &self,
         by: &Principal,
@@ -496,6 +505,13 @@ impl Approvals<'_> {
     ) -> Result<Approval, EngineError> {
         let mut approval = self.pending_approval(namespace, name).await?;
         let decider = self.decider(by, &approval, &mut decision).await?;
+        if decision.edited_input.is_some() || decision.value.is_some() {
+            // Arguments or a value would be recorded beside a rejection
+            // that never uses them: the approver meant to approve.
+            return Err(EngineError::InvalidDecision(
+                "a rejection takes no input or value: approve (or edit) with them".to_owned(),
+            ));
+        }
         approval.status.phase = ApprovalPhase::Rejected;
         approval.status.message = decision.message.clone();
         self.decide(&mut approval, "reject", &decision, Some(decider))
@@ -515,6 +531,7 @@ fn decided(name: &str, phase: ApprovalPhase) -> EngineError {
 mod consent;
 pub use consent::ConsentReply;
 pub(crate) mod deadline;
+mod edit;
 mod inbox;
 pub use inbox::InboxItem;
 mod outcome;

@@ -153,16 +153,15 @@ pub async fn decide(client_args: &ClientArgs, verb: &str, args: DecideArgs) -> a
     let client = Client::new(client_args)?;
     let mut body =
         json!({"approvedBy": args.by, "rationale": args.rationale, "message": args.message});
-    let mut action = verb;
+    // `approve` with `input` is an edit; `deny` refuses one (the engine's rule).
     if let Some(input) = &args.input {
         body["input"] = serde_json::from_str(input).context("--input is not valid JSON")?;
-        action = "edit";
     }
     if let Some(value) = &args.value {
         body["value"] = serde_json::from_str(value).context("--value is not valid JSON")?;
     }
     let path = format!(
-        "/v1/namespaces/{}/approvals/{}/{action}",
+        "/v1/namespaces/{}/approvals/{}/{verb}",
         args.namespace, args.name
     );
     let approval = client.expect_ok(Method::POST, &path, Some(&body)).await?;

@@ -3,11 +3,9 @@
 //! decide it (by the rulebook, `rules.rs`), and a way to hear when the set
 //! changes (here, or on another replica through the store's changes).
 
-use joch_core::{Approval, ApprovalPhase, Principal, Tool, ToolCall, ValidationError};
-use serde_json::Value;
+use joch_core::{Approval, ApprovalPhase, Principal, ToolCall};
 use tokio::sync::watch;
 
-use super::ApprovalDecision;
 use crate::Approvals;
 use crate::identity::rules;
 use crate::{EngineError, ListParams};
@@ -66,37 +64,5 @@ impl Approvals<'_> {
     /// A receiver that changes whenever an Approval opens or is decided.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.inner.approvals.changed.subscribe()
-    }
-
-    /// Approves with edited arguments once they fit the tool's input
-    /// schema; arguments that do not are refused (422 `invalid_resource`)
-    /// and nothing is decided.
-    pub async fn edit_checked(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        name: &str,
-        decision: ApprovalDecision,
-    ) -> Result<Approval, EngineError> {
-        rules::acts_in(by, namespace)?;
-        let approval = self.get(namespace, name).await?;
-        let input = decision
-            .edited_input
-            .as_ref()
-            .ok_or_else(|| ValidationError::field("input", "missing field"))?;
-        if !input.is_object() {
-            return Err(
-                ValidationError::field("input", "the arguments must be a JSON object").into(),
-            );
-        }
-        if let Some(tool) = approval.spec.payload.get("tool").and_then(Value::as_str) {
-            let tool: Tool = self.resources().get(namespace, tool).await?;
-            let compiled = self.inner.catalog.schemas(&tool)?;
-            compiled.check_input(input).map_err(|e| {
-                let detail = e.details.map(|d| format!(" ({d})")).unwrap_or_default();
-                ValidationError::field("input", format!("{}{detail}", e.message))
-            })?;
-        }
-        self.approve(by, namespace, name, decision).await
     }
 }

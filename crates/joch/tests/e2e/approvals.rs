@@ -546,3 +546,116 @@ async fn the_servers_fallback_applies_when_the_policy_names_none() {
     wait_for_phase(&joch, "fallback-1", "Succeeded").await;
     assert_eq!(webhook.hits(), 1);
 }
+
+/// A tool whose webhook records what it receives, and whose inputSchema an
+/// edit can break: `priority` is one of three words.
+async fn setup_recorded() -> (Webhook, Joch) {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    let mut tool = rest_tool(
+        "zendesk.create_ticket",
+        &format!("{}/record", webhook.base),
+        json!({"level": "external_write"}),
+    );
+    tool["spec"]["inputSchema"] = json!({
+        "type": "object",
+        "properties": {
+            "subject": {"type": "string"},
+            "body": {"type": "string"},
+            "priority": {"enum": ["low", "normal", "high"]}
+        },
+        "required": ["subject"]
+    });
+    joch.create_tool(tool).await;
+    seed_policy(&joch, json!({})).await;
+    (webhook, joch)
+}
+
+#[tokio::test]
+async fn approve_with_input_is_an_edit() {
+    let (webhook, joch) = setup_recorded().await;
+    submit(&joch, seed_call("approve-input")).await;
+    let edited = json!({"subject": "Refund for order 12345", "priority": "normal"});
+    let (status, approval) = joch
+        .send(
+            Method::POST,
+            &approvals("approve-input", "approve"),
+            Some(json!({"approvedBy": "alice", "input": edited})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{approval}");
+    assert_eq!(approval["status"]["editedInput"], edited, "{approval}");
+    assert_eq!(approval["status"]["decision"], "edit", "{approval}");
+    let call = wait_for_phase(&joch, "approve-input", "Succeeded").await;
+    assert_eq!(
+        call["status"]["originalInput"]["priority"], "high",
+        "{call}"
+    );
+    assert_eq!(webhook.recorded().len(), 1);
+    assert_eq!(webhook.recorded()[0]["body"], edited);
+}
+
+#[tokio::test]
+async fn an_edit_that_breaks_the_input_schema_is_refused_and_the_approval_waits() {
+    let (webhook, joch) = setup_recorded().await;
+    submit(&joch, seed_call("bad-edit")).await;
+    let broken = json!({"subject": "Refund", "priority": "urgent"});
+    for verb in ["edit", "approve"] {
+        let answer = joch
+            .send(
+                Method::POST,
+                &approvals("bad-edit", verb),
+                Some(json!({"approvedBy": "alice", "input": broken})),
+            )
+            .await;
+        assert_error(
+            &answer,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_resource",
+        );
+        let message = answer.1["message"].as_str().unwrap_or_default();
+        assert!(message.contains("priority"), "{verb}: {}", answer.1);
+        let not_object = joch
+            .send(
+                Method::POST,
+                &approvals("bad-edit", verb),
+                Some(json!({"approvedBy": "alice", "input": ["Refund"]})),
+            )
+            .await;
+        assert_error(
+            &not_object,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_resource",
+        );
+    }
+    let (_, approval) = joch
+        .get(&format!("/v1/namespaces/{NS}/approvals/bad-edit"))
+        .await;
+    assert_eq!(approval["status"]["phase"], "Pending", "{approval}");
+    assert_eq!(approval["status"]["decidedBy"], Value::Null, "{approval}");
+    let call = joch.get_call("bad-edit").await;
+    assert_eq!(call["status"]["phase"], "AwaitingApproval", "{call}");
+    assert!(webhook.recorded().is_empty(), "nothing ran");
+
+    // Arguments on a denial are refused too, not dropped.
+    let answer = joch
+        .send(
+            Method::POST,
+            &approvals("bad-edit", "deny"),
+            Some(json!({"approvedBy": "alice", "input": broken})),
+        )
+        .await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "bad_request");
+
+    let fixed = json!({"subject": "Refund", "priority": "low"});
+    let (status, body) = joch
+        .send(
+            Method::POST,
+            &approvals("bad-edit", "edit"),
+            Some(json!({"approvedBy": "alice", "input": fixed})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    wait_for_phase(&joch, "bad-edit", "Succeeded").await;
+    assert_eq!(webhook.recorded()[0]["body"], fixed);
+}

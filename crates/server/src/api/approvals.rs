@@ -68,15 +68,15 @@ impl DecisionBody {
     }
 }
 
-/// Approves; the call runs in the background and the waiting caller gets its result.
+/// Approves (with `input`, edits); the call runs in the background and the
+/// waiting caller gets its result.
 pub(crate) async fn approve(
     State(state): State<AppState>,
     Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Approval>, ApiError> {
-    let mut decision = body.into_decision();
-    decision.edited_input = None;
+    let decision = body.into_decision();
     Ok(Json(
         state
             .engine
@@ -86,7 +86,8 @@ pub(crate) async fn approve(
     ))
 }
 
-/// Approves with new arguments, which go through the request hook again.
+/// Approves with new arguments (required here), checked against the tool's
+/// inputSchema and then by the request policies again.
 pub(crate) async fn edit(
     State(state): State<AppState>,
     Caller(by): Caller,

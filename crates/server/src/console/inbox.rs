@@ -371,14 +371,8 @@ pub(crate) async fn decide(
     let (engine, by, ns) = (&state.engine, &viewer.principal, viewer.namespace.as_str());
     let decision = form.decision()?;
     match form.verb {
-        Verb::Approve | Verb::Always | Verb::Provide => {
+        Verb::Approve | Verb::Always | Verb::Provide | Verb::Edit => {
             engine.approvals().approve(by, ns, &name, decision).await?
-        }
-        Verb::Edit => {
-            engine
-                .approvals()
-                .edit_checked(by, ns, &name, decision)
-                .await?
         }
         Verb::Deny => engine.approvals().reject(by, ns, &name, decision).await?,
     };
