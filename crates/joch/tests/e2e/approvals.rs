@@ -593,6 +593,28 @@ async fn approve_with_input_is_an_edit() {
     );
     assert_eq!(webhook.recorded().len(), 1);
     assert_eq!(webhook.recorded()[0]["body"], edited);
+
+    // The CLI: `deny --input` is refused (it once posted to /edit and ran
+    // the arguments), `approve --input` edits.
+    let mut second = seed_call("cli-input");
+    second["spec"]["sideEffects"]["idempotencyKey"] = json!("another-ticket");
+    submit(&joch, second).await;
+    let cli_edit = json!({"subject": "From the CLI"});
+    let decide = |verb: &str| {
+        let input = cli_edit.to_string();
+        let args = [verb, "cli-input", "-n", NS, "--by", "alice", "--input"];
+        let mut args: Vec<&str> = args.to_vec();
+        args.push(&input);
+        joch.cli(&args)
+    };
+    let denied = decide("deny");
+    assert!(!denied.status.success(), "a denial takes no input");
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("bad_request"));
+    let approved = decide("approve");
+    let stderr = String::from_utf8_lossy(&approved.stderr);
+    assert!(approved.status.success(), "{stderr}");
+    wait_for_phase(&joch, "cli-input", "Succeeded").await;
+    assert_eq!(webhook.recorded()[1]["body"], cli_edit);
 }
 
 #[tokio::test]
@@ -600,6 +622,7 @@ async fn an_edit_that_breaks_the_input_schema_is_refused_and_the_approval_waits(
     let (webhook, joch) = setup_recorded().await;
     submit(&joch, seed_call("bad-edit")).await;
     let broken = json!({"subject": "Refund", "priority": "urgent"});
+    let mut rest_refusal = Value::Null;
     for verb in ["edit", "approve"] {
         let answer = joch
             .send(
@@ -615,6 +638,7 @@ async fn an_edit_that_breaks_the_input_schema_is_refused_and_the_approval_waits(
         );
         let message = answer.1["message"].as_str().unwrap_or_default();
         assert!(message.contains("priority"), "{verb}: {}", answer.1);
+        rest_refusal = answer.1;
         let not_object = joch
             .send(
                 Method::POST,
@@ -637,6 +661,19 @@ async fn an_edit_that_breaks_the_input_schema_is_refused_and_the_approval_waits(
     assert_eq!(call["status"]["phase"], "AwaitingApproval", "{call}");
     assert!(webhook.recorded().is_empty(), "nothing ran");
 
+    // The console refuses the same edit with the same answer: one check.
+    let console = console_edit(&joch, "bad-edit", &broken).await;
+    assert_error(
+        &console,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_resource",
+    );
+    assert_eq!(
+        console.1["message"], rest_refusal["message"],
+        "{}",
+        console.1
+    );
+
     // Arguments on a denial are refused too, not dropped.
     let answer = joch
         .send(
@@ -658,4 +695,48 @@ async fn an_edit_that_breaks_the_input_schema_is_refused_and_the_approval_waits(
     assert_eq!(status, StatusCode::OK, "{body}");
     wait_for_phase(&joch, "bad-edit", "Succeeded").await;
     assert_eq!(webhook.recorded()[0]["body"], fixed);
+}
+
+/// Edits `name` from the local console's inbox form, as a browser posts it.
+async fn console_edit(joch: &Joch, name: &str, input: &Value) -> (StatusCode, Value) {
+    let client = reqwest::Client::new();
+    let page = client
+        .get(format!("{}/ui/inbox?ns={NS}", joch.base))
+        .send()
+        .await
+        .unwrap();
+    let cookie = page
+        .headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.split(';').next().filter(|p| p.starts_with("joch_csrf=")))
+        .expect("a CSRF cookie")
+        .to_owned();
+    let token = cookie.trim_start_matches("joch_csrf=").to_owned();
+    let answer = client
+        .post(format!("{}/ui/approvals/{name}/decide?ns={NS}", joch.base))
+        .header(reqwest::header::COOKIE, &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "verb=edit&csrf={token}&input={}",
+            url_encoded(&input.to_string())
+        ))
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status();
+    (status, answer.json().await.unwrap_or(Value::Null))
+}
+
+/// `text` percent-encoded for a form body.
+fn url_encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
