@@ -638,6 +638,11 @@ async fn an_edit_that_breaks_the_input_schema_is_refused_and_the_approval_waits(
         );
         let message = answer.1["message"].as_str().unwrap_or_default();
         assert!(message.contains("priority"), "{verb}: {}", answer.1);
+        assert_eq!(
+            answer.1["details"]["fields"][0]["field"], "input",
+            "{}",
+            answer.1
+        );
         rest_refusal = answer.1;
         let not_object = joch
             .send(
