@@ -390,6 +390,24 @@ mod tests {
     }
 
     #[test]
+    fn an_abandoned_back_test_judges_no_more_calls() {
+        let engine = crate::policy::StandardPolicyEngine::default();
+        let calls = vec![call(None, "a", 0.0), call(None, "b", 0.0)];
+        let tool = Arc::new(Tool::unregistered("ns", "t"));
+        let tools = HashMap::from([("t".to_owned(), tool)]);
+        let judged = |stop: bool| {
+            let report = judge_all(&engine, &[], &calls, &tools, &AtomicBool::new(stop));
+            report.total.allow + report.total.deny + report.total.defer + report.total.modify
+        };
+        assert_eq!(judged(false), 2);
+        let abandoned = Abandoned::default();
+        let stop = abandoned.0.clone();
+        drop(abandoned);
+        assert!(stop.load(Ordering::Relaxed), "dropping the test sets the flag");
+        assert_eq!(judged(true), 0);
+    }
+
+    #[test]
     fn counters_are_those_of_the_time() {
         let mut counters = Counters::default();
         let calls = [
