@@ -306,6 +306,7 @@ impl Engine {
         let call = self
             .calls()
             .get(
+                by,
                 &approval.metadata.namespace,
                 &approval.spec.action.tool_call_ref.name,
             )
@@ -422,13 +423,59 @@ impl Engine {
 }
 
 impl Approvals<'_> {
-    /// Reads an Approval.
+    /// Reads an Approval as `by` may: the approval of a call that does not
+    /// exist for `by` (a tool outside its selector) answers as one that
+    /// does not exist.
+    pub async fn read(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Approval, EngineError> {
+        rules::acts_in(by, namespace)?;
+        let approval = self.get(namespace, name).await?;
+        if !self.sees_approval(by, &approval).await? {
+            return Err(EngineError::NotFound {
+                kind: "Approval".to_owned(),
+                name: name.to_owned(),
+            });
+        }
+        Ok(approval)
+    }
+
+    /// [`list`](Self::list) as `by` may read it: the approvals of calls
+    /// that do not exist for `by` are left out of the page after it is
+    /// read, so a page may be short (even empty) while its `continue`
+    /// token still leads on.
+    pub async fn read_all(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        params: ListParams,
+    ) -> Result<ObjectList<Approval>, EngineError> {
+        rules::acts_in(by, namespace)?;
+        let mut page = self.list(namespace, params).await?;
+        if by.tools.is_some() {
+            let mut seen = Vec::with_capacity(page.items.len());
+            for approval in std::mem::take(&mut page.items) {
+                if self.sees_approval(by, &approval).await? {
+                    seen.push(approval);
+                }
+            }
+            page.items = seen;
+        }
+        Ok(page)
+    }
+
+    /// Reads an Approval, whoever asks: for the engine's own use and
+    /// callers that asked the rulebook ([`read`](Self::read) asks it).
     pub async fn get(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
         crate::catalog::valid_namespace(namespace)?;
         Ok(self.inner.store.get_object(namespace, name).await?)
     }
 
-    /// Lists Approvals, newest first; `phase` filters (`Pending`, ...).
+    /// Lists Approvals, newest first; `phase` filters (`Pending`, ...),
+    /// whoever asks ([`read_all`](Self::read_all) asks the rulebook).
     pub async fn list(
         &self,
         namespace: &str,

@@ -300,7 +300,7 @@ impl Engine {
     ) -> Result<ToolCall, EngineError> {
         let mut waited = Duration::ZERO;
         loop {
-            match self.calls().get(namespace, name).await {
+            match self.calls().record(namespace, name).await {
                 Err(EngineError::NotFound { .. }) if waited < Duration::from_secs(5) => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     waited += Duration::from_millis(5);

@@ -114,7 +114,7 @@ impl Approvals<'_> {
         name: &str,
     ) -> Result<Option<String>, EngineError> {
         crate::identity::rules::acts_in(by, namespace)?;
-        let call: ToolCall = self.calls().get(namespace, name).await?;
+        let call: ToolCall = self.calls().record(namespace, name).await?;
         if call.status.phase != joch_core::Phase::AwaitingApproval {
             return Ok(None);
         }

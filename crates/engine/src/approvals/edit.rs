@@ -25,7 +25,7 @@ impl Engine {
         }
         let call = self
             .calls()
-            .get(namespace, &approval.spec.action.tool_call_ref.name)
+            .record(namespace, &approval.spec.action.tool_call_ref.name)
             .await?;
         let tool = self.resolve_tool(namespace, &call).await?;
         // A tool whose schema does not compile is checked nowhere (the

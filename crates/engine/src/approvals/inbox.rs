@@ -42,9 +42,17 @@ impl Approvals<'_> {
         for approval in self.list(namespace, params).await?.items {
             let call = self
                 .calls()
-                .get(namespace, &approval.spec.action.tool_call_ref.name)
+                .record(namespace, &approval.spec.action.tool_call_ref.name)
                 .await
                 .ok();
+            // The approval of a call `by` cannot see does not exist for it.
+            let seen = match &call {
+                Some(call) => self.sees_call(by, namespace, call).await?,
+                None => by.tools.is_none(),
+            };
+            if !seen {
+                continue;
+            }
             let may_decide = match &call {
                 Some(call) => rules::decider(call, &approval, by, "console", false)
                     .map(drop)

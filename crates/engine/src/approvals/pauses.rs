@@ -42,7 +42,7 @@ impl Approvals<'_> {
                 return Ok(Some(approval));
             }
             if approval.status.phase != ApprovalPhase::Pending {
-                let call = self.calls().get(namespace, name).await?;
+                let call = self.calls().record(namespace, name).await?;
                 if call.status.phase != Phase::AwaitingApproval {
                     return Ok(None);
                 }

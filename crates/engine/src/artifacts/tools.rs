@@ -40,7 +40,7 @@ impl Engine {
             let artifact = call.handle().map(|h| h.id.clone()).unwrap_or_default();
             return Ok(Ok(ObjectRef::new(artifact)));
         }
-        let why = match self.calls().get(namespace, &id).await {
+        let why = match self.calls().record(namespace, &id).await {
             Ok(c) if c.spec.from_artifact_tool => format!(
                 "callId {id:?} is a call of {}: artifact tools read handles of other tools' calls, never their own results",
                 c.tool_name()

@@ -225,7 +225,7 @@ impl Calls<'_> {
         name: &str,
     ) -> Result<ToolCall, EngineError> {
         acts_in(by, namespace)?;
-        let call = self.get(namespace, name).await?;
+        let call = self.record(namespace, name).await?;
         may_cancel(&call, by)?;
         match call.status.phase {
             Phase::AwaitingApproval => self.withdraw(call).await,
@@ -241,7 +241,7 @@ impl Calls<'_> {
                         Ok(settled)
                     }
                     Ok(Err(e)) => Err(e),
-                    Err(_) => self.get(namespace, name).await,
+                    Err(_) => self.record(namespace, name).await,
                 }
             }
         }

@@ -126,7 +126,7 @@ impl Engine {
         result: HookResult,
     ) -> Result<HookVerdict, EngineError> {
         rules::acts_in(by, namespace)?;
-        let mut call = self.calls().get(namespace, name).await?;
+        let mut call = self.calls().record(namespace, name).await?;
         rules::may_report(&call, by)?;
         if call.spec.mode == CallMode::Hook && call.status.phase == Phase::AwaitingApproval {
             // Asked in the agent's own prompt, and it ran: its user approved.

@@ -1,26 +1,60 @@
 //! The ledger's records as clients read them: a ToolCall, a page of them,
 //! and the labels a client may change.
 
-use joch_core::{ToolCall, ValidationError};
+use joch_core::{Principal, ToolCall, ValidationError};
 use joch_store::Durability;
 
 use crate::catalog::{admit, valid_namespace};
+use crate::identity::rules::acts_in;
 use crate::{Calls, EngineError, ListParams, ObjectList};
 
 impl Calls<'_> {
-    /// Reads a ToolCall.
-    pub async fn get(&self, namespace: &str, name: &str) -> Result<ToolCall, EngineError> {
+    /// Reads a ToolCall as `by` may: a call of a tool that does not exist
+    /// for `by` (its tool selector) answers as a call that does not exist.
+    pub async fn get(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ToolCall, EngineError> {
+        acts_in(by, namespace)?;
+        let call = self.record(namespace, name).await?;
+        if !self.sees_call(by, namespace, &call).await? {
+            return Err(EngineError::NotFound {
+                kind: "ToolCall".to_owned(),
+                name: name.to_owned(),
+            });
+        }
+        Ok(call)
+    }
+
+    /// Reads a ToolCall for the engine's own use, whoever asks: the rules
+    /// that need it are asked by its caller.
+    pub(crate) async fn record(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ToolCall, EngineError> {
         valid_namespace(namespace)?;
         Ok(self.inner.store.get_object(namespace, name).await?)
     }
 
-    /// Lists ToolCalls, newest first, optionally by tool, phase or execution.
+    /// Lists ToolCalls, newest first, optionally by tool, phase or
+    /// execution, leaving out the calls that do not exist for `by`
+    /// ([`get`](Self::get)). The store's page is filtered after it is read:
+    /// a page may then hold fewer than `limit` items, even none, while its
+    /// `continue` token still leads on; a client pages until there is no
+    /// token, never until a short page.
     pub async fn list(
         &self,
+        by: &Principal,
         namespace: &str,
         params: ListParams,
     ) -> Result<ObjectList<ToolCall>, EngineError> {
-        self.inner.list(namespace, params).await
+        acts_in(by, namespace)?;
+        let mut page: ObjectList<ToolCall> = self.inner.list(namespace, params).await?;
+        page.items = self.keep_seen_calls(by, namespace, page.items).await?;
+        Ok(page)
     }
 
     /// Changes a ToolCall's labels and annotations. A record's spec and status

@@ -89,7 +89,7 @@ impl Calls<'_> {
     ) -> Result<CallOutcome, EngineError> {
         crate::identity::rules::acts_in(by, namespace)?;
         crate::identity::rules::administers(by, "replay calls")?;
-        let original = self.get(namespace, name).await?;
+        let original = self.record(namespace, name).await?;
         if !original.status.phase.is_terminal() {
             return Err(refused(
                 "replay_not_possible",

@@ -25,7 +25,7 @@ impl Engine {
         name: &str,
     ) -> Result<ToolCall, EngineError> {
         acts_in(by, namespace)?;
-        let call = self.calls().get(namespace, name).await?;
+        let call = self.calls().record(namespace, name).await?;
         let made_it =
             !by.is_authenticated() || call.status.principal.as_ref().is_some_and(|p| by.is(p));
         if !made_it {
@@ -55,7 +55,7 @@ impl Calls<'_> {
         } else {
             match tokio::time::timeout(wait, self.wait_settled(namespace, name)).await {
                 Ok(settled) => settled?,
-                Err(_) => self.get(namespace, name).await?,
+                Err(_) => self.record(namespace, name).await?,
             }
         };
         Ok(CallOutcome::stored(call, false).into_response())
@@ -71,7 +71,7 @@ impl Calls<'_> {
             .await?;
         // Withdrawn by us, not decided by an approver first: the call is ours to end.
         let approval = self.approvals().get(namespace, name).await?;
-        let call = self.get(namespace, name).await?;
+        let call = self.record(namespace, name).await?;
         if approval.status.phase != ApprovalPhase::Expired
             || call.status.phase != Phase::AwaitingApproval
         {

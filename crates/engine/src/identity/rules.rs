@@ -5,7 +5,8 @@
 //! would be forgotten by the next surface.
 //!
 //! - A principal acts in its own namespace only; others do not exist for it.
-//! - Tools outside a principal's tool selector do not exist for it.
+//! - Tools outside a principal's tool selector do not exist for it, nor
+//!   do their calls and those calls' approvals (`Engine::sees_call`).
 //! - A principal cannot decide a call it made, nor decide at all below the
 //!   `approver` role, except when the deciding policy asked the caller's
 //!   own user (`askUser`, or a `userInput` value): that decision is
@@ -294,6 +295,102 @@ impl crate::Engine {
             Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// True when the ToolCall `call` exists for `by`: when the tool it
+    /// records (by name) exists for `by` ([`sees_tool`](Self::sees_tool),
+    /// which reads the Tool for its labels). A call of a tool that no
+    /// longer exists is seen only by a principal without a selector. A
+    /// call of an artifact tool shows another call's content: it is seen
+    /// when the call it read (`callId`) is; without one, as a missing
+    /// tool's call.
+    pub(crate) async fn sees_call(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        call: &ToolCall,
+    ) -> Result<bool, EngineError> {
+        if by.tools.is_none() {
+            return Ok(true);
+        }
+        if !call.spec.from_artifact_tool {
+            return self.sees_tool(by, namespace, call.tool_name()).await;
+        }
+        let read = call
+            .spec
+            .input
+            .as_object()
+            .and_then(|args| joch_core::artifact_tools::call_id(args).ok());
+        let Some(read) = read else {
+            return Ok(false);
+        };
+        match self
+            .inner
+            .store
+            .get_object::<ToolCall>(namespace, read)
+            .await
+        {
+            Ok(target) if !target.spec.from_artifact_tool => {
+                self.sees_tool(by, namespace, target.tool_name()).await
+            }
+            Ok(_) | Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// True when `approval` exists for `by`: when the call it asks about
+    /// does ([`sees_call`](Self::sees_call)); an approval whose call the
+    /// ledger lost is seen only by a principal without a selector.
+    pub(crate) async fn sees_approval(
+        &self,
+        by: &Principal,
+        approval: &Approval,
+    ) -> Result<bool, EngineError> {
+        if by.tools.is_none() {
+            return Ok(true);
+        }
+        let namespace = &approval.metadata.namespace;
+        let name = &approval.spec.action.tool_call_ref.name;
+        match self
+            .inner
+            .store
+            .get_object::<ToolCall>(namespace, name)
+            .await
+        {
+            Ok(call) => self.sees_call(by, namespace, &call).await,
+            Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Keeps of `calls` those that exist for `by` ([`sees_call`](Self::sees_call)),
+    /// asking once per tool name.
+    pub(crate) async fn keep_seen_calls(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        calls: Vec<ToolCall>,
+    ) -> Result<Vec<ToolCall>, EngineError> {
+        if by.tools.is_none() {
+            return Ok(calls);
+        }
+        let mut tools = std::collections::HashMap::<String, bool>::new();
+        let mut seen = Vec::with_capacity(calls.len());
+        for call in calls {
+            let visible = match (call.spec.from_artifact_tool, tools.get(call.tool_name())) {
+                (false, Some(known)) => *known,
+                (false, None) => {
+                    let known = self.sees_tool(by, namespace, call.tool_name()).await?;
+                    tools.insert(call.tool_name().to_owned(), known);
+                    known
+                }
+                (true, _) => self.sees_call(by, namespace, &call).await?,
+            };
+            if visible {
+                seen.push(call);
+            }
+        }
+        Ok(seen)
     }
 }
 

@@ -302,7 +302,7 @@ impl Calls<'_> {
     ) -> Result<ToolCall, EngineError> {
         crate::identity::rules::acts_in(by, namespace)?;
         crate::identity::rules::administers(by, "resolve calls")?;
-        let mut call = self.get(namespace, name).await?;
+        let mut call = self.record(namespace, name).await?;
         if call.status.phase != Phase::Unknown {
             return Err(EngineError::Refused {
                 code: "not_unknown",

@@ -403,7 +403,10 @@ mod tests {
         let abandoned = Abandoned::default();
         let stop = abandoned.0.clone();
         drop(abandoned);
-        assert!(stop.load(Ordering::Relaxed), "dropping the test sets the flag");
+        assert!(
+            stop.load(Ordering::Relaxed),
+            "dropping the test sets the flag"
+        );
         assert_eq!(judged(true), 0);
     }
 

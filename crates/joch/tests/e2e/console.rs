@@ -36,7 +36,13 @@ async fn json(response: Response) -> (StatusCode, Value) {
     (status, response.json().await.unwrap())
 }
 
-async fn send(joch: &Joch, method: Method, path: &str, cookie: &str, form: &str) -> Response {
+pub(crate) async fn send(
+    joch: &Joch,
+    method: Method,
+    path: &str,
+    cookie: &str,
+    form: &str,
+) -> Response {
     client()
         .request(method, format!("{}{path}", joch.base))
         .header(COOKIE, cookie)

@@ -108,7 +108,12 @@ async fn the_embedded_gateway_allows_denies_waits_for_approval_and_runs_once() {
         .unwrap();
     assert!(again.replayed);
     assert_eq!(again.record, record);
-    let stored = reopened.engine().calls().get(NS, &record).await.unwrap();
+    let stored = reopened
+        .engine()
+        .calls()
+        .get(&joch_engine::Principal::local(), NS, &record)
+        .await
+        .unwrap();
     assert_eq!(stored.spec.agent_ref.unwrap().name, "rust-agent");
     assert_eq!(webhook.recorded().len(), 2);
 }

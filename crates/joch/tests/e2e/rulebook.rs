@@ -448,6 +448,120 @@ async fn a_tool_selector_hides_tools_on_every_surface() {
     assert_eq!(hooked["status"]["principal"]["name"], "crm-bot");
 }
 
+/// The names of the items a list answers `token` with.
+async fn listed(s: &Setup, token: &str, path: &str) -> Vec<String> {
+    let (status, list) = s.joch.send_as(token, Method::GET, path, None).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A call of a tool outside a token's selector does not exist for it
+/// either: its record, its place in the ledger (filtered or not), its
+/// approval, and the console's pages of them answer as for a missing call.
+#[tokio::test]
+async fn a_tool_selector_hides_calls_and_their_approvals() {
+    use crate::console::{send, signed_in};
+    let s = setup().await;
+    let calls = format!("/v1/namespaces/{NS}/toolcalls");
+    let mut hidden = refund_call("hr-1");
+    hidden["spec"]["input"] = json!({"salary": 123_456});
+    let (status, body) = s
+        .joch
+        .send_as(
+            ROOT,
+            Method::POST,
+            &format!("{calls}?wait=false"),
+            Some(hidden),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let own = json!({"metadata": {"name": "crm-1"}, "spec": {"toolRef": {"name": "crm.lookup"}}});
+    let (status, body) = s
+        .joch
+        .send_as(&s.crm, Method::POST, &calls, Some(own))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(pending(&s).await, "hr-1");
+
+    // REST: the record and its approval answer as missing ones.
+    for (path, code) in [
+        (format!("{calls}/hr-1"), "toolcall_not_found"),
+        (
+            format!("/v1/namespaces/{NS}/approvals/hr-1"),
+            "approval_not_found",
+        ),
+    ] {
+        let (status, body) = s.joch.send_as(&s.crm, Method::GET, &path, None).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::NOT_FOUND, Some(code)),
+            "{path}: {body}"
+        );
+        let (status, _) = s.joch.send_as(ROOT, Method::GET, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+    }
+    let (status, own) = s
+        .joch
+        .send_as(&s.crm, Method::GET, &format!("{calls}/crm-1"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{own}");
+
+    // REST lists, filtered or not, leave them out and keep its own calls.
+    assert_eq!(listed(&s, &s.crm, &calls).await, ["crm-1"]);
+    assert!(
+        listed(&s, &s.crm, &format!("{calls}?tool=refund"))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        listed(&s, &s.crm, &format!("{calls}?tool=crm.lookup")).await,
+        ["crm-1"]
+    );
+    assert_eq!(listed(&s, ROOT, &calls).await, ["crm-1", "hr-1"]);
+    let approvals = format!("/v1/namespaces/{NS}/approvals");
+    assert!(listed(&s, &s.crm, &approvals).await.is_empty());
+    assert_eq!(listed(&s, ROOT, &approvals).await, ["hr-1"]);
+
+    // The console: the call's page answers as a missing call's, the ledger
+    // leaves it out.
+    let session = signed_in(&s.joch, &s.crm).await;
+    let page = |path: String| {
+        let (joch, session) = (&s.joch, &session);
+        async move { send(joch, Method::GET, &path, session, "").await }
+    };
+    let shown = page(format!("/ui/calls/hr-1?ns={NS}")).await;
+    let missing = page(format!("/ui/calls/nope?ns={NS}")).await;
+    assert_eq!(shown.status(), StatusCode::NOT_FOUND);
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let shown = shown.text().await.unwrap();
+    assert!(!shown.contains("123456"), "{shown}");
+    let ledger = page(format!("/ui/calls?ns={NS}")).await;
+    assert_eq!(ledger.status(), StatusCode::OK);
+    let ledger = ledger.text().await.unwrap();
+    assert!(
+        ledger.contains("crm-1") && !ledger.contains("hr-1"),
+        "{ledger}"
+    );
+    let filtered = page(format!("/ui/calls?ns={NS}&tool=refund")).await;
+    let filtered = filtered.text().await.unwrap();
+    assert!(!filtered.contains("hr-1"), "{filtered}");
+    let root = signed_in(&s.joch, ROOT).await;
+    let seen = send(
+        &s.joch,
+        Method::GET,
+        &format!("/ui/calls/hr-1?ns={NS}"),
+        &root,
+        "",
+    )
+    .await;
+    assert_eq!(seen.status(), StatusCode::OK);
+}
+
 /// The call once it reached `phase` (polled for up to 10 s).
 async fn call_in(s: &Setup, name: &str, phase: &str) -> Value {
     let mut call = call_of(s, name).await;

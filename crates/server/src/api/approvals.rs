@@ -13,18 +13,25 @@ use crate::{ApiError, AppState};
 
 pub(crate) async fn get(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<Approval>, ApiError> {
-    Ok(Json(state.engine.approvals().get(&ns, &name).await?))
+    Ok(Json(state.engine.approvals().read(&by, &ns, &name).await?))
 }
 
 pub(crate) async fn list(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
     Query(q): Query<ListQueryParams>,
 ) -> Result<Json<List<Approval>>, ApiError> {
     Ok(Json(
-        state.engine.approvals().list(&ns, q.into()).await?.into(),
+        state
+            .engine
+            .approvals()
+            .read_all(&by, &ns, q.into())
+            .await?
+            .into(),
     ))
 }
 

@@ -132,17 +132,23 @@ fn take_idempotency_header(headers: &HeaderMap, call: &mut ToolCall) -> Result<(
 
 pub(crate) async fn get(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<ToolCall>, ApiError> {
-    Ok(Json(state.engine.calls().get(&ns, &name).await?))
+    Ok(Json(state.engine.calls().get(&by, &ns, &name).await?))
 }
 
+/// A page of the calls that exist for the caller: it may be short, even
+/// empty, while `continue` leads on (the engine filters the store's page).
 pub(crate) async fn list(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
     Query(q): Query<ListQueryParams>,
 ) -> Result<Json<List<ToolCall>>, ApiError> {
-    Ok(Json(state.engine.calls().list(&ns, q.into()).await?.into()))
+    Ok(Json(
+        state.engine.calls().list(&by, &ns, q.into()).await?.into(),
+    ))
 }
 
 /// Changes labels and annotations only.

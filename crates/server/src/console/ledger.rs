@@ -106,7 +106,7 @@ pub(crate) async fn list(
     let page_of = state
         .engine
         .calls()
-        .list(&viewer.namespace, filters.params()?)
+        .list(&viewer.principal, &viewer.namespace, filters.params()?)
         .await?;
     let calls: Vec<&ToolCall> = page_of.items.iter().collect();
     let next = page_of.continue_token.as_deref().map(|t| filters.query(t));
@@ -182,8 +182,17 @@ pub(crate) async fn show(
     Extension(viewer): Extension<Viewer>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let call = state.engine.calls().get(&viewer.namespace, &name).await?;
-    let approval = match state.engine.approvals().get(&viewer.namespace, &name).await {
+    let call = state
+        .engine
+        .calls()
+        .get(&viewer.principal, &viewer.namespace, &name)
+        .await?;
+    let approval = match state
+        .engine
+        .approvals()
+        .read(&viewer.principal, &viewer.namespace, &name)
+        .await
+    {
         Ok(a) => Some(a),
         Err(EngineError::NotFound { .. }) => None,
         Err(e) => return Err(e.into()),

@@ -379,7 +379,7 @@ impl JochMcp {
                 }
                 _ = ticker.tick(), if token.is_some() => {
                     if let Some(token) = &token {
-                        self.report_waiting(namespace, &name, token, &mut reported, context).await;
+                        self.report_waiting(by_principal, namespace, &name, token, &mut reported, context).await;
                     }
                 }
             }
@@ -388,13 +388,14 @@ impl JochMcp {
 
     async fn report_waiting(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
         token: &ProgressToken,
         reported: &mut u32,
         context: &RequestContext<RoleServer>,
     ) {
-        let Ok(call) = self.engine.calls().get(namespace, name).await else {
+        let Ok(call) = self.engine.calls().get(by, namespace, name).await else {
             return;
         };
         if call.status.phase != Phase::AwaitingApproval {

@@ -59,7 +59,11 @@ async fn a_call_whose_approval_cannot_be_opened_is_settled_not_stuck() {
 
     let refused = engine.calls().submit(&by, "ns", call(Some("stuck"))).await;
     assert!(refused.is_err(), "{:?}", refused.map(|o| o.record));
-    let stored = engine.calls().get("ns", "stuck").await.expect("recorded");
+    let stored = engine
+        .calls()
+        .record("ns", "stuck")
+        .await
+        .expect("recorded");
     assert_eq!(stored.status.phase, Phase::Failed);
     let code = stored.status.error.as_ref().map(|e| e.code.as_str());
     assert_eq!(code, Some("interrupted"));
