@@ -30,7 +30,7 @@ use tokio::sync::watch;
 
 use crate::Calls;
 use crate::engine::now;
-use crate::identity::rules::{acts_in, may_cancel};
+use crate::identity::rules::may_cancel;
 use crate::{Engine, EngineError};
 
 /// The kind of a cancel mark, which no API serves.
@@ -224,8 +224,7 @@ impl Calls<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<ToolCall, EngineError> {
-        acts_in(by, namespace)?;
-        let call = self.record(namespace, name).await?;
+        let call = self.get(by, namespace, name).await?;
         may_cancel(&call, by)?;
         match call.status.phase {
             Phase::AwaitingApproval => self.withdraw(call).await,

@@ -58,15 +58,17 @@ impl Calls<'_> {
     }
 
     /// Changes a ToolCall's labels and annotations. A record's spec and status
-    /// are the ledger and cannot be changed through the API.
+    /// are the ledger and cannot be changed through the API. A call that
+    /// does not exist for `by` ([`get`](Self::get)) answers as missing.
     pub async fn relabel(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
         mut call: ToolCall,
     ) -> Result<ToolCall, EngineError> {
         admit(namespace, &mut call, Some(name))?;
-        let mut current: ToolCall = self.inner.store.get_object(namespace, name).await?;
+        let mut current = self.get(by, namespace, name).await?;
         if call.spec != current.spec
             || (call.status != current.status && call.status != Default::default())
         {

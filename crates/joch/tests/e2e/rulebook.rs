@@ -505,6 +505,15 @@ async fn a_tool_selector_hides_calls_and_their_approvals() {
         let (status, _) = s.joch.send_as(ROOT, Method::GET, &path, None).await;
         assert_eq!(status, StatusCode::OK, "{path}");
     }
+    let (status, body) = s
+        .joch
+        .send_as(&s.crm, Method::POST, &format!("{calls}/hr-1/cancel"), None)
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("toolcall_not_found")),
+        "cancelling it too: {body}"
+    );
     let (status, own) = s
         .joch
         .send_as(&s.crm, Method::GET, &format!("{calls}/crm-1"), None)

@@ -154,10 +154,13 @@ pub(crate) async fn list(
 /// Changes labels and annotations only.
 pub(crate) async fn relabel(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
     Manifest(call): Manifest<ToolCall>,
 ) -> Result<Json<ToolCall>, ApiError> {
-    Ok(Json(state.engine.calls().relabel(&ns, &name, call).await?))
+    Ok(Json(
+        state.engine.calls().relabel(&by, &ns, &name, call).await?,
+    ))
 }
 
 /// Cancels the call on whichever replica runs it (or withdraws it while it
