@@ -6,8 +6,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod edge;
 mod signin;
 
+pub use edge::EdgeArgs;
 pub use signin::SignInArgs;
 
 /// joch: a tool-call gateway and durable ledger for AI agents.
@@ -422,39 +424,6 @@ pub struct ServeArgs {
     /// JWTs are issued for. Default: `http://` and the listening address.
     #[arg(long, env = "JOCH_PUBLIC_URL")]
     pub public_url: Option<String>,
-    /// A host name joch answers to, besides the loopback names, IP
-    /// addresses and --public-url's host (repeat, or comma-separate in
-    /// JOCH_ALLOWED_HOSTS; `*`: any, behind a proxy that checks). Other
-    /// `Host`s are refused 421, against DNS rebinding.
-    #[arg(long, env = "JOCH_ALLOWED_HOSTS", value_delimiter = ',')]
-    pub allowed_host: Vec<String>,
-    /// An origin (`https://ops.example`) whose web pages may send joch
-    /// requests that change something, besides joch's own pages (repeat,
-    /// or comma-separate in JOCH_ALLOWED_ORIGINS). Others are refused 403.
-    #[arg(long, env = "JOCH_ALLOWED_ORIGINS", value_delimiter = ',')]
-    pub allowed_origin: Vec<String>,
-    /// A command line a namespace's stdio McpServer may run: a glob over
-    /// the program and its arguments joined by spaces (repeat, or
-    /// comma-separate in JOCH_ALLOW_STDIO_COMMANDS). Without it, only the
-    /// operator (no authentication, or the root token) runs commands.
-    #[arg(long, env = "JOCH_ALLOW_STDIO_COMMANDS", value_delimiter = ',')]
-    pub allow_stdio_command: Vec<String>,
-    /// A prefix of the environment variables a namespace's secret
-    /// references (`{env: NAME}`) may read (repeat; never `JOCH_`).
-    #[arg(long, env = "JOCH_SECRET_ENV_PREFIXES", value_delimiter = ',')]
-    pub secret_env_prefix: Vec<String>,
-    /// A directory whose files a namespace's secret references
-    /// (`{file: PATH}`) may read (repeat).
-    #[arg(long, env = "JOCH_SECRET_DIRS", value_delimiter = ',')]
-    pub secret_dir: Vec<PathBuf>,
-    /// How long one policy's evaluation for one call may take, CEL or
-    /// Rego, before it fails and denies the call.
-    #[arg(long, env = "JOCH_POLICY_TIME_BUDGET_MS", default_value_t = 100)]
-    pub policy_time_budget_ms: u64,
-    /// How many steps one CEL expression's evaluation may take: items its
-    /// comprehensions range over, and sizes of what `+` builds.
-    #[arg(long, env = "JOCH_POLICY_CEL_STEPS", default_value_t = 1_000_000)]
-    pub policy_cel_steps: u64,
     /// Accept JWTs of this identity provider (`iss`), whose signing keys
     /// --jwt-jwks gives. Turns authentication on, and is named as the
     /// authorization server in the protected-resource metadata.
@@ -476,6 +445,8 @@ pub struct ServeArgs {
     pub oidc_client_id: Option<String>,
     #[command(flatten)]
     pub sign_ins: SignInArgs,
+    #[command(flatten)]
+    pub edge: EdgeArgs,
     /// The root token (admin in every namespace). Setting it turns
     /// authentication on; read from the environment only, never a flag.
     #[arg(skip = std::env::var("JOCH_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))]

@@ -1,9 +1,7 @@
 //! `joch serve`: open the store, wire the engine and serve HTTP.
 
 use anyhow::Context;
-use joch_engine::{
-    CheckpointSigning, EngineConfig, HostAccess, McpSessionLimits, RecoveryReport, Workers,
-};
+use joch_engine::{CheckpointSigning, EngineConfig, McpSessionLimits, RecoveryReport, Workers};
 use joch_server::ServerConfig;
 use joch_tools::{StoreLocation, open_engine};
 
@@ -116,21 +114,15 @@ fn engine_config(
         mcp_user_connection_idle: std::time::Duration::from_secs(
             args.mcp_user_connection_idle_seconds.max(1),
         ),
-        host_access: HostAccess {
-            stdio_commands: args.allow_stdio_command.clone(),
-            secret_env_prefixes: args.secret_env_prefix.clone(),
-            secret_dirs: args.secret_dir.clone(),
-            own_files: [&args.audit_signing_key, &args.vault_key_file]
+        host_access: args.edge.host_access(
+            [&args.audit_signing_key, &args.vault_key_file]
                 .into_iter()
                 .flatten()
                 .cloned()
                 .chain([args.db.clone()])
                 .collect(),
-        },
-        policy_budget: joch_engine::policy::PolicyBudget {
-            time: std::time::Duration::from_millis(args.policy_time_budget_ms.clamp(1, 60_000)),
-            cel_steps: args.policy_cel_steps.max(1),
-        },
+        ),
+        policy_budget: args.edge.policy_budget(),
         sign_ins: args.sign_ins.limits(),
         ..EngineConfig::default()
     })
@@ -174,9 +166,9 @@ fn server_config(
         max_streams_per_principal: args.max_streams_per_principal.max(1),
         allowed_hosts: public_host
             .into_iter()
-            .chain(args.allowed_host.iter().cloned())
+            .chain(args.edge.allowed_host.iter().cloned())
             .collect(),
-        allowed_origins: args.allowed_origin.clone(),
+        allowed_origins: args.edge.allowed_origin.clone(),
         console_oidc: console_oidc(args, jwt.as_ref()),
         authorization_servers: jwt.map(|jwt| jwt.issuer).into_iter().collect(),
         public_url,
