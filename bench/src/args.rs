@@ -29,6 +29,10 @@ pub(crate) struct Args {
     /// external_write); the direct baseline always runs.
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
+    /// Give each joch scenario's namespace one CEL policy that never
+    /// matches, so that every call evaluates it (the policy path's cost).
+    #[arg(long)]
+    pub(crate) with_policy: bool,
     /// Also measure latency at these offered rates, in calls/s
     /// (comma-separated; open loop, see `open_loop.rs`).
     #[arg(long, value_delimiter = ',')]

@@ -249,6 +249,9 @@ async fn joch_scenarios(
         };
         let tool = format!("tool-{}", scenario.replace('_', "-"));
         create_tool(client, joch, &tool, level, backend, webhook_url).await?;
+        if args.with_policy {
+            create_policy(client, joch).await?;
+        }
         let urls = vec![toolcalls_url(joch)];
         servers.push((scenario, Target::Joch { urls, tool }));
     }
@@ -359,6 +362,25 @@ async fn start_joch(store: Arc<dyn Store>, replica: Option<String>) -> Result<So
     // The workers live as long as the process: the bench's servers do.
     std::mem::forget(joch);
     serve(router).await
+}
+
+/// One CEL policy no call matches: each call evaluates it and runs.
+async fn create_policy(client: &Client, joch: SocketAddr) -> Result<()> {
+    let policy = json!({
+        "metadata": {"name": "bench-never"},
+        "spec": {"version": "1", "rules": [
+            {"when": {"expr": "has(input.never) && input.never == true"}, "action": {"deny": {"reason": "never"}}}
+        ]},
+    });
+    let url = format!("http://{joch}/v1/namespaces/{NAMESPACE}/policies");
+    let response = client.post(url).json(&policy).send().await?;
+    let status = response.status();
+    ensure!(
+        status.as_u16() == 201,
+        "creating the policy: HTTP {status}: {}",
+        response.text().await?
+    );
+    Ok(())
 }
 
 async fn create_tool(

@@ -57,6 +57,29 @@ pub fn compile(expr: &str) -> Result<cel::Program, String> {
     cel::Program::compile(expr).map_err(|e| format!("invalid CEL expression {expr:?}: {e}"))
 }
 
+/// Whether `expr` parses and has no comprehension: its evaluation reads
+/// the variables at most a fixed number of times, so it costs no more than
+/// reading them.
+pub fn is_linear(expr: &str) -> bool {
+    compile(expr).is_ok_and(|program| !loops(program.expression()))
+}
+
+fn loops(e: &IdedExpr) -> bool {
+    let entry = |entry: &IdedEntryExpr| match &entry.expr {
+        EntryExpr::MapEntry(m) => loops(&m.key) || loops(&m.value),
+        EntryExpr::StructField(f) => loops(&f.value),
+    };
+    match &e.expr {
+        Expr::Comprehension(_) => true,
+        Expr::Call(call) => call.target.iter().any(|t| loops(t)) || call.args.iter().any(loops),
+        Expr::List(list) => list.elements.iter().any(loops),
+        Expr::Map(map) => map.entries.iter().any(entry),
+        Expr::Struct(s) => s.entries.iter().any(entry),
+        Expr::Select(select) => loops(&select.operand),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => false,
+    }
+}
+
 /// Evaluates `expr` with each top-level key of `vars` as a variable, within
 /// the default budget; the result must be a boolean.
 pub fn evaluate_bool(expr: &str, vars: &Value) -> Result<bool, String> {
@@ -260,6 +283,20 @@ mod tests {
         assert_eq!(
             evaluate_bool_within(nested, &vars, &budget(u64::MAX)),
             Ok(true)
+        );
+    }
+
+    #[test]
+    fn only_comprehensions_loop() {
+        assert!(is_linear(
+            "has(input.a) && input.a.b == 'x' || size(input.s) > 2"
+        ));
+        assert!(is_linear("[input.a, {'k': input.b}].size() == 2"));
+        assert!(!is_linear("input.xs.exists(x, x == 1)"));
+        assert!(!is_linear("size(input.xs.map(x, x)) > 0 && true"));
+        assert!(
+            !is_linear("input.a >"),
+            "what does not parse is not judged linear"
         );
     }
 

@@ -38,11 +38,12 @@ impl Default for PolicyBudget {
     }
 }
 
-/// Rules (with CEL) and Rego. Prepared Rego engines are cached per policy
-/// version.
+/// Rules (with CEL) and Rego. Prepared Rego engines, and whether a
+/// policy is linear, are cached per policy version.
 #[derive(Default)]
 pub struct StandardPolicyEngine {
     rego: Mutex<HashMap<String, regorus::Engine>>,
+    linear: Mutex<HashMap<String, bool>>,
     budget: PolicyBudget,
 }
 
@@ -57,6 +58,23 @@ impl StandardPolicyEngine {
 }
 
 impl PolicyEngine for StandardPolicyEngine {
+    fn is_linear(&self, policy: &Policy) -> bool {
+        let key = version_key(policy);
+        let mut cache = self.linear.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(linear) = cache.get(&key) {
+            return *linear;
+        }
+        let linear = policy.spec.rego.is_none()
+            && (policy.spec.rules.iter())
+                .filter_map(|rule| rule.when.expr.as_deref())
+                .all(joch_core::expr::is_linear);
+        if cache.len() >= MAX_REGO_ENGINES {
+            cache.clear();
+        }
+        cache.insert(key, linear);
+        linear
+    }
+
     fn evaluate(
         &self,
         policy: &Policy,
@@ -198,10 +216,7 @@ impl StandardPolicyEngine {
         rego: &RegoPolicy,
         facts: &Value,
     ) -> Result<Option<Verdict>, String> {
-        let key = format!(
-            "{}@{}",
-            policy.metadata.uid, policy.metadata.resource_version
-        );
+        let key = version_key(policy);
         let mut engine = {
             let mut cache = self.rego.lock().unwrap_or_else(|p| p.into_inner());
             match cache.get(&key) {
@@ -233,6 +248,14 @@ impl StandardPolicyEngine {
         let json = result.to_json_str().map_err(|e| e.to_string())?;
         rego_verdict(&serde_json::from_str(&json).map_err(|e| e.to_string())?).map(Some)
     }
+}
+
+/// One policy version's key in the caches.
+fn version_key(policy: &Policy) -> String {
+    format!(
+        "{}@{}",
+        policy.metadata.uid, policy.metadata.resource_version
+    )
 }
 
 /// `{"decision": "allow"|"deny"|"modify"|"defer"|"request_user_input",

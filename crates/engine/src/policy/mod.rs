@@ -44,6 +44,13 @@ pub trait PolicyEngine: Send + Sync {
         hook: Hook,
         facts: &Value,
     ) -> Result<Option<Verdict>, String>;
+
+    /// Whether evaluating `policy` costs no more than reading the call once
+    /// (no loop), so that it may run on the thread serving the request
+    /// rather than be handed to the blocking pool. Default: no.
+    fn is_linear(&self, _policy: &Policy) -> bool {
+        false
+    }
 }
 
 /// What one policy decided, and why.
@@ -185,7 +192,9 @@ impl Outcome {
 
 /// [`decide`] on the blocking pool, off the threads that serve requests,
 /// within `span`: a costly policy (each bounded by its budget) holds up
-/// only its own call. An evaluation that panics denies the call.
+/// only its own call. An evaluation that panics denies the call. When
+/// every applicable policy is linear (rules whose CEL has no comprehension,
+/// no Rego), it runs in place: its cost is that of reading the call.
 pub(crate) async fn decide_apart(
     engine: &Arc<dyn PolicyEngine>,
     policies: &Arc<Vec<Policy>>,
@@ -193,6 +202,14 @@ pub(crate) async fn decide_apart(
     facts: &Arc<Facts>,
     span: tracing::Span,
 ) -> Outcome {
+    if policies
+        .iter()
+        .filter(|p| applies(p, facts))
+        .all(|p| engine.is_linear(p))
+    {
+        // No loop to run: a hand-off would cost more than the evaluation.
+        return span.in_scope(|| decide(&**engine, policies, hook, facts));
+    }
     let (engine, policies, facts) = (engine.clone(), policies.clone(), facts.clone());
     let evaluated = tokio::task::spawn_blocking(move || {
         span.in_scope(|| decide(&*engine, &policies, hook, &facts))
