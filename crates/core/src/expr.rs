@@ -19,6 +19,11 @@ use serde_json::Value;
 /// The function an instrumented expression calls to charge its budget.
 const CHARGE: &str = "@joch_charge";
 
+/// CEL's standard library, built once: `Context::default()` would build it
+/// anew for every evaluation.
+static STANDARD: std::sync::LazyLock<Arc<cel::Env>> =
+    std::sync::LazyLock::new(|| Arc::new(cel::Env::stdlib()));
+
 /// Steps an evaluation may take when its caller names no budget: a
 /// comprehension over a million items, or a thousand over a thousand.
 pub const DEFAULT_STEPS: u64 = 1_000_000;
@@ -89,7 +94,7 @@ pub fn evaluate_bool(expr: &str, vars: &Value) -> Result<bool, String> {
 /// [`evaluate_bool`] within `budget`.
 pub fn evaluate_bool_within(expr: &str, vars: &Value, budget: &Budget) -> Result<bool, String> {
     let program = compile(expr)?;
-    let mut context = cel::Context::default();
+    let mut context = cel::Context::with_env(STANDARD.clone());
     if let Value::Object(vars) = vars {
         for (name, value) in vars {
             let value =
