@@ -167,11 +167,8 @@ impl McpServerSpec {
     /// Field errors for a timeout, an interval or an override's number out
     /// of its range.
     fn number_problems(&self) -> Vec<FieldError> {
-        let timeout = Some(self.timeout_ms);
-        let mut errors: Vec<FieldError> = limits::HTTP_TIMEOUT_MS
-            .check("spec.timeoutMs", timeout)
-            .into_iter()
-            .collect();
+        let timeout = limits::HTTP_TIMEOUT_MS.check("spec.timeoutMs", Some(self.timeout_ms));
+        let mut errors: Vec<FieldError> = timeout.into_iter().collect();
         if let Some(text) = &self.discovery.refresh_interval {
             let at = "spec.discovery.refreshInterval";
             errors.extend(match parse_duration(text) {
@@ -188,11 +185,8 @@ impl McpServerSpec {
             errors.extend(effects.flat_map(|s| s.problems(&format!("{at}.sideEffects"))));
             let inline = o.max_inline_bytes;
             errors.extend(limits::INLINE_BYTES.check(&format!("{at}.maxInlineBytes"), inline));
-            errors.extend(
-                o.cost
-                    .iter()
-                    .flat_map(|c| c.problems(&format!("{at}.cost"))),
-            );
+            let cost = o.cost.iter();
+            errors.extend(cost.flat_map(|c| c.problems(&format!("{at}.cost"))));
         }
         errors
     }

@@ -437,12 +437,6 @@ pub struct ServeArgs {
     /// The provider's signing keys: a JWKS file, or an http(s) URL read at start.
     #[arg(long, env = "JOCH_JWT_JWKS", requires = "jwt_issuer")]
     pub jwt_jwks: Option<String>,
-    /// The console's client id at the --jwt-issuer: turns on "Sign in with"
-    /// the issuer (OpenID Connect, code flow with PKCE; redirect URI
-    /// `<public URL>/ui/signin/oidc/callback`). A confidential client's
-    /// secret is read from JOCH_OIDC_CLIENT_SECRET, never a flag.
-    #[arg(long, env = "JOCH_OIDC_CLIENT_ID", requires = "jwt_issuer")]
-    pub oidc_client_id: Option<String>,
     #[command(flatten)]
     pub sign_ins: SignInArgs,
     #[command(flatten)]

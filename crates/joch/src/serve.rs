@@ -245,7 +245,7 @@ fn console_oidc(
 ) -> Option<joch_server::OidcClient> {
     Some(joch_server::OidcClient {
         issuer: jwt?.issuer.clone(),
-        client_id: args.oidc_client_id.clone()?,
+        client_id: args.sign_ins.oidc_client_id.clone()?,
         client_secret: std::env::var("JOCH_OIDC_CLIENT_SECRET")
             .ok()
             .filter(|s| !s.is_empty()),

@@ -1,10 +1,17 @@
-//! `serve`'s flags bounding the console's sign-ins through the identity
-//! provider, which anyone who reaches `/ui/signin/oidc` may start.
+//! `serve`'s flags for the console's sign-ins through the identity
+//! provider: its client id, and the bounds on the sign-ins anyone who
+//! reaches `/ui/signin/oidc` may start.
 
 use clap::Args;
 
 #[derive(Debug, Clone, Args)]
 pub struct SignInArgs {
+    /// The console's client id at the --jwt-issuer: turns on "Sign in with"
+    /// the issuer (OpenID Connect, code flow with PKCE; redirect URI
+    /// `<public URL>/ui/signin/oidc/callback`). A confidential client's
+    /// secret is read from JOCH_OIDC_CLIENT_SECRET, never a flag.
+    #[arg(long, env = "JOCH_OIDC_CLIENT_ID", requires = "jwt_issuer")]
+    pub oidc_client_id: Option<String>,
     /// How long a started sign-in through the identity provider may take
     /// before it expires, in seconds.
     #[arg(long, env = "JOCH_SIGN_IN_TTL_SECONDS", default_value_t = 600)]
