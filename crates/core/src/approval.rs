@@ -56,6 +56,27 @@ pub struct ApprovalSpec {
     pub options: Vec<String>,
     /// What the approver needs to see: tool, input, reason.
     pub payload: Value,
+    /// Exactly what a decision approves: the call runs only while what
+    /// would run still has this binding's digest (see docs/policies.md,
+    /// "What an approval binds"). Set by joch when the call is deferred,
+    /// and again if the call goes back for a new decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<Binding>,
+}
+
+/// `spec.binding`: what an approval binds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Binding {
+    /// `sha256(JCS({tool, toolVersion, args, principal}))` of the call as
+    /// it would run: its arguments after every policy's modification.
+    pub digest: String,
+    /// The `resourceVersion` of the Tool the approver was shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_version: Option<String>,
+    /// The request policies in force for the call when it was deferred.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<PolicyRef>,
 }
 
 /// `spec.action`.
@@ -164,6 +185,9 @@ pub struct ApprovalStatus {
     /// a call it made".
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub asked_user: bool,
+    /// The request policies in force for the call when it was decided.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decided_under: Vec<PolicyRef>,
 }
 
 impl Object for Approval {

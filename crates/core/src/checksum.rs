@@ -29,6 +29,36 @@ pub fn checksum(tool: &str, args: &Map<String, Value>) -> String {
     })
 }
 
+/// What a call runs as, for [`run_digest`].
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Run<'a> {
+    tool: &'a str,
+    tool_version: Option<&'a str>,
+    args: &'a Map<String, Value>,
+    principal: Option<&'a crate::PrincipalRef>,
+}
+
+/// The digest of a call as it runs (`status.runDigest`, an Approval's
+/// `spec.binding.digest`): lowercase hex sha256 of the RFC 8785 form of
+/// `{tool, toolVersion, args, principal}`. Unlike [`checksum`], which
+/// keys idempotency on what the caller sent, it names which definition of
+/// the tool receives which arguments on whose behalf.
+pub fn run_digest(
+    tool: &str,
+    tool_version: Option<&str>,
+    args: &Map<String, Value>,
+    principal: Option<&crate::PrincipalRef>,
+) -> String {
+    let run = Run {
+        tool,
+        tool_version,
+        args,
+        principal,
+    };
+    digest(&run).unwrap_or_else(|| hex(&Sha256::digest(serde_json::to_vec(&run).unwrap_or_default())))
+}
+
 /// Lowercase hex sha256 of the RFC 8785 canonical form of any value, or
 /// `None` if it has no JSON form (a non-finite float).
 pub fn digest<T: Serialize + ?Sized>(value: &T) -> Option<String> {
@@ -101,7 +131,23 @@ mod tests {
         // sha256 of the canonical text {"args":{"a":1},"tool":"t"}
         let expected = hex(&Sha256::digest(br#"{"args":{"a":1},"tool":"t"}"#));
         assert_eq!(checksum("t", &args(json!({"a": 1}))), expected);
-        assert_eq!(expected.len(), 64);
+    }
+
+    #[test]
+    fn a_run_digest_names_tool_version_arguments_and_principal() {
+        let a = args(json!({"amount": 10}));
+        let alice = crate::PrincipalRef {
+            kind: crate::PrincipalKind::Token,
+            name: "alice".to_owned(),
+            role: crate::token::Role::Agent,
+        };
+        let base = run_digest("pay", Some("1"), &a, Some(&alice));
+        assert_eq!(base, run_digest("pay", Some("1"), &a, Some(&alice)));
+        assert_ne!(base, run_digest("pay", Some("2"), &a, Some(&alice)));
+        assert_ne!(base, run_digest("pay", Some("1"), &args(json!({"amount": 11})), Some(&alice)));
+        assert_ne!(base, run_digest("pay", Some("1"), &a, None));
+        assert_ne!(base, run_digest("payx", Some("1"), &a, Some(&alice)));
+        assert_eq!(base.len(), 64);
     }
 }
 

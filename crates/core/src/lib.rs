@@ -52,7 +52,7 @@ pub use artifact::{Artifact, ArtifactRef, ArtifactRole};
 pub use backend::{
     ActionInputs, Invocation, OutputChunks, ToolBackend, ToolDiscovery, ToolFailure, ToolOutput,
 };
-pub use checksum::checksum;
+pub use checksum::{checksum, run_digest};
 pub use codes::{ApprovalActionKind, DecisionKind, ErrorCode, EventKind};
 pub use cost::{Budget, CallCost, ToolCost};
 pub use endpoint::Endpoint;

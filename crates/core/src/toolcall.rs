@@ -191,6 +191,12 @@ pub struct ToolCallStatus {
     /// `sha256(JCS({tool, args}))` of the normalised input.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub checksum: String,
+    /// The digest of what ran: `sha256(JCS({tool, toolVersion, args,
+    /// principal}))` of the arguments the tool received (after every
+    /// modification and edit), set when the call is handed to its tool.
+    /// For an approved call it is its Approval's `spec.binding.digest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_digest: Option<String>,
     /// The `resourceVersion` of the Tool that was called.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_version: Option<String>,

@@ -12,19 +12,18 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use joch_core::approval::{
-    ApprovalAction, ApprovalSpec, ApprovalStatus, PolicyRef, Risk, StandingApprovalSpec,
+    ApprovalAction, ApprovalSpec, ApprovalStatus, Binding, PolicyRef, Risk, StandingApprovalSpec,
 };
 use joch_core::policy::{ApprovalRouting, UserInput};
-use joch_core::{
-    Approval, ApprovalPhase, ObjectMeta, ObjectRef, Principal, StandingApproval, Tool, ToolCall,
-};
+use joch_core::{Approval, ApprovalPhase, ObjectMeta, ObjectRef, Principal, StandingApproval};
 use joch_store::{Durability, StoreErrorKind};
 use serde_json::{Value, json};
 
 use crate::Approvals;
+use crate::calls::Admitting;
 use crate::engine::now;
 use crate::identity::rules::{self, Decider};
-use crate::policy::{Decision, Effect};
+use crate::policy::{self, Decision, Effect};
 use crate::signal::Signal;
 use crate::telemetry;
 use crate::{Engine, EngineError, ListParams, ObjectList};
@@ -110,6 +109,22 @@ impl Deferral {
         }
     }
 
+    /// The call of `decided` goes back for a new decision, because `why`:
+    /// asked as before (the same question, routing and policy), anew.
+    pub(crate) fn again(decided: &Approval, why: String) -> Self {
+        let user_input = (decided.spec.action.kind == ApprovalActionKind::UserInput)
+            .then(|| serde_json::from_value(decided.spec.payload.get("userInput")?.clone()).ok())
+            .flatten();
+        Deferral {
+            routing: decided.spec.routing.clone(),
+            user_input,
+            policy: decided.spec.policy_ref.clone(),
+            reason: Some(why),
+            approver_reason: None,
+            consent_url: None,
+        }
+    }
+
     /// The call waits for its user's consent at `url`, until `timeout`.
     pub(crate) fn consent(url: String, reason: String, timeout: Duration) -> Self {
         Deferral {
@@ -167,21 +182,43 @@ impl Engine {
             .store
             .create_object(&mut approval, Durability::Sync)
             .await?;
-        telemetry::approvals_pending(1.0);
-        self.inner.approvals.changed();
-        self.arm_deadline(&approval);
+        self.opened(&approval);
         Ok(approval)
     }
 
-    /// The pending Approval `deferral` asks for on `call`, its deadline
-    /// computed: made before the call is recorded, so that a deadline that
+    /// Stores `approval`, a decided Approval made pending again in place
+    /// (an Approval is named by its call), if nobody changed it meanwhile.
+    pub(super) async fn reopen(&self, approval: &mut Approval) -> Result<(), EngineError> {
+        self.inner
+            .store
+            .update_object(approval, Durability::Sync)
+            .await?;
+        self.opened(approval);
+        Ok(())
+    }
+
+    /// An Approval waits (again): counted, told to inboxes, its deadline armed.
+    fn opened(&self, approval: &Approval) {
+        telemetry::approvals_pending(1.0);
+        self.inner.approvals.changed();
+        self.arm_deadline(approval);
+    }
+
+    /// The pending Approval `deferral` asks for on the call being admitted
+    /// (or resumed), its deadline computed and bound to the call as it
+    /// would run: made before the call is recorded, so that a deadline that
     /// cannot be kept refuses the call before anything is written.
     pub(crate) fn approval_for(
         &self,
-        call: &ToolCall,
-        tool: &Tool,
+        a: &Admitting<'_>,
         deferral: Deferral,
     ) -> Result<Approval, EngineError> {
+        let (call, tool) = (&a.call, &*a.tool);
+        let binding = Binding {
+            digest: a.run_digest(),
+            tool_version: a.tool_version().map(str::to_owned),
+            policies: policy::in_force(&a.policies, call.tool_name(), &call.metadata.labels),
+        };
         let mut routing = deferral.routing;
         let timeout = deadline::timeout(&routing, tool, self.inner.config.approval_timeout);
         routing.timeout_seconds = Some(timeout.as_secs());
@@ -213,6 +250,7 @@ impl Engine {
                 ..ObjectMeta::default()
             },
             spec: ApprovalSpec {
+                binding: Some(binding),
                 action: ApprovalAction {
                     kind: kind.to_owned(),
                     tool_call_ref: ObjectRef::new(&call.metadata.name),
@@ -243,12 +281,11 @@ impl Engine {
     /// the call as `spec.approval.approvedBy`/`approvedAt`.
     pub(crate) async fn reopen_for_consent(
         &self,
-        call: &ToolCall,
-        tool: &Tool,
+        a: &Admitting<'_>,
         approved: &Approval,
         deferral: Deferral,
     ) -> Result<Approval, EngineError> {
-        let mut approval = self.approval_for(call, tool, deferral)?;
+        let mut approval = self.approval_for(a, deferral)?;
         approval.metadata = approved.metadata.clone();
         let status = &approved.status;
         approval.spec.payload["approved"] = json!({
@@ -256,13 +293,7 @@ impl Engine {
             "at": status.decided_at,
             "rationale": status.rationale,
         });
-        self.inner
-            .store
-            .update_object(&mut approval, Durability::Sync)
-            .await?;
-        telemetry::approvals_pending(1.0);
-        self.inner.approvals.changed();
-        self.arm_deadline(&approval);
+        self.reopen(&mut approval).await?;
         Ok(approval)
     }
 
@@ -345,6 +376,7 @@ impl Engine {
         approval.status.decided_at = Some(now());
         approval.status.rationale = decision.rationale.clone();
         approval.status.always = decision.always && matches!(verb, "approve" | "reject");
+        approval.status.decided_under = self.in_force(approval).await?;
         match self.store_decided(approval).await {
             Err(e) if e.kind() == StoreErrorKind::Conflict => {
                 return Err(decided(&approval.metadata.name, ApprovalPhase::Approved));
@@ -364,6 +396,14 @@ impl Engine {
                 .await?;
         }
         Ok(())
+    }
+
+    /// The request policies in force for the approval's call, now.
+    async fn in_force(&self, approval: &Approval) -> Result<Vec<PolicyRef>, EngineError> {
+        let meta = &approval.metadata;
+        let tool = approval.spec.payload["tool"].as_str().unwrap_or_default();
+        let policies = self.inner.catalog.policies(&meta.namespace).await?;
+        Ok(policy::in_force(&policies, tool, &meta.labels))
     }
 
     /// Records an `always` decision for the approval's tool.
@@ -537,8 +577,8 @@ impl Approvals<'_> {
         approval.status.value = decision.value.clone();
         self.decide(&mut approval, verb, &decision, Some(decider))
             .await?;
-        self.resume(&approval, &decision).await?;
-        Ok(approval)
+        // Gone back for a new decision: what was approved is not what would run.
+        Ok(self.resume(&approval, &decision).await?.unwrap_or(approval))
     }
 
     /// Rejects: the call ends `Denied`, and the model gets the message.
@@ -575,6 +615,7 @@ fn decided(name: &str, phase: ApprovalPhase) -> EngineError {
     }
 }
 
+mod binding;
 mod consent;
 pub use consent::ConsentReply;
 pub(crate) mod deadline;

@@ -31,7 +31,7 @@ pub use minted::MintedName;
 pub use replay::{Replay, ReplayMode};
 pub use window::{CallBucket, CallWindow};
 
-pub(crate) use admission::{Admitting, COMPLETION, RESUMPTION};
+pub(crate) use admission::{Admitting, RESUMPTION};
 pub(crate) use cancels::CANCEL_KIND;
 pub(crate) use chunks::Followers;
 pub(crate) use execute::recorded_value;

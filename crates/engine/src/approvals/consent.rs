@@ -11,12 +11,13 @@
 //! to the call and the user, is what authorizes it.
 
 use joch_core::approval::ApprovalPhase;
-use joch_core::{Approval, EventKind, Principal, Tool, ToolCall};
+use joch_core::{Approval, EventKind, Principal, ToolCall};
 use joch_store::Durability;
 use serde_json::{Value, json};
 
 use super::{ApprovalDecision, Deferral};
 use crate::credentials::{ConsentFailed, ConsentGiven};
+use crate::calls::Admitting;
 use crate::{Approvals, Engine, EngineError};
 use joch_core::ApprovalActionKind;
 
@@ -140,26 +141,24 @@ impl Engine {
     /// URL on its record, and its Approval becomes the consent's.
     pub(super) async fn wait_for_consent(
         &self,
-        mut call: ToolCall,
-        tool: &Tool,
+        mut a: Admitting<'_>,
         approved: &Approval,
         deferral: Deferral,
     ) -> Result<(), EngineError> {
-        if let Some(marked) = call.spec.approval.as_mut() {
+        if let Some(marked) = a.call.spec.approval.as_mut() {
             marked.status = Some("pending".to_owned());
             marked.consent_url = deferral.consent_url().map(str::to_owned);
         }
         self.inner
             .store
-            .update_object(&mut call, Durability::Sync)
+            .update_object(&mut a.call, Durability::Sync)
             .await?;
-        let approval = self
-            .reopen_for_consent(&call, tool, approved, deferral)
-            .await?;
+        let approval = self.reopen_for_consent(&a, approved, deferral).await?;
+        let call = &a.call;
         let reason = approval.spec.payload.get("reason").cloned();
         let payload = json!({"approval": approval.metadata.name, "options": approval.spec.options});
         self.emit_for(
-            &call,
+            call,
             EventKind::RunPaused,
             json!({"reason": reason, "payload": payload}),
         )
@@ -196,7 +195,7 @@ impl Engine {
             other => other?,
         }
         if approved {
-            self.resume(&approval, &decision).await
+            self.resume(&approval, &decision).await.map(drop)
         } else {
             self.deny_rejected(&approval).await
         }

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::{ApprovalDecision, Standing};
 use crate::calls::Rejection;
-use crate::calls::{Admitting, COMPLETION, RESUMPTION};
+use crate::calls::{Admitting, RESUMPTION};
 use crate::policy::Facts;
 use crate::telemetry;
 use crate::{Engine, EngineError};
@@ -77,7 +77,7 @@ impl Engine {
         }
         match (approval.status.phase, approval.status.decision.as_deref()) {
             (ApprovalPhase::Pending, _) => Ok(()),
-            (ApprovalPhase::Approved, _) => self.resume(approval, &decision).await,
+            (ApprovalPhase::Approved, _) => self.resume(approval, &decision).await.map(drop),
             (ApprovalPhase::Rejected, _) => self.deny_rejected(approval).await,
             (ApprovalPhase::Expired, Some("timeout")) => self.fall_back(approval, &decision).await,
             (ApprovalPhase::Expired, _) => self.skip_withdrawn(approval).await,
@@ -99,7 +99,7 @@ impl Engine {
             == OnTimeout::Approve
             && approval.spec.action.kind == ApprovalActionKind::ToolCall
         {
-            return self.resume(approval, decision).await;
+            return self.resume(approval, decision).await.map(drop);
         }
         self.withdraw_consents(approval).await;
         let Some(mut call) = self.awaiting_call(approval).await? else {
@@ -157,31 +157,33 @@ impl Engine {
         self.refuse(call, rejection).await.map(drop)
     }
 
-    /// Runs an approved call: with the approver's arguments (back through
-    /// the request hook) or the provided value, if any.
+    /// Runs an approved call, with its arguments as approved, edited or
+    /// completed, once the request policies in force now have seen them
+    /// again (a deny wins; their modifications apply); unless what would run
+    /// is no longer what the Approval binds, in which case the call goes
+    /// back for a new decision (`binding.rs`): then the Approval as it
+    /// waits again.
     pub(super) async fn resume(
         &self,
         approval: &Approval,
         decision: &ApprovalDecision,
-    ) -> Result<(), EngineError> {
+    ) -> Result<Option<Approval>, EngineError> {
         let Some(mut call) = self.awaiting_call(approval).await? else {
-            return Ok(());
+            return Ok(None);
         };
         let namespace = call.metadata.namespace.clone();
-        self.mark_approved(&mut call, approval, decision).await?;
         let tool = self.resolve_tool(&namespace, &call).await?;
         let policies = self.inner.catalog.policies(&namespace).await?;
         let schemas = self.inner.catalog.schemas(&tool).ok();
         let (args, mut rejection) = decided_args(&mut call, approval, decision)?;
-        let (edited, completed) = (decision.edited_input.is_some(), decision.value.is_some());
         let mut a = Admitting::resumed(call, tool, args, policies, schemas);
         if rejection.is_none() {
-            rejection = match (edited, completed) {
-                (true, _) => self.check(&mut a, RESUMPTION).await?,
-                (false, true) => self.check(&mut a, COMPLETION).await?,
-                (false, false) => None,
-            };
+            rejection = self.check(&mut a, RESUMPTION).await?;
         }
+        if let (None, Some(why)) = (&rejection, super::binding::unbound(approval, decision, &a)) {
+            return self.reconsider(a, approval, why).await;
+        }
+        self.mark_approved(&mut a.call, approval, decision).await?;
         if a.facts.is_none() {
             let count = self.tool_call_count(&a.call).await?;
             let mut facts = Facts::request(&a.call, &a.tool, &a.args, count, false);
@@ -189,18 +191,16 @@ impl Engine {
             facts.detect_input(self.detectors(&namespace, &a.policies).await?);
             a.facts = Some(facts.with_input(&a.args));
         }
-        if edited || completed {
+        if !a.call.status.input_withheld || decision.edited_input.is_some() {
             a.record_input();
         }
         if rejection.is_none() && approval.spec.action.kind != ApprovalActionKind::Consent {
             if let Some(deferral) = self.consent_after_approval(&a).await? {
-                return self
-                    .wait_for_consent(a.call, &a.tool, approval, deferral)
-                    .await;
+                return self.wait_for_consent(a, approval, deferral).await.map(|()| None);
             }
         }
         self.run_in_background(a.into_recorded(rejection));
-        Ok(())
+        Ok(None)
     }
 
     /// Marks the call approved (a consent after a person's approval keeps

@@ -152,9 +152,11 @@ impl Outcome {
             })
     }
 
-    /// Every patch to apply, when modification is what the policies decided.
+    /// Every patch to apply, unless a policy denies: a call deferred to a
+    /// person is modified before the person sees it, so that what they
+    /// approve is what runs.
     pub fn patches(&self) -> Vec<&Patch> {
-        if self.winner().is_some_and(|w| w.verdict.effect.rank() > 1) {
+        if self.winner().is_some_and(|w| w.verdict.effect.rank() > 2) {
             return Vec::new();
         }
         self.decisions
@@ -280,12 +282,35 @@ pub(crate) fn decide(
 const NO_RULE_MATCHED: &str = "no policy rule matched";
 
 fn applies(policy: &Policy, facts: &Facts) -> bool {
+    applies_to(policy, &facts.tool_name, &facts.labels)
+}
+
+/// The enforced policies of `policies` that apply to a call of `tool` by
+/// an agent labelled `labels`, at their versions: what an Approval
+/// records it was asked and decided under.
+pub(crate) fn in_force(
+    policies: &[Policy],
+    tool: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Vec<joch_core::approval::PolicyRef> {
+    policies
+        .iter()
+        .filter(|p| p.spec.enforcement.is_enforce() && applies_to(p, tool, labels))
+        .map(|p| joch_core::approval::PolicyRef {
+            name: p.metadata.name.clone(),
+            version: p.spec.version.clone(),
+        })
+        .collect()
+}
+
+fn applies_to(
+    policy: &Policy,
+    tool: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> bool {
     let scope = &policy.spec.applies_to;
     let tool_ok = scope.tools.is_empty()
-        || scope
-            .tools
-            .iter()
-            .any(|g| evaluate::glob_matches(g, &facts.tool_name));
+        || scope.tools.iter().any(|g| evaluate::glob_matches(g, tool));
     let agent_ok = scope.agents.as_ref().is_none_or(|a| {
         let selector = a
             .selector
@@ -294,7 +319,7 @@ fn applies(policy: &Policy, facts: &Facts) -> bool {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(",");
-        LabelSelector::parse(&selector).is_ok_and(|s| s.matches(&facts.labels))
+        LabelSelector::parse(&selector).is_ok_and(|s| s.matches(labels))
     });
     tool_ok && agent_ok
 }

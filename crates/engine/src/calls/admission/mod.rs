@@ -26,7 +26,7 @@ use joch_core::{
 use joch_store::{Durability, StoreError};
 use serde_json::{Value, json};
 
-pub(crate) use steps::{Admitting, COMPLETION, RESUMPTION};
+pub(crate) use steps::{Admitting, RESUMPTION};
 
 use crate::calls::Recorded;
 use crate::calls::idempotency;
@@ -96,7 +96,7 @@ impl Engine {
         // written: a deadline that cannot be kept refuses the call unrecorded.
         let approval = match deferral {
             Some(deferral) if rejection.is_none() => {
-                Some(self.approval_for(&a.call, &a.tool, deferral)?)
+                Some(self.approval_for(&a, deferral)?)
             }
             _ => None,
         };

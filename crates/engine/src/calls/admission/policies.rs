@@ -16,8 +16,8 @@ use crate::{Engine, EngineError};
 
 impl Engine {
     /// Decides on the call with the namespace's request policies. On an
-    /// approved call (arguments an approver edited) a defer is satisfied by
-    /// that approval, and the detections were recorded at admission.
+    /// approved call, about to run, a defer is satisfied by that approval
+    /// (a deny is not), and the detections were recorded at admission.
     pub(super) async fn request_policies(
         &self,
         a: &mut Admitting<'_>,
@@ -52,7 +52,13 @@ impl Engine {
         let outcome =
             policy::decide_apart(&self.inner.policy, &policies, Hook::Request, &request, span)
                 .await;
-        telemetry::record_decisions(&mut a.call, outcome.records(Hook::Request));
+        let mut records = outcome.records(Hook::Request);
+        if a.approved {
+            // Seen again just before the approved call runs: on the record
+            // goes what differs from admission (a policy published since).
+            records.retain(|r| !a.call.status.hook_decisions.contains(r));
+        }
+        telemetry::record_decisions(&mut a.call, records);
         if let Some(w) = outcome.winner() {
             a.decided = Some((w.verdict.effect.kind(), w.verdict.reason.clone()));
         }
@@ -61,11 +67,12 @@ impl Engine {
             Some((w, Effect::Defer(_) | Effect::RequestUserInput(_))) if !a.approved => {
                 Verdict::Defer(Deferral::from_decision(w))
             }
-            _ => {
-                modify(a, &outcome.patches(), &request);
-                Verdict::Continue
-            }
+            _ => Verdict::Continue,
         };
+        // Modified before a person sees it, so that what they approve is what runs.
+        if !matches!(verdict, Verdict::Reject(_)) {
+            modify(a, &outcome.patches(), &request);
+        }
         a.facts = Some(Arc::unwrap_or_clone(request).with_input(&a.args));
         Ok(verdict)
     }

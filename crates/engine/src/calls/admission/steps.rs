@@ -77,11 +77,11 @@ pub(crate) const ADMISSION: &[Check] = &[
     Check::UpstreamConsent,
 ];
 
-/// The checks that arguments an approver edited pass again before the approved call runs.
+/// The checks an approved call passes again just before it runs, with
+/// the arguments as approved, edited or completed: the request policies in
+/// force then (a deny wins, modifications apply, a defer is satisfied by the
+/// approval) and the input schema.
 pub(crate) const RESUMPTION: &[Check] = &[Check::RequestPolicies, Check::InputSchema];
-
-/// The check that arguments completed with a `userInput` value pass.
-pub(crate) const COMPLETION: &[Check] = &[Check::InputSchema];
 
 /// A call on its way through the checks.
 pub(crate) struct Admitting<'a> {
@@ -161,8 +161,8 @@ impl<'a> Admitting<'a> {
 }
 
 impl<'a> Admitting<'a> {
-    /// An approved call whose arguments an approver edited or completed,
-    /// on its way through [`RESUMPTION`]'s checks.
+    /// An approved call, with its arguments as approved, edited or
+    /// completed, on its way through [`RESUMPTION`]'s checks.
     pub(crate) fn resumed(
         call: ToolCall,
         tool: Arc<Tool>,
@@ -189,8 +189,29 @@ impl<'a> Admitting<'a> {
 }
 
 impl Admitting<'_> {
-    /// The call as execution takes it, settling with `rejection` if set.
-    pub(crate) fn into_recorded(self, rejection: Option<Rejection>) -> Recorded {
+    /// The `resourceVersion` of the tool called (none for an unregistered
+    /// tool in hook mode).
+    pub(crate) fn tool_version(&self) -> Option<&str> {
+        Some(self.tool.metadata.resource_version.as_str()).filter(|v| !v.is_empty())
+    }
+
+    /// The digest of the call as it would run now (`status.runDigest`).
+    pub(crate) fn run_digest(&self) -> String {
+        joch_core::run_digest(
+            self.call.tool_name(),
+            self.tool_version(),
+            &self.args,
+            self.call.status.principal.as_ref(),
+        )
+    }
+
+    /// The call as execution takes it, settling with `rejection` if set;
+    /// one that will run records the digest of what runs.
+    pub(crate) fn into_recorded(mut self, rejection: Option<Rejection>) -> Recorded {
+        if rejection.is_none() && self.call.status.phase != joch_core::Phase::AwaitingApproval {
+            self.call.status.run_digest = Some(self.run_digest());
+            self.call.status.tool_version = self.tool_version().map(str::to_owned);
+        }
         Recorded {
             call: self.call,
             tool: self.tool,
@@ -284,9 +305,9 @@ mod tests {
         // A consent is asked for last: a call refused or awaiting a person
         // leaves no consent under way.
         assert_eq!(at(Check::UpstreamConsent), ADMISSION.len() - 1);
-        // Resumed calls were admitted already: only their new arguments
-        // are checked again.
+        // Resumed calls were admitted already: what may have changed while
+        // they waited (the policies, the arguments) is checked again.
         assert!(!RESUMPTION.contains(&Check::ToolApproval));
-        assert_eq!(COMPLETION, &[Check::InputSchema]);
+        assert_eq!(RESUMPTION, &[Check::RequestPolicies, Check::InputSchema]);
     }
 }

@@ -202,9 +202,14 @@ fn deny_beats_defer_beats_modify_beats_allow() {
         Some(("d-deny".into(), "deny"))
     );
     assert_eq!(outcome(&[allow.clone(), modify.clone()]).patches().len(), 1);
+    assert_eq!(
+        outcome(&[defer, modify.clone()]).patches().len(),
+        1,
+        "a deferred call is modified before a person sees it"
+    );
     assert!(
-        outcome(&[defer, modify]).patches().is_empty(),
-        "a deferred call is not modified yet"
+        outcome(&[deny.clone(), modify]).patches().is_empty(),
+        "a denied call is not modified"
     );
     let records = outcome(&[deny, allow]).records(Hook::Request);
     assert_eq!(records[0].policy_version.as_deref(), Some("7"));
