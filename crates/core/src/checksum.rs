@@ -56,7 +56,11 @@ pub fn run_digest(
         args,
         principal,
     };
-    digest(&run).unwrap_or_else(|| hex(&Sha256::digest(serde_json::to_vec(&run).unwrap_or_default())))
+    digest(&run).unwrap_or_else(|| {
+        hex(&Sha256::digest(
+            serde_json::to_vec(&run).unwrap_or_default(),
+        ))
+    })
 }
 
 /// Lowercase hex sha256 of the RFC 8785 canonical form of any value, or
@@ -144,7 +148,10 @@ mod tests {
         let base = run_digest("pay", Some("1"), &a, Some(&alice));
         assert_eq!(base, run_digest("pay", Some("1"), &a, Some(&alice)));
         assert_ne!(base, run_digest("pay", Some("2"), &a, Some(&alice)));
-        assert_ne!(base, run_digest("pay", Some("1"), &args(json!({"amount": 11})), Some(&alice)));
+        assert_ne!(
+            base,
+            run_digest("pay", Some("1"), &args(json!({"amount": 11})), Some(&alice))
+        );
         assert_ne!(base, run_digest("pay", Some("1"), &a, None));
         assert_ne!(base, run_digest("payx", Some("1"), &a, Some(&alice)));
         assert_eq!(base.len(), 64);

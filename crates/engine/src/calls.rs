@@ -29,6 +29,7 @@ pub use hooked::{Deferred, HookResult, HookVerdict, named_values};
 pub use idempotency::{MAX_KEY_LEN, validate_key};
 pub use minted::MintedName;
 pub use replay::{Replay, ReplayMode};
+pub use resumed::Retry;
 pub use window::{CallBucket, CallWindow};
 
 pub(crate) use admission::{Admitting, RESUMPTION};

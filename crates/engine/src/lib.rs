@@ -40,7 +40,7 @@ pub use audit::{
 };
 pub use calls::{
     BATCH_LABEL, Batch, CallBucket, CallOutcome, CallWindow, ChunkFollower, Deferred, FOLLOW_QUEUE,
-    HookResult, HookVerdict, MAX_KEY_LEN, MintedName, Replay, ReplayMode, named_values,
+    HookResult, HookVerdict, MAX_KEY_LEN, MintedName, Replay, ReplayMode, Retry, named_values,
     validate_key,
 };
 pub use catalog::Configurable;

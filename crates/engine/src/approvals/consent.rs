@@ -16,8 +16,8 @@ use joch_store::Durability;
 use serde_json::{Value, json};
 
 use super::{ApprovalDecision, Deferral};
-use crate::credentials::{ConsentFailed, ConsentGiven};
 use crate::calls::Admitting;
+use crate::credentials::{ConsentFailed, ConsentGiven};
 use crate::{Approvals, Engine, EngineError};
 use joch_core::ApprovalActionKind;
 

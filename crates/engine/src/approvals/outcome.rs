@@ -196,7 +196,10 @@ impl Engine {
         }
         if rejection.is_none() && approval.spec.action.kind != ApprovalActionKind::Consent {
             if let Some(deferral) = self.consent_after_approval(&a).await? {
-                return self.wait_for_consent(a, approval, deferral).await.map(|()| None);
+                return self
+                    .wait_for_consent(a, approval, deferral)
+                    .await
+                    .map(|()| None);
             }
         }
         self.run_in_background(a.into_recorded(rejection));

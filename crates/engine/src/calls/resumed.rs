@@ -4,12 +4,15 @@
 //! gets is the call's record, on whichever replica it reaches: the tool
 //! ran once, when the decision was made, and every retry reads that
 //! outcome. The name is not a credential: only the principal that made the
-//! call may resume it (another gets `NotFound`, as for no call at all).
+//! call may resume it (another gets `NotFound`, as for no call at all), and
+//! only by asking the same again: the same tool with the same arguments.
 //! Cancelling is `cancels.rs`.
 
 use std::time::Duration;
 
-use joch_core::{ApprovalPhase, ErrorCode, Phase, Principal, ToolCall};
+use joch_core::normalize::normalize_args;
+use joch_core::{ApprovalPhase, ErrorCode, Phase, Principal, ToolCall, checksum};
+use serde_json::Value;
 
 use crate::Calls;
 use crate::calls::{CallOutcome, Rejection};
@@ -38,18 +41,60 @@ impl Engine {
     }
 }
 
+/// What a retry of a deferred call asks again: the tool and the arguments
+/// as the caller sends them (MCP 2026-07-28: the `tools/call`, resource
+/// read or prompt get that carries the `requestState`). A retry is the same
+/// request, or it resumes nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct Retry<'a> {
+    /// The tool called (a server's surface tool for a read or a get).
+    pub tool: &'a str,
+    /// The arguments, as the original call's `spec.input` was made.
+    pub input: &'a Value,
+}
+
+impl Retry<'_> {
+    /// Refuses (`resume_mismatch`) a retry that asks something other than
+    /// `call`: another tool, or other arguments than the call's checksum
+    /// binds. Nothing about the call changes.
+    fn asks_again(&self, call: &ToolCall) -> Result<(), EngineError> {
+        let differs = if self.tool != call.tool_name() {
+            Some("tool")
+        } else {
+            let sent = normalize_args(self.input.clone()).ok();
+            let same =
+                sent.is_some_and(|args| checksum(call.tool_name(), &args) == call.status.checksum);
+            (!same).then_some("arguments")
+        };
+        match differs {
+            None => Ok(()),
+            Some(what) => Err(EngineError::Refused {
+                code: "resume_mismatch",
+                message: format!(
+                    "this retry's {what} differ from those of call {:?} that its requestState names: retry with the same tool and arguments, or make a new call (without requestState)",
+                    call.metadata.name
+                ),
+            }),
+        }
+    }
+}
+
 impl Calls<'_> {
     /// The call `name` that `by` made, once settled; if it has not settled
     /// within `wait`, as it stands then (still `AwaitingApproval`, most
-    /// likely). The output comes as the calling agent receives it.
+    /// likely). The output comes as the calling agent receives it. The
+    /// retry must ask exactly what the call asked ([`Retry`]), else it is
+    /// refused (`resume_mismatch`) and nothing runs.
     pub async fn resume(
         &self,
         by: &Principal,
         namespace: &str,
         name: &str,
+        retry: Retry<'_>,
         wait: Duration,
     ) -> Result<ToolCall, EngineError> {
         let call = self.own_call(by, namespace, name).await?;
+        retry.asks_again(&call)?;
         let call = if call.status.phase.is_terminal() {
             call
         } else {
@@ -58,6 +103,19 @@ impl Calls<'_> {
                 Err(_) => self.record(namespace, name).await?,
             }
         };
+        Ok(CallOutcome::stored(call, false).into_response())
+    }
+
+    /// The call `name` that `by` made, as it stands, its output as the
+    /// calling agent receives it: what a task names (MCP `tasks/get`,
+    /// `tasks/update`, `tasks/cancel`). Another's call is `NotFound`.
+    pub async fn own(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ToolCall, EngineError> {
+        let call = self.own_call(by, namespace, name).await?;
         Ok(CallOutcome::stored(call, false).into_response())
     }
 

@@ -309,8 +309,8 @@ fn applies_to(
     labels: &std::collections::BTreeMap<String, String>,
 ) -> bool {
     let scope = &policy.spec.applies_to;
-    let tool_ok = scope.tools.is_empty()
-        || scope.tools.iter().any(|g| evaluate::glob_matches(g, tool));
+    let tool_ok =
+        scope.tools.is_empty() || scope.tools.iter().any(|g| evaluate::glob_matches(g, tool));
     let agent_ok = scope.agents.as_ref().is_none_or(|a| {
         let selector = a
             .selector

@@ -8,6 +8,7 @@
 mod harness;
 mod host_access;
 
+mod approval_binding;
 mod approvals;
 mod artifacts;
 mod audit;

@@ -23,7 +23,10 @@ use crate::policies::apply_policy;
 use crate::replicas::{approve_the_pending_call, fresh_database, replica};
 
 /// A 2026-07-28 client of `joch`'s MCP front, answering as `handler` does.
-async fn stateless<H: ClientHandler>(joch: &Joch, handler: H) -> RunningService<RoleClient, H> {
+pub(crate) async fn stateless<H: ClientHandler>(
+    joch: &Joch,
+    handler: H,
+) -> RunningService<RoleClient, H> {
     let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
     let discover = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -34,7 +37,7 @@ async fn stateless<H: ClientHandler>(joch: &Joch, handler: H) -> RunningService<
         .expect("server/discover")
 }
 
-fn ticket(n: u64) -> CallToolRequestParams {
+pub(crate) fn ticket(n: u64) -> CallToolRequestParams {
     let Value::Object(args) = json!({"n": n}) else {
         unreachable!()
     };
@@ -42,7 +45,7 @@ fn ticket(n: u64) -> CallToolRequestParams {
 }
 
 /// A webhook tool whose calls a person approves.
-async fn approved_writes(joch: &Joch, webhook: &Webhook, routing: Value) {
+pub(crate) async fn approved_writes(joch: &Joch, webhook: &Webhook, routing: Value) {
     joch.create_tool(rest_tool(
         "ticket.create",
         &format!("{}/record", webhook.base),

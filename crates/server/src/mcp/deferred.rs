@@ -36,7 +36,7 @@ use rmcp::model::{
     InputResponses, MetaObject, ProtocolVersion,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::elicit;
 use super::handler::JochMcp;
@@ -68,6 +68,8 @@ pub(super) fn is_retry(request: &CallToolRequestParams) -> bool {
 /// joch gave and the answers the client brings.
 pub(super) struct Retry<'a> {
     pub(super) tool: &'a str,
+    /// The arguments the retry carries, as its call's input is made.
+    pub(super) input: Value,
     pub(super) state: Option<&'a str>,
     pub(super) responses: Option<&'a InputResponses>,
 }
@@ -76,8 +78,18 @@ impl<'a> From<&'a CallToolRequestParams> for Retry<'a> {
     fn from(request: &'a CallToolRequestParams) -> Self {
         Retry {
             tool: &request.name,
+            input: Value::Object(request.arguments.clone().unwrap_or_default()),
             state: request.request_state.as_deref(),
             responses: request.input_responses.as_ref(),
+        }
+    }
+}
+
+impl Retry<'_> {
+    fn asked(&self) -> joch_engine::Retry<'_> {
+        joch_engine::Retry {
+            tool: self.tool,
+            input: &self.input,
         }
     }
 }
@@ -138,17 +150,11 @@ impl JochMcp {
             .state
             .and_then(parse_state)
             .ok_or_else(|| ErrorData::invalid_params("requestState is not one joch gave", None))?;
-        // Whose call it is, before anything is decided on it.
-        let call = self.resumed(by, namespace, name, Duration::ZERO).await?;
-        if call.tool_name() != request.tool {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "requestState names a call of another tool than {:?}",
-                    request.tool
-                ),
-                None,
-            ));
-        }
+        // Whose call it is, and that the retry asks what it asked, before
+        // anything is decided on it.
+        let call = self
+            .resumed(by, namespace, name, &request, Duration::ZERO)
+            .await?;
         let answer = request.responses.and_then(|r| r.get(APPROVAL_INPUT));
         if let (Some(answer), false) = (answer, call.status.phase.is_terminal()) {
             if let Ok(approval) = self.engine.approvals().get(namespace, name).await {
@@ -175,14 +181,14 @@ impl JochMcp {
             }
         };
         let call = tokio::select! {
-            call = self.resumed(by, namespace, name, RETRY_WAIT) => call?,
+            call = self.resumed(by, namespace, name, &request, RETRY_WAIT) => call?,
             Ok(Some(paused)) = next => {
                 if reasks(&paused, asked) {
                     let mut again = self.input_required(&paused, tool, context);
                     again.request_state = Some(format!("{STATE_PREFIX}{name}/{}", paused.metadata.resource_version));
                     return Ok(Err(again));
                 }
-                self.resumed(by, namespace, name, RETRY_WAIT).await?
+                self.resumed(by, namespace, name, &request, RETRY_WAIT).await?
             }
         };
         if call.status.phase.is_terminal() {
@@ -195,22 +201,29 @@ impl JochMcp {
         ))
     }
 
-    pub(super) async fn resumed(
+    /// The call `name` resumed by `retry` (see `Calls::resume`): a
+    /// requestState naming no call of the caller's, or a retry asking
+    /// something else than its call, is invalid params (-32602).
+    async fn resumed(
         &self,
         by: &Principal,
         namespace: &str,
         name: &str,
+        retry: &Retry<'_>,
         wait: Duration,
     ) -> Result<ToolCall, ErrorData> {
         self.engine
             .calls()
-            .resume(by, namespace, name, wait)
+            .resume(by, namespace, name, retry.asked(), wait)
             .await
             .map_err(|e| match e {
                 EngineError::NotFound { .. } => ErrorData::invalid_params(
                     "requestState names no call of yours in this namespace",
                     None,
                 ),
+                EngineError::Refused { code, message } => {
+                    ErrorData::invalid_params(message, Some(json!({"code": code})))
+                }
                 e => ErrorData::internal_error(e.to_string(), None),
             })
     }

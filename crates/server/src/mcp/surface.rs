@@ -200,9 +200,14 @@ impl JochMcp {
         let operation = asked.operation;
         let tool = surface_tool_name(&server.metadata.name, operation).unwrap_or_default();
         let defer = deferred::stateless(context);
+        let input = match operation {
+            McpOperation::ReadResource => json!({"uri": upstream}),
+            _ => json!({"name": upstream, "arguments": asked.arguments.unwrap_or(json!({}))}),
+        };
         let ran = if defer && asked.state.is_some() {
             let retry = deferred::Retry {
                 tool: &tool,
+                input,
                 state: asked.state,
                 responses: asked.responses,
             };
@@ -211,10 +216,6 @@ impl JochMcp {
                 Err(waiting) => return Ok(Err(waiting)),
             }
         } else {
-            let input = match operation {
-                McpOperation::ReadResource => json!({"uri": upstream}),
-                _ => json!({"name": upstream, "arguments": asked.arguments.unwrap_or(json!({}))}),
-            };
             let (mut call, _name) = self.call_named(&tool, input, context);
             call.spec.operation = operation;
             self.run_call(&by, &namespace, call, None, context, defer)

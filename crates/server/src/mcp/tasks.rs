@@ -20,10 +20,8 @@
 //!
 //! Only the principal that made the call sees its task.
 
-use std::time::Duration;
-
 use joch_core::{ErrorCode, Phase, ToolCall};
-use joch_engine::Principal;
+use joch_engine::{EngineError, Principal};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, DetailedTask,
@@ -70,6 +68,27 @@ impl JochMcp {
         }
     }
 
+    /// The task `id`'s call, if the caller made it; else invalid params,
+    /// as for no task at all.
+    async fn own_task(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        id: &str,
+    ) -> Result<ToolCall, ErrorData> {
+        self.engine
+            .calls()
+            .own(by, namespace, id)
+            .await
+            .map_err(|e| match e {
+                EngineError::NotFound { .. } => ErrorData::invalid_params(
+                    "no task of yours has this id in this namespace",
+                    None,
+                ),
+                e => ErrorData::internal_error(e.to_string(), None),
+            })
+    }
+
     /// `tasks/get`: the call as it stands.
     pub(super) async fn get_task_of(
         &self,
@@ -77,9 +96,7 @@ impl JochMcp {
         context: &RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         let (by, namespace) = self.caller(context)?;
-        let call = self
-            .resumed(&by, &namespace, &params.task_id, Duration::ZERO)
-            .await?;
+        let call = self.own_task(&by, &namespace, &params.task_id).await?;
         let tool = self
             .engine
             .resources()
@@ -128,9 +145,7 @@ impl JochMcp {
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let (by, namespace) = self.caller(context)?;
-        let call = self
-            .resumed(&by, &namespace, &params.task_id, Duration::ZERO)
-            .await?;
+        let call = self.own_task(&by, &namespace, &params.task_id).await?;
         let Some(answer) = params.input_responses.get(APPROVAL_INPUT) else {
             return Ok(());
         };
@@ -169,8 +184,7 @@ impl JochMcp {
     ) -> Result<(), ErrorData> {
         let (by, namespace) = self.caller(context)?;
         // Whose task it is, with the same answer as `tasks/get` for another's.
-        self.resumed(&by, &namespace, &params.task_id, Duration::ZERO)
-            .await?;
+        self.own_task(&by, &namespace, &params.task_id).await?;
         self.engine
             .calls()
             .cancel(&by, &namespace, &params.task_id)

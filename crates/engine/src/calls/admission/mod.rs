@@ -95,9 +95,7 @@ impl Engine {
         // Its Approval, deadline included, is made before anything is
         // written: a deadline that cannot be kept refuses the call unrecorded.
         let approval = match deferral {
-            Some(deferral) if rejection.is_none() => {
-                Some(self.approval_for(&a, deferral)?)
-            }
+            Some(deferral) if rejection.is_none() => Some(self.approval_for(&a, deferral)?),
             _ => None,
         };
         let awaits_approval = approval.is_some();

@@ -208,7 +208,9 @@ impl Admitting<'_> {
     /// The call as execution takes it, settling with `rejection` if set;
     /// one that will run records the digest of what runs.
     pub(crate) fn into_recorded(mut self, rejection: Option<Rejection>) -> Recorded {
-        if rejection.is_none() && self.call.status.phase != joch_core::Phase::AwaitingApproval {
+        let deferred =
+            !self.approved && self.call.status.phase == joch_core::Phase::AwaitingApproval;
+        if rejection.is_none() && !deferred {
             self.call.status.run_digest = Some(self.run_digest());
             self.call.status.tool_version = self.tool_version().map(str::to_owned);
         }
