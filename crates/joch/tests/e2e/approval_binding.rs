@@ -328,3 +328,46 @@ async fn the_library_binds_approvals_as_the_server_does() {
     assert_eq!(outcome.error.unwrap().message, "payments are frozen");
     assert_eq!(webhook.recorded().len(), 0, "nothing ran");
 }
+
+/// A 2026-07-28 client running its call as a task: the task waits while
+/// its tool is replaced (back for a new decision, visible to `tasks/get`),
+/// then a deny published meanwhile wins over the second approval.
+#[tokio::test]
+async fn a_task_waits_again_when_its_tool_changes_and_a_later_deny_wins() {
+    let webhook = Webhook::start().await;
+    let joch = Joch::start().await;
+    approved_writes(&joch, &webhook, json!({})).await;
+    let client = crate::mcp_tasks::tasker(&joch).await;
+    let id = match client.call_tool_once(ticket(7)).await.unwrap() {
+        CallToolResponse::Task(created) => created.task.task_id,
+        other => panic!("not a task: {other:?}"),
+    };
+    wait_for_phase(&joch, &id, "AwaitingApproval").await;
+    let tool = rest_tool(
+        "ticket.create",
+        &format!("{}/echo", webhook.base),
+        json!({"level": "external_write"}),
+    );
+    replace(&joch, "tools", "ticket.create", tool).await;
+    let again = approve(&joch, &id).await;
+    assert_eq!(again["status"]["phase"], "Pending", "{again}");
+    let task = client
+        .get_task(rmcp::model::GetTaskParams::new(id.clone()))
+        .await
+        .unwrap();
+    let status = serde_json::to_value(&task).unwrap();
+    assert_ne!(status["status"], "completed", "{status}");
+
+    let frozen = json!({"apiVersion": "joch.dev/v1alpha1", "kind": "Policy",
+        "metadata": {"name": "people-approve-writes"}, "spec": {"version": "2", "rules": [
+            {"when": {"tool.name": "ticket.create"}, "action": {"deny": {"reason": "tickets are frozen"}}}]}});
+    replace(&joch, "policies", "people-approve-writes", frozen).await;
+    approve(&joch, &id).await;
+    let call = wait_for_phase(&joch, &id, "Denied").await;
+    assert_eq!(
+        call["status"]["error"]["message"], "tickets are frozen",
+        "{call}"
+    );
+    assert_eq!(webhook.hits(), 0, "neither definition ran");
+    assert_eq!(webhook.recorded().len(), 0);
+}
