@@ -45,6 +45,7 @@ use joch_core::{
 use crate::EngineError;
 use crate::policy::evaluate::glob_matches;
 use joch_core::ApprovalActionKind;
+use joch_core::toolcall::CallMode;
 
 /// Refuses a principal bound to another namespace, as if the namespace's
 /// resources did not exist.
@@ -97,6 +98,14 @@ pub(crate) fn decider(
     claimed: &str,
     for_user: bool,
 ) -> Result<Decider, EngineError> {
+    // An answer from the call's own surface (an MCP client's elicitation
+    // answer, the agent's prompt) decides only where the call's user was
+    // asked: a notice that a person decides elsewhere is no question.
+    if for_user && !(asks_user(approval) || call.spec.mode == CallMode::Hook) {
+        return Err(EngineError::Forbidden(
+            "this approval does not ask the call's user: an approver decides it where it is listed (the approval's URL)".to_owned(),
+        ));
+    }
     let asked_user = for_user && asks_user(approval);
     if !by.is_authenticated() {
         if claimed.trim().is_empty() {

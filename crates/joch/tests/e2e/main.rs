@@ -37,6 +37,7 @@ mod library;
 mod limits;
 mod load;
 mod mcp;
+mod mcp_answers;
 mod mcp_direct;
 mod mcp_front;
 mod mcp_listen;

@@ -59,8 +59,8 @@ enum Question {
     /// A value for the argument `arg`; `json` when the tool wants an object
     /// or array there, which a form can only take as text.
     Value { arg: String, json: bool },
-    /// Open the authorization URL and consent there (URL mode); only a
-    /// decline is an answer that decides.
+    /// Open the authorization URL and consent there (URL mode): the
+    /// consent is given at the authorization server; no answer decides.
     OpenUrl,
 }
 
@@ -225,6 +225,11 @@ pub(super) async fn decide_by_answer(
     caller: Principal,
 ) {
     let name = &approval.metadata.name;
+    if !may_ask(approval) {
+        // The client was told where a person decides (URL mode), not asked.
+        tracing::debug!(approval = %name, "an answer to a notice decides nothing");
+        return;
+    }
     let (question, _) = request(approval, tool);
     let verdict = serde_json::from_value::<ElicitResult>(answer.clone())
         .ok()
@@ -467,10 +472,12 @@ fn verdict(question: &Question, result: &ElicitResult) -> Option<Verdict> {
         })
     };
     let content = match result.action {
-        ElicitationAction::Accept if *question == Question::OpenUrl => return None,
+        // A URL-mode question informs (open this page): no answer to it decides.
+        _ if *question == Question::OpenUrl => return None,
         ElicitationAction::Accept => result.content.as_ref()?,
         ElicitationAction::Decline => return Some(declined("declined")),
-        ElicitationAction::Cancel => return Some(declined("cancelled the question")),
+        // Dismissed without an explicit choice (MCP): no decision.
+        ElicitationAction::Cancel => return None,
         // A later protocol's action this version does not know: no decision.
         _ => return None,
     };
