@@ -23,8 +23,9 @@ use joch_core::ApprovalActionKind;
 /// What the authorization server sent back to `/oauth/callback`.
 #[derive(Debug, Clone, Copy)]
 pub enum ConsentReply<'a> {
-    /// The user consented: the authorization code.
-    Code(&'a str),
+    /// The user consented: the authorization code, and the response's
+    /// `iss` if it had one (RFC 9207).
+    Code(&'a str, Option<&'a str>),
     /// The user declined, or the server refused: its `error`.
     Declined(&'a str),
 }
@@ -57,21 +58,23 @@ impl Approvals<'_> {
             message,
         };
         let given = match reply {
-            ConsentReply::Code(code) => match credentials.complete_consent(state, code).await {
-                Ok(given) => given,
-                Err(ConsentFailed::Unknown(e)) => return Err(unknown(e)),
-                Err(ConsentFailed::Unavailable(e)) => return Err(failed(e)),
-                Err(ConsentFailed::Refused { message, given }) => {
-                    // The state is spent: the call would only wait for its
-                    // deadline. It ends now, saying why and what to do.
-                    let ended = format!(
-                        "{message}: call the tool again, and have the user consent at the new consent URL"
-                    );
-                    self.decide_consent(&given, ApprovalPhase::Rejected, ended)
-                        .await?;
-                    return Err(failed(message));
+            ConsentReply::Code(code, iss) => {
+                match credentials.complete_consent(state, code, iss).await {
+                    Ok(given) => given,
+                    Err(ConsentFailed::Unknown(e)) => return Err(unknown(e)),
+                    Err(ConsentFailed::Unavailable(e)) => return Err(failed(e)),
+                    Err(ConsentFailed::Refused { message, given }) => {
+                        // The state is spent: the call would only wait for its
+                        // deadline. It ends now, saying why and what to do.
+                        let ended = format!(
+                            "{message}: call the tool again, and have the user consent at the new consent URL"
+                        );
+                        self.decide_consent(&given, ApprovalPhase::Rejected, ended)
+                            .await?;
+                        return Err(failed(message));
+                    }
                 }
-            },
+            }
             ConsentReply::Declined(error) => {
                 let given = credentials
                     .decline_consent(state)
