@@ -58,23 +58,21 @@ impl Approvals<'_> {
             message,
         };
         let given = match reply {
-            ConsentReply::Code(code, iss) => {
-                match credentials.complete_consent(state, code, iss).await {
-                    Ok(given) => given,
-                    Err(ConsentFailed::Unknown(e)) => return Err(unknown(e)),
-                    Err(ConsentFailed::Unavailable(e)) => return Err(failed(e)),
-                    Err(ConsentFailed::Refused { message, given }) => {
-                        // The state is spent: the call would only wait for its
-                        // deadline. It ends now, saying why and what to do.
-                        let ended = format!(
-                            "{message}: call the tool again, and have the user consent at the new consent URL"
-                        );
-                        self.decide_consent(&given, ApprovalPhase::Rejected, ended)
-                            .await?;
-                        return Err(failed(message));
-                    }
+            ConsentReply::Code(c, iss) => match credentials.complete_consent(state, c, iss).await {
+                Ok(given) => given,
+                Err(ConsentFailed::Unknown(e)) => return Err(unknown(e)),
+                Err(ConsentFailed::Unavailable(e)) => return Err(failed(e)),
+                Err(ConsentFailed::Refused { message, given }) => {
+                    // The state is spent: the call would only wait for its
+                    // deadline. It ends now, saying why and what to do.
+                    let ended = format!(
+                        "{message}: call the tool again, and have the user consent at the new consent URL"
+                    );
+                    self.decide_consent(&given, ApprovalPhase::Rejected, ended)
+                        .await?;
+                    return Err(failed(message));
                 }
-            }
+            },
             ConsentReply::Declined(error) => {
                 let given = credentials
                     .decline_consent(state)
