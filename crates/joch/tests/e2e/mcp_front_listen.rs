@@ -1,0 +1,49 @@
+//! `subscriptions/listen` on joch's front, with rmcp's client in
+//! `server/discover` mode (2026-07-28, no session): the stream is
+//! acknowledged with what joch declares, and a Tool written while it is
+//! open reaches it as `notifications/tools/list_changed` (at 2026-07-28
+//! list changes travel only there).
+
+use std::time::Duration;
+
+use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
+
+use crate::harness::{Joch, NS, rest_tool};
+
+#[tokio::test]
+async fn a_listener_hears_that_the_tool_list_changed() {
+    let joch = Joch::start().await;
+    let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
+    let discover = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let client = ()
+        .serve_with_lifecycle(StreamableHttpClientTransport::from_uri(url), discover)
+        .await
+        .expect("server/discover");
+    let filter = SubscriptionFilter::builder()
+        .tools_list_changed()
+        .prompts_list_changed()
+        .build();
+    let mut stream = client.peer().listen(filter).await.expect("acknowledged");
+    assert_eq!(stream.acknowledged().tools_list_changed, Some(true));
+    assert_eq!(stream.acknowledged().prompts_list_changed, Some(true));
+
+    joch.create_tool(rest_tool(
+        "late.tool",
+        "http://127.0.0.1:9/unused",
+        serde_json::json!({"level": "read_only"}),
+    ))
+    .await;
+    let heard = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("told within 10 s")
+        .expect("the stream is open")
+        .expect("a notification");
+    assert!(
+        matches!(heard, ServerNotification::ToolListChangedNotification(_)),
+        "{heard:?}"
+    );
+}
