@@ -2,11 +2,15 @@
 //! `server/discover` mode (2026-07-28, no session): the stream is
 //! acknowledged with what joch declares, and a Tool written while it is
 //! open reaches it as `notifications/tools/list_changed` (at 2026-07-28
-//! list changes travel only there).
+//! list changes travel only there). A client that did not declare the
+//! tasks extension is told so (`-32021`) by the tasks methods.
 
 use std::time::Duration;
 
-use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+use rmcp::model::{
+    ErrorCode, GetTaskParams, ProtocolVersion, ServerNotification, SubscriptionFilter,
+};
+use rmcp::service::ServiceError;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 
@@ -19,10 +23,10 @@ async fn a_listener_hears_that_the_tool_list_changed() {
     let discover = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
-    let client = ()
-        .serve_with_lifecycle(StreamableHttpClientTransport::from_uri(url), discover)
-        .await
-        .expect("server/discover");
+    let client =
+        ().serve_with_lifecycle(StreamableHttpClientTransport::from_uri(url), discover)
+            .await
+            .expect("server/discover");
     let filter = SubscriptionFilter::builder()
         .tools_list_changed()
         .prompts_list_changed()
@@ -45,5 +49,35 @@ async fn a_listener_hears_that_the_tool_list_changed() {
     assert!(
         matches!(heard, ServerNotification::ToolListChangedNotification(_)),
         "{heard:?}"
+    );
+}
+
+#[tokio::test]
+async fn tasks_methods_name_the_extension_a_client_did_not_declare() {
+    let joch = Joch::start().await;
+    let url = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
+    let discover = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let client =
+        ().serve_with_lifecycle(StreamableHttpClientTransport::from_uri(url), discover)
+            .await
+            .expect("server/discover");
+    let refused = client
+        .get_task(GetTaskParams::new("any"))
+        .await
+        .unwrap_err();
+    let ServiceError::McpError(e) = refused else {
+        panic!("not an MCP error: {refused:?}")
+    };
+    assert_eq!(
+        e.code,
+        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "{e:?}"
+    );
+    let required = &e.data.as_ref().unwrap()["requiredCapabilities"];
+    assert!(
+        required["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{e:?}"
     );
 }

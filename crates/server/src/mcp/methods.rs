@@ -149,6 +149,7 @@ impl ServerHandler for JochMcp {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
+        tasks_declared(&context)?;
         self.get_task_of(request, &context).await
     }
 
@@ -157,6 +158,7 @@ impl ServerHandler for JochMcp {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        tasks_declared(&context)?;
         self.update_task_of(request, &context).await
     }
 
@@ -165,6 +167,7 @@ impl ServerHandler for JochMcp {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        tasks_declared(&context)?;
         self.cancel_task_of(request, &context).await
     }
 
@@ -314,6 +317,18 @@ impl ServerHandler for JochMcp {
         let level = level.as_str().unwrap_or("info").to_owned();
         self.set_log_level(level, &context.extensions).await
     }
+}
+
+/// SEP-2575, SEP-2663: the tasks methods serve a client that declared the
+/// tasks extension; another is told what it lacks (`-32021`, with
+/// `data.requiredCapabilities`).
+fn tasks_declared(context: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    if tasks::wanted(context) {
+        return Ok(());
+    }
+    let required = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let required = serde_json::from_value(required).map_err(internal)?;
+    Err(ErrorData::missing_required_client_capability(required))
 }
 
 fn internal(e: impl std::fmt::Display) -> ErrorData {
