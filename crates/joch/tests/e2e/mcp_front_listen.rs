@@ -3,7 +3,8 @@
 //! acknowledged with what joch declares, and a Tool written while it is
 //! open reaches it as `notifications/tools/list_changed` (at 2026-07-28
 //! list changes travel only there). A client that did not declare the
-//! tasks extension is told so (`-32021`) by the tasks methods.
+//! tasks extension is told so (`-32021`) by the tasks methods. Lists carry
+//! SEP-2549's caching hints.
 
 use std::time::Duration;
 
@@ -31,6 +32,15 @@ async fn a_listener_hears_that_the_tool_list_changed() {
         .tools_list_changed()
         .prompts_list_changed()
         .build();
+    // SEP-2549: for this caller only, and never assumed fresh (a change
+    // is told on the stream).
+    for listed in [
+        serde_json::to_value(client.list_tools(None).await.unwrap()).unwrap(),
+        serde_json::to_value(client.list_prompts(None).await.unwrap()).unwrap(),
+    ] {
+        assert_eq!(listed["ttlMs"], 0, "{listed}");
+        assert_eq!(listed["cacheScope"], "private", "{listed}");
+    }
     let mut stream = client.peer().listen(filter).await.expect("acknowledged");
     assert_eq!(stream.acknowledged().tools_list_changed, Some(true));
     assert_eq!(stream.acknowledged().prompts_list_changed, Some(true));

@@ -1,6 +1,10 @@
 //! The MCP methods the front serves: tools (`handler.rs`), and the
 //! upstream servers' resources, prompts, completion and logging
 //! (`surface.rs`).
+//!
+//! Every list and read answers with SEP-2549's caching hints: `cacheScope`
+//! `private` (what a caller sees is decided for that caller), `ttlMs` the
+//! upstream's (the shortest of those a list was made of), or 0.
 
 // Logging is deprecated by SEP-2577 (protocol 2026-07-28) but is part of
 // 2025-11-25, which the front serves.
@@ -8,7 +12,7 @@
 
 use joch_core::mcp_surface::McpOperation;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
     GetPromptResult, GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
@@ -79,7 +83,11 @@ impl ServerHandler for JochMcp {
                     .map_err(|e| ErrorData::internal_error(e.to_string(), None))
             })
             .collect::<Result<Vec<rmcp::model::Tool>, _>>()?;
-        Ok(ListToolsResult::with_all_items(tools))
+        // joch's own catalog, as this caller may see it; a change is told
+        // (`tools/list_changed`), so it is never assumed fresh.
+        Ok(ListToolsResult::with_all_items(tools)
+            .with_ttl_ms(0)
+            .with_cache_scope(CacheScope::Private))
     }
 
     async fn call_tool(
@@ -188,10 +196,12 @@ impl ServerHandler for JochMcp {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let resources = self
+        let (resources, ttl) = self
             .list_all("resources/list", "resources", "uri", &context.extensions)
             .await?;
-        Ok(ListResourcesResult::with_all_items(resources))
+        Ok(ListResourcesResult::with_all_items(resources)
+            .with_ttl_ms(ttl)
+            .with_cache_scope(CacheScope::Private))
     }
 
     async fn list_resource_templates(
@@ -199,7 +209,7 @@ impl ServerHandler for JochMcp {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let templates = self
+        let (templates, ttl) = self
             .list_all(
                 "resources/templates/list",
                 "resourceTemplates",
@@ -207,7 +217,9 @@ impl ServerHandler for JochMcp {
                 &context.extensions,
             )
             .await?;
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
+        Ok(ListResourceTemplatesResult::with_all_items(templates)
+            .with_ttl_ms(ttl)
+            .with_cache_scope(CacheScope::Private))
     }
 
     async fn read_resource(
@@ -223,9 +235,14 @@ impl ServerHandler for JochMcp {
             responses: request.input_responses.as_ref(),
         };
         match self.read_or_get(asked, &context).await? {
-            Ok(result) => Ok(serde_json::from_value::<ReadResourceResult>(result)
-                .map_err(internal)?
-                .into()),
+            Ok(result) => {
+                let mut read: ReadResourceResult =
+                    serde_json::from_value(result).map_err(internal)?;
+                // The upstream's freshness, for this caller only (SEP-2549).
+                read.ttl_ms = Some(read.ttl_ms.unwrap_or(0));
+                read.cache_scope = Some(CacheScope::Private);
+                Ok(read.into())
+            }
             Err(waiting) => Ok(ReadResourceResponse::InputRequired(waiting)),
         }
     }
@@ -266,10 +283,12 @@ impl ServerHandler for JochMcp {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let prompts = self
+        let (prompts, ttl) = self
             .list_all("prompts/list", "prompts", "name", &context.extensions)
             .await?;
-        Ok(ListPromptsResult::with_all_items(prompts))
+        Ok(ListPromptsResult::with_all_items(prompts)
+            .with_ttl_ms(ttl)
+            .with_cache_scope(CacheScope::Private))
     }
 
     async fn get_prompt(

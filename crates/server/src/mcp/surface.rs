@@ -153,15 +153,18 @@ impl JochMcp {
 
     /// Every server's `method` listing (all pages), its `key` entries
     /// (`resources`, `resourceTemplates`, `prompts`) with `name` prefixed.
+    /// With the list, how long it may be kept (SEP-2549): the shortest
+    /// `ttlMs` of the pages it was made of (0 for a page without one).
     pub(crate) async fn list_all<T: DeserializeOwned>(
         &self,
         method: &str,
         key: &str,
         name: &str,
         extensions: &Extensions,
-    ) -> Result<Vec<T>, ErrorData> {
+    ) -> Result<(Vec<T>, u64), ErrorData> {
         let (by, servers) = self.servers(extensions).await?;
         let mut all = Vec::new();
+        let mut ttl: Option<u64> = None;
         // A server that is down would hold the listing for its connect timeout.
         let up = servers
             .iter()
@@ -185,15 +188,19 @@ impl JochMcp {
                     .unwrap_or_default();
                 expose(&mut items, name, &server.surface_prefix());
                 all.extend(items);
+                let fresh = page.get("ttlMs").and_then(Value::as_u64).unwrap_or(0);
+                ttl = Some(ttl.map_or(fresh, |t| t.min(fresh)));
                 match page.get("nextCursor").filter(|c| !c.is_null()) {
                     Some(next) => cursor = Some(next.clone()),
                     None => break,
                 }
             }
         }
-        all.into_iter()
+        let items = all
+            .into_iter()
             .map(|item| serde_json::from_value(item).map_err(internal))
-            .collect()
+            .collect::<Result<_, _>>()?;
+        Ok((items, ttl.unwrap_or(0)))
     }
 
     /// `resources/read` or `prompts/get` of an exposed name, as a call of
