@@ -4,7 +4,8 @@
 //! whichever connection the call takes, and the server, which checks
 //! them against the body, takes the call. Replacing an McpServer's
 //! transport, or deleting it, closes joch's connections to it and ends
-//! their sessions at once, not when a later call finds them stale.
+//! their sessions at once, not when a later call finds them stale, on
+//! every replica.
 
 use std::sync::{Arc, Mutex};
 
@@ -24,6 +25,7 @@ use serde_json::{Map, Value, json};
 use crate::harness::{Joch, NS};
 use crate::mcp::{apply, server};
 use crate::mcp_surface::peers::{User, connect, serve};
+use crate::replicas::{fresh_database, replica};
 
 /// Serves `route`, whose `region` and `note` are sent as headers; notes
 /// the `Mcp-Param-*` headers of each call.
@@ -167,5 +169,34 @@ async fn replacing_or_deleting_a_server_closes_its_connections_and_sessions() {
         sessions_become(&sessions, 0).await,
         0,
         "every session ended"
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_server_on_one_replica_closes_the_sessions_another_opened() {
+    let Some(store) = fresh_database("mcp_client_delete").await else {
+        return;
+    };
+    let sessions = Arc::new(LocalSessionManager::default());
+    let url = serve_counted(Router::default(), sessions.clone()).await;
+    let (a, b) = tokio::join!(replica(&store), replica(&store));
+    apply(&a, server("geo", &url, json!({"protocol": "legacy"}))).await;
+    // Replica b calls: its own connection (and session) to the server.
+    let client = connect(&b, User::default()).await;
+    let arguments = json!({"region": "eu"}).as_object().unwrap().clone();
+    let call = CallToolRequestParams::new("geo.route").with_arguments(arguments);
+    client.call_tool(call).await.unwrap();
+    assert!(
+        sessions_become(&sessions, 2).await >= 2,
+        "a's listing and b's call"
+    );
+
+    let path = format!("/v1/namespaces/{NS}/mcpservers/geo");
+    let (status, body) = a.send(Method::DELETE, &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        sessions_become(&sessions, 0).await,
+        0,
+        "b heard of the deletion and ended its session"
     );
 }
