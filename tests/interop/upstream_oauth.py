@@ -84,6 +84,12 @@ class AuthorizationServer:
         self.other_secrets: list[str] = []
         # Client ID Metadata Documents fetched, by URL.
         self.documents: dict[str, dict] = {}
+        # RFC 9207: what the metadata says of `iss` (None: nothing), the
+        # `iss` sent back with a code (None: none); the `issuer` the
+        # metadata claims, when not its own (RFC 8414 §3.3 tests).
+        self.iss_supported: bool | None = None
+        self.iss_sent: str | None = None
+        self.metadata_issuer: str | None = None
         self.server = _serve(self._serve)
         self.issuer = f"http://127.0.0.1:{self.server.server_port}"
 
@@ -113,6 +119,8 @@ class AuthorizationServer:
                 self.codes[code] = {**query, "user": cookies.get("user", "nobody")}
                 self.other_secrets.append(code)
             back["code"] = code
+        if self.iss_sent is not None:
+            back["iss"] = self.iss_sent
         request.send_response(302)
         request.send_header("location", f"{query['redirect_uri']}?{urllib.parse.urlencode(back)}")
         request.send_header("content-length", "0")
@@ -183,8 +191,11 @@ class AuthorizationServer:
         if (method, path) == ("GET", "/authorize"):
             return self._authorize(request)
         if (method, path) == ("GET", "/.well-known/oauth-authorization-server"):
+            extra = {} if self.iss_supported is None else {
+                "authorization_response_iss_parameter_supported": self.iss_supported}
             return _answer(request, 200, {
-                "issuer": self.issuer,
+                **extra,
+                "issuer": self.metadata_issuer or self.issuer,
                 "token_endpoint": self.token_url,
                 "authorization_endpoint": self.authorize_url,
                 "grant_types_supported": ["client_credentials", "authorization_code", "refresh_token"],

@@ -200,9 +200,7 @@ impl McpClients {
             .get(Self::key(server, caps, user), user.is_some())?;
         let mut slot = slot.lock().await;
         if let Some(live) = slot.as_ref() {
-            let same = live.spec.stdio == server.spec.stdio
-                && live.spec.http == server.spec.http
-                && live.spec.protocol == server.spec.protocol
+            let same = slots::same_transport(&live.spec, &server.spec)
                 && live.authorization == authorization;
             if same && !live.client.peer().is_transport_closed() {
                 return Ok(live.client.clone());
@@ -223,6 +221,7 @@ impl McpClients {
             ),
             user: user.map(str::to_owned),
             authorization: authorization.clone(),
+            listed: Arc::default(),
         };
         let client = match connect(server, handler, authorization.as_deref()).await {
             Ok(client) => Arc::new(client),
@@ -338,6 +337,8 @@ impl ToolBackend for McpClients {
                     )
                     .await;
             }
+            let schema = &invocation.tool.spec.input_schema;
+            handler::learn_param_headers(&client, schema, timeout).await;
             let request = CallToolRequestParams::new(backend.tool.clone())
                 .with_arguments(invocation.args.clone());
             let running = call_tool(
@@ -436,6 +437,29 @@ impl ToolDiscovery for McpClients {
                 })
             })
             .collect()
+    }
+
+    /// Closes the connections (and with them the sessions, which rmcp
+    /// ends with a DELETE, and the `subscriptions/listen` stream) opened
+    /// for a transport the server no longer has, or for a deleted server.
+    /// A call still running on one fails (`mcp_unavailable`): its server
+    /// is no longer the one configured.
+    async fn server_changed(&self, namespace: &str, name: &str, current: Option<&McpServer>) {
+        let prefix = format!("{namespace}/{name}#");
+        let closed = self
+            .slots
+            .close_stale(&prefix, current.map(|s| &s.spec))
+            .await;
+        if current.is_none() {
+            self.listeners.forget(&format!("{namespace}/{name}"));
+        }
+        if closed > 0 {
+            tracing::debug!(
+                server = name,
+                closed,
+                "MCP connections closed: the server changed"
+            );
+        }
     }
 }
 

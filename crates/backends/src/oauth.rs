@@ -155,6 +155,8 @@ impl TokenEndpoint for HttpTokenEndpoint {
             return Ok(AuthorizationTarget {
                 url: url.clone(),
                 resource: oauth2.resource.clone(),
+                issuer: None,
+                iss_required: false,
             });
         }
         let found = self.discovered(upstream_url).await?;
@@ -166,6 +168,8 @@ impl TokenEndpoint for HttpTokenEndpoint {
         Ok(AuthorizationTarget {
             url,
             resource: oauth2.resource.clone().or(found.resource),
+            issuer: Some(found.issuer),
+            iss_required: found.iss_supported,
         })
     }
 

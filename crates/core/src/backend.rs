@@ -122,4 +122,16 @@ pub trait ToolDiscovery: Send + Sync {
     /// The server's tool definitions, each as the server sent it (MCP's
     /// `Tool` shape: `name`, `description`, `inputSchema`, `annotations`...).
     async fn list_tools(&self, server: &crate::McpServer) -> Result<Vec<Value>, ToolFailure>;
+
+    /// The McpServer `namespace/name` was written or deleted, here or on
+    /// another replica; `current` is what is stored now (`None`: it was
+    /// deleted). What this process holds open for anything else (its
+    /// connections, sessions, streams) is closed.
+    async fn server_changed(
+        &self,
+        _namespace: &str,
+        _name: &str,
+        _current: Option<&crate::McpServer>,
+    ) {
+    }
 }

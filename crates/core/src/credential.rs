@@ -308,6 +308,12 @@ pub struct AuthorizationTarget {
     pub url: String,
     /// The resource indicator, as configured or discovered.
     pub resource: Option<String>,
+    /// The authorization server's issuer, when discovered: the `iss` of
+    /// its authorization response must be it, exactly (RFC 9207).
+    pub issuer: Option<String>,
+    /// Its metadata says its authorization responses carry `iss`: one
+    /// without is refused.
+    pub iss_required: bool,
 }
 
 /// Asks an authorization server's token endpoint for a token. Implemented

@@ -25,7 +25,9 @@ use rmcp::model::{
     ProgressNotificationParam, RequestId, ResourceUpdatedNotificationParam, SamplingCapability,
     TASKS_EXTENSION_ID, UrlElicitationCapability,
 };
-use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext, RoleClient};
+use rmcp::service::{
+    InboundStreamOrigin, NotificationContext, RequestContext, RoleClient, RunningService,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -55,6 +57,45 @@ pub(super) struct Upstream {
     /// The `Authorization` it was opened with, to name the token refused
     /// when the server answers 401 mid-session (never logged).
     pub authorization: Option<String>,
+    /// Set once the connection listed the server's tools (see
+    /// [`learn_param_headers`]).
+    pub listed: Arc<tokio::sync::OnceCell<()>>,
+}
+
+/// SEP-2243: rmcp sends the arguments a tool's input schema marks with
+/// `x-mcp-header` as `Mcp-Param-*` headers once its connection has seen
+/// the tool in a `tools/list` answer (it keeps the schemas per
+/// connection). A call may go over a connection that never listed (one
+/// per set of client capabilities, one per user): it lists once, first,
+/// when `schema` has such a mark. A listing that fails leaves the call to
+/// go without the headers, for the server to judge.
+pub(super) async fn learn_param_headers(
+    client: &RunningService<RoleClient, Upstream>,
+    schema: &Value,
+    timeout: std::time::Duration,
+) {
+    if !marks_headers(schema) {
+        return;
+    }
+    let listed = client.service().listed.clone();
+    listed
+        .get_or_init(|| async {
+            match tokio::time::timeout(timeout, client.list_all_tools()).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::debug!(error = %e, "tools not listed for Mcp-Param headers"),
+                Err(_) => tracing::debug!("tools not listed for Mcp-Param headers in time"),
+            }
+        })
+        .await;
+}
+
+/// Whether a JSON schema holds an `x-mcp-header` mark anywhere.
+fn marks_headers(schema: &Value) -> bool {
+    match schema {
+        Value::Object(map) => map.contains_key("x-mcp-header") || map.values().any(marks_headers),
+        Value::Array(items) => items.iter().any(marks_headers),
+        _ => false,
+    }
 }
 
 /// A registered call; dropping it stops routing to its client.

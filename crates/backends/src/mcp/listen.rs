@@ -87,6 +87,22 @@ impl Listeners {
         servers.entry(key).or_default().clone()
     }
 
+    /// Stops the stream of the server `key` (`namespace/name`), which was
+    /// deleted, and forgets what was asked of it.
+    pub(super) fn forget(&self, key: &str) {
+        let removed = self
+            .servers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        if let Some(listening) = removed {
+            if let Ok(mut guard) = listening.try_lock() {
+                // Dropping its sender ends the relaying task.
+                guard.running = None;
+            }
+        }
+    }
+
     /// Makes sure a stream of `server` runs, on `client` if the one there
     /// was went with its connection. (One that gave up on a live
     /// connection is not opened again here, but by a new subscription.)

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use joch_core::mcp::McpServerSpec;
 use joch_core::{CallError, ErrorCode};
 
 use super::Connection;
@@ -60,6 +61,11 @@ impl Default for Slots {
 
 fn lock(map: &Map) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
     map.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether connections opened for `a` serve `b`: the same transport.
+pub(super) fn same_transport(a: &McpServerSpec, b: &McpServerSpec) -> bool {
+    a.stdio == b.stdio && a.http == b.http && a.protocol == b.protocol
 }
 
 /// Closes `entry`'s connection if nobody uses it (no call holds it, no
@@ -138,6 +144,31 @@ impl Slots {
             },
         );
         Ok(slot)
+    }
+
+    /// Closes the connections of the server whose keys start with
+    /// `prefix` that were opened for another transport than `current`'s;
+    /// with `None` (deleted), every one, and forgets their slots. Answers
+    /// how many it closed.
+    pub(super) async fn close_stale(&self, prefix: &str, current: Option<&McpServerSpec>) -> usize {
+        let slots: Vec<(String, Slot)> = lock(&self.map)
+            .iter()
+            .filter(|(key, _)| key.starts_with(prefix))
+            .map(|(key, e)| (key.clone(), e.slot.clone()))
+            .collect();
+        let mut closed = 0;
+        for (key, slot) in slots {
+            let mut slot = slot.lock().await;
+            let stale = |c: &Connection| current.is_none_or(|s| !same_transport(&c.spec, s));
+            if let Some(connection) = slot.take_if(|c| stale(c)) {
+                connection.client.cancellation_token().cancel();
+                closed += 1;
+            }
+            if current.is_none() {
+                lock(&self.map).remove(&key);
+            }
+        }
+        closed
     }
 
     /// The slot for `key`, if there is one (a connection to forget).

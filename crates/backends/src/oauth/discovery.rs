@@ -4,6 +4,14 @@
 //! the well-known URL is tried), which names its authorization server,
 //! whose metadata (RFC 8414, or OpenID Connect discovery) gives the token
 //! endpoint. The metadata's `resource` is the RFC 8707 resource indicator.
+//!
+//! Each document is checked before it is believed, so that a server cannot
+//! send joch's users (and their codes) elsewhere: the protected-resource
+//! metadata must describe the upstream itself (its `resource` has the
+//! upstream's origin and a path the upstream's is under, RFC 9728 §3.3),
+//! and the authorization server's metadata must name the issuer it was
+//! asked for (RFC 8414 §3.3). The issuer and whether it sends `iss` in
+//! its authorization responses are kept for the callback (RFC 9207).
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{Client, StatusCode, Url};
@@ -18,6 +26,10 @@ pub(crate) struct Discovered {
     pub authorization_url: Option<String>,
     /// The protected resource's identifier, for `resource`.
     pub resource: Option<String>,
+    /// The authorization server's issuer identifier, as its metadata says.
+    pub issuer: String,
+    /// Whether its authorization responses carry `iss` (RFC 9207).
+    pub iss_supported: bool,
 }
 
 #[derive(Deserialize)]
@@ -30,37 +42,116 @@ struct ResourceMetadata {
 
 #[derive(Deserialize)]
 struct ServerMetadata {
+    #[serde(default)]
+    issuer: Option<String>,
     token_endpoint: String,
     #[serde(default)]
     authorization_endpoint: Option<String>,
+    #[serde(default)]
+    authorization_response_iss_parameter_supported: bool,
 }
 
 /// Discovers the token endpoint of `upstream` (an MCP endpoint or any
 /// protected URL).
 pub(crate) async fn discover(client: &Client, upstream: &str) -> Result<Discovered, String> {
-    let metadata_url = match challenge(client, upstream).await? {
-        Some(url) => url,
-        None => well_known(upstream, "oauth-protected-resource")?,
-    };
-    let resource: ResourceMetadata = get_json(client, &metadata_url).await?.ok_or_else(|| {
-        format!("{upstream} has no protected-resource metadata at {metadata_url}")
-    })?;
+    let (metadata_url, resource) = resource_metadata(client, upstream).await?;
     let issuer = resource.authorization_servers.first().ok_or_else(|| {
         format!("the protected-resource metadata {metadata_url} names no authorization server")
     })?;
     for candidate in server_metadata_urls(issuer)? {
         if let Some(server) = get_json::<ServerMetadata>(client, &candidate).await? {
+            let said = server.issuer.unwrap_or_default();
+            if !same_issuer(issuer, &said) {
+                return Err(format!(
+                    "the authorization server metadata at {candidate} is for issuer {said:?}, not {issuer:?}, which {metadata_url} names: joch does not use it (RFC 8414 §3.3)"
+                ));
+            }
             crate::outbound::check_url(&server.token_endpoint)?;
             return Ok(Discovered {
                 token_url: server.token_endpoint,
                 authorization_url: server.authorization_endpoint,
                 resource: resource.resource,
+                issuer: said,
+                iss_supported: server.authorization_response_iss_parameter_supported,
             });
         }
     }
     Err(format!(
         "authorization server {issuer} publishes no metadata (RFC 8414 or OpenID discovery)"
     ))
+}
+
+/// `upstream`'s protected-resource metadata and where it was found: where
+/// its 401 challenge says, else at the well-known URL with the upstream's
+/// path, else at the one of its origin (RFC 9728 §3.1). Refused unless it
+/// describes `upstream`.
+async fn resource_metadata(
+    client: &Client,
+    upstream: &str,
+) -> Result<(String, ResourceMetadata), String> {
+    let candidates = match challenge(client, upstream).await? {
+        Some(url) => vec![url],
+        None => {
+            let mut urls = vec![well_known(upstream, "oauth-protected-resource")?];
+            let root = well_known(&origin(upstream)?, "oauth-protected-resource")?;
+            if !urls.contains(&root) {
+                urls.push(root);
+            }
+            urls
+        }
+    };
+    for url in &candidates {
+        if let Some(found) = get_json::<ResourceMetadata>(client, url).await? {
+            let resource = found.resource.as_deref().unwrap_or_default();
+            if !resource_covers(resource, upstream) {
+                return Err(format!(
+                    "the protected-resource metadata at {url} is for resource {resource:?}, not {upstream}: joch does not use it (RFC 9728 §3.3)"
+                ));
+            }
+            return Ok((url.clone(), found));
+        }
+    }
+    Err(format!(
+        "{upstream} has no protected-resource metadata at {}",
+        candidates.join(" or ")
+    ))
+}
+
+/// `scheme://host[:port]` of `url`.
+fn origin(url: &str) -> Result<String, String> {
+    let parsed = Url::parse(url).map_err(|e| format!("invalid URL {url:?}: {e}"))?;
+    Ok(parsed.origin().ascii_serialization())
+}
+
+/// Whether the protected resource `resource` covers `upstream`: the same
+/// origin, and `upstream`'s path at or below the resource's (whole
+/// segments), as the MCP SDKs check it.
+fn resource_covers(resource: &str, upstream: &str) -> bool {
+    let (Ok(resource), Ok(upstream)) = (Url::parse(resource), Url::parse(upstream)) else {
+        return false;
+    };
+    if resource.origin() != upstream.origin() {
+        return false;
+    }
+    let base = resource.path().trim_end_matches('/');
+    let path = upstream.path();
+    path == base || path.starts_with(&format!("{base}/"))
+}
+
+/// Whether metadata naming issuer `said` answers for `asked` (RFC 8414
+/// §3.3: identical). The one difference allowed is a `/` after an issuer
+/// with no path (`https://as` and `https://as/`), the same URL (RFC 3986
+/// §6.2.3), which URL libraries add: both give the same metadata URLs.
+fn same_issuer(asked: &str, said: &str) -> bool {
+    if asked == said {
+        return true;
+    }
+    let bare = |s: &str| {
+        let t = s.strip_suffix('/').unwrap_or(s);
+        let rest = t.split_once("://").map_or("", |(_, r)| r);
+        (!rest.contains('/')).then_some(t.to_owned())
+    };
+    matches!((bare(asked), bare(said)), (Some(a), Some(b)) if a == b)
 }
 
 /// The `resource_metadata` of `upstream`'s 401 challenge, if it gives one.
@@ -170,6 +261,47 @@ mod tests {
             Some("https://x/m")
         );
         assert_eq!(parameter("Bearer realm=\"x\"", "resource_metadata"), None);
+    }
+
+    #[test]
+    fn a_resource_covers_its_own_url_and_those_below_it_only() {
+        let upstream = "https://mcp.example/tenant/mcp";
+        for covering in [
+            "https://mcp.example/tenant/mcp",
+            "https://mcp.example/tenant",
+            "https://mcp.example/tenant/",
+            "https://mcp.example",
+            "https://MCP.example:443/tenant/mcp",
+        ] {
+            assert!(resource_covers(covering, upstream), "{covering}");
+        }
+        for other in [
+            "https://evil.example.com/tenant/mcp",
+            "http://mcp.example/tenant/mcp",
+            "https://mcp.example:8443/tenant/mcp",
+            "https://mcp.example/ten",
+            "https://mcp.example/tenant/mcp/more",
+            "",
+        ] {
+            assert!(!resource_covers(other, upstream), "{other}");
+        }
+    }
+
+    #[test]
+    fn issuers_are_compared_exactly_but_for_a_slash_after_no_path() {
+        assert!(same_issuer("https://as.example", "https://as.example"));
+        assert!(same_issuer("https://as.example/", "https://as.example"));
+        assert!(same_issuer("https://as.example", "https://as.example/"));
+        assert!(!same_issuer(
+            "https://as.example/t",
+            "https://as.example/t/"
+        ));
+        assert!(!same_issuer(
+            "https://as.example",
+            "https://attacker.example.com"
+        ));
+        assert!(!same_issuer("https://as.example", "HTTPS://as.example"));
+        assert!(!same_issuer("https://as.example", ""));
     }
 
     #[test]

@@ -24,8 +24,9 @@ use joch_core::ApprovalActionKind;
 /// What the authorization server sent back to `/oauth/callback`.
 #[derive(Debug, Clone, Copy)]
 pub enum ConsentReply<'a> {
-    /// The user consented: the authorization code.
-    Code(&'a str),
+    /// The user consented: the authorization code, and the response's
+    /// `iss` if it had one (RFC 9207).
+    Code(&'a str, Option<&'a str>),
     /// The user declined, or the server refused: its `error`.
     Declined(&'a str),
 }
@@ -58,7 +59,7 @@ impl Approvals<'_> {
             message,
         };
         let given = match reply {
-            ConsentReply::Code(code) => match credentials.complete_consent(state, code).await {
+            ConsentReply::Code(c, iss) => match credentials.complete_consent(state, c, iss).await {
                 Ok(given) => given,
                 Err(ConsentFailed::Unknown(e)) => return Err(unknown(e)),
                 Err(ConsentFailed::Unavailable(e)) => return Err(failed(e)),

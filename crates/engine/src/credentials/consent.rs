@@ -30,6 +30,32 @@ use super::{Credentials, aad, failed};
 struct Pkce {
     verifier: String,
     redirect_uri: String,
+    /// The discovered issuer the authorization response's `iss` must be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    issuer: Option<String>,
+    /// Its metadata promised `iss` in every authorization response.
+    #[serde(default)]
+    iss_required: bool,
+}
+
+/// RFC 9207: an authorization response's `iss` is the issuer joch sent the
+/// user to, compared as strings (no URL normalisation); absent only when
+/// that server does not say it sends one. A mismatch means the response
+/// may come from another server (a mix-up attack): its code is not used.
+fn check_iss(pkce: &Pkce, iss: Option<&str>) -> Result<(), String> {
+    let Some(issuer) = &pkce.issuer else {
+        return Ok(());
+    };
+    match iss {
+        Some(iss) if iss == issuer => Ok(()),
+        Some(iss) => Err(format!(
+            "the authorization response came from issuer {iss:?}, not {issuer:?}, where joch sent the user (RFC 9207): its code was not used"
+        )),
+        None if pkce.iss_required => Err(format!(
+            "the authorization response carried no iss, which {issuer:?} says it always sends (RFC 9207): its code was not used"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// A consent the callback completed: the token is in the vault.
@@ -138,6 +164,8 @@ impl Credentials {
         let pkce = Pkce {
             verifier,
             redirect_uri: ask.redirect_uri.to_owned(),
+            issuer: target.issuer.clone(),
+            iss_required: target.iss_required,
         };
         let plain = serde_json::to_vec(&pkce).expect("strings serialise");
         let mut record = ConsentRequest {
@@ -215,11 +243,13 @@ impl Credentials {
     /// Completes the consent `state` names with the authorization server's
     /// `code`: exchanges it (with the PKCE verifier) for the user's token
     /// and keeps it in the vault. Refused, storing nothing, for a state
-    /// joch did not issue, used, or past its deadline.
+    /// joch did not issue, used, or past its deadline; refused, the state
+    /// spent, when the response's `iss` is not the issuer's (RFC 9207).
     pub async fn complete_consent(
         &self,
         state: &str,
         code: &str,
+        iss: Option<&str>,
     ) -> Result<ConsentGiven, ConsentFailed> {
         let unknown = || {
             ConsentFailed::Unknown("this consent link is unknown, used already, or expired: call the tool again for a new one".to_owned())
@@ -255,6 +285,7 @@ impl Credentials {
             )
             .map_err(|_| unknown())?;
         let pkce: Pkce = serde_json::from_slice(&plain).map_err(|_| unknown())?;
+        check_iss(&pkce, iss).map_err(refused)?;
         let (namespace, spec) = (&meta.namespace, &record.spec);
         let (url, oauth2) = self
             .upstream_oauth2(namespace, &spec.upstream)
@@ -400,5 +431,25 @@ mod tests {
         assert!(record_of("Bad_NS.x").is_none());
         assert_eq!(random().len(), 43, "a PKCE verifier of 43 characters");
         assert_eq!(encode("a b/c~"), "a%20b%2Fc~");
+    }
+
+    #[test]
+    fn iss_is_the_issuer_exactly_and_present_when_promised() {
+        let pkce = |issuer: Option<&str>, iss_required| Pkce {
+            verifier: String::new(),
+            redirect_uri: String::new(),
+            issuer: issuer.map(str::to_owned),
+            iss_required,
+        };
+        let known = pkce(Some("https://as.example"), true);
+        assert!(check_iss(&known, Some("https://as.example")).is_ok());
+        assert!(check_iss(&known, Some("https://as.example/")).is_err());
+        assert!(check_iss(&known, Some("https://evil.example.com")).is_err());
+        assert!(check_iss(&known, None).is_err());
+        let unpromised = pkce(Some("https://as.example"), false);
+        assert!(check_iss(&unpromised, None).is_ok());
+        assert!(check_iss(&unpromised, Some("https://evil.example.com")).is_err());
+        // Configured endpoints: no issuer known, nothing to compare.
+        assert!(check_iss(&pkce(None, false), Some("https://any")).is_ok());
     }
 }

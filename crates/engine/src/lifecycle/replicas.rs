@@ -101,6 +101,17 @@ impl Engine {
                         inner: inner.clone(),
                     }
                     .recheck_cancels(),
+                    McpServer::KIND => {
+                        // Another replica wrote or deleted it: connections
+                        // here to what it no longer is are closed.
+                        let engine = Engine {
+                            inner: inner.clone(),
+                        };
+                        let (namespace, name) = (change.namespace.clone(), change.name.clone());
+                        tokio::spawn(async move {
+                            engine.mcp_server_changed(&namespace, &name).await;
+                        });
+                    }
                     _ => {}
                 }
                 inner.touched_kind(&change.kind);

@@ -50,6 +50,32 @@ impl Engine {
         self.inner.backends.get("mcp").and_then(|b| b.discovery())
     }
 
+    /// Tells the MCP backend what `namespace/name` is now (deleted, or
+    /// written), so that this process closes the connections it holds to
+    /// what the server no longer is: on the replica that wrote it, and on
+    /// the others as they hear of the write.
+    pub(crate) async fn mcp_server_changed(&self, namespace: &str, name: &str) {
+        let Some(discovery) = self.discovery() else {
+            return;
+        };
+        let current = match self
+            .inner
+            .store
+            .get_object::<McpServer>(namespace, name)
+            .await
+        {
+            Ok(server) => Some(server),
+            Err(joch_store::StoreError::NotFound { .. }) => None,
+            Err(e) => {
+                tracing::debug!(server = name, error = %e, "connections kept: the server cannot be read");
+                return;
+            }
+        };
+        discovery
+            .server_changed(namespace, name, current.as_ref())
+            .await;
+    }
+
     async fn refuse_collisions(
         &self,
         server: &McpServer,
@@ -416,6 +442,10 @@ impl Mcp<'_> {
                     .await?
             }
         };
+        if replacing.is_some() {
+            self.mcp_server_changed(namespace, &stored.metadata.name)
+                .await;
+        }
         self.sync_server(namespace, &stored.metadata.name).await
     }
 
@@ -486,6 +516,7 @@ impl Mcp<'_> {
         for upstream in server.status.tools.keys() {
             self.remove_upstream_tool(&server, upstream).await?;
         }
+        self.mcp_server_changed(namespace, name).await;
         Ok(server)
     }
 }

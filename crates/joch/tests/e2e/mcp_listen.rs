@@ -29,7 +29,7 @@ use crate::mcp_surface::peers::{User, answer, connect, serve};
 /// stream; `end` ends every stream (the server's graceful teardown). With
 /// `short`, every stream ends at once.
 #[derive(Clone, Default)]
-struct Feed {
+pub(crate) struct Feed {
     sinks: Arc<Mutex<Vec<SubscriptionSink>>>,
     /// How many streams were opened.
     listens: Arc<AtomicUsize>,
@@ -43,7 +43,7 @@ impl Feed {
         self.listens.load(Ordering::SeqCst)
     }
 
-    async fn wait_for_listens(&self, at_least: usize) {
+    pub(crate) async fn wait_for_listens(&self, at_least: usize) {
         for _ in 0..250 {
             if self.listens() >= at_least {
                 return;

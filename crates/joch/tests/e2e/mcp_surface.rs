@@ -95,6 +95,20 @@ async fn resource_reads_and_prompt_gets_are_governed_and_recorded_as_calls() {
     let series =
         format!(r#"joch_tool_calls_total{{namespace="{NS}",tool="docs:resource",phase="Denied"}}"#);
     assert_eq!(metric(&joch, &series).await, Some(1.0), "{series}");
+
+    // SEP-2164: a resource that is not there, upstream (which says so with
+    // the older -32002) or at no server, is -32602 naming the URI asked for.
+    for uri in ["docs.gone://x", "nobody://x"] {
+        let missing = client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .unwrap_err();
+        let rmcp::service::ServiceError::McpError(e) = missing else {
+            panic!("not an MCP error: {missing:?}")
+        };
+        assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS, "{e:?}");
+        assert_eq!(e.data.as_ref().unwrap()["uri"], uri, "{e:?}");
+    }
 }
 
 #[tokio::test]

@@ -61,6 +61,9 @@ pub(crate) struct Callback {
     code: Option<String>,
     #[serde(default)]
     error: Option<String>,
+    /// The authorization server's issuer (RFC 9207).
+    #[serde(default)]
+    iss: Option<String>,
 }
 
 /// `GET /oauth/callback`: a user's consent comes back; the waiting call
@@ -72,7 +75,7 @@ pub(crate) async fn callback(
 ) -> Result<Html<&'static str>, ApiError> {
     let reply = match (&back.code, &back.error) {
         (_, Some(error)) => ConsentReply::Declined(error),
-        (Some(code), None) => ConsentReply::Code(code),
+        (Some(code), None) => ConsentReply::Code(code, back.iss.as_deref()),
         (None, None) => {
             let message = "give code (the user consented) or error (they did not)";
             return Err(

@@ -433,7 +433,11 @@ impl JochMcp {
         });
     }
 
-    async fn fingerprint(&self, by: &Principal, namespace: &str) -> Vec<(String, String)> {
+    pub(super) async fn fingerprint(
+        &self,
+        by: &Principal,
+        namespace: &str,
+    ) -> Vec<(String, String)> {
         self.all_tools(by, namespace)
             .await
             .unwrap_or_default()

@@ -1,6 +1,10 @@
 //! The MCP methods the front serves: tools (`handler.rs`), and the
 //! upstream servers' resources, prompts, completion and logging
 //! (`surface.rs`).
+//!
+//! Every list and read answers with SEP-2549's caching hints: `cacheScope`
+//! `private` (what a caller sees is decided for that caller), `ttlMs` the
+//! upstream's (the shortest of those a list was made of), or 0.
 
 // Logging is deprecated by SEP-2577 (protocol 2026-07-28) but is part of
 // 2025-11-25, which the front serves.
@@ -8,15 +12,15 @@
 
 use joch_core::mcp_surface::McpOperation;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
     GetPromptResult, GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
-    UpdateTaskParams,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value, json};
 
@@ -79,7 +83,11 @@ impl ServerHandler for JochMcp {
                     .map_err(|e| ErrorData::internal_error(e.to_string(), None))
             })
             .collect::<Result<Vec<rmcp::model::Tool>, _>>()?;
-        Ok(ListToolsResult::with_all_items(tools))
+        // joch's own catalog, as this caller may see it; a change is told
+        // (`tools/list_changed`), so it is never assumed fresh.
+        Ok(ListToolsResult::with_all_items(tools)
+            .with_ttl_ms(0)
+            .with_cache_scope(CacheScope::Private))
     }
 
     async fn call_tool(
@@ -149,6 +157,7 @@ impl ServerHandler for JochMcp {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
+        tasks_declared(&context)?;
         self.get_task_of(request, &context).await
     }
 
@@ -157,6 +166,7 @@ impl ServerHandler for JochMcp {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        tasks_declared(&context)?;
         self.update_task_of(request, &context).await
     }
 
@@ -165,6 +175,7 @@ impl ServerHandler for JochMcp {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        tasks_declared(&context)?;
         self.cancel_task_of(request, &context).await
     }
 
@@ -185,10 +196,12 @@ impl ServerHandler for JochMcp {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let resources = self
+        let (resources, ttl) = self
             .list_all("resources/list", "resources", "uri", &context.extensions)
             .await?;
-        Ok(ListResourcesResult::with_all_items(resources))
+        Ok(ListResourcesResult::with_all_items(resources)
+            .with_ttl_ms(ttl)
+            .with_cache_scope(CacheScope::Private))
     }
 
     async fn list_resource_templates(
@@ -196,7 +209,7 @@ impl ServerHandler for JochMcp {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let templates = self
+        let (templates, ttl) = self
             .list_all(
                 "resources/templates/list",
                 "resourceTemplates",
@@ -204,7 +217,9 @@ impl ServerHandler for JochMcp {
                 &context.extensions,
             )
             .await?;
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
+        Ok(ListResourceTemplatesResult::with_all_items(templates)
+            .with_ttl_ms(ttl)
+            .with_cache_scope(CacheScope::Private))
     }
 
     async fn read_resource(
@@ -220,11 +235,29 @@ impl ServerHandler for JochMcp {
             responses: request.input_responses.as_ref(),
         };
         match self.read_or_get(asked, &context).await? {
-            Ok(result) => Ok(serde_json::from_value::<ReadResourceResult>(result)
-                .map_err(internal)?
-                .into()),
+            Ok(result) => {
+                let mut read: ReadResourceResult =
+                    serde_json::from_value(result).map_err(internal)?;
+                // The upstream's freshness, for this caller only (SEP-2549).
+                read.ttl_ms = Some(read.ttl_ms.unwrap_or(0));
+                read.cache_scope = Some(CacheScope::Private);
+                Ok(read.into())
+            }
             Err(waiting) => Ok(ReadResourceResponse::InputRequired(waiting)),
         }
+    }
+
+    /// 2026-07-28: what a session is told, on a `subscriptions/listen`
+    /// stream (`listen.rs`).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(super::listen::accepted(requested))
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        self.listen_for(subscription).await
     }
 
     async fn subscribe(
@@ -250,10 +283,12 @@ impl ServerHandler for JochMcp {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let prompts = self
+        let (prompts, ttl) = self
             .list_all("prompts/list", "prompts", "name", &context.extensions)
             .await?;
-        Ok(ListPromptsResult::with_all_items(prompts))
+        Ok(ListPromptsResult::with_all_items(prompts)
+            .with_ttl_ms(ttl)
+            .with_cache_scope(CacheScope::Private))
     }
 
     async fn get_prompt(
@@ -301,6 +336,18 @@ impl ServerHandler for JochMcp {
         let level = level.as_str().unwrap_or("info").to_owned();
         self.set_log_level(level, &context.extensions).await
     }
+}
+
+/// SEP-2575, SEP-2663: the tasks methods serve a client that declared the
+/// tasks extension; another is told what it lacks (`-32021`, with
+/// `data.requiredCapabilities`).
+fn tasks_declared(context: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    if tasks::wanted(context) {
+        return Ok(());
+    }
+    let required = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let required = serde_json::from_value(required).map_err(internal)?;
+    Err(ErrorData::missing_required_client_capability(required))
 }
 
 fn internal(e: impl std::fmt::Display) -> ErrorData {

@@ -10,6 +10,7 @@ mod direct;
 mod elicit;
 mod front;
 mod handler;
+mod listen;
 mod methods;
 mod outbox;
 mod relay;

@@ -90,6 +90,23 @@ fn upstream_error(e: joch_core::CallError) -> ErrorData {
     }
 }
 
+/// SEP-2164 (2026-07-28): a resource that is not there is `-32602`, with
+/// the URI asked for in `data.uri` (servers before it said `-32002`).
+fn missing_resource(message: String, uri: &str, mut data: Value) -> ErrorData {
+    data["uri"] = json!(uri);
+    ErrorData::invalid_params(message, Some(data))
+}
+
+/// Whether the upstream refused a read because it has no such resource:
+/// `-32002` (before SEP-2164) or `-32602` (since).
+fn upstream_lacks(error: Option<&joch_core::CallError>) -> bool {
+    let code = error
+        .filter(|e| e.code == joch_core::ErrorCode::McpError.as_str())
+        .and_then(|e| e.details.as_ref())
+        .and_then(|d| d["code"].as_i64());
+    matches!(code, Some(-32002 | -32602))
+}
+
 /// The server an exposed name belongs to, and the upstream name.
 pub(crate) fn route<'a>(
     servers: &'a [McpServer],
@@ -136,15 +153,18 @@ impl JochMcp {
 
     /// Every server's `method` listing (all pages), its `key` entries
     /// (`resources`, `resourceTemplates`, `prompts`) with `name` prefixed.
+    /// With the list, how long it may be kept (SEP-2549): the shortest
+    /// `ttlMs` of the pages it was made of (0 for a page without one).
     pub(crate) async fn list_all<T: DeserializeOwned>(
         &self,
         method: &str,
         key: &str,
         name: &str,
         extensions: &Extensions,
-    ) -> Result<Vec<T>, ErrorData> {
+    ) -> Result<(Vec<T>, u64), ErrorData> {
         let (by, servers) = self.servers(extensions).await?;
         let mut all = Vec::new();
+        let mut ttl: Option<u64> = None;
         // A server that is down would hold the listing for its connect timeout.
         let up = servers
             .iter()
@@ -168,15 +188,19 @@ impl JochMcp {
                     .unwrap_or_default();
                 expose(&mut items, name, &server.surface_prefix());
                 all.extend(items);
+                let fresh = page.get("ttlMs").and_then(Value::as_u64).unwrap_or(0);
+                ttl = Some(ttl.map_or(fresh, |t| t.min(fresh)));
                 match page.get("nextCursor").filter(|c| !c.is_null()) {
                     Some(next) => cursor = Some(next.clone()),
                     None => break,
                 }
             }
         }
-        all.into_iter()
+        let items = all
+            .into_iter()
             .map(|item| serde_json::from_value(item).map_err(internal))
-            .collect()
+            .collect::<Result<_, _>>()?;
+        Ok((items, ttl.unwrap_or(0)))
     }
 
     /// `resources/read` or `prompts/get` of an exposed name, as a call of
@@ -192,10 +216,12 @@ impl JochMcp {
         let namespace = self.namespace(&context.extensions)?;
         let exposed = asked.exposed;
         let Some((server, upstream)) = route(&servers, exposed) else {
-            return Err(ErrorData::resource_not_found(
-                format!("no upstream server of namespace {namespace:?} offers {exposed:?}"),
-                None,
-            ));
+            let message =
+                format!("no upstream server of namespace {namespace:?} offers {exposed:?}");
+            return Err(match asked.operation {
+                McpOperation::ReadResource => missing_resource(message, exposed, json!({})),
+                _ => ErrorData::resource_not_found(message, None),
+            });
         };
         let operation = asked.operation;
         let tool = surface_tool_name(&server.metadata.name, operation).unwrap_or_default();
@@ -235,10 +261,8 @@ impl JochMcp {
             }
         };
         if settled.status.phase != Phase::Succeeded {
-            let (code, message) = settled
-                .status
-                .error
-                .as_ref()
+            let error = settled.status.error.as_ref();
+            let (code, message) = error
                 .map(|e| (e.code.clone(), e.message.clone()))
                 .unwrap_or_else(|| {
                     (
@@ -246,11 +270,13 @@ impl JochMcp {
                         "the call did not finish".to_owned(),
                     )
                 });
-            return Err(ErrorData::invalid_request(
-                format!("{} {exposed}: {message}", operation.as_str()),
-                Some(json!({"code": code, "tool_call_id": settled.metadata.name,
-                            "phase": settled.status.phase.as_str()})),
-            ));
+            let message = format!("{} {exposed}: {message}", operation.as_str());
+            let data = json!({"code": code, "tool_call_id": settled.metadata.name,
+                              "phase": settled.status.phase.as_str()});
+            if operation == McpOperation::ReadResource && upstream_lacks(error) {
+                return Err(missing_resource(message, exposed, data));
+            }
+            return Err(ErrorData::invalid_request(message, Some(data)));
         }
         let mut output = settled.status.output.unwrap_or(Value::Null);
         if let Some(contents) = output.get_mut("contents").and_then(Value::as_array_mut) {

@@ -147,8 +147,20 @@ impl Engine {
                 // approved (`consent_after_approval`).
                 continue;
             }
-            if let Some(deferral) = self.needs_consent(a, &upstream, &url, &oauth2, &user).await {
-                return Ok(Verdict::Defer(deferral));
+            match self.needs_consent(a, &upstream, &url, &oauth2, &user).await {
+                Ok(Some(deferral)) => return Ok(Verdict::Defer(deferral)),
+                Ok(None) => {}
+                // The user cannot be sent to consent (discovery refused
+                // the upstream's metadata, say): the call ends saying why.
+                Err(error) => {
+                    return Ok(Verdict::Reject(Rejection::refused(
+                        &a.call,
+                        Phase::Failed,
+                        "Consent cannot begin",
+                        ErrorCode::UpstreamAuthFailed,
+                        error.message,
+                    )));
+                }
             }
         }
         Ok(Verdict::Continue)
@@ -179,7 +191,8 @@ impl Engine {
             if oauth2.grant == Grant::TokenExchange {
                 continue;
             }
-            if let Some(deferral) = self.needs_consent(a, &upstream, &url, &oauth2, &user).await {
+            if let Ok(Some(deferral)) = self.needs_consent(a, &upstream, &url, &oauth2, &user).await
+            {
                 return Ok(Some(deferral));
             }
         }
@@ -219,7 +232,8 @@ impl Engine {
 
     /// The consent the call waits for, when the vault holds no token of
     /// `user` for `upstream`. Any other trouble with the token is left to
-    /// the call's run, which fails with the reason.
+    /// the call's run, which fails with the reason; `Err`: the consent is
+    /// needed and cannot begin (why, for the caller).
     async fn needs_consent(
         &self,
         a: &Admitting<'_>,
@@ -227,22 +241,30 @@ impl Engine {
         url: &str,
         oauth2: &OAuth2,
         user: &str,
-    ) -> Option<Deferral> {
+    ) -> Result<Option<Deferral>, CallError> {
         use joch_core::credential::UpstreamCredentials as _;
-        let credentials = self.inner.config.credentials.as_ref()?;
+        let Some(credentials) = self.inner.config.credentials.as_ref() else {
+            return Ok(None);
+        };
         let ns = &a.call.metadata.namespace;
-        let error = credentials
+        let Err(error) = credentials
             .authorization(ns, upstream, url, oauth2, Some(user))
             .await
-            .err()?;
+        else {
+            return Ok(None);
+        };
         if error.code != ErrorCode::ConsentRequired.as_str() {
-            return None;
+            return Ok(None);
         }
-        let public_url = self.inner.config.public_url.as_deref()?;
+        let Some(public_url) = self.inner.config.public_url.as_deref() else {
+            return Ok(None);
+        };
         let redirect_uri = &crate::credentials::callback_url(public_url);
         let routing = joch_core::policy::ApprovalRouting::default();
         let timeout = deadline::timeout(&routing, &a.tool, self.inner.config.approval_timeout);
-        let expires_at = deadline::deadline(crate::engine::now(), timeout).ok()?;
+        let Ok(expires_at) = deadline::deadline(crate::engine::now(), timeout) else {
+            return Ok(None);
+        };
         let ask = ConsentAsk {
             namespace: ns,
             call: &a.call.metadata.name,
@@ -253,18 +275,14 @@ impl Engine {
             redirect_uri,
             expires_at,
         };
-        match credentials.begin_consent(ask).await {
-            Ok(consent_url) => {
-                let reason = format!(
-                    "{user:?} has not consented to joch calling {} {:?} for them: open the consentUrl",
-                    upstream.kind, upstream.name
-                );
-                Some(Deferral::consent(consent_url, reason, timeout))
-            }
-            Err(e) => {
-                tracing::warn!(upstream = %upstream.name, error = %e.message, "a consent could not begin");
-                None
-            }
-        }
+        let consent_url = credentials.begin_consent(ask).await.map_err(|e| {
+            tracing::warn!(upstream = %upstream.name, error = %e.message, "a consent could not begin");
+            e
+        })?;
+        let reason = format!(
+            "{user:?} has not consented to joch calling {} {:?} for them: open the consentUrl",
+            upstream.kind, upstream.name
+        );
+        Ok(Some(Deferral::consent(consent_url, reason, timeout)))
     }
 }

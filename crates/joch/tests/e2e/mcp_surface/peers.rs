@@ -73,6 +73,10 @@ impl ServerHandler for Docs {
         request: ReadResourceRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri.starts_with("gone://") {
+            // As servers before SEP-2164 say it.
+            return Err(ErrorData::resource_not_found("no such resource", None));
+        }
         let text = format!("contents of {}", request.uri);
         let result: ReadResourceResult =
             serde_json::from_value(json!({"contents": [{"uri": request.uri, "text": text}]}))

@@ -1,0 +1,202 @@
+//! joch as an MCP client of an upstream speaking 2026-07-28 (the official
+//! Rust SDK's server): the arguments a tool's input schema marks with
+//! `x-mcp-header` reach the server as `Mcp-Param-*` headers (SEP-2243) on
+//! whichever connection the call takes, and the server, which checks
+//! them against the body, takes the call. Replacing an McpServer's
+//! transport, or deleting it, closes joch's connections to it and ends
+//! their sessions at once, not when a later call finds them stale, on
+//! every replica.
+
+use std::sync::{Arc, Mutex};
+
+use axum::http::request::Parts;
+use reqwest::{Method, StatusCode};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::{ErrorData, ServerHandler};
+use serde_json::{Map, Value, json};
+
+use crate::harness::{Joch, NS};
+use crate::mcp::{apply, server};
+use crate::mcp_surface::peers::{User, connect, serve};
+use crate::replicas::{fresh_database, replica};
+
+/// Serves `route`, whose `region` and `note` are sent as headers; notes
+/// the `Mcp-Param-*` headers of each call.
+#[derive(Clone, Default)]
+struct Router {
+    heard: Arc<Mutex<Vec<Map<String, Value>>>>,
+}
+
+fn route() -> Tool {
+    serde_json::from_value(json!({
+        "name": "route",
+        "annotations": {"readOnlyHint": true},
+        "inputSchema": {"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "note": {"type": "string", "x-mcp-header": "Note"},
+            "body": {"type": "string"},
+        }, "required": ["region"]},
+    }))
+    .unwrap()
+}
+
+impl ServerHandler for Router {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    /// What the SDK's transport checks the `Mcp-Param-*` headers against.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        (name == "route").then(route)
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(vec![route()]))
+    }
+
+    async fn call_tool(
+        &self,
+        _: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let parts = context.extensions.get::<Parts>().expect("an HTTP request");
+        let params = parts
+            .headers
+            .iter()
+            .filter(|(name, _)| name.as_str().starts_with("mcp-param-"))
+            .map(|(name, value)| (name.to_string(), json!(value.to_str().unwrap())))
+            .collect();
+        self.heard.lock().unwrap().push(params);
+        Ok(CallToolResult::success(vec![ContentBlock::text("routed")]).into())
+    }
+}
+
+#[tokio::test]
+async fn marked_arguments_travel_as_mcp_param_headers_on_every_connection() {
+    let router = Router::default();
+    let joch = Joch::start().await;
+    let url = serve(router.clone()).await;
+    apply(&joch, server("geo", &url, json!({"protocol": "auto"}))).await;
+
+    // joch listed the tools on a connection of its own; this client
+    // declares other capabilities, so its call takes another connection.
+    let client = connect(&joch, User::default()).await;
+    let arguments = json!({"region": "us-west1", "note": " padded ", "body": "b"});
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("geo.route")
+                .with_arguments(arguments.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    let result = serde_json::to_value(result).unwrap();
+    assert_eq!(result["content"][0]["text"], "routed", "{result}");
+    let heard = router.heard.lock().unwrap().clone();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert_eq!(heard[0]["mcp-param-region"], "us-west1", "{heard:?}");
+    // Leading and trailing spaces are base64 (SEP-2243's value encoding).
+    assert_eq!(
+        heard[0]["mcp-param-note"], "=?base64?IHBhZGRlZCA=?=",
+        "{heard:?}"
+    );
+    assert!(!heard[0].contains_key("mcp-param-body"), "{heard:?}");
+}
+
+/// Serves `router` with sessions it can count; its URL.
+async fn serve_counted(router: Router, sessions: Arc<LocalSessionManager>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let service = StreamableHttpService::new(
+        move || Ok(router.clone()),
+        sessions,
+        StreamableHttpServerConfig::default(),
+    );
+    let app = axum::Router::new().route_service("/mcp", service);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+/// Waits (up to 5 s) until the server holds `n` sessions; how many it holds.
+async fn sessions_become(sessions: &LocalSessionManager, n: usize) -> usize {
+    for _ in 0..250 {
+        if sessions.sessions.read().await.len() == n {
+            return n;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    sessions.sessions.read().await.len()
+}
+
+#[tokio::test]
+async fn replacing_or_deleting_a_server_closes_its_connections_and_sessions() {
+    let sessions = Arc::new(LocalSessionManager::default());
+    let url = serve_counted(Router::default(), sessions.clone()).await;
+    let joch = Joch::start().await;
+    apply(&joch, server("geo", &url, json!({"protocol": "legacy"}))).await;
+    // joch's listing connection, and the call's (other capabilities).
+    let client = connect(&joch, User::default()).await;
+    let arguments = json!({"region": "eu"}).as_object().unwrap().clone();
+    let call = CallToolRequestParams::new("geo.route").with_arguments(arguments);
+    client.call_tool(call.clone()).await.unwrap();
+    assert_eq!(sessions_become(&sessions, 2).await, 2);
+
+    // Another transport (a header more): the listing reconnects, and the
+    // call's connection, for the old transport, is closed at once.
+    let replaced = server(
+        "geo",
+        &url,
+        json!({"protocol": "legacy", "http": {"url": url, "headers": {"x-v": "2"}}}),
+    );
+    let path = format!("/v1/namespaces/{NS}/mcpservers/geo");
+    let (status, body) = joch.send(Method::PUT, &path, Some(replaced)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(sessions_become(&sessions, 1).await, 1);
+
+    let (status, body) = joch.send(Method::DELETE, &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        sessions_become(&sessions, 0).await,
+        0,
+        "every session ended"
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_server_on_one_replica_closes_the_sessions_another_opened() {
+    let Some(store) = fresh_database("mcp_client_delete").await else {
+        return;
+    };
+    let sessions = Arc::new(LocalSessionManager::default());
+    let url = serve_counted(Router::default(), sessions.clone()).await;
+    let (a, b) = tokio::join!(replica(&store), replica(&store));
+    apply(&a, server("geo", &url, json!({"protocol": "legacy"}))).await;
+    // Replica b calls: its own connection (and session) to the server.
+    let client = connect(&b, User::default()).await;
+    let arguments = json!({"region": "eu"}).as_object().unwrap().clone();
+    let call = CallToolRequestParams::new("geo.route").with_arguments(arguments);
+    client.call_tool(call).await.unwrap();
+    assert!(
+        sessions_become(&sessions, 2).await >= 2,
+        "a's listing and b's call"
+    );
+
+    let path = format!("/v1/namespaces/{NS}/mcpservers/geo");
+    let (status, body) = a.send(Method::DELETE, &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        sessions_become(&sessions, 0).await,
+        0,
+        "b heard of the deletion and ended its session"
+    );
+}
