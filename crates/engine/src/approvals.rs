@@ -312,6 +312,9 @@ impl Engine {
             )
             .await?;
         let decider = rules::decider(&call, approval, by, &decision.by, decision.for_user)?;
+        if decision.always && !decider.asked_user {
+            rules::may(by, &rules::Action::DecideStanding)?;
+        }
         decision.by.clone_from(&decider.name);
         Ok(decider)
     }
@@ -432,7 +435,7 @@ impl Approvals<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<Approval, EngineError> {
-        rules::acts_in(by, namespace)?;
+        rules::may_in(by, namespace, &rules::Action::Read(rules::Collection::Approvals))?;
         let approval = self.get(namespace, name).await?;
         if !self.sees_approval(by, &approval).await? {
             return Err(EngineError::NotFound {
@@ -453,7 +456,7 @@ impl Approvals<'_> {
         namespace: &str,
         params: ListParams,
     ) -> Result<ObjectList<Approval>, EngineError> {
-        rules::acts_in(by, namespace)?;
+        rules::may_in(by, namespace, &rules::Action::Read(rules::Collection::Approvals))?;
         let mut page = self.list(namespace, params).await?;
         if by.tools.is_some() {
             let mut seen = Vec::with_capacity(page.items.len());

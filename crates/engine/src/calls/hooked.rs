@@ -127,7 +127,7 @@ impl Engine {
     ) -> Result<HookVerdict, EngineError> {
         rules::acts_in(by, namespace)?;
         let mut call = self.calls().record(namespace, name).await?;
-        rules::may_report(&call, by)?;
+        rules::may(by, &rules::Action::ReportResult(&call))?;
         if call.spec.mode == CallMode::Hook && call.status.phase == Phase::AwaitingApproval {
             // Asked in the agent's own prompt, and it ran: its user approved.
             let decision = crate::ApprovalDecision {

@@ -87,8 +87,7 @@ impl Calls<'_> {
         name: &str,
         replay: Replay,
     ) -> Result<CallOutcome, EngineError> {
-        crate::identity::rules::acts_in(by, namespace)?;
-        crate::identity::rules::administers(by, "replay calls")?;
+        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::ReplayCall)?;
         let original = self.record(namespace, name).await?;
         if !original.status.phase.is_terminal() {
             return Err(refused(

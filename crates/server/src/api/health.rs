@@ -32,7 +32,7 @@ pub(crate) async fn metrics(
     State(state): State<AppState>,
     Caller(by): Caller,
 ) -> Result<Response, ApiError> {
-    joch_engine::may_read_metrics(&by)?;
+    joch_engine::may(&by, &joch_engine::Action::ReadMetrics)?;
     let Some(metrics) = &state.config.metrics else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

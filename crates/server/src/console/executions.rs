@@ -62,7 +62,7 @@ pub(crate) async fn show(
     let events = state
         .engine
         .calls()
-        .events(&viewer.namespace, &name, 0, MAX_EVENTS)
+        .events(&viewer.principal, &viewer.namespace, &name, 0, MAX_EVENTS)
         .await?;
     let stream = format!(
         "/ui/executions/{name}/stream?ns={}&seen={}",
@@ -149,7 +149,7 @@ fn live(
                 }
                 let events = match engine
                     .calls()
-                    .events(&viewer.namespace, &name, 0, MAX_EVENTS)
+                    .events(&viewer.principal, &viewer.namespace, &name, 0, MAX_EVENTS)
                     .await
                 {
                     Ok(events) => events,
