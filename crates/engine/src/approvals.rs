@@ -518,7 +518,7 @@ impl Approvals<'_> {
         let decider = self.decider(by, &approval, &mut decision).await?;
         if approval.spec.action.kind == ApprovalActionKind::Consent {
             return Err(EngineError::Refused {
-                code: "consent_not_approvable",
+                code: joch_core::RefusalCode::ConsentNotApprovable,
                 message: "a consent is given by the user at the authorization server (the approval's consentUrl), not approved; it may be rejected".to_owned(),
             });
         }
@@ -573,7 +573,7 @@ impl Approvals<'_> {
 
 fn decided(name: &str, phase: ApprovalPhase) -> EngineError {
     EngineError::Refused {
-        code: "approval_decided",
+        code: joch_core::RefusalCode::ApprovalDecided,
         message: format!("approval {name:?} is already {}", phase.as_str()),
     }
 }

@@ -39,7 +39,7 @@ impl Engine {
             .artifacts
             .as_deref()
             .ok_or_else(|| EngineError::Refused {
-                code: "artifacts_disabled",
+                code: joch_core::RefusalCode::ArtifactsDisabled,
                 message: "this server keeps no artifacts (none is configured)".to_owned(),
             })
     }

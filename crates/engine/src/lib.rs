@@ -51,7 +51,7 @@ pub use events::Event;
 pub use facade::{Approvals, Artifacts, Audit, Calls, Identity, Mcp, Policies, Resources, Vault};
 pub use identity::{
     ConsoleSession, HostAccess, JwtConfig, SessionOpened, SignInLimits, SignInPending,
-    SignInStarted, TOO_MANY_SIGN_INS, is_operator, pkce_challenge, Action, ActionKind, Allowance, Collection, may,
+    SignInStarted, TOO_MANY_SIGN_INS, is_operator, pkce_challenge, Action, ActionKind, Allowance, Collection, action_table, may, may_in,
 };
 pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};

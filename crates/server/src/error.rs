@@ -83,10 +83,12 @@ impl From<EngineError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "idempotency_key_in_use", message)
                     .with_details(json!({"toolCall": call}))
             }
-            EngineError::Refused { code, .. } => ApiError::new(StatusCode::CONFLICT, code, message),
+            EngineError::Refused { code, .. } => {
+                ApiError::new(StatusCode::CONFLICT, code.as_str(), message)
+            }
             EngineError::Throttled {
                 code, retry_after, ..
-            } => ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
+            } => ApiError::new(StatusCode::TOO_MANY_REQUESTS, code.as_str(), message)
                 .with_details(json!({"retryAfterSeconds": retry_after.as_secs().max(1)}))
                 .with_retry_after(retry_after),
             EngineError::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", message),

@@ -254,7 +254,7 @@ impl Engine {
             ExecutionPhase::Failed | ExecutionPhase::Completed
         ) {
             return Err(EngineError::Refused {
-                code: "execution_finished",
+                code: joch_core::RefusalCode::ExecutionFinished,
                 message: format!(
                     "execution {name:?} is {:?} and takes no more batches",
                     run.status.phase

@@ -49,7 +49,7 @@ use joch_core::ApprovalActionKind;
 
 mod gate;
 
-pub use gate::{Action, ActionKind, Allowance, Collection, may, may_in};
+pub use gate::{Action, ActionKind, Allowance, Collection, may, may_in, table};
 pub(crate) use gate::may_touch;
 
 /// Refuses a principal bound to another namespace, as if the namespace's

@@ -304,7 +304,7 @@ impl Calls<'_> {
         let mut call = self.record(namespace, name).await?;
         if call.status.phase != Phase::Unknown {
             return Err(EngineError::Refused {
-                code: "not_unknown",
+                code: joch_core::RefusalCode::NotUnknown,
                 message: format!(
                     "only Unknown calls can be resolved; {name:?} is {}",
                     call.status.phase

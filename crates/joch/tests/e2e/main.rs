@@ -58,3 +58,4 @@ mod streaming;
 mod timings;
 mod traces;
 mod trust;
+mod visibility;

@@ -112,7 +112,7 @@ pub(crate) async fn show(
         sample: SAMPLE,
         count_cap: COUNT_CAP,
     };
-    let buckets = engine.calls().over(ns, window).await?;
+    let buckets = engine.calls().over(&viewer.principal, ns, window).await?;
     let waiting = engine.approvals().inbox(&viewer.principal, ns).await?.len();
     let spending = spending(&state, &viewer).await?;
     let body = html! {

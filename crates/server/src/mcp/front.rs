@@ -20,7 +20,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, request::Parts};
 use axum::response::{IntoResponse, Response};
 use joch_core::names::validate_namespace;
-use joch_engine::{Engine, EngineError, McpSession, Principal, principal_key};
+use joch_engine::{Action, Engine, EngineError, McpSession, Principal, principal_key};
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use serde::Deserialize;
@@ -69,6 +69,16 @@ pub(crate) async fn serve(State(front): State<Arc<Front>>, request: Request) -> 
 
 impl Front {
     async fn route(&self, request: Request) -> Result<Response, ApiError> {
+        let by = request
+            .extensions()
+            .get::<Principal>()
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", "no principal")
+            })?;
+        let namespace = namespace_of(&request)?;
+        // The MCP endpoint is a calling surface: the gate's first question.
+        joch_engine::may_in(&by, &namespace, &Action::CallTool)?;
         let stateless = request
             .headers()
             .get(VERSION_HEADER)
@@ -82,14 +92,6 @@ impl Front {
             }
             return Ok(self.direct.handle(request).await.map(Body::new));
         }
-        let by = request
-            .extensions()
-            .get::<Principal>()
-            .cloned()
-            .ok_or_else(|| {
-                ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", "no principal")
-            })?;
-        let namespace = namespace_of(&request)?;
         let id = request
             .headers()
             .get(SESSION_HEADER)
@@ -313,7 +315,7 @@ fn session_error(e: EngineError) -> ApiError {
             "no open MCP session with this id: initialize a new one",
         ),
         EngineError::Refused { code, message } if code == joch_engine::TOO_MANY_SESSIONS => {
-            ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, code.as_str(), message)
         }
         e => ApiError::from(e),
     }

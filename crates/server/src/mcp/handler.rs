@@ -369,10 +369,20 @@ impl JochMcp {
                     }
                 }
                 () = context.ct.cancelled(), if cancel.is_some() => {
-                    // The client cancelled: an upstream call is told so and ends.
+                    // The client cancelled: an upstream call is told so and
+                    // ends, and the call is cancelled as `tasks/cancel` or
+                    // REST would (the engine's gate: the caller's own call),
+                    // whatever its backend; its end is still awaited here.
                     if let Some(cancel) = cancel.take() {
                         let _ = cancel.send(true);
                     }
+                    let (engine, by, ns, name) =
+                        (self.engine.clone(), by_principal.clone(), namespace.to_owned(), name.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = engine.calls().cancel(&by, &ns, &name).await {
+                            tracing::debug!(error = %e, call = %name, "a client's cancellation");
+                        }
+                    });
                 }
                 _ = until_some(keepalive.as_mut().map(tokio::time::Interval::tick)), if keepalive.is_some() => {
                     ping(context);
