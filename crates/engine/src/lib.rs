@@ -7,7 +7,7 @@
 //!   → result hook → record Succeeded / Failed (synced before the answer)
 //! ```
 //! A call that needs no durable intent is written once, settled (see
-//! `admission.rs`).
+//! `calls/admission/`).
 //!
 //! The engine holds an `Arc<dyn Store>` and one `Arc<dyn ToolBackend>` per
 //! backend type; it never sees SQL or HTTP. Its errors are `EngineError`:
