@@ -435,7 +435,11 @@ impl Approvals<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<Approval, EngineError> {
-        rules::may_in(by, namespace, &rules::Action::Read(rules::Collection::Approvals))?;
+        rules::may_in(
+            by,
+            namespace,
+            &rules::Action::Read(rules::Collection::Approvals),
+        )?;
         let approval = self.get(namespace, name).await?;
         if !self.sees_approval(by, &approval).await? {
             return Err(EngineError::NotFound {
@@ -456,7 +460,11 @@ impl Approvals<'_> {
         namespace: &str,
         params: ListParams,
     ) -> Result<ObjectList<Approval>, EngineError> {
-        rules::may_in(by, namespace, &rules::Action::Read(rules::Collection::Approvals))?;
+        rules::may_in(
+            by,
+            namespace,
+            &rules::Action::Read(rules::Collection::Approvals),
+        )?;
         let mut page = self.list(namespace, params).await?;
         if by.tools.is_some() {
             let mut seen = Vec::with_capacity(page.items.len());

@@ -21,8 +21,8 @@ use joch_store::{Blobs, Durability, ListQuery, StoreError};
 use serde_json::{Map, Value, json};
 
 use crate::Artifacts;
-use crate::identity::rules::{Action, Collection, may_in};
 use crate::engine::now;
+use crate::identity::rules::{Action, Collection, may_in};
 use crate::{Engine, EngineError};
 
 /// What a settled result becomes: what the caller gets, and what the

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::Calls;
-use crate::identity::rules::{Action, Collection, may_in};
 use crate::engine::now;
+use crate::identity::rules::{Action, Collection, may_in};
 use crate::{Engine, EngineError};
 
 /// One event of an execution.
@@ -124,7 +124,10 @@ impl Calls<'_> {
                 )))
             })?;
             event.sequence = r.sequence;
-            if let Some(tool) = event.data["tool_name"].as_str().filter(|_| by.tools.is_some()) {
+            if let Some(tool) = event.data["tool_name"]
+                .as_str()
+                .filter(|_| by.tools.is_some())
+            {
                 let visible = match seen.get(tool) {
                     Some(known) => *known,
                     None => {

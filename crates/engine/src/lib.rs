@@ -50,8 +50,9 @@ pub use error::EngineError;
 pub use events::Event;
 pub use facade::{Approvals, Artifacts, Audit, Calls, Identity, Mcp, Policies, Resources, Vault};
 pub use identity::{
-    ConsoleSession, HostAccess, JwtConfig, SessionOpened, SignInLimits, SignInPending,
-    SignInStarted, TOO_MANY_SIGN_INS, is_operator, pkce_challenge, Action, ActionKind, Allowance, Collection, action_table, may, may_in,
+    Action, ActionKind, Allowance, Collection, ConsoleSession, HostAccess, JwtConfig,
+    SessionOpened, SignInLimits, SignInPending, SignInStarted, TOO_MANY_SIGN_INS, action_table,
+    is_operator, may, may_in, pkce_challenge,
 };
 pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};

@@ -96,7 +96,11 @@ impl Artifacts<'_> {
         execution: &str,
     ) -> Result<Vec<ToolCall>, EngineError> {
         crate::catalog::valid_namespace(namespace)?;
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::Read(crate::identity::rules::Collection::Executions))?;
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::Read(crate::identity::rules::Collection::Executions),
+        )?;
         let mut visible = Vec::new();
         let mut continue_from = None;
         loop {

@@ -346,7 +346,11 @@ impl Calls<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<Execution, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::CompleteExecution)?;
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::CompleteExecution,
+        )?;
         let mut run: Execution = self.resources().get(namespace, name).await?;
         if run.status.phase == ExecutionPhase::Running
             || run.status.phase == ExecutionPhase::Degraded

@@ -11,7 +11,11 @@ impl Resources<'_> {
         by: &Principal,
         namespace: &str,
     ) -> Result<Namespace, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::Read(crate::identity::rules::Collection::Namespaces))?;
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::Read(crate::identity::rules::Collection::Namespaces),
+        )?;
         crate::catalog::valid_namespace(namespace)?;
         Ok(Namespace::clone(
             &*self.inner.catalog.namespace(namespace).await?,

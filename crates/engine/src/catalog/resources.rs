@@ -256,7 +256,11 @@ impl Resources<'_> {
     }
 
     /// Reads a resource.
-    pub(crate) async fn get<T: Object>(&self, namespace: &str, name: &str) -> Result<T, EngineError> {
+    pub(crate) async fn get<T: Object>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<T, EngineError> {
         valid_namespace(namespace)?;
         Ok(self.inner.store.get_object(namespace, name).await?)
     }

@@ -49,8 +49,8 @@ use joch_core::ApprovalActionKind;
 
 mod gate;
 
-pub use gate::{Action, ActionKind, Allowance, Collection, may, may_in, table};
 pub(crate) use gate::may_touch;
+pub use gate::{Action, ActionKind, Allowance, Collection, may, may_in, table};
 
 /// Refuses a principal bound to another namespace, as if the namespace's
 /// resources did not exist.

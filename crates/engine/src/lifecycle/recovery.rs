@@ -300,7 +300,11 @@ impl Calls<'_> {
         name: &str,
         resolve: Resolve,
     ) -> Result<ToolCall, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::ResolveCall)?;
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::ResolveCall,
+        )?;
         let mut call = self.record(namespace, name).await?;
         if call.status.phase != Phase::Unknown {
             return Err(EngineError::Refused {

@@ -339,12 +339,20 @@ impl Mcp<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<McpServer, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::Write(crate::identity::rules::Collection::McpServers))?;
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::Write(crate::identity::rules::Collection::McpServers),
+        )?;
         self.sync_server(namespace, name).await
     }
 
     /// Discovers server `name`'s tools now (joch's own sync, no principal).
-    pub(crate) async fn sync_server(&self, namespace: &str, name: &str) -> Result<McpServer, EngineError> {
+    pub(crate) async fn sync_server(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<McpServer, EngineError> {
         let lock = {
             let mut syncs = self
                 .inner
@@ -408,7 +416,11 @@ impl Mcp<'_> {
         replacing: Option<&str>,
         server: McpServer,
     ) -> Result<McpServer, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::Write(crate::identity::rules::Collection::McpServers))?;
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::Write(crate::identity::rules::Collection::McpServers),
+        )?;
         let mut candidate = server.clone();
         // Checked before anything is started or asked upstream.
         crate::catalog::admit(namespace, &mut candidate, replacing)?;
@@ -441,7 +453,11 @@ impl Mcp<'_> {
         name: &str,
         tool: Option<&str>,
     ) -> Result<McpServer, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::AcceptToolChange)?;
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::AcceptToolChange,
+        )?;
         let mut server: McpServer = self.inner.store.get_object(namespace, name).await?;
         if let Some(tool) = tool {
             if !server.status.tools.contains_key(tool) {

@@ -29,6 +29,7 @@ mod errors;
 mod events;
 mod exhaustion;
 mod faults;
+mod gate;
 mod hooks;
 mod hooks_claude;
 mod idempotency;

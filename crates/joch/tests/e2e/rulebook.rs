@@ -707,7 +707,11 @@ async fn an_agent_cancels_its_own_call_and_no_other() {
         other => panic!("another agent cancelled the call: {other:?}"),
     }
     let cancelled = gateway.cancel(&by_library).await.unwrap();
-    assert_eq!(cancelled.status.phase, joch_core::Phase::Failed, "{cancelled:?}");
+    assert_eq!(
+        cancelled.status.phase,
+        joch_core::Phase::Failed,
+        "{cancelled:?}"
+    );
     let _ = running.await.unwrap();
 }
 

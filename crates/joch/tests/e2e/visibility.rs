@@ -31,7 +31,11 @@ async fn get(joch: &Joch, token: &str, path: &str) -> (StatusCode, Value) {
 /// artifact, with a cost) and `crm.lookup`, each called once by root in
 /// execution `run-1`, the hidden one first. Returns the artifact's id.
 async fn calls_in_one_execution(joch: &Joch, webhook: &Webhook) -> String {
-    let mut hr = rest_tool(HIDDEN, &format!("{}/echo", webhook.base), json!({"level": "read_only"}));
+    let mut hr = rest_tool(
+        HIDDEN,
+        &format!("{}/echo", webhook.base),
+        json!({"level": "read_only"}),
+    );
     hr["spec"]["inline"] = json!(false);
     hr["spec"]["cost"] = json!({"perCall": 0.5});
     let crm = json!({"metadata": {"name": "crm.lookup"}, "spec": {"description": "", "inputSchema": {"type": "object"}, "backend": {"type": "noop"}, "cost": {"perCall": 0.1}}});
@@ -51,7 +55,10 @@ async fn calls_in_one_execution(joch: &Joch, webhook: &Webhook) -> String {
             artifact = id.to_owned();
         }
     }
-    assert!(!artifact.is_empty(), "the hidden call kept its result as an artifact");
+    assert!(
+        !artifact.is_empty(),
+        "the hidden call kept its result as an artifact"
+    );
     artifact
 }
 
@@ -68,7 +75,10 @@ async fn events_name(joch: &Joch, token: &str, tool: &str) -> bool {
 /// What the live stream of run-1's events sends `token` until the last
 /// call's completion shows (or 5 s pass).
 async fn streamed(joch: &Joch, token: &str) -> String {
-    let url = format!("{}/v1/namespaces/{NS}/executions/run-1/events?follow=true", joch.base);
+    let url = format!(
+        "{}/v1/namespaces/{NS}/executions/run-1/events?follow=true",
+        joch.base
+    );
     let mut answer = joch.http.get(url).bearer_auth(token).send().await.unwrap();
     assert_eq!(answer.status(), StatusCode::OK);
     let mut text = String::new();
@@ -116,7 +126,11 @@ async fn a_hidden_tools_calls_leave_no_trace_on_any_read_surface() {
     // The audit export an approver with the same selector may read.
     let audit = format!("/v1/namespaces/{NS}/audit");
     let named = |lines: &Value, name: &str| {
-        lines.as_array().unwrap().iter().any(|l| l["entry"]["name"] == name)
+        lines
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["entry"]["name"] == name)
     };
     let (status, lines) = get(&joch, &approver, &audit).await;
     assert_eq!(status, StatusCode::OK, "{lines}");
@@ -130,7 +144,10 @@ async fn a_hidden_tools_calls_leave_no_trace_on_any_read_surface() {
     assert_eq!(status, StatusCode::OK, "{by_tool}");
     assert!(!by_tool.to_string().contains(HIDDEN), "{by_tool}");
     let (_, everything) = get(&joch, &approver, &costs("namespace")).await;
-    assert!(everything.to_string().contains("\"calls\":1"), "{everything}");
+    assert!(
+        everything.to_string().contains("\"calls\":1"),
+        "{everything}"
+    );
     let (_, by_tool) = get(&joch, ROOT, &costs("tool")).await;
     assert!(by_tool.to_string().contains(HIDDEN), "{by_tool}");
 
@@ -143,9 +160,19 @@ async fn a_hidden_tools_calls_leave_no_trace_on_any_read_surface() {
         let page = send(&joch, Method::GET, &path, &session, "").await;
         assert_eq!(page.status(), StatusCode::OK, "{path}");
         let page = page.text().await.unwrap();
-        assert!(!page.contains(HIDDEN) && !page.contains("hr-1"), "{path}: {page}");
+        assert!(
+            !page.contains(HIDDEN) && !page.contains("hr-1"),
+            "{path}: {page}"
+        );
     }
     let root = signed_in(&joch, ROOT).await;
-    let page = send(&joch, Method::GET, &format!("/ui/executions/run-1?ns={NS}"), &root, "").await;
+    let page = send(
+        &joch,
+        Method::GET,
+        &format!("/ui/executions/run-1?ns={NS}"),
+        &root,
+        "",
+    )
+    .await;
     assert!(page.text().await.unwrap().contains(HIDDEN), "root sees it");
 }

@@ -28,7 +28,11 @@ pub(crate) async fn list(
 ) -> Result<Json<Vec<AuditLine>>, ApiError> {
     let limit = page.limit.unwrap_or(1000).clamp(1, 10_000);
     Ok(Json(
-        state.engine.audit().entries(&by, &ns, page.after, limit).await?,
+        state
+            .engine
+            .audit()
+            .entries(&by, &ns, page.after, limit)
+            .await?,
     ))
 }
 

@@ -4,11 +4,11 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use futures_util::StreamExt;
 use futures_util::stream::{self, Stream};
 use joch_core::{API_VERSION, Execution, ToolCall};
@@ -103,7 +103,11 @@ pub(crate) async fn events(
 ) -> Result<Response, ApiError> {
     if params.follow {
         // Refused as an answer, before the stream starts.
-        state.engine.calls().events(&by, &ns, &name, u64::MAX, 1).await?;
+        state
+            .engine
+            .calls()
+            .events(&by, &ns, &name, u64::MAX, 1)
+            .await?;
         let cap = state.config.max_streams_per_principal;
         let held = state.streams.open(Some(&by), cap)?;
         let stream = follow(state.engine.clone(), by, ns, name, params.after).map(move |event| {
@@ -156,7 +160,11 @@ fn follow(
                     let state = ((engine, by), ns, execution, cursor, seen, buffer);
                     return Some((Ok(sse), state));
                 }
-                match engine.calls().events(&by, &ns, &execution, cursor, 500).await {
+                match engine
+                    .calls()
+                    .events(&by, &ns, &execution, cursor, 500)
+                    .await
+                {
                     Ok(events) if !events.is_empty() => buffer.extend(events),
                     Ok(_) => {
                         engine

@@ -13,7 +13,9 @@ pub(crate) async fn get(
     Caller(by): Caller,
     Path(ns): Path<String>,
 ) -> Result<Json<Namespace>, ApiError> {
-    Ok(Json(state.engine.resources().get_namespace(&by, &ns).await?))
+    Ok(Json(
+        state.engine.resources().get_namespace(&by, &ns).await?,
+    ))
 }
 
 /// Creates or replaces the settings.

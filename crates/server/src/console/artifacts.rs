@@ -87,8 +87,14 @@ pub(crate) async fn content(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let mut response =
-        crate::api::artifacts::content_of(&state, &viewer.principal, &viewer.namespace, &id, &headers).await?;
+    let mut response = crate::api::artifacts::content_of(
+        &state,
+        &viewer.principal,
+        &viewer.namespace,
+        &id,
+        &headers,
+    )
+    .await?;
     let out = response.headers_mut();
     out.insert(
         header::CONTENT_SECURITY_POLICY,

@@ -2,9 +2,9 @@
 //! by the viewer's role, who is signed in, the alert region, and the CSRF
 //! token htmx sends with every action.
 
-use joch_engine::{Action, Collection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
+use joch_engine::{Action, Collection};
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 

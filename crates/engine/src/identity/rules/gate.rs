@@ -97,7 +97,10 @@ impl Collection {
 
     /// The collection of a plural (a resource's `Object::PLURAL`).
     pub fn parse(plural: &str) -> Option<Collection> {
-        Collection::ALL.iter().copied().find(|c| c.as_str() == plural)
+        Collection::ALL
+            .iter()
+            .copied()
+            .find(|c| c.as_str() == plural)
     }
 
     /// Whether clients write it (the ledger's records, the audit and costs
@@ -288,7 +291,8 @@ impl ActionKind {
 /// The role table as docs/identity.md prints it (a test keeps the two
 /// equal): one row per action, one column per role, and the operator's.
 pub fn table() -> String {
-    let mut out = String::from("| action | agent | approver | admin | operator |\n|---|---|---|---|---|\n");
+    let mut out =
+        String::from("| action | agent | approver | admin | operator |\n|---|---|---|---|---|\n");
     for kind in ActionKind::all() {
         let cell = |role| kind.allowance(role).as_str();
         out.push_str(&format!(
