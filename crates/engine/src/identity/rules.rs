@@ -316,3 +316,5 @@ impl crate::Engine {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod visibility_tests;
