@@ -13,7 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use joch_engine::Principal;
 
-use crate::{ApiError, AppState, discovery};
+use crate::{ApiError, ApiWord, AppState, discovery};
 
 pub(crate) async fn authorize(
     State(state): State<AppState>,
@@ -66,7 +66,7 @@ pub(crate) async fn authorize(
             "this joch requires a bearer token (Authorization: Bearer ...)"
         };
         let mut answer =
-            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+            ApiError::new(StatusCode::UNAUTHORIZED, ApiWord::Unauthorized, message).into_response();
         answer.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             discovery::challenge(&state.config, &path, refused),

@@ -12,7 +12,7 @@ use joch_core::{ObjectRef, ToolCall};
 use serde_json::{Map, Value, json};
 
 use crate::extract::{Body, Caller, Path};
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 /// An artifact's metadata.
 pub(crate) async fn get(
@@ -50,7 +50,7 @@ pub(crate) async fn content_of(
             Some(parse_range(text, size).map_err(|reason| {
                 ApiError::new(
                     StatusCode::RANGE_NOT_SATISFIABLE,
-                    "range_not_satisfiable",
+                    ApiWord::RangeNotSatisfiable,
                     reason,
                 )
                 .with_details(json!({"range": text, "size": size}))

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::extract::{Caller, Path, Query};
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -93,6 +93,6 @@ fn since(text: &str) -> Result<Time, ApiError> {
 }
 
 fn bad(parameter: &str, message: String) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    ApiError::new(StatusCode::BAD_REQUEST, ApiWord::BadRequest, message)
         .with_details(json!({"parameter": parameter}))
 }

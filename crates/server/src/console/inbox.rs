@@ -23,7 +23,7 @@ use super::Fields;
 use super::layout::{Section, json_block, page, wire};
 use super::viewer::Viewer;
 use crate::extract::{Path, Query};
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 /// The inbox page.
 pub(crate) async fn show(
@@ -336,7 +336,7 @@ impl DecisionForm {
             serde_json::from_str::<Value>(text).map_err(|e| {
                 ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid_resource",
+                    ApiWord::InvalidResource,
                     format!("{field}: not valid JSON: {e}"),
                 )
             })

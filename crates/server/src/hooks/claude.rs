@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{namespace, reference};
 use crate::extract::{Body, Caller, Query};
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 /// Header naming the agent; Claude's hook bodies do not.
 const AGENT_HEADER: &str = "joch-agent";
@@ -84,7 +84,7 @@ async fn serve(
         Some(other) => {
             return Err(ApiError::new(
                 axum::http::StatusCode::BAD_REQUEST,
-                "bad_request",
+                ApiWord::BadRequest,
                 format!("onDefer must be wait or ask, got {other:?}"),
             ));
         }
@@ -114,7 +114,7 @@ async fn serve(
         other => {
             return Err(ApiError::new(
                 axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-                "unsupported_hook_event",
+                ApiWord::UnsupportedHookEvent,
                 format!(
                     "joch handles PreToolUse, PostToolUse and PostToolUseFailure, not {other:?}"
                 ),
