@@ -29,6 +29,7 @@ mod executions;
 mod inbox;
 mod layout;
 mod ledger;
+mod live;
 mod oidc;
 mod overview;
 mod settings;
