@@ -15,6 +15,7 @@ mod audit_tamper;
 mod auth;
 mod backtest;
 mod calls;
+mod cancels;
 mod cli;
 mod console;
 mod console_pages;
