@@ -223,6 +223,54 @@ words! {
     }
 }
 
+words! {
+    /// Why joch refused a request in the resource's current state, or
+    /// beyond a cap (the `code` of a 409 or 429 answer).
+    RefusalCode {
+        /// The approval was decided already (by another, or a deadline).
+        ApprovalDecided = "approval_decided",
+        /// This joch keeps no artifacts.
+        ArtifactsDisabled = "artifacts_disabled",
+        /// The consent could not be completed.
+        ConsentFailed = "consent_failed",
+        /// A consent is given at the authorization server, not approved.
+        ConsentNotApprovable = "consent_not_approvable",
+        /// The execution is finished: it takes no more batches.
+        ExecutionFinished = "execution_finished",
+        /// Only an `Unknown` call can be resolved.
+        NotUnknown = "not_unknown",
+        /// The call is not a hook-mode call.
+        NotHookMode = "not_hook_mode",
+        /// The hook-mode call is not running.
+        NotRunning = "not_running",
+        /// The call cannot be replayed (not settled, or its tool is gone).
+        ReplayNotPossible = "replay_not_possible",
+        /// Replaying a write needs an override.
+        ReplayNotAllowed = "replay_not_allowed",
+        /// A retry of a deferred call asks another tool or other arguments
+        /// than the call it names.
+        ResumeMismatch = "resume_mismatch",
+        /// A principal holds as many MCP sessions as it may.
+        TooManyMcpSessions = "too_many_mcp_sessions",
+        /// A client has as many sign-ins under way as it may.
+        TooManySignIns = "too_many_sign_ins",
+    }
+}
+
+words! {
+    /// What joch answers a hook-mode agent (AOS, Claude Code hooks).
+    HookAnswer {
+        /// Run the tool (or keep its result).
+        Allow = "allow",
+        /// Run it with other arguments (or use another result).
+        Modify = "modify",
+        /// Do not run it (or withhold its result).
+        Deny = "deny",
+        /// Ask the agent's own user.
+        Ask = "ask",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,7 +53,7 @@ pub use backend::{
     ActionInputs, Invocation, OutputChunks, ToolBackend, ToolDiscovery, ToolFailure, ToolOutput,
 };
 pub use checksum::{checksum, run_digest};
-pub use codes::{ApprovalActionKind, DecisionKind, ErrorCode, EventKind};
+pub use codes::{ApprovalActionKind, DecisionKind, ErrorCode, EventKind, HookAnswer, RefusalCode};
 pub use cost::{Budget, CallCost, ToolCost};
 pub use endpoint::Endpoint;
 pub use error::{FieldError, ValidationError};

@@ -253,6 +253,9 @@ impl Engine {
             )
             .await?;
         let decider = rules::decider(&call, approval, by, &decision.by, decision.for_user)?;
+        if decision.always && !decider.asked_user {
+            rules::may(by, &rules::Action::DecideStanding)?;
+        }
         decision.by.clone_from(&decider.name);
         Ok(decider)
     }
@@ -382,7 +385,11 @@ impl Approvals<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<Approval, EngineError> {
-        rules::acts_in(by, namespace)?;
+        rules::may_in(
+            by,
+            namespace,
+            &rules::Action::Read(rules::Collection::Approvals),
+        )?;
         let approval = self.get(namespace, name).await?;
         if !self.sees_approval(by, &approval).await? {
             return Err(EngineError::NotFound {
@@ -403,7 +410,11 @@ impl Approvals<'_> {
         namespace: &str,
         params: ListParams,
     ) -> Result<ObjectList<Approval>, EngineError> {
-        rules::acts_in(by, namespace)?;
+        rules::may_in(
+            by,
+            namespace,
+            &rules::Action::Read(rules::Collection::Approvals),
+        )?;
         let mut page = self.list(namespace, params).await?;
         if by.tools.is_some() {
             let mut seen = Vec::with_capacity(page.items.len());
@@ -465,7 +476,7 @@ impl Approvals<'_> {
         let decider = self.decider(by, &approval, &mut decision).await?;
         if approval.spec.action.kind == ApprovalActionKind::Consent {
             return Err(EngineError::Refused {
-                code: "consent_not_approvable",
+                code: joch_core::RefusalCode::ConsentNotApprovable,
                 message: "a consent is given by the user at the authorization server (the approval's consentUrl), not approved; it may be rejected".to_owned(),
             });
         }
@@ -520,7 +531,7 @@ impl Approvals<'_> {
 
 fn decided(name: &str, phase: ApprovalPhase) -> EngineError {
     EngineError::Refused {
-        code: "approval_decided",
+        code: joch_core::RefusalCode::ApprovalDecided,
         message: format!("approval {name:?} is already {}", phase.as_str()),
     }
 }

@@ -16,12 +16,13 @@ use joch_core::artifact::{
     Artifact, ArtifactRef, ArtifactRole, ArtifactSpec, ByteRange, InlineInputs, handle,
     is_media_type, is_sha256,
 };
-use joch_core::{ObjectMeta, ObjectRef, Tool, ToolCall};
+use joch_core::{ObjectMeta, ObjectRef, Principal, Tool, ToolCall};
 use joch_store::{Blobs, Durability, ListQuery, StoreError};
 use serde_json::{Map, Value, json};
 
 use crate::Artifacts;
 use crate::engine::now;
+use crate::identity::rules::{Action, Collection, may_in};
 use crate::{Engine, EngineError};
 
 /// What a settled result becomes: what the caller gets, and what the
@@ -38,7 +39,7 @@ impl Engine {
             .artifacts
             .as_deref()
             .ok_or_else(|| EngineError::Refused {
-                code: "artifacts_disabled",
+                code: joch_core::RefusalCode::ArtifactsDisabled,
                 message: "this server keeps no artifacts (none is configured)".to_owned(),
             })
     }
@@ -211,25 +212,48 @@ impl Engine {
 
 impl Artifacts<'_> {
     /// An artifact's metadata.
-    pub async fn get(&self, namespace: &str, id: &str) -> Result<Artifact, EngineError> {
+    ///
+    /// An artifact exists for `by` when the call that produced it does
+    /// (`Engine::sees_call`); else it answers as missing.
+    pub async fn get(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        id: &str,
+    ) -> Result<Artifact, EngineError> {
+        may_in(by, namespace, &Action::Read(Collection::Artifacts))?;
         crate::catalog::valid_namespace(namespace)?;
+        let missing = || EngineError::NotFound {
+            kind: "Artifact".to_owned(),
+            name: id.to_owned(),
+        };
         if !is_sha256(id) {
-            return Err(EngineError::NotFound {
-                kind: "Artifact".to_owned(),
-                name: id.to_owned(),
-            });
+            return Err(missing());
         }
-        Ok(self.inner.store.get_object(namespace, id).await?)
+        let artifact: Artifact = self.inner.store.get_object(namespace, id).await?;
+        if by.tools.is_some() {
+            let producer = &artifact.spec.produced_by.name;
+            let seen = match self.inner.store.get_object(namespace, producer).await {
+                Ok(call) => self.sees_call(by, namespace, &call).await?,
+                Err(joch_store::StoreError::NotFound { .. }) => false,
+                Err(e) => return Err(e.into()),
+            };
+            if !seen {
+                return Err(missing());
+            }
+        }
+        Ok(artifact)
     }
 
     /// An artifact's bytes, all or `range` of them.
     pub async fn read(
         &self,
+        by: &Principal,
         namespace: &str,
         id: &str,
         range: Option<ByteRange>,
     ) -> Result<(Artifact, Vec<u8>), EngineError> {
-        let artifact = self.get(namespace, id).await?;
+        let artifact = self.get(by, namespace, id).await?;
         let bytes = self
             .blobs()?
             .read(&artifact.spec.sha256, range.map(|r| (r.start, r.len())))

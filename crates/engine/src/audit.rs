@@ -9,11 +9,12 @@ mod signer;
 mod verify;
 
 use joch_core::audit::Checkpoint;
-use joch_core::{Approval, ToolCall};
+use joch_core::{Approval, Principal, ToolCall};
 use joch_store::{Durability, StoreError};
 use serde::Serialize;
 
 use crate::Audit;
+use crate::identity::rules::{Action, Collection, may_in};
 use crate::{Engine, EngineError};
 
 pub use of_record::{CheckedEntry, RecordAudit};
@@ -61,30 +62,74 @@ impl Engine {
 }
 
 impl Audit<'_> {
-    /// The namespace's audit entries after `after`, in order.
+    /// The namespace's audit entries after `after`, in order, if `by` may
+    /// read the audit. An entry about a call `by` cannot see (or its
+    /// approval) is left out, as if the call did not exist; the chain of
+    /// what is left then no longer links, which only the operator's view
+    /// (no tool selector) can verify.
     pub async fn entries(
         &self,
+        by: &Principal,
         namespace: &str,
         after: u64,
         limit: usize,
     ) -> Result<Vec<AuditLine>, EngineError> {
+        may_in(by, namespace, &Action::Read(Collection::Audit))?;
         crate::catalog::valid_namespace(namespace)?;
         let records = self.inner.store.list_audit(namespace, after, limit).await?;
-        Ok(records
-            .into_iter()
-            .map(|r| AuditLine {
+        let mut lines = Vec::with_capacity(records.len());
+        for r in records {
+            let entry: serde_json::Value =
+                serde_json::from_str(&r.body).unwrap_or(serde_json::Value::String(r.body));
+            if !self.sees_entry(by, namespace, &entry).await? {
+                continue;
+            }
+            lines.push(AuditLine {
                 namespace: r.namespace,
                 seq: r.seq,
                 prev: r.prev,
                 hash: r.hash,
-                entry: serde_json::from_str(&r.body).unwrap_or(serde_json::Value::String(r.body)),
-            })
-            .collect())
+                entry,
+            });
+        }
+        Ok(lines)
     }
 
-    /// The namespace's signed checkpoints, oldest entry first.
-    pub async fn checkpoints(&self, namespace: &str) -> Result<Vec<Checkpoint>, EngineError> {
+    /// The namespace's signed checkpoints, oldest entry first, if `by` may
+    /// read the audit.
+    pub async fn checkpoints(
+        &self,
+        by: &Principal,
+        namespace: &str,
+    ) -> Result<Vec<Checkpoint>, EngineError> {
+        may_in(by, namespace, &Action::Read(Collection::Audit))?;
         crate::catalog::valid_namespace(namespace)?;
         Ok(self.inner.store.list_checkpoints(namespace).await?)
+    }
+
+    /// True when the record an audit entry names exists for `by`.
+    async fn sees_entry(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        entry: &serde_json::Value,
+    ) -> Result<bool, EngineError> {
+        if by.tools.is_none() {
+            return Ok(true);
+        }
+        let name = entry["name"].as_str().unwrap_or_default();
+        match entry["kind"].as_str() {
+            Some("ToolCall") => match self.inner.store.get_object(namespace, name).await {
+                Ok(call) => self.sees_call(by, namespace, &call).await,
+                Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
+                Err(e) => Err(e.into()),
+            },
+            Some("Approval") => match self.inner.store.get_object(namespace, name).await {
+                Ok(approval) => self.sees_approval(by, &approval).await,
+                Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
+                Err(e) => Err(e.into()),
+            },
+            _ => Ok(true),
+        }
     }
 }

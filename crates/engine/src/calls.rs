@@ -1,6 +1,6 @@
 //! The call path's entry points: run a call and wait for it (`call`), or
 //! record it and let it run (`submit`); and what passes between admission
-//! (`admission.rs`) and execution (`execute.rs`).
+//! (`admission/`) and execution (`execute.rs`).
 
 mod admission;
 mod batches;

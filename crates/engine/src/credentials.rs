@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::EngineError;
 use crate::Vault;
+use crate::identity::rules::{Action, Collection, may_in};
 
 mod client;
 mod consent;
@@ -242,8 +243,7 @@ impl Vault<'_> {
         by: &Principal,
         namespace: &str,
     ) -> Result<Vec<Credential>, EngineError> {
-        crate::identity::rules::acts_in(by, namespace)?;
-        crate::identity::rules::administers(by, "manage credentials")?;
+        may_in(by, namespace, &Action::Read(Collection::Credentials))?;
         let query = ListQuery {
             namespace: namespace.to_owned(),
             limit: 5_000,
@@ -260,8 +260,7 @@ impl Vault<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<Credential, EngineError> {
-        crate::identity::rules::acts_in(by, namespace)?;
-        crate::identity::rules::administers(by, "manage credentials")?;
+        may_in(by, namespace, &Action::Write(Collection::Credentials))?;
         Ok(self
             .inner
             .store

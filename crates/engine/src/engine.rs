@@ -50,7 +50,7 @@ pub struct EngineConfig {
     /// sooner is written once, settled. Zero writes every call as it
     /// starts. See `admission::Intent`.
     pub intent_grace: Duration,
-    /// Bounds on MCP sessions (see `mcp_sessions.rs`).
+    /// Bounds on MCP sessions (see `mcp/sessions.rs`).
     pub mcp_sessions: crate::McpSessionLimits,
     /// The token vault's keys (default none: no upstream token can be kept,
     /// and `spec.auth.oauth2` upstreams fail saying so).

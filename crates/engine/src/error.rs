@@ -49,8 +49,8 @@ pub enum EngineError {
     /// `Unknown`). `code` is the stable reason.
     #[error("{message}")]
     Refused {
-        /// Stable snake_case reason, e.g. `replay_not_allowed`.
-        code: &'static str,
+        /// Stable reason, e.g. `replay_not_allowed`.
+        code: joch_core::RefusalCode,
         /// For people.
         message: String,
     },
@@ -58,8 +58,8 @@ pub enum EngineError {
     /// way (sign-ins started, say); it may succeed after `retry_after`.
     #[error("{message}")]
     Throttled {
-        /// Stable snake_case reason, e.g. `too_many_sign_ins`.
-        code: &'static str,
+        /// Stable reason, e.g. `too_many_sign_ins`.
+        code: joch_core::RefusalCode,
         /// For people: what to finish, or how long to wait.
         message: String,
         /// When trying again may succeed.

@@ -9,13 +9,14 @@
 use crate::signal::Signal;
 use std::time::Duration;
 
-use joch_core::{EventKind, Time, ToolCall};
+use joch_core::{EventKind, Principal, Time, ToolCall};
 use joch_store::{Durability, EventRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::Calls;
 use crate::engine::now;
+use crate::identity::rules::{Action, Collection, may_in};
 use crate::{Engine, EngineError};
 
 /// One event of an execution.
@@ -97,31 +98,51 @@ impl Engine {
 
 impl Calls<'_> {
     /// The execution's events numbered above `after`, oldest first.
+    /// Events about a call of a tool `by` cannot see are left out, as if
+    /// the call did not exist (their numbers skip).
     pub async fn events(
         &self,
+        by: &Principal,
         namespace: &str,
         execution: &str,
         after: u64,
         limit: usize,
     ) -> Result<Vec<Event>, EngineError> {
+        may_in(by, namespace, &Action::Read(Collection::Executions))?;
         crate::catalog::valid_namespace(namespace)?;
         let records = self
             .inner
             .store
             .list_events(namespace, execution, after, limit)
             .await?;
-        records
-            .into_iter()
-            .map(|r| {
-                let mut event: Event = serde_json::from_str(&r.body).map_err(|e| {
-                    EngineError::Store(joch_store::StoreError::Unavailable(format!(
-                        "stored event cannot be read: {e}"
-                    )))
-                })?;
-                event.sequence = r.sequence;
-                Ok(event)
-            })
-            .collect()
+        let mut seen = std::collections::HashMap::<String, bool>::new();
+        let mut events = Vec::with_capacity(records.len());
+        for r in records {
+            let mut event: Event = serde_json::from_str(&r.body).map_err(|e| {
+                EngineError::Store(joch_store::StoreError::Unavailable(format!(
+                    "stored event cannot be read: {e}"
+                )))
+            })?;
+            event.sequence = r.sequence;
+            if let Some(tool) = event.data["tool_name"]
+                .as_str()
+                .filter(|_| by.tools.is_some())
+            {
+                let visible = match seen.get(tool) {
+                    Some(known) => *known,
+                    None => {
+                        let known = self.sees_tool(by, namespace, tool).await?;
+                        seen.insert(tool.to_owned(), known);
+                        known
+                    }
+                };
+                if !visible {
+                    continue;
+                }
+            }
+            events.push(event);
+        }
+        Ok(events)
     }
 
     /// Waits until new events may be available: at once when this process

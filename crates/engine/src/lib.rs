@@ -7,7 +7,7 @@
 //!   → result hook → record Succeeded / Failed (synced before the answer)
 //! ```
 //! A call that needs no durable intent is written once, settled (see
-//! `admission.rs`).
+//! `calls/admission/`).
 //!
 //! The engine holds an `Arc<dyn Store>` and one `Arc<dyn ToolBackend>` per
 //! backend type; it never sees SQL or HTTP. Its errors are `EngineError`:
@@ -50,8 +50,9 @@ pub use error::EngineError;
 pub use events::Event;
 pub use facade::{Approvals, Artifacts, Audit, Calls, Identity, Mcp, Policies, Resources, Vault};
 pub use identity::{
-    ConsoleSession, HostAccess, JwtConfig, SessionOpened, SignInLimits, SignInPending,
-    SignInStarted, TOO_MANY_SIGN_INS, is_operator, may_read, may_read_metrics, pkce_challenge,
+    Action, ActionKind, Allowance, Collection, ConsoleSession, HostAccess, JwtConfig,
+    SessionOpened, SignInLimits, SignInPending, SignInStarted, TOO_MANY_SIGN_INS, action_table,
+    is_operator, may, may_in, pkce_challenge,
 };
 pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};

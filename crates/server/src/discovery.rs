@@ -16,7 +16,7 @@ use axum::{Json, Router};
 use serde::Serialize;
 
 use crate::extract::Path;
-use crate::{ApiError, AppState, ServerConfig};
+use crate::{ApiError, ApiWord, AppState, ServerConfig};
 
 /// Where the metadata of joch's resources is served; a resource's path
 /// follows it.
@@ -107,7 +107,7 @@ async fn of_namespace_mcp(
     joch_core::names::validate_namespace(&ns).map_err(|e| {
         ApiError::new(
             axum::http::StatusCode::BAD_REQUEST,
-            "bad_request",
+            ApiWord::BadRequest,
             e.to_string(),
         )
     })?;

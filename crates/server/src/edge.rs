@@ -31,6 +31,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::ApiError;
+use crate::ApiWord;
 
 /// The host names a loopback joch answers to by default.
 pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
@@ -92,7 +93,7 @@ impl Edge {
             true => Ok(()),
             false => Err(ApiError::new(
                 StatusCode::MISDIRECTED_REQUEST,
-                "misdirected_request",
+                ApiWord::MisdirectedRequest,
                 format!(
                     "this joch does not serve the host {name:?}; its operator lists the names \
                      it answers to with --allowed-host (or --public-url)"
@@ -106,7 +107,7 @@ impl Edge {
         let refused = |from: &str| {
             ApiError::new(
                 StatusCode::FORBIDDEN,
-                "cross_site_request",
+                ApiWord::CrossSiteRequest,
                 format!(
                     "a request from {from} may not change anything here; joch's operator \
                      allows other origins with --allowed-origin"
@@ -156,7 +157,7 @@ fn body_type(headers: &HeaderMap, path: &str) -> Result<(), ApiError> {
         true => Ok(()),
         false => Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
+            ApiWord::UnsupportedMediaType,
             format!(
                 "a request body must be JSON (Content-Type: application/json) or YAML \
                  (application/yaml), not {:?}",
@@ -246,7 +247,10 @@ mod tests {
     }
 
     fn code(result: Result<(), ApiError>) -> String {
-        result.err().map(|e| e.code).unwrap_or_default()
+        result
+            .err()
+            .map(|e| e.code.as_str().to_owned())
+            .unwrap_or_default()
     }
 
     #[test]

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::ApiError;
+use crate::ApiWord;
 
 /// A resource manifest in the body, as JSON or (with a YAML content type)
 /// YAML, checked to be of kind `T`.
@@ -62,13 +63,13 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<(Format, 
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
+                ApiWord::PayloadTooLarge,
                 "request body is larger than the server accepts",
             )
         } else {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "malformed_body",
+                ApiWord::MalformedBody,
                 rejection.body_text(),
             )
         }
@@ -82,7 +83,7 @@ fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
         let field = e.path().to_string();
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_resource",
+            ApiWord::InvalidResource,
             format!("{field}: {}", e.inner()),
         )
         .with_details(json!({"fields": [{"field": field, "message": e.inner().to_string()}]}))
@@ -123,7 +124,7 @@ fn every_problem<T: DeserializeOwned>(
         .join("; ");
     ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid_resource",
+        ApiWord::InvalidResource,
         message,
     )
     .with_details(json!({"fields": problems}))
@@ -203,7 +204,8 @@ impl Format {
 
     fn parse(&self, bytes: &[u8]) -> Result<Value, ApiError> {
         let malformed = |message: String, details: Value| {
-            ApiError::new(StatusCode::BAD_REQUEST, "malformed_body", message).with_details(details)
+            ApiError::new(StatusCode::BAD_REQUEST, ApiWord::MalformedBody, message)
+                .with_details(details)
         };
         match self {
             Format::Json => serde_json::from_slice(bytes).map_err(|e| {
@@ -229,7 +231,7 @@ fn check_type<T: Object>(value: &Value) -> Result<(), ApiError> {
     if !value.is_object() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "malformed_body",
+            ApiWord::MalformedBody,
             "body must be a JSON or YAML object",
         ));
     }
@@ -239,14 +241,14 @@ fn check_type<T: Object>(value: &Value) -> Result<(), ApiError> {
     {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_api_version",
+            ApiWord::InvalidApiVersion,
             format!("apiVersion must be {API_VERSION:?}, got {v}"),
         ));
     }
     if let Some(k) = value.get("kind").filter(|k| k.as_str() != Some(T::KIND)) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_kind",
+            ApiWord::InvalidKind,
             format!("this endpoint takes kind {:?}, got {k}", T::KIND),
         ));
     }
@@ -263,7 +265,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|q| Query(q.0))
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, ApiWord::BadRequest, e.body_text()))
     }
 }
 
@@ -277,7 +279,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T>
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| Path(p.0))
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, ApiWord::BadRequest, e.body_text()))
     }
 }
 
@@ -300,7 +302,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
             .ok_or_else(|| {
                 ApiError::new(
                     StatusCode::UNAUTHORIZED,
-                    "unauthorized",
+                    ApiWord::Unauthorized,
                     "this request carries no authenticated principal",
                 )
             })

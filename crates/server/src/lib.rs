@@ -26,7 +26,7 @@ use axum::extract::DefaultBodyLimit;
 use joch_engine::Engine;
 
 pub use discovery::resource_audiences;
-pub use error::ApiError;
+pub use error::{ApiCode, ApiError, ApiWord};
 
 /// HTTP settings, each with a documented default.
 #[derive(Debug, Clone)]

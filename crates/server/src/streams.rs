@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use joch_engine::Principal;
 
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 /// Open streams by principal.
 #[derive(Default)]
@@ -52,7 +52,7 @@ impl Streams {
         if *count >= cap {
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "too_many_streams",
+                ApiWord::TooManyStreams,
                 format!("this caller already has {cap} streams open; close one first"),
             ));
         }

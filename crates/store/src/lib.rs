@@ -26,6 +26,8 @@ mod keyset;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod record;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod rows;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod timing;

@@ -99,18 +99,31 @@ impl EmbeddedGateway {
         }
     }
 
-    /// Approvals waiting for a person.
+    /// Approvals waiting for a person, of the calls the gateway's
+    /// principal sees.
     pub async fn pending_approvals(&self) -> Result<Vec<Approval>, Error> {
         let all = self
             .engine
             .approvals()
-            .list(&self.namespace, ListParams::default())
+            .read_all(&self.principal, &self.namespace, ListParams::default())
             .await?;
         Ok(all
             .items
             .into_iter()
             .filter(|a| a.status.phase == ApprovalPhase::Pending)
             .collect())
+    }
+
+    /// Cancels call `name` as the gateway's principal, which may cancel the
+    /// calls it made (an admin any): one waiting for a person never runs,
+    /// a running one is stopped; it settles `Failed` with `error.code:
+    /// cancelled`. Returns the call as it then stands.
+    pub async fn cancel(&self, name: &str) -> Result<joch_core::ToolCall, Error> {
+        Ok(self
+            .engine
+            .calls()
+            .cancel(&self.principal, &self.namespace, name)
+            .await?)
     }
 
     /// Approves a paused call; the call then runs, and its caller gets the

@@ -86,6 +86,17 @@ impl RemoteGateway {
         self.decide(approval, "deny", body).await
     }
 
+    /// Cancels call `name` as the token's holder, which may cancel the
+    /// calls it made (an admin any; others get 403 `forbidden`). Returns the
+    /// call as it then stands (`Failed`, `error.code: cancelled`, once it
+    /// stopped).
+    pub async fn cancel(&self, name: &str) -> Result<joch_core::ToolCall, Error> {
+        let url = self.url(&format!("toolcalls/{name}/cancel"));
+        let (_, answer) = self.send(self.http.post(url)).await?;
+        serde_json::from_value(answer)
+            .map_err(|e| Error::Transport(format!("an unexpected ToolCall: {e}")))
+    }
+
     async fn decide(
         &self,
         approval: &str,

@@ -33,7 +33,7 @@ pub enum ConsentReply<'a> {
 
 fn failed(message: String) -> EngineError {
     EngineError::Refused {
-        code: "consent_failed",
+        code: joch_core::RefusalCode::ConsentFailed,
         message,
     }
 }

@@ -32,7 +32,11 @@ impl Approvals<'_> {
         by: &Principal,
         namespace: &str,
     ) -> Result<Vec<InboxItem>, EngineError> {
-        rules::acts_in(by, namespace)?;
+        rules::may_in(
+            by,
+            namespace,
+            &rules::Action::Read(rules::Collection::Approvals),
+        )?;
         let params = ListParams {
             phase: Some(ApprovalPhase::Pending.as_str().to_owned()),
             limit: Some(INBOX_LIMIT),

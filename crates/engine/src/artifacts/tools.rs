@@ -68,7 +68,12 @@ impl Engine {
         args: &serde_json::Map<String, Value>,
         target: &ObjectRef,
     ) -> Result<Result<Value, CallError>, EngineError> {
-        let (_, content) = self.artifacts().read(namespace, &target.name, None).await?;
+        // The caller's sight of `target` was asked when it was chosen; joch reads it.
+        let joch = joch_core::Principal::local();
+        let (_, content) = self
+            .artifacts()
+            .read(&joch, namespace, &target.name, None)
+            .await?;
         let tool = tool.to_owned();
         let args = args.clone();
         // Regex and JSON work over megabytes: off the async threads.
@@ -91,7 +96,11 @@ impl Artifacts<'_> {
         execution: &str,
     ) -> Result<Vec<ToolCall>, EngineError> {
         crate::catalog::valid_namespace(namespace)?;
-        crate::identity::rules::acts_in(by, namespace)?;
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::Read(crate::identity::rules::Collection::Executions),
+        )?;
         let mut visible = Vec::new();
         let mut continue_from = None;
         loop {
@@ -156,7 +165,7 @@ impl Artifacts<'_> {
         namespace: &str,
         mut call: ToolCall,
     ) -> Result<CallOutcome, EngineError> {
-        crate::identity::rules::acts_in(by, namespace)?;
+        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::CallTool)?;
         let tool = call.tool_name().to_owned();
         if !is_artifact_tool(&tool) {
             return Err(EngineError::NotFound {

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::AuditLine;
 use crate::Audit;
 use crate::engine::now;
-use crate::identity::rules::{acts_in, may_read};
+use crate::identity::rules::{Action, Collection, may_in};
 use crate::{Engine, EngineError};
 
 /// One entry and what was checked of it.
@@ -68,8 +68,7 @@ impl Audit<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<RecordAudit, EngineError> {
-        acts_in(by, namespace)?;
-        may_read(by, "audit")?;
+        may_in(by, namespace, &Action::Read(Collection::Audit))?;
         crate::catalog::valid_namespace(namespace)?;
         let store = &self.inner.store;
         let mut entries = Vec::new();

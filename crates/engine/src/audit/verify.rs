@@ -168,7 +168,13 @@ impl Audit<'_> {
     /// both ways between entries and records: each settled record must
     /// match its latest entry, and each record an entry names must exist.
     /// Reports every finding. Reads the whole namespace, a page at a time.
-    pub async fn verify(&self, namespace: &str) -> Result<AuditReport, EngineError> {
+    pub async fn verify(
+        &self,
+        by: &joch_core::Principal,
+        namespace: &str,
+    ) -> Result<AuditReport, EngineError> {
+        use crate::identity::rules::{Action, Collection, may_in};
+        may_in(by, namespace, &Action::Read(Collection::Audit))?;
         crate::catalog::valid_namespace(namespace)?;
         let store = &self.inner.store;
         let mut walk = ChainWalk::new();

@@ -254,7 +254,7 @@ impl Engine {
             ExecutionPhase::Failed | ExecutionPhase::Completed
         ) {
             return Err(EngineError::Refused {
-                code: "execution_finished",
+                code: joch_core::RefusalCode::ExecutionFinished,
                 message: format!(
                     "execution {name:?} is {:?} and takes no more batches",
                     run.status.phase
@@ -329,6 +329,7 @@ impl Calls<'_> {
         calls: Vec<ToolCall>,
         wait: bool,
     ) -> Result<Batch, EngineError> {
+        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::CallTool)?;
         let (by, namespace, execution) = (by.clone(), namespace.to_owned(), execution.to_owned());
         self.to_completion("a batch", move |engine| async move {
             engine
@@ -341,9 +342,15 @@ impl Calls<'_> {
     /// Marks an execution completed: it takes no more batches.
     pub async fn complete_execution(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
     ) -> Result<Execution, EngineError> {
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::CompleteExecution,
+        )?;
         let mut run: Execution = self.resources().get(namespace, name).await?;
         if run.status.phase == ExecutionPhase::Running
             || run.status.phase == ExecutionPhase::Degraded

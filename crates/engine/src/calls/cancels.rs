@@ -30,7 +30,7 @@ use tokio::sync::watch;
 
 use crate::Calls;
 use crate::engine::now;
-use crate::identity::rules::may_cancel;
+use crate::identity::rules::{Action, may};
 use crate::{Engine, EngineError};
 
 /// The kind of a cancel mark, which no API serves.
@@ -225,7 +225,7 @@ impl Calls<'_> {
         name: &str,
     ) -> Result<ToolCall, EngineError> {
         let call = self.get(by, namespace, name).await?;
-        may_cancel(&call, by)?;
+        may(by, &Action::CancelCall(&call))?;
         match call.status.phase {
             Phase::AwaitingApproval => self.withdraw(call).await,
             phase if phase.is_terminal() => Ok(call),

@@ -3,11 +3,12 @@
 use chrono::{Datelike, TimeZone, Utc};
 
 use joch_core::cost::{Standing, Window, from_micros, standing};
-use joch_core::{Budget, DecisionKind, Hook, HookDecision, Time, Tool, ToolCall};
+use joch_core::{Budget, DecisionKind, Hook, HookDecision, Principal, Time, Tool, ToolCall};
 use joch_store::{CostGroup, CostQuery, CostTotal};
 use serde_json::{Value, json};
 
 use crate::Calls;
+use crate::identity::rules::{Action, Collection, may_in};
 use crate::{Engine, EngineError};
 
 /// What the namespace's budgets say about a call about to run.
@@ -158,15 +159,22 @@ impl Engine {
 }
 
 impl Calls<'_> {
-    /// Cost totals of `namespace` (every namespace when empty) since `since`.
+    /// Cost totals of `namespace` (every namespace when empty: the
+    /// operator's alone) since `since`, if `by` may read costs. The totals
+    /// of a principal with a tool selector count the tools it sees only.
     pub async fn costs(
         &self,
+        by: &Principal,
         namespace: &str,
         group_by: CostGroup,
         since: Option<Time>,
     ) -> Result<Vec<CostTotal>, EngineError> {
+        may_in(by, namespace, &Action::Read(Collection::Costs))?;
         if !namespace.is_empty() {
             crate::catalog::valid_namespace(namespace)?;
+        }
+        if by.tools.is_some() {
+            return self.seen_costs(by, namespace, group_by, since).await;
         }
         let query = CostQuery {
             namespace: namespace.to_owned(),
@@ -175,6 +183,46 @@ impl Calls<'_> {
             ..CostQuery::default()
         };
         Ok(self.inner.store.cost_totals(query).await?)
+    }
+    /// [`costs`](Self::costs) counting only the tools `by` sees: the
+    /// totals of each such tool, grouped as asked and summed.
+    async fn seen_costs(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        group_by: CostGroup,
+        since: Option<Time>,
+    ) -> Result<Vec<CostTotal>, EngineError> {
+        let query = |group_by, tool: Option<String>| CostQuery {
+            namespace: namespace.to_owned(),
+            since_ms: since.map(|t| t.0.timestamp_millis()),
+            group_by,
+            tool,
+            ..CostQuery::default()
+        };
+        let store = &self.inner.store;
+        let mut tools: Vec<String> = Vec::new();
+        for total in store.cost_totals(query(CostGroup::Tool, None)).await? {
+            if !tools.contains(&total.key) && self.sees_tool(by, namespace, &total.key).await? {
+                tools.push(total.key);
+            }
+        }
+        let mut sums: Vec<CostTotal> = Vec::new();
+        for tool in tools {
+            for total in store.cost_totals(query(group_by, Some(tool))).await? {
+                match sums
+                    .iter_mut()
+                    .find(|s| s.key == total.key && s.currency == total.currency)
+                {
+                    Some(sum) => {
+                        sum.micros += total.micros;
+                        sum.calls += total.calls;
+                    }
+                    None => sums.push(total),
+                }
+            }
+        }
+        Ok(sums)
     }
 }
 

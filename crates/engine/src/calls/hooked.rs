@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use joch_core::{
-    CallError, CallMode, ErrorCode, Hook, Phase, Principal, Tool, ToolCall, ToolCallStatus,
+    CallError, CallMode, ErrorCode, Hook, HookAnswer, Phase, Principal, Tool, ToolCall,
+    ToolCallStatus,
 };
 use joch_store::{Durability, ListQuery};
 use serde_json::{Map, Value};
@@ -29,7 +30,7 @@ use crate::{Engine, EngineError};
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookVerdict {
     /// `allow`, `modify`, `deny`, or `ask` (see [`Deferred::AskAgent`]).
-    pub decision: &'static str,
+    pub decision: HookAnswer,
     /// Why, when a policy, an approver or joch said so.
     pub reason: Option<String>,
     /// The deciding policy and its version.
@@ -89,7 +90,7 @@ impl Engine {
                     "is already running"
                 };
                 return Ok(HookVerdict {
-                    decision: "deny",
+                    decision: HookAnswer::Deny,
                     reason: Some(format!(
                         "a call with this idempotency key {state} as {holder}; it must not run twice"
                     )),
@@ -107,7 +108,7 @@ impl Engine {
                     || rules::asks_user(&self.approvals().get(namespace, &name).await?))
             {
                 let mut verdict = request_verdict(call);
-                verdict.decision = "ask";
+                verdict.decision = HookAnswer::Ask;
                 verdict.reason = Some(format!(
                     "a person must approve this call (approval {name}); the agent's user may"
                 ));
@@ -127,7 +128,7 @@ impl Engine {
     ) -> Result<HookVerdict, EngineError> {
         rules::acts_in(by, namespace)?;
         let mut call = self.calls().record(namespace, name).await?;
-        rules::may_report(&call, by)?;
+        rules::may(by, &rules::Action::ReportResult(&call))?;
         if call.spec.mode == CallMode::Hook && call.status.phase == Phase::AwaitingApproval {
             // Asked in the agent's own prompt, and it ran: its user approved.
             let decision = crate::ApprovalDecision {
@@ -155,7 +156,7 @@ impl Engine {
         }
         if call.spec.mode != CallMode::Hook {
             return Err(refused(
-                "not_hook_mode",
+                joch_core::RefusalCode::NotHookMode,
                 format!("call {name:?} was run by joch; it takes no reported result"),
             ));
         }
@@ -164,7 +165,7 @@ impl Engine {
             phase if phase.is_terminal() => return Ok(result_verdict(call, None)),
             phase => {
                 return Err(refused(
-                    "not_running",
+                    joch_core::RefusalCode::NotRunning,
                     format!("call {name:?} is {phase:?}: the agent was not allowed to run it yet"),
                 ));
             }
@@ -376,7 +377,7 @@ impl Calls<'_> {
     }
 }
 
-fn refused(code: &'static str, message: String) -> EngineError {
+fn refused(code: joch_core::RefusalCode, message: String) -> EngineError {
     EngineError::Refused { code, message }
 }
 
@@ -404,11 +405,11 @@ fn request_verdict(call: ToolCall) -> HookVerdict {
     let (policy_id, policy_version, reason) = last_decision(&call.status, Hook::Request);
     let (decision, reason, modified) = match call.status.phase {
         Phase::Running if call.status.original_input.is_some() => {
-            ("modify", reason, Some(call.spec.input.clone()))
+            (HookAnswer::Modify, reason, Some(call.spec.input.clone()))
         }
-        Phase::Running => ("allow", reason, None),
+        Phase::Running => (HookAnswer::Allow, reason, None),
         _ => (
-            "deny",
+            HookAnswer::Deny,
             call.status
                 .error
                 .as_ref()
@@ -433,12 +434,12 @@ fn result_verdict(call: ToolCall, given: Option<Value>) -> HookVerdict {
     let (policy_id, policy_version, reason) = last_decision(&call.status, Hook::Result);
     let answer = call.status.output.clone();
     let (decision, modified) = match call.status.phase {
-        Phase::Denied => ("deny", None),
-        _ if given.is_some() && answer != given => ("modify", answer),
-        _ => ("allow", None),
+        Phase::Denied => (HookAnswer::Deny, None),
+        _ if given.is_some() && answer != given => (HookAnswer::Modify, answer),
+        _ => (HookAnswer::Allow, None),
     };
     let reason = match decision {
-        "deny" => call
+        HookAnswer::Deny => call
             .status
             .error
             .as_ref()

@@ -5,7 +5,7 @@ use joch_core::{Principal, ToolCall, ValidationError};
 use joch_store::Durability;
 
 use crate::catalog::{admit, valid_namespace};
-use crate::identity::rules::acts_in;
+use crate::identity::rules::{Action, Collection, may_in};
 use crate::{Calls, EngineError, ListParams, ObjectList};
 
 impl Calls<'_> {
@@ -17,7 +17,7 @@ impl Calls<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<ToolCall, EngineError> {
-        acts_in(by, namespace)?;
+        may_in(by, namespace, &Action::Read(Collection::ToolCalls))?;
         let call = self.record(namespace, name).await?;
         if !self.sees_call(by, namespace, &call).await? {
             return Err(EngineError::NotFound {
@@ -51,7 +51,7 @@ impl Calls<'_> {
         namespace: &str,
         params: ListParams,
     ) -> Result<ObjectList<ToolCall>, EngineError> {
-        acts_in(by, namespace)?;
+        may_in(by, namespace, &Action::Read(Collection::ToolCalls))?;
         let mut page: ObjectList<ToolCall> = self.inner.list(namespace, params).await?;
         page.items = self.keep_seen_calls(by, namespace, page.items).await?;
         Ok(page)
@@ -67,6 +67,7 @@ impl Calls<'_> {
         name: &str,
         mut call: ToolCall,
     ) -> Result<ToolCall, EngineError> {
+        may_in(by, namespace, &Action::RelabelCall)?;
         admit(namespace, &mut call, Some(name))?;
         let mut current = self.get(by, namespace, name).await?;
         if call.spec != current.spec

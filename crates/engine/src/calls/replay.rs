@@ -87,12 +87,11 @@ impl Calls<'_> {
         name: &str,
         replay: Replay,
     ) -> Result<CallOutcome, EngineError> {
-        crate::identity::rules::acts_in(by, namespace)?;
-        crate::identity::rules::administers(by, "replay calls")?;
+        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::ReplayCall)?;
         let original = self.record(namespace, name).await?;
         if !original.status.phase.is_terminal() {
             return Err(refused(
-                "replay_not_possible",
+                joch_core::RefusalCode::ReplayNotPossible,
                 format!("{name:?} has not settled yet"),
             ));
         }
@@ -104,7 +103,7 @@ impl Calls<'_> {
         }
         if original.status.input_withheld {
             return Err(refused(
-                "replay_not_possible",
+                joch_core::RefusalCode::ReplayNotPossible,
                 format!(
                     "{name:?} cannot be replayed: its input was redacted or withheld from the record"
                 ),
@@ -141,7 +140,7 @@ impl Calls<'_> {
                     .await?;
                 if !tool.spec.side_effects.is_repeatable() && !replay.override_writes {
                     return Err(refused(
-                        "replay_not_allowed",
+                        joch_core::RefusalCode::ReplayNotAllowed,
                         format!(
                             "{:?} is not read-only or idempotent: replaying it repeats its side effect; pass override to do so",
                             tool.metadata.name
@@ -154,6 +153,6 @@ impl Calls<'_> {
     }
 }
 
-fn refused(code: &'static str, message: String) -> EngineError {
+fn refused(code: joch_core::RefusalCode, message: String) -> EngineError {
     EngineError::Refused { code, message }
 }

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use joch_core::normalize::normalize_args;
-use joch_core::{ApprovalPhase, ErrorCode, Phase, Principal, ToolCall, checksum};
+use joch_core::{ApprovalPhase, ErrorCode, Phase, Principal, RefusalCode, ToolCall, checksum};
 use serde_json::Value;
 
 use crate::Calls;
@@ -69,7 +69,7 @@ impl Retry<'_> {
         match differs {
             None => Ok(()),
             Some(what) => Err(EngineError::Refused {
-                code: "resume_mismatch",
+                code: RefusalCode::ResumeMismatch,
                 message: format!(
                     "this retry's {what} differ from those of call {:?} that its requestState names: retry with the same tool and arguments, or make a new call (without requestState)",
                     call.metadata.name

@@ -7,10 +7,11 @@
 
 use std::time::Duration;
 
-use joch_core::{Object, Time, ToolCall};
+use joch_core::{Object, Principal, Time, ToolCall};
 use joch_store::ListQuery;
 
 use crate::catalog::valid_namespace;
+use crate::identity::rules::{Action, Collection, may_in};
 use crate::{Calls, EngineError};
 
 /// The window, cut into buckets of equal length ending at `until`.
@@ -49,11 +50,17 @@ impl Calls<'_> {
     /// The namespace's calls over `window`, bucket by bucket, oldest first.
     /// Costs `2 × buckets` indexed store reads: counts of at most
     /// `count_cap` index entries, lists of at most `sample` rows.
+    ///
+    /// For a principal with a tool selector, a bucket holds only the calls
+    /// it sees among those read, and counts them (exact when every call of
+    /// the bucket was read, else at least that many).
     pub async fn over(
         &self,
+        by: &Principal,
         namespace: &str,
         window: CallWindow,
     ) -> Result<Vec<CallBucket>, EngineError> {
+        may_in(by, namespace, &Action::Read(Collection::ToolCalls))?;
         valid_namespace(namespace)?;
         let width = i64::try_from(window.bucket.as_millis())
             .unwrap_or(i64::MAX)
@@ -84,13 +91,21 @@ impl Calls<'_> {
                     .await?
                     .items
             };
-            out.push(CallBucket {
+            let mut bucket = CallBucket {
                 since_ms: at(i),
                 before_ms: at(i - 1),
                 count,
                 counted_all: count < window.count_cap,
                 sample,
-            });
+            };
+            if by.tools.is_some() {
+                let read_all = bucket.counted_all && count <= bucket.sample.len() as u64;
+                let sample = std::mem::take(&mut bucket.sample);
+                bucket.sample = self.keep_seen_calls(by, namespace, sample).await?;
+                bucket.count = bucket.sample.len() as u64;
+                bucket.counted_all = read_all;
+            }
+            out.push(bucket);
         }
         Ok(out)
     }

@@ -6,7 +6,16 @@ use crate::{EngineError, Resources};
 
 impl Resources<'_> {
     /// Reads a namespace's settings (defaults when it has none stored).
-    pub async fn get_namespace(&self, namespace: &str) -> Result<Namespace, EngineError> {
+    pub async fn get_namespace(
+        &self,
+        by: &Principal,
+        namespace: &str,
+    ) -> Result<Namespace, EngineError> {
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::Read(crate::identity::rules::Collection::Namespaces),
+        )?;
         crate::catalog::valid_namespace(namespace)?;
         Ok(Namespace::clone(
             &*self.inner.catalog.namespace(namespace).await?,

@@ -4,20 +4,19 @@
 use joch_core::{Principal, Tool};
 use tokio::sync::watch;
 
-use crate::identity::rules::{acts_in, may_read, sees};
+use crate::identity::rules::{acts_in, may_touch, sees};
 use crate::{EngineError, Resources};
 
 impl Resources<'_> {
     /// A namespace's resources of kind `T`, newest first, if `by` may read
-    /// them ([`may_read`]) in that namespace.
+    /// them (the gate's `Action::Read`) in that namespace.
     pub async fn read_all<T: joch_core::Object>(
         &self,
         by: &Principal,
         namespace: &str,
         params: crate::ListParams,
     ) -> Result<crate::ObjectList<T>, EngineError> {
-        acts_in(by, namespace)?;
-        may_read(by, T::PLURAL)?;
+        may_touch(by, namespace, T::PLURAL, false)?;
         self.list(namespace, params).await
     }
 
@@ -28,8 +27,7 @@ impl Resources<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<T, EngineError> {
-        acts_in(by, namespace)?;
-        may_read(by, T::PLURAL)?;
+        may_touch(by, namespace, T::PLURAL, false)?;
         self.get(namespace, name).await
     }
 
@@ -90,5 +88,42 @@ impl Resources<'_> {
     /// replaced or deleted.
     pub fn tool_changes(&self) -> watch::Receiver<u64> {
         self.inner.catalog.tool_changes()
+    }
+}
+
+impl Resources<'_> {
+    /// The call context of execution `name` (the state its declarative
+    /// tools keep), if `by` may read contexts. Its content is what those
+    /// tools' calls wrote: a principal with a tool selector sees it only
+    /// when every call of the execution exists for it, else it answers as
+    /// missing.
+    pub async fn call_context(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<joch_core::actions::CallContext, EngineError> {
+        let context = self.read(by, namespace, name).await?;
+        if by.tools.is_none() {
+            return Ok(context);
+        }
+        let params = crate::ListParams {
+            execution: Some(name.to_owned()),
+            limit: Some(1000),
+            ..crate::ListParams::default()
+        };
+        let calls = self
+            .inner
+            .list::<joch_core::ToolCall>(namespace, params)
+            .await?
+            .items;
+        let count = calls.len();
+        if self.keep_seen_calls(by, namespace, calls).await?.len() != count {
+            return Err(EngineError::NotFound {
+                kind: "CallContext".to_owned(),
+                name: name.to_owned(),
+            });
+        }
+        Ok(context)
     }
 }

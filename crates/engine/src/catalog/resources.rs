@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::Resources;
 use crate::engine::now;
 use crate::identity::may_use_host;
+use crate::identity::rules::may_touch;
 use crate::{Engine, EngineError, ListParams};
 use joch_core::Principal;
 
@@ -218,6 +219,7 @@ impl Resources<'_> {
         namespace: &str,
         mut object: T,
     ) -> Result<T, EngineError> {
+        may_touch(by, namespace, T::PLURAL, true)?;
         admit(namespace, &mut object, None)?;
         self.check_written(by, namespace, &object).await?;
         object.keep_status(None);
@@ -239,6 +241,7 @@ impl Resources<'_> {
         name: &str,
         mut object: T,
     ) -> Result<T, EngineError> {
+        may_touch(by, namespace, T::PLURAL, true)?;
         admit(namespace, &mut object, Some(name))?;
         self.check_written(by, namespace, &object).await?;
         let current: T = self.inner.store.get_object(namespace, name).await?;
@@ -253,13 +256,17 @@ impl Resources<'_> {
     }
 
     /// Reads a resource.
-    pub async fn get<T: Object>(&self, namespace: &str, name: &str) -> Result<T, EngineError> {
+    pub(crate) async fn get<T: Object>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<T, EngineError> {
         valid_namespace(namespace)?;
         Ok(self.inner.store.get_object(namespace, name).await?)
     }
 
     /// Lists resources, newest first.
-    pub async fn list<T: Object>(
+    pub(crate) async fn list<T: Object>(
         &self,
         namespace: &str,
         params: ListParams,
@@ -271,11 +278,13 @@ impl Resources<'_> {
     /// Calls already recorded keep their record.
     pub async fn delete<T: Configurable>(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
         resource_version: Option<&str>,
     ) -> Result<T, EngineError> {
         valid_namespace(namespace)?;
+        may_touch(by, namespace, T::PLURAL, true)?;
         let deleted = self
             .inner
             .store

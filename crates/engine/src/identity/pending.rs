@@ -23,7 +23,7 @@ use crate::identity::signin::{Pending, SIGN_IN_KIND};
 use crate::{Engine, EngineError};
 
 /// The stable code of a sign-in refused beyond a cap (429).
-pub const TOO_MANY_SIGN_INS: &str = "too_many_sign_ins";
+pub const TOO_MANY_SIGN_INS: joch_core::RefusalCode = joch_core::RefusalCode::TooManySignIns;
 
 /// Locks serialising sign-in starts, one taken per client key: a fixed
 /// number, whatever the number of clients.

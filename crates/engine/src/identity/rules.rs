@@ -1,8 +1,9 @@
-//! The rulebook: what a principal may do with a call, whatever surface it
-//! came through (REST, MCP over HTTP or stdio, hooks, batches, the library).
-//! Surfaces authenticate and pass the `Principal`; every entry point that
-//! makes, decides or settles a call asks here. A rule kept in a handler
-//! would be forgotten by the next surface.
+//! The rulebook: what a principal may do, whatever surface it came through
+//! (REST, MCP over HTTP or stdio, hooks, batches, the console, the CLI, the
+//! library). Surfaces authenticate and pass the `Principal`; every entry
+//! point that reads or changes anything asks the gate ([`may`], with a
+//! typed [`Action`]; the role table is `gate.rs`'s). A rule kept in a
+//! handler would be forgotten by the next surface.
 //!
 //! - A principal acts in its own namespace only; others do not exist for it.
 //! - Tools outside a principal's tool selector do not exist for it, nor
@@ -16,14 +17,15 @@
 //!   other ([`stands_for`]). A call it decides records it
 //!   (`status.standing`).
 //! - A principal cancels the calls it made; an `admin` cancels any call of
-//!   its namespace ([`may_cancel`]).
+//!   its namespace ([`Action::CancelCall`]).
 //! - Replaying and resolving a call, accepting an upstream tool's changed
 //!   definition, and managing tokens and upstream credentials take the
 //!   `admin` role.
 //! - A hook-mode call's result is reported by the principal that made it.
 //! - Reading: an `agent` reads what it calls with (tools, its calls,
 //!   executions, approvals, call contexts, artifacts); an `approver` reads
-//!   everything but tokens; an `admin` reads everything ([`may_read`]).
+//!   everything but tokens and credentials; an `admin` reads everything
+//!   ([`Action::Read`]).
 //!
 //! - The end user whose own upstream tokens a call uses is the principal
 //!   (a JWT's `sub`, a token's name); the call's `callerId` names them
@@ -36,7 +38,6 @@
 //! recorded under the name the decider gives.
 
 use joch_core::approval::StandingApprovalSpec;
-use joch_core::token::Role;
 use joch_core::{
     Approval, LabelSelector, Principal, PrincipalKind, PrincipalRef, Tool, ToolCall,
     ValidationError,
@@ -46,6 +47,11 @@ use crate::EngineError;
 use crate::policy::evaluate::glob_matches;
 use joch_core::ApprovalActionKind;
 use joch_core::toolcall::CallMode;
+
+mod gate;
+
+pub(crate) use gate::may_touch;
+pub use gate::{Action, ActionKind, Allowance, Collection, may, may_in, table};
 
 /// Refuses a principal bound to another namespace, as if the namespace's
 /// resources did not exist.
@@ -130,12 +136,7 @@ pub(crate) fn decider(
             "a principal cannot decide on a call it made; another approver must".to_owned(),
         ));
     }
-    if by.role < Role::Approver {
-        return Err(EngineError::Forbidden(format!(
-            "a principal with role {} cannot decide approvals",
-            by.role.as_str()
-        )));
-    }
+    may(by, &Action::DecideApproval)?;
     Ok(Decider {
         name: by.name.clone(),
         principal: by.reference(),
@@ -158,20 +159,6 @@ pub(crate) fn stands_for(standing: &StandingApprovalSpec, by: &Principal) -> boo
         None => standing.decided_by == by.name,
     };
     !own
-}
-
-/// Refuses `by` cancelling a call it did not make, unless it is an
-/// `admin` (of the call's namespace: [`acts_in`] is asked first). The
-/// local caller, without identity, may cancel any call.
-pub(crate) fn may_cancel(call: &ToolCall, by: &Principal) -> Result<(), EngineError> {
-    let made_it = call.status.principal.as_ref().is_none_or(|p| by.is(p));
-    if !by.is_authenticated() || by.role == Role::Admin || made_it {
-        return Ok(());
-    }
-    Err(EngineError::Forbidden(format!(
-        "only the principal that made call {:?} (or an admin) may cancel it",
-        call.metadata.name
-    )))
 }
 
 /// True when the approval's policy asked the caller's own user: an
@@ -211,79 +198,12 @@ pub(crate) fn upstream_user(
     }
 }
 
-/// Refuses a principal below `admin`: replaying and resolving calls are an
-/// operator's acts, on every surface.
-pub(crate) fn administers(by: &Principal, act: &str) -> Result<(), EngineError> {
-    if by.role == Role::Admin {
-        return Ok(());
-    }
-    Err(EngineError::Forbidden(format!(
-        "a principal with role {} cannot {act}",
-        by.role.as_str()
-    )))
-}
-
-/// What an `agent` reads, by plural (REST path segment): what it calls
-/// tools with and what those calls made.
-const AGENT_READS: [&str; 6] = [
-    "tools",
-    "toolcalls",
-    "executions",
-    "approvals",
-    "callcontexts",
-    "artifacts",
-];
-
-/// Refuses `by` reading a namespace's `plural` (a resource's
-/// `Object::PLURAL`, or a read-only collection: `costs`, `audit`, ...),
-/// as the REST read gate and every console page ask: an agent reads
-/// [`AGENT_READS`], an approver everything but `tokens`, an admin
-/// everything. The local caller is an admin.
-pub fn may_read(by: &Principal, plural: &str) -> Result<(), EngineError> {
-    let allowed = match by.role {
-        Role::Admin => true,
-        Role::Approver => !matches!(plural, "tokens" | "credentials"),
-        Role::Agent => AGENT_READS.contains(&plural),
-    };
-    if allowed {
-        return Ok(());
-    }
-    Err(EngineError::Forbidden(format!(
-        "a principal with role {} cannot read {plural}",
-        by.role.as_str()
-    )))
-}
-
 /// The operator: whoever started `joch serve`, i.e. the local caller (no
 /// authentication) or the root token. Only the operator decides what runs
 /// on joch's host and what it reads there, and reads what concerns every
 /// namespace at once.
 pub fn is_operator(by: &Principal) -> bool {
     matches!(by.kind, PrincipalKind::Local | PrincipalKind::Root)
-}
-
-/// Refuses anyone but the operator the process's metrics, whose series
-/// name every namespace and tool.
-pub fn may_read_metrics(by: &Principal) -> Result<(), EngineError> {
-    match is_operator(by) {
-        true => Ok(()),
-        false => Err(EngineError::Forbidden(
-            "only the operator (the root token) may read /metrics".to_owned(),
-        )),
-    }
-}
-
-/// Refuses a hook-mode result reported by anyone but the principal that
-/// made the call (or an admin).
-pub(crate) fn may_report(call: &ToolCall, by: &Principal) -> Result<(), EngineError> {
-    let made_by = call.status.principal.as_ref();
-    if !by.is_authenticated() || by.role == Role::Admin || made_by.is_none_or(|p| by.is(p)) {
-        return Ok(());
-    }
-    Err(EngineError::Forbidden(format!(
-        "only the principal that made call {:?} may report its result",
-        call.metadata.name
-    )))
 }
 
 impl crate::Engine {
@@ -405,3 +325,5 @@ impl crate::Engine {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod visibility_tests;

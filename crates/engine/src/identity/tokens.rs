@@ -9,6 +9,7 @@ use joch_core::token::{ApiToken, ApiTokenSpec, Role, hash};
 use joch_core::{Object, ObjectMeta, Principal, PrincipalKind, ToolSelector};
 
 use crate::Identity;
+use crate::identity::rules::{Action, Collection, may_in};
 use crate::{Engine, EngineError};
 
 /// How JWTs of an identity provider (OIDC) are verified and mapped to a
@@ -178,8 +179,7 @@ impl Identity<'_> {
         by: &Principal,
         namespace: &str,
     ) -> Result<Vec<ApiToken>, EngineError> {
-        crate::identity::rules::acts_in(by, namespace)?;
-        crate::identity::rules::administers(by, "manage tokens")?;
+        may_in(by, namespace, &Action::Read(Collection::Tokens))?;
         let params = crate::ListParams {
             limit: Some(5_000),
             ..crate::ListParams::default()
@@ -196,8 +196,7 @@ impl Identity<'_> {
         role: Role,
         tools: Option<ToolSelector>,
     ) -> Result<(ApiToken, String), EngineError> {
-        crate::identity::rules::acts_in(by, namespace)?;
-        crate::identity::rules::administers(by, "manage tokens")?;
+        may_in(by, namespace, &Action::Write(Collection::Tokens))?;
         self.create_token(namespace, name, role, tools).await
     }
 
@@ -209,9 +208,7 @@ impl Identity<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<ApiToken, EngineError> {
-        crate::identity::rules::acts_in(by, namespace)?;
-        crate::identity::rules::administers(by, "manage tokens")?;
-        self.resources().delete(namespace, name, None).await
+        self.resources().delete(by, namespace, name, None).await
     }
 
     /// Creates a token; returns it with its secret, which is not stored

@@ -300,12 +300,15 @@ impl Calls<'_> {
         name: &str,
         resolve: Resolve,
     ) -> Result<ToolCall, EngineError> {
-        crate::identity::rules::acts_in(by, namespace)?;
-        crate::identity::rules::administers(by, "resolve calls")?;
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::ResolveCall,
+        )?;
         let mut call = self.record(namespace, name).await?;
         if call.status.phase != Phase::Unknown {
             return Err(EngineError::Refused {
-                code: "not_unknown",
+                code: joch_core::RefusalCode::NotUnknown,
                 message: format!(
                     "only Unknown calls can be resolved; {name:?} is {}",
                     call.status.phase

@@ -359,7 +359,26 @@ impl Mcp<'_> {
     /// made, unchanged ones refreshed from the resource's overrides, changed
     /// ones adopted or held back, vanished ones removed. A server that
     /// cannot be reached is marked `Unavailable`; its Tools stay.
-    pub async fn sync_server(&self, namespace: &str, name: &str) -> Result<McpServer, EngineError> {
+    pub async fn refresh_server(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<McpServer, EngineError> {
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::Write(crate::identity::rules::Collection::McpServers),
+        )?;
+        self.sync_server(namespace, name).await
+    }
+
+    /// Discovers server `name`'s tools now (joch's own sync, no principal).
+    pub(crate) async fn sync_server(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<McpServer, EngineError> {
         let lock = {
             let mut syncs = self
                 .inner
@@ -423,6 +442,11 @@ impl Mcp<'_> {
         replacing: Option<&str>,
         server: McpServer,
     ) -> Result<McpServer, EngineError> {
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::Write(crate::identity::rules::Collection::McpServers),
+        )?;
         let mut candidate = server.clone();
         // Checked before anything is started or asked upstream.
         crate::catalog::admit(namespace, &mut candidate, replacing)?;
@@ -459,8 +483,11 @@ impl Mcp<'_> {
         name: &str,
         tool: Option<&str>,
     ) -> Result<McpServer, EngineError> {
-        crate::identity::rules::acts_in(by, namespace)?;
-        crate::identity::rules::administers(by, "accept upstream tool definitions")?;
+        crate::identity::rules::may_in(
+            by,
+            namespace,
+            &crate::identity::rules::Action::AcceptToolChange,
+        )?;
         let mut server: McpServer = self.inner.store.get_object(namespace, name).await?;
         if let Some(tool) = tool {
             if !server.status.tools.contains_key(tool) {
@@ -505,13 +532,14 @@ impl Mcp<'_> {
     /// Deletes a server and the Tools made from it.
     pub async fn delete_server(
         &self,
+        by: &Principal,
         namespace: &str,
         name: &str,
         resource_version: Option<&str>,
     ) -> Result<McpServer, EngineError> {
         let server: McpServer = self
             .resources()
-            .delete(namespace, name, resource_version)
+            .delete(by, namespace, name, resource_version)
             .await?;
         for upstream in server.status.tools.keys() {
             self.remove_upstream_tool(&server, upstream).await?;

@@ -40,7 +40,7 @@ const MAX_REWRITES: usize = 16;
 pub const MAX_SUBSCRIPTIONS: usize = 256;
 
 /// The stable code of a refusal beyond a cap.
-pub const TOO_MANY_SESSIONS: &str = "too_many_mcp_sessions";
+pub const TOO_MANY_SESSIONS: joch_core::RefusalCode = joch_core::RefusalCode::TooManyMcpSessions;
 
 /// Bounds on MCP sessions, each with a documented default.
 #[derive(Debug, Clone)]

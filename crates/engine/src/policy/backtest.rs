@@ -146,7 +146,7 @@ impl Policies<'_> {
         test: PolicyTest,
         progress: Progress<'_>,
     ) -> Result<PolicyTestReport, EngineError> {
-        rules::acts_in(by, namespace)?;
+        rules::may_in(by, namespace, &rules::Action::BackTest)?;
         let since = window(test.since.as_deref().unwrap_or("7d"))
             .map_err(|e| ValidationError::field("since", e))?;
         let start = crate::engine::now()

@@ -1,6 +1,7 @@
 //! Sensitive-data detectors on the call path: loaded once per policy and
 //! namespace snapshot, and only for namespaces whose policies read
-//! detections (as `reads_spend` in admission.rs does for `cost.*`).
+//! detections (as `reads_spend` in `calls/admission/policies.rs` does for
+//! `cost.*`).
 
 use std::sync::Arc;
 

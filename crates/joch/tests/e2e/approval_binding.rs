@@ -310,7 +310,7 @@ async fn the_library_binds_approvals_as_the_server_does() {
         matches!(
             refused,
             Err(joch_engine::EngineError::Refused {
-                code: "resume_mismatch",
+                code: joch_core::RefusalCode::ResumeMismatch,
                 ..
             })
         ),

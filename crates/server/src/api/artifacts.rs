@@ -12,29 +12,32 @@ use joch_core::{ObjectRef, ToolCall};
 use serde_json::{Map, Value, json};
 
 use crate::extract::{Body, Caller, Path};
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 /// An artifact's metadata.
 pub(crate) async fn get(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, id)): Path<(String, String)>,
 ) -> Result<Json<Artifact>, ApiError> {
-    Ok(Json(state.engine.artifacts().get(&ns, &id).await?))
+    Ok(Json(state.engine.artifacts().get(&by, &ns, &id).await?))
 }
 
 /// An artifact's bytes: 200 with all of them, or 206 with the one range a
 /// `Range: bytes=a-b` header asks for; 416 when it cannot be satisfied.
 pub(crate) async fn content(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    content_of(&state, &ns, &id, &headers).await
+    content_of(&state, &by, &ns, &id, &headers).await
 }
 
 /// The answer of [`content`], for the console too.
 pub(crate) async fn content_of(
     state: &AppState,
+    by: &joch_core::Principal,
     ns: &str,
     id: &str,
     headers: &HeaderMap,
@@ -43,11 +46,11 @@ pub(crate) async fn content_of(
     let range = match headers.get(header::RANGE) {
         Some(value) => {
             let text = value.to_str().unwrap_or_default();
-            let size = state.engine.artifacts().get(&ns, &id).await?.spec.size;
+            let size = state.engine.artifacts().get(by, &ns, &id).await?.spec.size;
             Some(parse_range(text, size).map_err(|reason| {
                 ApiError::new(
                     StatusCode::RANGE_NOT_SATISFIABLE,
-                    "range_not_satisfiable",
+                    ApiWord::RangeNotSatisfiable,
                     reason,
                 )
                 .with_details(json!({"range": text, "size": size}))
@@ -55,7 +58,7 @@ pub(crate) async fn content_of(
         }
         None => None,
     };
-    let (artifact, bytes) = state.engine.artifacts().read(&ns, &id, range).await?;
+    let (artifact, bytes) = state.engine.artifacts().read(by, &ns, &id, range).await?;
     let spec = &artifact.spec;
     let mut response = bytes.into_response();
     let out = response.headers_mut();

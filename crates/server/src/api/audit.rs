@@ -7,7 +7,7 @@ use joch_core::audit::Checkpoint;
 use joch_engine::{AuditLine, AuditReport};
 use serde::Deserialize;
 
-use crate::extract::{Path, Query};
+use crate::extract::{Caller, Path, Query};
 use crate::{ApiError, AppState};
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -22,25 +22,32 @@ pub(crate) struct Page {
 
 pub(crate) async fn list(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
     Query(page): Query<Page>,
 ) -> Result<Json<Vec<AuditLine>>, ApiError> {
     let limit = page.limit.unwrap_or(1000).clamp(1, 10_000);
     Ok(Json(
-        state.engine.audit().entries(&ns, page.after, limit).await?,
+        state
+            .engine
+            .audit()
+            .entries(&by, &ns, page.after, limit)
+            .await?,
     ))
 }
 
 pub(crate) async fn verify(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
 ) -> Result<Json<AuditReport>, ApiError> {
-    Ok(Json(state.engine.audit().verify(&ns).await?))
+    Ok(Json(state.engine.audit().verify(&by, &ns).await?))
 }
 
 pub(crate) async fn checkpoints(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
 ) -> Result<Json<Vec<Checkpoint>>, ApiError> {
-    Ok(Json(state.engine.audit().checkpoints(&ns).await?))
+    Ok(Json(state.engine.audit().checkpoints(&by, &ns).await?))
 }

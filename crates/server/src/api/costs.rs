@@ -11,8 +11,8 @@ use joch_engine::CostGroup;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::extract::{Path, Query};
-use crate::{ApiError, AppState};
+use crate::extract::{Caller, Path, Query};
+use crate::{ApiError, ApiWord, AppState};
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -25,20 +25,27 @@ pub(crate) struct CostParams {
 
 pub(crate) async fn in_namespace(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
     Query(params): Query<CostParams>,
 ) -> Result<Json<Value>, ApiError> {
-    report(&state, &ns, params).await
+    report(&state, &by, &ns, params).await
 }
 
 pub(crate) async fn everywhere(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Query(params): Query<CostParams>,
 ) -> Result<Json<Value>, ApiError> {
-    report(&state, "", params).await
+    report(&state, &by, "", params).await
 }
 
-async fn report(state: &AppState, ns: &str, params: CostParams) -> Result<Json<Value>, ApiError> {
+async fn report(
+    state: &AppState,
+    by: &joch_engine::Principal,
+    ns: &str,
+    params: CostParams,
+) -> Result<Json<Value>, ApiError> {
     let group_by = match params.group_by.as_deref() {
         None => CostGroup::All,
         Some("tool") => CostGroup::Tool,
@@ -53,7 +60,7 @@ async fn report(state: &AppState, ns: &str, params: CostParams) -> Result<Json<V
         }
     };
     let since = params.since.as_deref().map(since).transpose()?;
-    let totals = state.engine.calls().costs(ns, group_by, since).await?;
+    let totals = state.engine.calls().costs(by, ns, group_by, since).await?;
     let items: Vec<Value> = totals
         .iter()
         .map(|t| json!({"key": t.key, "currency": t.currency, "amount": from_micros(t.micros), "calls": t.calls}))
@@ -86,6 +93,6 @@ fn since(text: &str) -> Result<Time, ApiError> {
 }
 
 fn bad(parameter: &str, message: String) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    ApiError::new(StatusCode::BAD_REQUEST, ApiWord::BadRequest, message)
         .with_details(json!({"parameter": parameter}))
 }

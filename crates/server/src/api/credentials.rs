@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::extract::{Caller, Path, Query};
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 fn shown(credential: &Credential) -> Value {
     let spec = &credential.spec;
@@ -79,7 +79,7 @@ pub(crate) async fn callback(
         (None, None) => {
             let message = "give code (the user consented) or error (they did not)";
             return Err(
-                ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+                ApiError::new(StatusCode::BAD_REQUEST, ApiWord::BadRequest, message)
                     .with_details(json!({"parameter": "code"})),
             );
         }
@@ -109,6 +109,6 @@ pub(crate) async fn client_metadata(
         .map(Json)
         .ok_or_else(|| {
             let message = "joch serves no client metadata: it has no token vault";
-            ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+            ApiError::new(StatusCode::NOT_FOUND, ApiWord::NotFound, message)
         })
 }

@@ -4,11 +4,11 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
 use futures_util::StreamExt;
 use futures_util::stream::{self, Stream};
 use joch_core::{API_VERSION, Execution, ToolCall};
@@ -71,10 +71,15 @@ pub(crate) async fn batch(
 /// Marks the execution completed.
 pub(crate) async fn complete(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<Execution>, ApiError> {
     Ok(Json(
-        state.engine.calls().complete_execution(&ns, &name).await?,
+        state
+            .engine
+            .calls()
+            .complete_execution(&by, &ns, &name)
+            .await?,
     ))
 }
 
@@ -92,14 +97,20 @@ pub(crate) struct EventParams {
 /// The execution's timeline, oldest first; `?follow=true` streams it.
 pub(crate) async fn events(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
     Query(params): Query<EventParams>,
-    principal: Option<Extension<Principal>>,
 ) -> Result<Response, ApiError> {
     if params.follow {
+        // Refused as an answer, before the stream starts.
+        state
+            .engine
+            .calls()
+            .events(&by, &ns, &name, u64::MAX, 1)
+            .await?;
         let cap = state.config.max_streams_per_principal;
-        let held = state.streams.open(principal.as_deref(), cap)?;
-        let stream = follow(state.engine.clone(), ns, name, params.after).map(move |event| {
+        let held = state.streams.open(Some(&by), cap)?;
+        let stream = follow(state.engine.clone(), by, ns, name, params.after).map(move |event| {
             let _counted = &held;
             event
         });
@@ -110,7 +121,7 @@ pub(crate) async fn events(
     let events = state
         .engine
         .calls()
-        .events(&ns, &name, params.after, 10_000)
+        .events(&by, &ns, &name, params.after, 10_000)
         .await?;
     Ok(
         Json(json!({"apiVersion": API_VERSION, "kind": "EventList", "items": events}))
@@ -122,13 +133,14 @@ pub(crate) async fn events(
 /// sequence number as the SSE id; the stream ends when the client leaves.
 fn follow(
     engine: Engine,
+    by: Principal,
     ns: String,
     execution: String,
     after: u64,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let notifications = engine.calls().event_notifications();
     let state = (
-        engine,
+        (engine, by),
         ns,
         execution,
         after,
@@ -137,7 +149,7 @@ fn follow(
     );
     stream::unfold(
         state,
-        |(engine, ns, execution, mut cursor, mut seen, mut buffer)| async move {
+        |((engine, by), ns, execution, mut cursor, mut seen, mut buffer)| async move {
             loop {
                 if let Some(event) = buffer.pop_front() {
                     cursor = event.sequence;
@@ -145,9 +157,14 @@ fn follow(
                         .id(event.sequence.to_string())
                         .event(event.kind.as_str())
                         .data(serde_json::to_string(&event).unwrap_or_default());
-                    return Some((Ok(sse), (engine, ns, execution, cursor, seen, buffer)));
+                    let state = ((engine, by), ns, execution, cursor, seen, buffer);
+                    return Some((Ok(sse), state));
                 }
-                match engine.calls().events(&ns, &execution, cursor, 500).await {
+                match engine
+                    .calls()
+                    .events(&by, &ns, &execution, cursor, 500)
+                    .await
+                {
                     Ok(events) if !events.is_empty() => buffer.extend(events),
                     Ok(_) => {
                         engine

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::extract::Caller;
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 /// The process is up.
 pub(crate) async fn healthz() -> Json<Value> {
@@ -19,7 +19,7 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>,
     state.engine.store().ping().await.map_err(|e| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "store_unavailable",
+            ApiWord::StoreUnavailable,
             e.to_string(),
         )
     })?;
@@ -32,11 +32,11 @@ pub(crate) async fn metrics(
     State(state): State<AppState>,
     Caller(by): Caller,
 ) -> Result<Response, ApiError> {
-    joch_engine::may_read_metrics(&by)?;
+    joch_engine::may(&by, &joch_engine::Action::ReadMetrics)?;
     let Some(metrics) = &state.config.metrics else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ApiWord::NotFound,
             "no such resource",
         ));
     };

@@ -40,6 +40,7 @@ pub(crate) async fn replace(
 
 pub(crate) async fn delete(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
     Query(q): Query<DeleteParams>,
 ) -> Result<Json<McpServer>, ApiError> {
@@ -47,7 +48,7 @@ pub(crate) async fn delete(
         state
             .engine
             .mcp()
-            .delete_server(&ns, &name, q.resource_version.as_deref())
+            .delete_server(&by, &ns, &name, q.resource_version.as_deref())
             .await?,
     ))
 }
@@ -55,9 +56,12 @@ pub(crate) async fn delete(
 /// Lists the server's tools now, whatever its refresh interval.
 pub(crate) async fn refresh(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<McpServer>, ApiError> {
-    Ok(Json(state.engine.mcp().sync_server(&ns, &name).await?))
+    Ok(Json(
+        state.engine.mcp().refresh_server(&by, &ns, &name).await?,
+    ))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]

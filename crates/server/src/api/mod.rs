@@ -32,7 +32,7 @@ use joch_engine::ObjectList;
 use resources::{create, delete, get as read, list, replace};
 use serde::{Deserialize, Serialize};
 
-use crate::{ApiError, AppState, hooks};
+use crate::{ApiError, ApiWord, AppState, hooks};
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
@@ -42,12 +42,16 @@ pub(crate) fn routes() -> Router<AppState> {
         .merge(calls())
         .merge(administration())
         .fallback(|| async {
-            ApiError::new(StatusCode::NOT_FOUND, "route_not_found", "no such endpoint")
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                ApiWord::RouteNotFound,
+                "no such endpoint",
+            )
         })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+                ApiWord::MethodNotAllowed,
                 "this endpoint does not take that method",
             )
         })

@@ -10,9 +10,12 @@ use crate::{ApiError, AppState};
 /// The settings, or the defaults when none were stored.
 pub(crate) async fn get(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
 ) -> Result<Json<Namespace>, ApiError> {
-    Ok(Json(state.engine.resources().get_namespace(&ns).await?))
+    Ok(Json(
+        state.engine.resources().get_namespace(&by, &ns).await?,
+    ))
 }
 
 /// Creates or replaces the settings.

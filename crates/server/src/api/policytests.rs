@@ -13,7 +13,7 @@ use joch_core::backtest::PolicyTest;
 use serde_json::{Value, json};
 
 use crate::extract::{Body, Caller, Path};
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 /// What streams: progress lines, then the report.
 const NDJSON: &str = "application/x-ndjson";
@@ -28,7 +28,7 @@ pub(crate) async fn test(
     if verb != "test" {
         return Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ApiWord::MethodNotAllowed,
             format!("POST is for …/policies (create) and …/policies/test, not …/policies/{verb}"),
         ));
     }

@@ -40,18 +40,25 @@ pub(crate) async fn replace<T: Configurable>(
 
 pub(crate) async fn get<T: Configurable>(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Json<T>, ApiError> {
-    Ok(Json(state.engine.resources().get(&ns, &name).await?))
+    Ok(Json(state.engine.resources().read(&by, &ns, &name).await?))
 }
 
 pub(crate) async fn list<T: Configurable>(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path(ns): Path<String>,
     Query(q): Query<ListQueryParams>,
 ) -> Result<Json<List<T>>, ApiError> {
     Ok(Json(
-        state.engine.resources().list(&ns, q.into()).await?.into(),
+        state
+            .engine
+            .resources()
+            .read_all(&by, &ns, q.into())
+            .await?
+            .into(),
     ))
 }
 
@@ -63,6 +70,7 @@ pub(crate) struct DeleteParams {
 
 pub(crate) async fn delete<T: Configurable>(
     State(state): State<AppState>,
+    Caller(by): Caller,
     Path((ns, name)): Path<(String, String)>,
     Query(q): Query<DeleteParams>,
 ) -> Result<Json<T>, ApiError> {
@@ -70,7 +78,7 @@ pub(crate) async fn delete<T: Configurable>(
         state
             .engine
             .resources()
-            .delete(&ns, &name, q.resource_version.as_deref())
+            .delete(&by, &ns, &name, q.resource_version.as_deref())
             .await?,
     ))
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::{List, ListQueryParams};
 use crate::extract::{Body, Caller, Manifest, Path, Query};
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -112,7 +112,7 @@ fn take_idempotency_header(headers: &HeaderMap, call: &mut ToolCall) -> Result<(
     let key = value.to_str().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_idempotency_key",
+            ApiWord::InvalidIdempotencyKey,
             "Idempotency-Key must be visible ASCII",
         )
     })?;
@@ -120,7 +120,7 @@ fn take_idempotency_header(headers: &HeaderMap, call: &mut ToolCall) -> Result<(
     match &effects.idempotency_key {
         Some(body_key) if body_key != key => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_idempotency_key",
+            ApiWord::InvalidIdempotencyKey,
             "the Idempotency-Key header and spec.sideEffects.idempotencyKey differ",
         )),
         _ => {

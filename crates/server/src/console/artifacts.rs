@@ -42,7 +42,7 @@ pub(crate) async fn section(
             };
             let (_, bytes) = engine
                 .artifacts()
-                .read(&viewer.namespace, &a.id, Some(range))
+                .read(&viewer.principal, &viewer.namespace, &a.id, Some(range))
                 .await?;
             Some(String::from_utf8_lossy(&bytes).into_owned())
         } else {
@@ -87,8 +87,14 @@ pub(crate) async fn content(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let mut response =
-        crate::api::artifacts::content_of(&state, &viewer.namespace, &id, &headers).await?;
+    let mut response = crate::api::artifacts::content_of(
+        &state,
+        &viewer.principal,
+        &viewer.namespace,
+        &id,
+        &headers,
+    )
+    .await?;
     let out = response.headers_mut();
     out.insert(
         header::CONTENT_SECURITY_POLICY,

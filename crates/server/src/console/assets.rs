@@ -7,6 +7,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::ApiError;
+use crate::ApiWord;
 
 const FILES: &[(&str, &str, &[u8])] = &[
     (
@@ -47,7 +48,11 @@ pub(crate) async fn serve(Path(file): Path<String>) -> Response {
             *body,
         )
             .into_response(),
-        None => ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such console asset")
-            .into_response(),
+        None => ApiError::new(
+            StatusCode::NOT_FOUND,
+            ApiWord::NotFound,
+            "no such console asset",
+        )
+        .into_response(),
     }
 }

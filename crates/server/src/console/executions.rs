@@ -10,8 +10,7 @@ use axum::Extension;
 use axum::extract::State;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::stream::{self, Stream, StreamExt};
-use joch_core::actions::CallContext;
+use futures_util::stream::{Stream, StreamExt};
 use joch_core::{EventKind, Execution};
 use joch_engine::{Engine, EngineError, Event, ListParams};
 use maud::{Markup, html};
@@ -62,7 +61,7 @@ pub(crate) async fn show(
     let events = state
         .engine
         .calls()
-        .events(&viewer.namespace, &name, 0, MAX_EVENTS)
+        .events(&viewer.principal, &viewer.namespace, &name, 0, MAX_EVENTS)
         .await?;
     let stream = format!(
         "/ui/executions/{name}/stream?ns={}&seen={}",
@@ -86,12 +85,7 @@ pub(crate) async fn show(
 /// The execution's call context (the state its declarative tools share).
 async fn call_context(state: &AppState, viewer: &Viewer, name: &str) -> Result<Markup, ApiError> {
     let (by, ns) = (&viewer.principal, viewer.namespace.as_str());
-    match state
-        .engine
-        .resources()
-        .read::<CallContext>(by, ns, name)
-        .await
-    {
+    match state.engine.resources().call_context(by, ns, name).await {
         Ok(context) => Ok(json_block("Call context", &Value::Object(context.data))),
         Err(EngineError::NotFound { .. }) => Ok(
             html! { p.note { "No call context: no declarative tool of this execution has written one." } },
@@ -129,45 +123,32 @@ pub(crate) struct Seen {
     seen: Option<usize>,
 }
 
+/// The timeline, sent again whenever the count of its events changes.
 fn live(
     engine: Engine,
     viewer: Viewer,
     name: String,
     shown: Option<usize>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    let seen = engine.calls().event_notifications();
-    stream::unfold(
-        (engine, viewer, name, seen, shown, true),
-        |(engine, viewer, name, mut seen, shown, first)| async move {
-            let mut first = first;
-            loop {
-                if !first {
-                    engine
-                        .calls()
-                        .wait_for_events(&mut seen, Duration::from_millis(500))
-                        .await;
-                }
-                let events = match engine
-                    .calls()
-                    .events(&viewer.namespace, &name, 0, MAX_EVENTS)
-                    .await
-                {
-                    Ok(events) => events,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "timeline stream stopped");
-                        return None;
-                    }
-                };
-                first = false;
-                if shown == Some(events.len()) {
-                    continue;
-                }
-                let html = timeline(&viewer, &events).into_string();
-                let event = SseEvent::default().event("timeline").data(html);
-                let count = Some(events.len());
-                return Some((Ok(event), (engine, viewer, name, seen, count, false)));
-            }
-        },
+    let changes = engine.calls().event_notifications();
+    let render = move || {
+        let (engine, viewer, name) = (engine.clone(), viewer.clone(), name.clone());
+        async move {
+            let events = engine
+                .calls()
+                .events(&viewer.principal, &viewer.namespace, &name, 0, MAX_EVENTS)
+                .await?;
+            let html = timeline(&viewer, &events).into_string();
+            Ok((events.len().to_string(), html))
+        }
+    };
+    let shown = shown.map(|n| n.to_string());
+    super::live::refreshed(
+        "timeline",
+        changes,
+        Duration::from_millis(500),
+        shown,
+        render,
     )
 }
 

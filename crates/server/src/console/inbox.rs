@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
-use futures_util::stream::{self, Stream, StreamExt};
+use futures_util::stream::{Stream, StreamExt};
 use joch_core::ApprovalActionKind;
 use joch_engine::{ApprovalDecision, Engine, EngineError, InboxItem};
 use maud::{Markup, html};
@@ -23,7 +23,7 @@ use super::Fields;
 use super::layout::{Section, json_block, page, wire};
 use super::viewer::Viewer;
 use crate::extract::{Path, Query};
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 /// The inbox page.
 pub(crate) async fn show(
@@ -95,44 +95,20 @@ fn live(
     seen: Option<String>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let changes = engine.approvals().changes();
-    stream::unfold(
-        (engine, viewer, changes, seen, true),
-        |(engine, viewer, mut changes, last, first)| async move {
-            let mut first = first;
-            loop {
-                if !first {
-                    // A store shared with other processes that do not
-                    // notify (SQLite) is re-read every few seconds.
-                    let _ = tokio::time::timeout(Duration::from_secs(3), changes.changed()).await;
-                }
-                let items = match engine
-                    .approvals()
-                    .inbox(&viewer.principal, &viewer.namespace)
-                    .await
-                {
-                    Ok(items) => items,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "inbox stream stopped");
-                        return None;
-                    }
-                };
-                first = false;
-                let html = match rendered(&engine, &viewer, &items).await {
-                    Ok(list) => list.into_string(),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "inbox stream stopped");
-                        return None;
-                    }
-                };
-                let print = fingerprint(&html);
-                if last.as_deref() == Some(print.as_str()) {
-                    continue;
-                }
-                let event = SseEvent::default().event("inbox").data(html);
-                return Some((Ok(event), (engine, viewer, changes, Some(print), false)));
-            }
-        },
-    )
+    let render = move || {
+        let (engine, viewer) = (engine.clone(), viewer.clone());
+        async move {
+            let items = engine
+                .approvals()
+                .inbox(&viewer.principal, &viewer.namespace)
+                .await?;
+            let html = rendered(&engine, &viewer, &items).await?.into_string();
+            Ok((fingerprint(&html), html))
+        }
+    };
+    // A store shared with other processes that do not notify (SQLite) is
+    // re-read every few seconds.
+    super::live::refreshed("inbox", changes, Duration::from_secs(3), seen, render)
 }
 
 /// The list, with each tool's input schema for its edit form.
@@ -336,7 +312,7 @@ impl DecisionForm {
             serde_json::from_str::<Value>(text).map_err(|e| {
                 ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid_resource",
+                    ApiWord::InvalidResource,
                     format!("{field}: not valid JSON: {e}"),
                 )
             })

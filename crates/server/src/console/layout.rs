@@ -4,6 +4,7 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
+use joch_engine::{Action, Collection};
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 
@@ -101,16 +102,16 @@ fn navigation(viewer: &Viewer, current: Section) -> Markup {
         Section::Ledger,
         Section::Executions,
     ];
-    // A page shows in the menu when the engine's read rule lets its
-    // resources be read (the page itself asks the same rule).
-    let reads = |plural| joch_engine::may_read(&viewer.principal, plural).is_ok();
-    for (section, plural) in [
-        (Section::Upstreams, "mcpservers"),
-        (Section::Policies, "policies"),
-        (Section::Tokens, "tokens"),
-        (Section::Credentials, "credentials"),
+    // A page shows in the menu when the engine's gate lets its
+    // resources be read (the page itself reaches the same gate).
+    let reads = |c| joch_engine::may(&viewer.principal, &Action::Read(c)).is_ok();
+    for (section, collection) in [
+        (Section::Upstreams, Collection::McpServers),
+        (Section::Policies, Collection::Policies),
+        (Section::Tokens, Collection::Tokens),
+        (Section::Credentials, Collection::Credentials),
     ] {
-        if reads(plural) {
+        if reads(collection) {
             sections.push(section);
         }
     }

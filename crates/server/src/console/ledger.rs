@@ -16,7 +16,7 @@ use super::Fields;
 use super::layout::{Section, json_block, page};
 use super::viewer::Viewer;
 use crate::extract::{Path, Query};
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 /// Calls per page.
 const PAGE: usize = 50;
@@ -53,7 +53,7 @@ fn instant(text: &str) -> Result<Option<String>, ApiError> {
         .map_err(|_| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "invalid_parameter",
+                ApiWord::InvalidParameter,
                 format!("{text:?} is not a time (YYYY-MM-DDTHH:MM, UTC)"),
             )
         })

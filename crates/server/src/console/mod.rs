@@ -29,6 +29,7 @@ mod executions;
 mod inbox;
 mod layout;
 mod ledger;
+mod live;
 mod oidc;
 mod overview;
 mod settings;
@@ -45,7 +46,7 @@ use axum::routing::{get, post};
 use axum::{Form, Router};
 use serde::de::DeserializeOwned;
 
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 pub(crate) use oidc::Discoveries;
 
 /// The console's routes, each behind the viewer guard.
@@ -97,7 +98,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Fields<T> {
 fn rejected(rejection: &FormRejection) -> ApiError {
     ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid_resource",
+        ApiWord::InvalidResource,
         rejection.body_text(),
     )
 }

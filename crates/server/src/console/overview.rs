@@ -15,7 +15,9 @@ use axum::extract::State;
 use axum::response::Response;
 use chrono::{Datelike, TimeZone, Utc};
 use joch_core::{Budget, Time};
-use joch_engine::{CallBucket, CallWindow, CostGroup, CostTotal, ListParams, may_read};
+use joch_engine::{
+    Action, CallBucket, CallWindow, Collection, CostGroup, CostTotal, ListParams, may,
+};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -110,7 +112,7 @@ pub(crate) async fn show(
         sample: SAMPLE,
         count_cap: COUNT_CAP,
     };
-    let buckets = engine.calls().over(ns, window).await?;
+    let buckets = engine.calls().over(&viewer.principal, ns, window).await?;
     let waiting = engine.approvals().inbox(&viewer.principal, ns).await?.len();
     let spending = spending(&state, &viewer).await?;
     let body = html! {
@@ -133,7 +135,8 @@ pub(crate) async fn show(
 async fn spending(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError> {
     let (engine, ns) = (&state.engine, viewer.namespace.as_str());
     let by = &viewer.principal;
-    if may_read(by, "costs").is_err() || may_read(by, "budgets").is_err() {
+    let reads = |c| may(by, &Action::Read(c)).is_ok();
+    if !reads(Collection::Costs) || !reads(Collection::Budgets) {
         return Ok(html! {
             h2 { "Cost and budgets" }
             p.note { "A principal with role " (by.role.as_str()) " does not read costs or budgets." }
@@ -147,19 +150,19 @@ async fn spending(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError>
         .unwrap_or(today);
     let by_tool = engine
         .calls()
-        .costs(ns, CostGroup::Tool, Some(Time(today)))
+        .costs(by, ns, CostGroup::Tool, Some(Time(today)))
         .await?;
     let by_agent = engine
         .calls()
-        .costs(ns, CostGroup::Agent, Some(Time(today)))
+        .costs(by, ns, CostGroup::Agent, Some(Time(today)))
         .await?;
     let this_month = engine
         .calls()
-        .costs(ns, CostGroup::Tool, Some(Time(month)))
+        .costs(by, ns, CostGroup::Tool, Some(Time(month)))
         .await?;
     let month_by_agent = engine
         .calls()
-        .costs(ns, CostGroup::Agent, Some(Time(month)))
+        .costs(by, ns, CostGroup::Agent, Some(Time(month)))
         .await?;
     let budgets = engine
         .resources()

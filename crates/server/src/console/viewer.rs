@@ -17,7 +17,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use joch_core::Principal;
 
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 /// The cookie holding the session id.
 pub(crate) const SESSION_COOKIE: &str = "joch_session";
@@ -167,7 +167,7 @@ async fn viewer(
 fn unauthorized() -> ApiError {
     ApiError::new(
         StatusCode::UNAUTHORIZED,
-        "unauthorized",
+        ApiWord::Unauthorized,
         "sign in to the console first (/ui/signin)",
     )
 }
@@ -175,7 +175,7 @@ fn unauthorized() -> ApiError {
 fn csrf_refused() -> Response {
     ApiError::new(
         StatusCode::FORBIDDEN,
-        "csrf_refused",
+        ApiWord::CsrfRefused,
         "this form or action lacks its CSRF token; reload the page and try again",
     )
     .into_response()
@@ -201,7 +201,7 @@ async fn checked(request: Request, expected: &str) -> Result<Request, Response> 
         .map_err(|_| {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
+                ApiWord::PayloadTooLarge,
                 "the form is larger than the console accepts",
             )
             .into_response()

@@ -16,7 +16,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use joch_core::toolcall::HookContext;
-use joch_core::{CallError, ErrorCode, Principal, ToolCall};
+use joch_core::{CallError, ErrorCode, HookAnswer, Principal, ToolCall};
 use joch_engine::{HookResult, HookVerdict, named_values};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -246,7 +246,7 @@ async fn tool_call_request(
     if let Some(args) = verdict
         .modified
         .as_ref()
-        .filter(|_| verdict.decision == "modify")
+        .filter(|_| verdict.decision == HookAnswer::Modify)
     {
         answer["modifiedRequest"] = json!({
             "executionId": verdict.call.metadata.name,
@@ -320,7 +320,7 @@ async fn tool_call_result(
     if let Some(result) = verdict
         .modified
         .as_ref()
-        .filter(|_| verdict.decision == "modify")
+        .filter(|_| verdict.decision == HookAnswer::Modify)
     {
         answer["modifiedResult"] = result.clone();
     }
@@ -328,7 +328,7 @@ async fn tool_call_result(
 }
 
 fn verdict_json(verdict: &HookVerdict) -> Value {
-    let mut answer = json!({"decision": verdict.decision});
+    let mut answer = json!({"decision": verdict.decision.as_str()});
     for (key, value) in [
         ("reason", &verdict.reason),
         ("policyId", &verdict.policy_id),

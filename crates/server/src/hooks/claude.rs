@@ -6,14 +6,14 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use joch_core::{CallError, ErrorCode, Principal, ToolCall};
+use joch_core::{CallError, ErrorCode, HookAnswer, Principal, ToolCall};
 use joch_engine::{Deferred, HookResult};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{namespace, reference};
 use crate::extract::{Body, Caller, Query};
-use crate::{ApiError, AppState};
+use crate::{ApiError, ApiWord, AppState};
 
 /// Header naming the agent; Claude's hook bodies do not.
 const AGENT_HEADER: &str = "joch-agent";
@@ -84,7 +84,7 @@ async fn serve(
         Some(other) => {
             return Err(ApiError::new(
                 axum::http::StatusCode::BAD_REQUEST,
-                "bad_request",
+                ApiWord::BadRequest,
                 format!("onDefer must be wait or ask, got {other:?}"),
             ));
         }
@@ -114,7 +114,7 @@ async fn serve(
         other => {
             return Err(ApiError::new(
                 axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-                "unsupported_hook_event",
+                ApiWord::UnsupportedHookEvent,
                 format!(
                     "joch handles PreToolUse, PostToolUse and PostToolUseFailure, not {other:?}"
                 ),
@@ -147,19 +147,22 @@ async fn pre_tool_use(
         .hook_request_deferring(by, ns, call, deferred)
         .await?;
     let mut output = json!({"hookEventName": "PreToolUse"});
+    // Claude's permission: a modification runs, with the updated input.
     let permission = match verdict.decision {
-        "deny" => "deny",
-        "ask" => "ask",
-        _ => "allow",
+        HookAnswer::Modify => HookAnswer::Allow,
+        other => other,
     };
     let reason = verdict.reason.clone();
-    output["permissionDecision"] = json!(permission);
+    output["permissionDecision"] = json!(permission.as_str());
     output["permissionDecisionReason"] = json!(reason.unwrap_or_else(|| match permission {
-        "deny" => "denied by joch".to_owned(),
-        "ask" => "joch asks a person to approve this call".to_owned(),
+        HookAnswer::Deny => "denied by joch".to_owned(),
+        HookAnswer::Ask => "joch asks a person to approve this call".to_owned(),
         _ => "allowed by joch".to_owned(),
     }));
-    if let Some(input) = verdict.modified.filter(|_| verdict.decision == "modify") {
+    if let Some(input) = verdict
+        .modified
+        .filter(|_| verdict.decision == HookAnswer::Modify)
+    {
         output["updatedInput"] = input;
     }
     Ok(json!({"hookSpecificOutput": output}))
@@ -176,11 +179,11 @@ async fn post_tool_use(
 ) -> Result<Value, ApiError> {
     let verdict = state.engine.calls().hook_result(by, ns, id, result).await?;
     Ok(match (verdict.decision, verdict.modified) {
-        ("deny", _) => json!({
+        (HookAnswer::Deny, _) => json!({
             "decision": "block",
             "reason": verdict.reason.unwrap_or_else(|| "joch withheld this result".to_owned()),
         }),
-        ("modify", Some(result)) => json!({
+        (HookAnswer::Modify, Some(result)) => json!({
             "decision": "block",
             "reason": format!("joch's policy changed this result; use this instead: {result}"),
         }),

@@ -279,7 +279,7 @@ async fn record(
         // Another approver, or the deadline, decided first: theirs stands.
         Err(
             EngineError::Refused {
-                code: "approval_decided",
+                code: joch_core::RefusalCode::ApprovalDecided,
                 ..
             }
             | EngineError::NotFound { .. },

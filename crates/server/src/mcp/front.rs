@@ -20,7 +20,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, request::Parts};
 use axum::response::{IntoResponse, Response};
 use joch_core::names::validate_namespace;
-use joch_engine::{Engine, EngineError, McpSession, Principal, principal_key};
+use joch_engine::{Action, Engine, EngineError, McpSession, Principal, principal_key};
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use serde::Deserialize;
@@ -31,6 +31,7 @@ use super::handler::{JochMcp, NAMESPACE_HEADER};
 use super::sessions::{Known, Sessions};
 use super::stateless::{self, Stateless};
 use crate::ApiError;
+use crate::ApiWord;
 use rmcp::model::GetExtensions;
 
 /// The first protocol version without sessions.
@@ -69,6 +70,20 @@ pub(crate) async fn serve(State(front): State<Arc<Front>>, request: Request) -> 
 
 impl Front {
     async fn route(&self, request: Request) -> Result<Response, ApiError> {
+        let by = request
+            .extensions()
+            .get::<Principal>()
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    ApiWord::Unauthenticated,
+                    "no principal",
+                )
+            })?;
+        let namespace = namespace_of(&request)?;
+        // The MCP endpoint is a calling surface: the gate's first question.
+        joch_engine::may_in(&by, &namespace, &Action::CallTool)?;
         let stateless = request
             .headers()
             .get(VERSION_HEADER)
@@ -82,14 +97,6 @@ impl Front {
             }
             return Ok(self.direct.handle(request).await.map(Body::new));
         }
-        let by = request
-            .extensions()
-            .get::<Principal>()
-            .cloned()
-            .ok_or_else(|| {
-                ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", "no principal")
-            })?;
-        let namespace = namespace_of(&request)?;
         let id = request
             .headers()
             .get(SESSION_HEADER)
@@ -133,7 +140,7 @@ impl Front {
             let parts = stateless::parts_of(&mut request).ok_or_else(|| {
                 ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
+                    ApiWord::Internal,
                     "the request's head was lost",
                 )
             })?;
@@ -182,7 +189,9 @@ impl Front {
         let (mut answer, body) = answer.into_parts();
         let body = axum::body::to_bytes(Body::new(body), usize::MAX)
             .await
-            .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, "internal", e.to_string()))?;
+            .map_err(|e| {
+                ApiError::new(StatusCode::BAD_GATEWAY, ApiWord::Internal, e.to_string())
+            })?;
         // The version agreed on, not the one asked for, says whether the
         // client will use a session.
         let agreed = serde_json::from_slice::<Value>(&body).ok().and_then(|v| {
@@ -198,7 +207,11 @@ impl Front {
                 .await
                 .map_err(session_error)?;
             let id = HeaderValue::from_str(&id).map_err(|e| {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    ApiWord::Internal,
+                    e.to_string(),
+                )
             })?;
             answer.headers.insert(SESSION_HEADER, id);
         }
@@ -277,7 +290,7 @@ impl Front {
             .map_err(|_| {
                 ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
-                    "payload_too_large",
+                    ApiWord::PayloadTooLarge,
                     format!("the body is larger than {} bytes", self.max_body_bytes),
                 )
             })?;
@@ -299,8 +312,13 @@ fn namespace_of(request: &Request) -> Result<String, ApiError> {
             .and_then(|v| v.to_str().ok())
     };
     let namespace = from_path.or_else(from_header).unwrap_or("default");
-    validate_namespace(namespace)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_namespace", e.to_string()))?;
+    validate_namespace(namespace).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ApiWord::InvalidNamespace,
+            e.to_string(),
+        )
+    })?;
     Ok(namespace.to_owned())
 }
 
@@ -309,7 +327,7 @@ fn session_error(e: EngineError) -> ApiError {
     match e {
         EngineError::NotFound { .. } => ApiError::new(
             StatusCode::NOT_FOUND,
-            "session_not_found",
+            ApiWord::SessionNotFound,
             "no open MCP session with this id: initialize a new one",
         ),
         EngineError::Refused { code, message } if code == joch_engine::TOO_MANY_SESSIONS => {

@@ -317,6 +317,7 @@ impl JochMcp {
         );
         let mut reported = 0u32;
         let mut keepalive = self.keepalive(defer);
+        let mut grace: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
         loop {
             tokio::select! {
                 done = &mut running => {
@@ -373,6 +374,21 @@ impl JochMcp {
                     if let Some(cancel) = cancel.take() {
                         let _ = cancel.send(true);
                     }
+                    grace = Some(Box::pin(tokio::time::sleep(CANCEL_GRACE)));
+                }
+                () = until_some(grace.as_mut()), if grace.is_some() => {
+                    // Still running (not an upstream MCP call, or one that
+                    // did not end): cancelled as `tasks/cancel` or REST
+                    // would (the engine's gate: the caller's own call),
+                    // whatever its backend; its end is still awaited here.
+                    grace = None;
+                    let (engine, by, ns, name) =
+                        (self.engine.clone(), by_principal.clone(), namespace.to_owned(), name.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = engine.calls().cancel(&by, &ns, &name).await {
+                            tracing::debug!(error = %e, call = %name, "a client's cancellation");
+                        }
+                    });
                 }
                 _ = until_some(keepalive.as_mut().map(tokio::time::Interval::tick)), if keepalive.is_some() => {
                     ping(context);
@@ -491,6 +507,11 @@ pub(super) enum Ran {
 
 /// `future`'s output, or never: a `select!` branch over something that may
 /// not be there.
+/// How long a call the client cancelled may take to end through its
+/// upstream (an MCP server told `notifications/cancelled`) before joch
+/// cancels it itself.
+const CANCEL_GRACE: Duration = Duration::from_millis(500);
+
 async fn until_some<F: std::future::Future>(future: Option<F>) -> F::Output {
     match future {
         Some(future) => future.await,

@@ -144,7 +144,7 @@ impl ServerHandler for JochMcp {
             }
             Err(e) => {
                 let e = crate::ApiError::from(e);
-                refused(&e.code, &e.message)
+                refused(e.code.as_str(), &e.message)
             }
         };
         let result: CallToolResult = serde_json::from_value(result)

@@ -93,15 +93,16 @@ pub(crate) async fn json_errors(response: axum::response::Response) -> axum::res
     if !(status.is_client_error() || status.is_server_error()) || is_json {
         return response;
     }
+    use crate::ApiWord;
     let code = match status {
-        StatusCode::NOT_ACCEPTABLE => "not_acceptable",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-        StatusCode::NOT_FOUND => "session_not_found",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::FORBIDDEN => "forbidden",
-        s if s.is_server_error() => "internal",
-        _ => "bad_request",
+        StatusCode::NOT_ACCEPTABLE => ApiWord::NotAcceptable,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiWord::UnsupportedMediaType,
+        StatusCode::NOT_FOUND => ApiWord::SessionNotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ApiWord::MethodNotAllowed,
+        StatusCode::PAYLOAD_TOO_LARGE => ApiWord::PayloadTooLarge,
+        StatusCode::FORBIDDEN => ApiWord::Forbidden,
+        s if s.is_server_error() => ApiWord::Internal,
+        _ => ApiWord::BadRequest,
     };
     let (_, body) = response.into_parts();
     let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();

@@ -185,12 +185,6 @@ impl Sessions {
         let id: SessionId = id.into();
         let _ = self.close_session(&id).await;
     }
-
-    /// Sessions with a worker here, for tests and metrics.
-    #[allow(dead_code)]
-    pub(crate) fn running(&self) -> usize {
-        self.hot().len()
-    }
 }
 
 impl SessionManager for Sessions {

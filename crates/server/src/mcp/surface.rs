@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use joch_core::mcp_surface::{McpOperation, surface_tool_name};
-use joch_core::{McpServer, Phase};
+use joch_core::{ErrorCode, McpServer, Phase};
 use joch_engine::{McpSession, Principal, UpstreamNotice};
 use rmcp::ErrorData;
 use rmcp::model::{Extensions, InputRequiredResult, InputResponses};
@@ -81,9 +81,9 @@ fn internal(e: impl std::fmt::Display) -> ErrorData {
 
 fn upstream_error(e: joch_core::CallError) -> ErrorData {
     let data = Some(json!({"code": e.code, "details": e.details}));
-    match e.code.as_str() {
-        "forbidden" => ErrorData::invalid_request(e.message, data),
-        "method_not_found" => {
+    match ErrorCode::parse(&e.code) {
+        Some(ErrorCode::Forbidden) => ErrorData::invalid_request(e.message, data),
+        Some(ErrorCode::MethodNotFound) => {
             ErrorData::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, e.message, data)
         }
         _ => ErrorData::internal_error(e.message, data),

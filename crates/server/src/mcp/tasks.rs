@@ -60,7 +60,7 @@ impl JochMcp {
             Ok(outcome) => Ok(CreateTaskResult::new(task(&outcome.into_response())).into()),
             Err(e) => {
                 let e = crate::ApiError::from(e);
-                let result = refused(&e.code, &e.message);
+                let result = refused(e.code.as_str(), &e.message);
                 serde_json::from_value(result)
                     .map(CallToolResponse::Complete)
                     .map_err(|e| ErrorData::internal_error(e.to_string(), None))

@@ -1,8 +1,5 @@
 //! The reads, and how a row becomes a [`Record`].
 
-use std::collections::BTreeMap;
-
-use joch_core::object::{IndexFields, IndexedCost};
 use sqlx_core::executor::Executor;
 use sqlx_core::query::query;
 use sqlx_core::query_builder::QueryBuilder;
@@ -218,37 +215,27 @@ pub(super) async fn list(pool: &PgPool, q: &ListQuery) -> Result<Page, StoreErro
 
 /// A row of [`COLUMNS`] as its `seq` and record.
 pub(super) fn record(row: &PgRow) -> Result<(i64, Record), sqlx_core::Error> {
-    let labels: String = row.try_get(5)?;
-    let version: i64 = row.try_get(4)?;
-    let cost = match (
-        row.try_get::<Option<i64>, _>(11)?,
-        row.try_get::<Option<String>, _>(12)?,
-    ) {
-        (Some(micros), Some(currency)) => Some(IndexedCost {
-            micros,
-            currency,
-            at_ms: row.try_get::<Option<i64>, _>(13)?.unwrap_or_default(),
-        }),
-        _ => None,
-    };
-    let record = Record {
-        kind: row.try_get(1)?,
-        namespace: row.try_get(2)?,
-        name: row.try_get(3)?,
-        resource_version: u64::try_from(version).unwrap_or_default(),
-        labels: serde_json::from_str::<BTreeMap<String, String>>(&labels).unwrap_or_default(),
-        index: IndexFields {
-            tool: row.try_get(6)?,
-            phase: row.try_get(7)?,
-            execution: row.try_get(8)?,
-            checksum: row.try_get(9)?,
-            agent: row.try_get(10)?,
-            cost,
-            created_ms: row.try_get(15)?,
-        },
-        body: row.try_get(14)?,
-    };
-    Ok((row.try_get(0)?, record))
+    crate::rows::record(row)
+}
+
+impl crate::rows::Columns for PgRow {
+    type Error = sqlx_core::Error;
+
+    fn text(&self, at: usize) -> Result<String, Self::Error> {
+        self.try_get(at)
+    }
+
+    fn maybe_text(&self, at: usize) -> Result<Option<String>, Self::Error> {
+        self.try_get(at)
+    }
+
+    fn int(&self, at: usize) -> Result<i64, Self::Error> {
+        self.try_get(at)
+    }
+
+    fn maybe_int(&self, at: usize) -> Result<Option<i64>, Self::Error> {
+        self.try_get(at)
+    }
 }
 
 pub(super) async fn list_audit(
@@ -291,15 +278,7 @@ pub(super) async fn audit_of(
 
 fn audit_rows(namespace: &str, rows: &[PgRow]) -> Result<Vec<AuditRecord>, StoreError> {
     rows.iter()
-        .map(|r| {
-            Ok(AuditRecord {
-                namespace: namespace.to_owned(),
-                seq: u64::try_from(r.try_get::<i64, _>(0)?).unwrap_or_default(),
-                prev: r.try_get(1)?,
-                hash: r.try_get(2)?,
-                body: r.try_get(3)?,
-            })
-        })
+        .map(|r| crate::rows::audit(namespace, r))
         .collect::<Result<_, sqlx_core::Error>>()
         .map_err(unavailable)
 }

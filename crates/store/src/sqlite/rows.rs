@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use joch_core::object::{IndexFields, IndexedCost};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 
@@ -344,36 +343,27 @@ pub(super) fn list(conn: &Connection, q: &ListQuery) -> Result<Page, StoreError>
 }
 
 fn record(row: &Row<'_>) -> rusqlite::Result<(i64, Record)> {
-    let labels: String = row.get(5)?;
-    let version: i64 = row.get(4)?;
-    let record = Record {
-        kind: row.get(1)?,
-        namespace: row.get(2)?,
-        name: row.get(3)?,
-        resource_version: u64::try_from(version).unwrap_or_default(),
-        labels: serde_json::from_str::<BTreeMap<String, String>>(&labels).unwrap_or_default(),
-        index: IndexFields {
-            tool: row.get(6)?,
-            phase: row.get(7)?,
-            execution: row.get(8)?,
-            checksum: row.get(9)?,
-            agent: row.get(10)?,
-            cost: match (
-                row.get::<_, Option<i64>>(11)?,
-                row.get::<_, Option<String>>(12)?,
-            ) {
-                (Some(micros), Some(currency)) => Some(IndexedCost {
-                    micros,
-                    currency,
-                    at_ms: row.get::<_, Option<i64>>(13)?.unwrap_or_default(),
-                }),
-                _ => None,
-            },
-            created_ms: row.get(15)?,
-        },
-        body: row.get(14)?,
-    };
-    Ok((row.get(0)?, record))
+    crate::rows::record(row)
+}
+
+impl crate::rows::Columns for Row<'_> {
+    type Error = rusqlite::Error;
+
+    fn text(&self, at: usize) -> rusqlite::Result<String> {
+        self.get(at)
+    }
+
+    fn maybe_text(&self, at: usize) -> rusqlite::Result<Option<String>> {
+        self.get(at)
+    }
+
+    fn int(&self, at: usize) -> rusqlite::Result<i64> {
+        self.get(at)
+    }
+
+    fn maybe_int(&self, at: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(at)
+    }
 }
 
 fn labels_to_sql(labels: &BTreeMap<String, String>) -> String {
@@ -454,13 +444,7 @@ pub(super) fn list_audit(
 
 /// An entry of `namespace`'s chain from `SELECT seq, prev, hash, body`.
 fn audit_row(namespace: &str, r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
-    Ok(AuditRecord {
-        namespace: namespace.to_owned(),
-        seq: u64::try_from(r.get::<_, i64>(0)?).unwrap_or_default(),
-        prev: r.get(1)?,
-        hash: r.get(2)?,
-        body: r.get(3)?,
-    })
+    crate::rows::audit(namespace, r)
 }
 
 /// Served by `audit_by_record` (the same expression as the index; named,

@@ -69,7 +69,7 @@ impl Engine {
         intent: Intent,
         stopped: Option<&str>,
     ) -> Result<Admission, EngineError> {
-        rules::acts_in(by, namespace)?;
+        rules::may_in(by, namespace, &rules::Action::CallTool)?;
         let named_by_caller = !call.metadata.name.is_empty();
         let minted = !named_by_caller || self.inner.calls.minted.take(&call.metadata.name);
         if !named_by_caller {

@@ -138,12 +138,13 @@ fn tool_selectors_hide_tools_by_name_and_label() {
 fn results_come_from_whoever_made_the_call() {
     let maker = token("maker", Role::Agent);
     let call = call_by(&maker);
-    assert!(may_report(&call, &maker).is_ok());
+    let report = |by: &Principal| may(by, &Action::ReportResult(&call));
+    assert!(report(&maker).is_ok());
     assert!(matches!(
-        may_report(&call, &token("other", Role::Approver)),
+        report(&token("other", Role::Approver)),
         Err(EngineError::Forbidden(_))
     ));
-    assert!(may_report(&call, &token("admin", Role::Admin)).is_ok());
+    assert!(report(&token("admin", Role::Admin)).is_ok());
 }
 
 #[test]
@@ -170,11 +171,12 @@ fn reading_follows_the_role() {
         ("audit", false, true),
         ("tokens", false, false),
     ] {
-        let by = |role| may_read(&token("t", role), plural).is_ok();
+        let read = Action::Read(Collection::parse(plural).expect("a collection"));
+        let by = |role| may(&token("t", role), &read).is_ok();
         assert_eq!(by(Role::Agent), agent, "agent reads {plural}");
         assert_eq!(by(Role::Approver), approver, "approver reads {plural}");
         assert!(by(Role::Admin), "admin reads {plural}");
-        assert!(may_read(&local, plural).is_ok(), "local reads {plural}");
+        assert!(may(&local, &read).is_ok(), "local reads {plural}");
     }
 }
 
@@ -249,16 +251,14 @@ fn a_standing_decision_never_decides_its_deciders_own_calls() {
 fn a_principal_cancels_its_own_calls_and_an_admin_any() {
     let maker = token("maker", Role::Agent);
     let call = call_by(&maker);
-    assert!(may_cancel(&call, &maker).is_ok());
+    let cancel = |by: &Principal| may(by, &Action::CancelCall(&call));
+    assert!(cancel(&maker).is_ok());
     for other in [
         token("other", Role::Agent),
         token("approver", Role::Approver),
     ] {
-        assert!(matches!(
-            may_cancel(&call, &other),
-            Err(EngineError::Forbidden(_))
-        ));
+        assert!(matches!(cancel(&other), Err(EngineError::Forbidden(_))));
     }
-    assert!(may_cancel(&call, &token("admin", Role::Admin)).is_ok());
-    assert!(may_cancel(&call, &Principal::local()).is_ok());
+    assert!(cancel(&token("admin", Role::Admin)).is_ok());
+    assert!(cancel(&Principal::local()).is_ok());
 }

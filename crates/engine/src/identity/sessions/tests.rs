@@ -80,7 +80,7 @@ async fn a_session_lasts_until_closed_expired_or_revoked() {
         .expect("a session");
     engine
         .resources()
-        .delete::<joch_core::token::ApiToken>("ns", "alice", None)
+        .delete::<joch_core::token::ApiToken>(&joch_core::Principal::local(), "ns", "alice", None)
         .await
         .expect("revoke");
     assert!(
