@@ -37,6 +37,7 @@ mod breakdown;
 mod floor;
 mod mcp;
 mod open_loop;
+mod pg_alone;
 mod postgres;
 mod soak;
 mod store_alone;
@@ -132,12 +133,21 @@ async fn main() -> Result<()> {
         let name = format!("joch_{scenario}");
         results.push(measure(&client, &args, &name, target.clone(), &metrics).await?);
     }
+    // PostgreSQL alone beside joch on it, when scenarios are chosen.
+    let alone = match (&args.postgres, args.only.is_empty()) {
+        (Some(server), false) => Some(pg_alone::Alone::open(server).await?),
+        _ => None,
+    };
     if let Some(server) = &args.postgres {
-        for replicas in 1..=3 {
-            let target = postgres::replicas(&client, server, replicas).await?;
-            let name = format!("joch_pg_noop_x{replicas}");
-            results.push(measure(&client, &args, &name, target, &metrics).await?);
-        }
+        let pg = postgres::closed_loops(
+            &client,
+            &args,
+            server,
+            &webhook_url,
+            alone.as_ref(),
+            &metrics,
+        );
+        results.extend(pg.await?);
     }
     report(&results);
     // The open loop on PostgreSQL too: one replica per scenario.
@@ -150,7 +160,8 @@ async fn main() -> Result<()> {
             .collect();
         looped.extend(postgres::one_replica_each(&client, server, &chosen, &webhook_url).await?);
     }
-    open_loop::open_loop(&client, &args, &webhook_url, &looped, dir.path()).await?;
+    let pg_alone = alone.as_ref();
+    open_loop::open_loop(&client, &args, &webhook_url, &looped, dir.path(), pg_alone).await?;
     results.extend(
         at_rest::at_rest(&client, &args, &webhook_url, &servers, dir.path(), &metrics).await?,
     );

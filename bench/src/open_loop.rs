@@ -31,6 +31,7 @@ pub async fn open_loop(
     webhook_url: &str,
     servers: &[(&str, Target)],
     dir: &Path,
+    pg_alone: Option<&crate::pg_alone::Alone>,
 ) -> Result<()> {
     for &rate in &args.offered_rate {
         let calls = (rate * args.offered_seconds).max(1);
@@ -47,8 +48,24 @@ pub async fn open_loop(
             percentile_ms(&direct, 0.50)
         );
         crate::store_alone::at_rate(dir, rate, args.offered_seconds).await?;
+        if let Some(alone) = pg_alone {
+            alone.at_rate(rate, args.offered_seconds).await?;
+        }
         for (scenario, target) in servers {
+            // PostgreSQL's work per call, for the scenarios on it.
+            let before = match (pg_alone, scenario.starts_with("pg_")) {
+                (Some(alone), true) => Some(alone.work().await?),
+                _ => None,
+            };
             let (joch, failures, mut stages) = at_rate(client, calls, rate, target).await?;
+            if let (Some(alone), Some(before)) = (pg_alone, before) {
+                let work = alone.work().await?.since(&before, calls);
+                println!("  joch_{scenario:<15} {work}");
+                println!(
+                    "RESULTW scenario=joch_{scenario} rate={rate} {}",
+                    work.fields()
+                );
+            }
             let (p50, p99) = (percentile_ms(&joch, 0.50), percentile_ms(&joch, 0.99));
             let added = p99 - direct_p99;
             println!(

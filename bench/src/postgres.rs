@@ -6,14 +6,56 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use joch_store::testsuite::postgres::TestServer;
+use metrics_exporter_prometheus::PrometheusHandle;
 use reqwest::Client;
 
-use crate::{Target, create_tool, start_joch, toolcalls_url};
+use crate::pg_alone::Alone;
+use crate::{Args, SCENARIOS, Stats, Target, create_tool, measure, start_joch, toolcalls_url};
 
-/// Starts `count` replicas on a new database of `server`, with the no-op tool.
-pub(crate) async fn replicas(client: &Client, server: &str, count: usize) -> Result<Target> {
-    let tool = ("noop", "read_only", "noop", "");
-    replicas_with(client, server, &format!("joch_bench_x{count}"), count, tool).await
+/// The closed loops on PostgreSQL: PostgreSQL alone (when `alone` is given),
+/// then each scenario with 1, 2 and 3 replicas, each on a new database of
+/// `server`, with the server's work per call. Without `--only` (the CI's
+/// short run) only the no-op scenario, as before PostgreSQL alone existed.
+pub(crate) async fn closed_loops(
+    client: &Client,
+    args: &Args,
+    server: &str,
+    webhook_url: &str,
+    alone: Option<&Alone>,
+    metrics: &PrometheusHandle,
+) -> Result<Vec<Stats>> {
+    let mut results = Vec::new();
+    if let Some(alone) = alone {
+        let (rate, all, work) = alone
+            .closed_loop(args.warmup, args.calls, args.concurrency)
+            .await?;
+        results.push(Stats::of_writes("postgres_alone", args.calls, rate, &all));
+        println!("  postgres_alone       {work}");
+        println!("RESULTW scenario=postgres_alone {}", work.fields());
+    }
+    let scenarios = SCENARIOS.iter().filter(|s| match args.only.is_empty() {
+        true => s.0 == "noop",
+        false => args.only.iter().any(|o| o == s.0),
+    });
+    for &(scenario, level, backend) in scenarios {
+        for count in 1..=3 {
+            let database = format!("joch_bench_{scenario}_x{count}");
+            let tool = (scenario, level, backend, webhook_url);
+            let target = replicas_with(client, server, &database, count, tool).await?;
+            let name = format!("joch_pg_{scenario}_x{count}");
+            let before = match alone {
+                Some(alone) => Some(alone.work().await?),
+                None => None,
+            };
+            results.push(measure(client, args, &name, target, metrics).await?);
+            if let (Some(alone), Some(before)) = (alone, before) {
+                let work = alone.work().await?.since(&before, args.warmup + args.calls);
+                println!("  {name:<20} {work}");
+                println!("RESULTW scenario={name} {}", work.fields());
+            }
+        }
+    }
+    Ok(results)
 }
 
 /// For the open loop: one replica per scenario (name, level, backend), each
@@ -65,7 +107,7 @@ async fn replicas_with(
 }
 
 /// Drops and creates `name` on `server`; its URL.
-async fn fresh_database(server: &str, name: &str) -> Result<String> {
+pub(crate) async fn fresh_database(server: &str, name: &str) -> Result<String> {
     TestServer::new(server)
         .fresh_database(name)
         .await

@@ -54,6 +54,17 @@ impl Engine {
         &self,
         recorded: Recorded,
     ) -> Result<CallOutcome, EngineError> {
+        let meta = &recorded.call.metadata;
+        let (namespace, name) = (meta.namespace.clone(), meta.name.clone());
+        let outcome = self.run_recorded(recorded).await;
+        // The store went away mid-call: its record may be left unfinished.
+        if let Err(EngineError::Store(_)) = &outcome {
+            self.reconcile_when_back(namespace, name);
+        }
+        outcome
+    }
+
+    async fn run_recorded(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
         tracing_spans::record_tool(&recorded.tool);
         if self.inner.config.trace_content {
             tracing_spans::record_content(

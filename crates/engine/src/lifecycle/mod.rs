@@ -3,6 +3,7 @@
 //! (`recovery.rs`), and sharing one store with other replicas: their
 //! leases, and the writes heard from them (`replicas.rs`).
 
+mod orphans;
 mod recovery;
 mod replicas;
 mod running;

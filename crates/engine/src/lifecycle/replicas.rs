@@ -191,6 +191,10 @@ impl Engine {
             if lease.name == me || !lapsed {
                 continue;
             }
+            // It may have died between a commit and that commit's change
+            // notification: everything here waiting or cached re-reads.
+            self.inner.touched_kind(Change::ANYTHING);
+            self.recheck_cancels();
             let version = lease.resource_version;
             lease.resource_version += 1;
             lease.body = Lease::body(now_ms.saturating_add(millis(ttl)), Some(me));

@@ -52,6 +52,7 @@ mod mcp_tasks;
 mod mcp_upstream;
 mod metrics;
 mod openapi;
+mod pg_restart;
 mod policies;
 mod policy_budget;
 mod ranges;

@@ -31,13 +31,13 @@ async fn replicas(store: &str) -> Vec<Joch> {
 /// A webhook tool with a timeout no loaded test machine reaches: keyed calls
 /// are retried on a transport timeout (their receiver can tell a repeat),
 /// and these tests count deliveries.
-fn patient_tool(name: &str, url: &str, side_effects: Value) -> Value {
+pub(crate) fn patient_tool(name: &str, url: &str, side_effects: Value) -> Value {
     let mut tool = rest_tool(name, url, side_effects);
     tool["spec"]["backend"]["endpoint"]["timeoutMs"] = json!(20_000);
     tool
 }
 
-fn keyed(tool: &str, key: &str, input: Value) -> Value {
+pub(crate) fn keyed(tool: &str, key: &str, input: Value) -> Value {
     json!({"spec": {"toolRef": {"name": tool}, "input": input, "sideEffects": {"idempotencyKey": key}}})
 }
 
@@ -196,7 +196,7 @@ pub(crate) async fn approve_the_pending_call(joch: &Joch, by: &str) {
 
 /// Sends one keyed call, retrying on the next replica whenever the one
 /// asked cannot answer (it was killed): what a load balancer's client does.
-async fn send_until_answered(
+pub(crate) async fn send_until_answered(
     bases: &[std::sync::RwLock<String>],
     first: usize,
     call: Value,

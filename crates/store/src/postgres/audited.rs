@@ -13,7 +13,7 @@
 //! statement aborts the transaction. Anything else (the server gone) fails
 //! the whole batch, and nothing of it is kept.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use sqlx_core::query::query;
 use sqlx_core::row::Row;
@@ -126,17 +126,17 @@ async fn apply_and_link(
     batch: &[Request],
 ) -> Result<Vec<Result<u64, StoreError>>, StoreError> {
     let mut tx = pool.begin().await.map_err(unavailable)?;
-    let mut answers = Vec::with_capacity(batch.len());
-    for request in batch {
-        let applied = match &request.write {
-            Write::Create(record) => writes::insert(&mut *tx, record).await,
-            Write::Update { record, expected } => writes::replace(&mut tx, record, *expected).await,
-            Write::EntryOnly { .. } => Ok(()),
-        };
-        match applied {
-            Err(e @ StoreError::Unavailable(_)) => return Err(e),
-            // Numbered once its namespace's entries are linked.
-            other => answers.push(other.map(|()| 0)),
+    // The creates first, all in one statement; then the updates. Writes of
+    // one batch are concurrent (none was answered before another came), so
+    // any order between them is one a caller could have seen.
+    let mut answers = created(&mut tx, batch).await?;
+    for (request, answer) in batch.iter().zip(&mut answers) {
+        if let Write::Update { record, expected } = &request.write {
+            match writes::replace(&mut tx, record, *expected).await {
+                Err(e @ StoreError::Unavailable(_)) => return Err(e),
+                // Numbered once its namespace's entries are linked.
+                other => *answer = other.map(|()| 0),
+            }
         }
     }
     let mut chains: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -154,6 +154,49 @@ async fn apply_and_link(
     }
     tx.commit().await.map_err(unavailable)?;
     Ok(answers)
+}
+
+/// Inserts the batch's new records in one statement (a round trip, not one
+/// per record): the answer of each create (`AlreadyExists` when its name
+/// was taken, by an earlier write or an earlier create of this batch), and
+/// `Ok` for every other write.
+async fn created(
+    conn: &mut PgConnection,
+    batch: &[Request],
+) -> Result<Vec<Result<u64, StoreError>>, StoreError> {
+    let mut firsts = HashSet::new();
+    let mut creates = Vec::new();
+    for request in batch {
+        if let Write::Create(r) = &request.write {
+            if firsts.insert((r.kind.as_str(), r.namespace.as_str(), r.name.as_str())) {
+                creates.push(r);
+            }
+        }
+    }
+    let inserted = writes::insert_all(conn, &creates).await?;
+    let inserted: HashSet<_> = creates
+        .iter()
+        .zip(inserted)
+        .filter(|(_, new)| *new)
+        .map(|(r, _)| (r.kind.as_str(), r.namespace.as_str(), r.name.as_str()))
+        .collect();
+    let mut answered = HashSet::new();
+    Ok(batch
+        .iter()
+        .map(|request| match &request.write {
+            Write::Create(r) => {
+                let key = (r.kind.as_str(), r.namespace.as_str(), r.name.as_str());
+                match answered.insert(key) && inserted.contains(&key) {
+                    true => Ok(0),
+                    false => Err(StoreError::AlreadyExists {
+                        kind: r.kind.clone(),
+                        name: r.name.clone(),
+                    }),
+                }
+            }
+            _ => Ok(0),
+        })
+        .collect())
 }
 
 /// Links `bodies`, in order, after `namespace`'s last entry, inside the

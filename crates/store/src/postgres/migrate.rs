@@ -70,6 +70,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "creation time of calls",
         include_str!("../../migrations/postgres/0010_created_at.sql"),
     ),
+    (
+        11,
+        "change notifications after commit",
+        include_str!("../../migrations/postgres/0011_notify_after_commit.sql"),
+    ),
 ];
 
 /// [`MIGRATIONS`] as a source for sqlx's migrator. (The `sqlx::migrate!`

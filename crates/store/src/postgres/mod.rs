@@ -69,6 +69,8 @@ pub struct PostgresStore {
     pool: PgPool,
     changes: tokio::sync::broadcast::Sender<crate::Change>,
     listener: tokio::task::JoinHandle<()>,
+    notifier: changes::Notifier,
+    announcer: tokio::task::JoinHandle<()>,
     audited: audited::Batcher,
     batcher: tokio::task::JoinHandle<()>,
 }
@@ -76,6 +78,7 @@ pub struct PostgresStore {
 impl Drop for PostgresStore {
     fn drop(&mut self) {
         self.listener.abort();
+        self.announcer.abort();
         self.batcher.abort();
     }
 }
@@ -104,7 +107,7 @@ impl PostgresStore {
                         .map(drop)
                 })
             })
-            .connect_with(connect)
+            .connect_with(connect.clone())
             .await
             .map_err(|e| {
                 StoreError::Unavailable(match e {
@@ -118,6 +121,7 @@ impl PostgresStore {
             })?;
         migrate::run(&pool).await?;
         let (changes, listener) = changes::spawn(pool.clone());
+        let (notifier, announcer) = changes::Notifier::spawn(connect);
         let (audited, batcher) = audited::Batcher::spawn(pool.clone());
         tracing::info!(
             max_connections = options.max_connections,
@@ -127,6 +131,8 @@ impl PostgresStore {
             pool,
             changes,
             listener,
+            notifier,
+            announcer,
             audited,
             batcher,
         })
@@ -137,6 +143,19 @@ impl PostgresStore {
         PostgresBlobs {
             pool: self.pool.clone(),
         }
+    }
+
+    /// Tells every replica (this one too) that `record` changed, once its
+    /// write has committed: `Ok` passes through.
+    fn announce<T>(
+        &self,
+        record: (&str, &str, &str),
+        written: Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if written.is_ok() {
+            self.notifier.changed(record.0, record.1, record.2);
+        }
+        written
     }
 
     /// Closes every connection, waiting for calls in flight to finish; later
@@ -174,6 +193,19 @@ async fn timed<T>(write: impl Future<Output = T>) -> T {
     written
 }
 
+/// A record's kind, namespace and name, as a change names them.
+fn key(r: &Record) -> (&str, &str, &str) {
+    (&r.kind, &r.namespace, &r.name)
+}
+
+fn owned_key(r: &Record) -> (String, String, String) {
+    (r.kind.clone(), r.namespace.clone(), r.name.clone())
+}
+
+fn borrowed(k: &(String, String, String)) -> (&str, &str, &str) {
+    (&k.0, &k.1, &k.2)
+}
+
 fn unavailable(e: sqlx_core::Error) -> StoreError {
     StoreError::Unavailable(describe(&e))
 }
@@ -181,7 +213,8 @@ fn unavailable(e: sqlx_core::Error) -> StoreError {
 #[async_trait]
 impl Store for PostgresStore {
     async fn create(&self, record: Record, _: Durability) -> Result<(), StoreError> {
-        timed(writes::create(&self.pool, &record, None)).await
+        let written = timed(writes::create(&self.pool, &record, None)).await;
+        self.announce(key(&record), written)
     }
 
     async fn create_claimed(
@@ -190,7 +223,8 @@ impl Store for PostgresStore {
         claim: IdempotencyClaim,
         _: Durability,
     ) -> Result<(), StoreError> {
-        timed(writes::create(&self.pool, &record, Some(&claim))).await
+        let written = timed(writes::create(&self.pool, &record, Some(&claim))).await;
+        self.announce(key(&record), written)
     }
 
     async fn create_audited(
@@ -199,7 +233,9 @@ impl Store for PostgresStore {
         audit: String,
         _: Durability,
     ) -> Result<u64, StoreError> {
-        timed(self.audited.write(audited::Write::Create(record), audit)).await
+        let changed = owned_key(&record);
+        let written = timed(self.audited.write(audited::Write::Create(record), audit)).await;
+        self.announce(borrowed(&changed), written)
     }
 
     async fn purge_expired_keys(&self, now_ms: i64) -> Result<usize, StoreError> {
@@ -212,7 +248,8 @@ impl Store for PostgresStore {
         expected_version: u64,
         _: Durability,
     ) -> Result<(), StoreError> {
-        timed(writes::update(&self.pool, &record, expected_version)).await
+        let written = timed(writes::update(&self.pool, &record, expected_version)).await;
+        self.announce(key(&record), written)
     }
 
     async fn update_audited(
@@ -222,11 +259,13 @@ impl Store for PostgresStore {
         audit: String,
         _: Durability,
     ) -> Result<u64, StoreError> {
+        let changed = owned_key(&record);
         let write = audited::Write::Update {
             record,
             expected: expected_version,
         };
-        timed(self.audited.write(write, audit)).await
+        let written = timed(self.audited.write(write, audit)).await;
+        self.announce(borrowed(&changed), written)
     }
 
     async fn delete(
@@ -236,7 +275,8 @@ impl Store for PostgresStore {
         name: &str,
         expected_version: Option<u64>,
     ) -> Result<Record, StoreError> {
-        writes::delete(&self.pool, kind, namespace, name, expected_version).await
+        let deleted = writes::delete(&self.pool, kind, namespace, name, expected_version).await;
+        self.announce((kind, namespace, name), deleted)
     }
 
     async fn get(&self, kind: &str, namespace: &str, name: &str) -> Result<Record, StoreError> {
@@ -248,7 +288,8 @@ impl Store for PostgresStore {
     }
 
     async fn append_event(&self, event: EventRecord, _: Durability) -> Result<u64, StoreError> {
-        writes::append_event(&self.pool, &event).await
+        let appended = writes::append_event(&self.pool, &event).await;
+        self.announce(("Event", &event.namespace, &event.execution), appended)
     }
 
     async fn append_audit(

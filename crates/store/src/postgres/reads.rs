@@ -340,10 +340,16 @@ pub(super) async fn list_events(
 
 /// A round trip on a pooled connection: the server answers and the pool can
 /// hand out connections.
+/// How long a readiness check waits for the server: a probe that hangs
+/// for the pool's whole acquire timeout while the server is gone would say
+/// nothing until the prober gives up.
+const PING_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub(super) async fn ping(pool: &PgPool) -> Result<(), StoreError> {
-    query("SELECT 1")
-        .execute(pool)
-        .await
-        .map(drop)
-        .map_err(unavailable)
+    match tokio::time::timeout(PING_WITHIN, query("SELECT 1").execute(pool)).await {
+        Ok(answered) => answered.map(drop).map_err(unavailable),
+        Err(_) => Err(StoreError::Unavailable(format!(
+            "PostgreSQL did not answer within {PING_WITHIN:?}"
+        ))),
+    }
 }
