@@ -177,13 +177,8 @@ fn answers_become_decisions() {
                 Some("the user declined in the MCP client"),
             ),
         ),
-        (
-            answer(ElicitationAction::Cancel, None),
-            rejected(
-                "the user cancelled the question in the MCP client",
-                Some("the user cancelled the question in the MCP client"),
-            ),
-        ),
+        // Dismissed without an explicit choice: no decision.
+        (answer(ElicitationAction::Cancel, None), None),
         (answer(ElicitationAction::Accept, None), None),
         (
             answer(ElicitationAction::Accept, Some(json!({"approve": "yes"}))),
@@ -228,7 +223,7 @@ fn answers_become_decisions() {
 }
 
 #[test]
-fn a_consent_is_a_url_to_open_whose_acceptance_decides_nothing() {
+fn a_consent_is_a_url_to_open_whose_answer_decides_nothing() {
     let url = "https://as.example/authorize?state=ns.x";
     let consent = approval(
         "consent",
@@ -248,9 +243,11 @@ fn a_consent_is_a_url_to_open_whose_acceptance_decides_nothing() {
         other => panic!("not a URL: {other:?}"),
     }
     let answer = ElicitResult::new;
-    assert_eq!(verdict(&question, &answer(ElicitationAction::Accept)), None);
-    assert!(matches!(
-        verdict(&question, &answer(ElicitationAction::Decline)),
-        Some(Verdict::Reject(_))
-    ));
+    for action in [
+        ElicitationAction::Accept,
+        ElicitationAction::Decline,
+        ElicitationAction::Cancel,
+    ] {
+        assert_eq!(verdict(&question, &answer(action.clone())), None, "{action:?}");
+    }
 }
