@@ -581,6 +581,7 @@ pub(crate) mod deadline;
 mod edit;
 mod inbox;
 pub use inbox::InboxItem;
+mod waiting;
 mod outcome;
 mod pauses;
 #[cfg(test)]

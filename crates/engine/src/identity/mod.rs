@@ -15,7 +15,7 @@ mod tokens;
 pub use host::HostAccess;
 pub(crate) use host::may_use_host;
 pub use pending::{SignInLimits, TOO_MANY_SIGN_INS};
-pub use rules::{is_operator, may_read, may_read_metrics};
+pub use rules::{acts_in_several, is_operator, may_read, may_read_metrics};
 pub use sessions::{ConsoleSession, SessionOpened};
 pub use signin::{SignInPending, SignInStarted, pkce_challenge};
 pub use tokens::JwtConfig;
