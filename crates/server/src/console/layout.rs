@@ -139,7 +139,7 @@ fn who(viewer: &Viewer, section: Section) -> Markup {
             @if joch_engine::acts_in_several(p) {
                 form.switch method="get" action=(section.href()) {
                     label for="switch-ns" { "Namespace" }
-                    input #switch-ns name="ns" value=(viewer.namespace) required size="12";
+                    input #switch-ns name="ns" value=(viewer.namespace) required;
                     button type="submit" { "Switch" }
                 }
             }
