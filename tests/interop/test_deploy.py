@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = Path(sys.executable).parent / "kubectl"
 
 
+@cache
 def render(overlay: str) -> dict[str, dict]:
     done = subprocess.run([str(KUBECTL), "kustomize", str(ROOT / "deploy" / overlay)],
                           capture_output=True, text=True, timeout=60)
@@ -28,6 +30,7 @@ def render(overlay: str) -> dict[str, dict]:
     return {doc["kind"]: doc for doc in yaml.safe_load_all(done.stdout)}
 
 
+@cache
 def accepted() -> tuple[set[str], set[str]]:
     """The flags `joch serve` accepts and the JOCH_* variables joch reads:
     those clap names in --help, and those read directly (tokens, keys)."""
