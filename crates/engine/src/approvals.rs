@@ -581,8 +581,8 @@ pub(crate) mod deadline;
 mod edit;
 mod inbox;
 pub use inbox::InboxItem;
-mod waiting;
 mod outcome;
 mod pauses;
 #[cfg(test)]
 mod tests;
+mod waiting;

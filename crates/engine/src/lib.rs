@@ -51,7 +51,8 @@ pub use events::Event;
 pub use facade::{Approvals, Artifacts, Audit, Calls, Identity, Mcp, Policies, Resources, Vault};
 pub use identity::{
     ConsoleSession, HostAccess, JwtConfig, SessionOpened, SignInLimits, SignInPending,
-    SignInStarted, TOO_MANY_SIGN_INS, acts_in_several, is_operator, may_read, may_read_metrics, pkce_challenge,
+    SignInStarted, TOO_MANY_SIGN_INS, acts_in_several, is_operator, may_read, may_read_metrics,
+    pkce_challenge,
 };
 pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};

@@ -27,7 +27,11 @@ impl Approvals<'_> {
     ) -> Result<BTreeMap<String, usize>, EngineError> {
         rules::acts_in(by, shown)?;
         // An empty namespace lists every namespace's.
-        let scope = if rules::acts_in_several(by) { "" } else { shown };
+        let scope = if rules::acts_in_several(by) {
+            ""
+        } else {
+            shown
+        };
         let query = ListQuery {
             namespace: scope.to_owned(),
             index: IndexFields {

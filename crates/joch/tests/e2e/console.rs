@@ -528,7 +528,9 @@ async fn the_console_spans_the_namespaces_its_viewer_acts_in() {
         inbox.contains(r#"<a href="/ui/inbox?ns=payments">payments</a> · 2 waiting"#),
         "{inbox}"
     );
-    assert!(inbox.contains(&format!(r#"<a href="/ui/inbox?ns={NS}">{NS}</a> · 1 waiting"#)));
+    assert!(inbox.contains(&format!(
+        r#"<a href="/ui/inbox?ns={NS}">{NS}</a> · 1 waiting"#
+    )));
     assert!(inbox.contains(r#"aria-current="page">default</a> · 0 waiting"#));
     let ledger = page("/ui/calls?ns=payments", root).await;
     assert!(

@@ -36,11 +36,17 @@ pub(crate) async fn show(
         .inbox(&viewer.principal, &viewer.namespace)
         .await?;
     let shown = rendered(&state.engine, &viewer, &items).await?;
-    let waiting = state
-        .engine
-        .approvals()
-        .waiting(&viewer.principal, &viewer.namespace)
-        .await?;
+    // Where else calls wait, for a principal that may go there.
+    let waiting = match joch_engine::acts_in_several(&viewer.principal) {
+        true => Some(
+            state
+                .engine
+                .approvals()
+                .waiting(&viewer.principal, &viewer.namespace)
+                .await?,
+        ),
+        false => None,
+    };
     let stream = format!(
         "/ui/inbox/stream?ns={}&seen={}",
         viewer.namespace,
@@ -49,8 +55,8 @@ pub(crate) async fn show(
     let body = html! {
         h1 { "Approvals waiting" }
         p.note { "Nearest deadline first. The list updates by itself when a call starts waiting or someone decides." }
-        @if joch_engine::acts_in_several(&viewer.principal) {
-            (by_namespace(&viewer.namespace, &waiting))
+        @if let Some(waiting) = &waiting {
+            (by_namespace(&viewer.namespace, waiting))
         }
         div hx-ext="sse" sse-connect=(stream) {
             div #inbox sse-swap="inbox" aria-live="polite" { (shown) }
