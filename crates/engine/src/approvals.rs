@@ -549,3 +549,4 @@ mod outcome;
 mod pauses;
 #[cfg(test)]
 mod tests;
+mod waiting;

@@ -52,7 +52,7 @@ pub use facade::{Approvals, Artifacts, Audit, Calls, Identity, Mcp, Policies, Re
 pub use identity::{
     Action, ActionKind, Allowance, Collection, ConsoleSession, HostAccess, JwtConfig,
     SessionOpened, SignInLimits, SignInPending, SignInStarted, TOO_MANY_SIGN_INS, action_table,
-    is_operator, may, may_in, pkce_challenge,
+    acts_in_several, is_operator, may, may_in, pkce_challenge,
 };
 pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};

@@ -16,7 +16,8 @@ pub use host::HostAccess;
 pub(crate) use host::may_use_host;
 pub use pending::{SignInLimits, TOO_MANY_SIGN_INS};
 pub use rules::{
-    Action, ActionKind, Allowance, Collection, is_operator, may, may_in, table as action_table,
+    Action, ActionKind, Allowance, Collection, acts_in_several, is_operator, may, may_in,
+    table as action_table,
 };
 pub use sessions::{ConsoleSession, SessionOpened};
 pub use signin::{SignInPending, SignInStarted, pkce_challenge};

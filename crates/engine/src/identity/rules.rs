@@ -65,6 +65,13 @@ pub(crate) fn acts_in(principal: &Principal, namespace: &str) -> Result<(), Engi
     }
 }
 
+/// True when `principal` acts in more than one namespace (the root token
+/// and the local caller act in every one), so that a surface showing one
+/// namespace at a time offers it the others.
+pub fn acts_in_several(principal: &Principal) -> bool {
+    principal.namespace.is_none()
+}
+
 /// True when `tool` exists for `principal`: it matches one of the
 /// selector's name globs (if any) and its label selector (if any).
 pub(crate) fn sees(principal: &Principal, tool: &Tool) -> bool {

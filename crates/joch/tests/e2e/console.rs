@@ -480,3 +480,66 @@ async fn reading_policies_is_one_rule_on_both_surfaces() {
         }
     }
 }
+
+/// A principal of every namespace (the root token) may switch namespace
+/// from every page, and the approvals page counts the calls waiting in
+/// each, each a link there; a token bound to one namespace is offered none.
+#[tokio::test]
+async fn the_console_spans_the_namespaces_its_viewer_acts_in() {
+    use crate::auth::{ROOT as API_ROOT, token};
+    use crate::harness::NS;
+    let joch = Joch::builder()
+        .env("JOCH_ADMIN_TOKEN", API_ROOT)
+        .start()
+        .await;
+    let mut tool = crate::harness::rest_tool(
+        "wire",
+        "http://127.0.0.1:9/",
+        serde_json::json!({"level": "financial"}),
+    );
+    tool["spec"]["sideEffects"]["requiresApproval"] = true.into();
+    let call = serde_json::json!({"spec": {"toolRef": {"name": "wire"}, "input": {}}});
+    for (ns, calls) in [("payments", 2), (NS, 1)] {
+        let path = format!("/v1/namespaces/{ns}/tools");
+        let (status, body) = joch
+            .send_as(API_ROOT, Method::POST, &path, Some(tool.clone()))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let path = format!("/v1/namespaces/{ns}/toolcalls?wait=false");
+        for _ in 0..calls {
+            let (_, made) = joch
+                .send_as(API_ROOT, Method::POST, &path, Some(call.clone()))
+                .await;
+            assert_eq!(made["status"]["phase"], "AwaitingApproval", "{made}");
+        }
+    }
+    let page = |path: &'static str, session: String| {
+        let joch = &joch;
+        async move {
+            let answer = send(joch, Method::GET, path, &session, "").await;
+            assert_eq!(answer.status(), StatusCode::OK, "{path}");
+            answer.text().await.unwrap()
+        }
+    };
+
+    let root = signed_in(&joch, API_ROOT).await;
+    let inbox = page("/ui/inbox?ns=default", root.clone()).await;
+    assert!(
+        inbox.contains(r#"<a href="/ui/inbox?ns=payments">payments</a> · 2 waiting"#),
+        "{inbox}"
+    );
+    assert!(inbox.contains(&format!(
+        r#"<a href="/ui/inbox?ns={NS}">{NS}</a> · 1 waiting"#
+    )));
+    assert!(inbox.contains(r#"aria-current="page">default</a> · 0 waiting"#));
+    let ledger = page("/ui/calls?ns=payments", root).await;
+    assert!(
+        ledger.contains(r#"<form class="switch" method="get" action="/ui/calls">"#),
+        "{ledger}"
+    );
+
+    let bound = token(&joch, NS, "one-namespace", "approver").await;
+    let inbox = page("/ui/inbox?ns=payments", signed_in(&joch, &bound).await).await;
+    assert!(!inbox.contains("payments") && !inbox.contains("Waiting by namespace"));
+    assert!(!inbox.contains("class=\"switch\""), "{inbox}");
+}

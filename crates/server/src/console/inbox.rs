@@ -3,7 +3,7 @@
 //! decision is one call of the engine's approve / edit / reject entry
 //! points with the viewer's principal, so the rulebook is the API's.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -36,6 +36,17 @@ pub(crate) async fn show(
         .inbox(&viewer.principal, &viewer.namespace)
         .await?;
     let shown = rendered(&state.engine, &viewer, &items).await?;
+    // Where else calls wait, for a principal that may go there.
+    let waiting = match joch_engine::acts_in_several(&viewer.principal) {
+        true => Some(
+            state
+                .engine
+                .approvals()
+                .waiting(&viewer.principal, &viewer.namespace)
+                .await?,
+        ),
+        false => None,
+    };
     let stream = format!(
         "/ui/inbox/stream?ns={}&seen={}",
         viewer.namespace,
@@ -44,11 +55,32 @@ pub(crate) async fn show(
     let body = html! {
         h1 { "Approvals waiting" }
         p.note { "Nearest deadline first. The list updates by itself when a call starts waiting or someone decides." }
+        @if let Some(waiting) = &waiting {
+            (by_namespace(&viewer.namespace, waiting))
+        }
         div hx-ext="sse" sse-connect=(stream) {
             div #inbox sse-swap="inbox" aria-live="polite" { (shown) }
         }
     };
     Ok(page(Some(&viewer), Section::Inbox, "Approvals", body))
+}
+
+/// How many calls wait in each namespace, each a link to its approvals.
+fn by_namespace(shown: &str, waiting: &BTreeMap<String, usize>) -> Markup {
+    html! {
+        nav.namespaces aria-labelledby="by-namespace" {
+            h2 #by-namespace { "Waiting by namespace" }
+            ul {
+                @for (namespace, count) in waiting {
+                    li {
+                        a href={ "/ui/inbox?ns=" (namespace) }
+                            aria-current=[(namespace == shown).then_some("page")] { (namespace) }
+                        " · " (count) " waiting"
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// What the page already shows, so the stream does not send it again.

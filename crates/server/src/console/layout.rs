@@ -82,7 +82,7 @@ pub(crate) fn page(
                     a.brand href="/ui" { "joch" }
                     @if let Some(viewer) = viewer {
                         (navigation(viewer, section))
-                        (who(viewer))
+                        (who(viewer, section))
                     }
                 }
                 main id="main" {
@@ -130,11 +130,20 @@ fn navigation(viewer: &Viewer, current: Section) -> Markup {
     }
 }
 
-fn who(viewer: &Viewer) -> Markup {
+fn who(viewer: &Viewer, section: Section) -> Markup {
     let p = &viewer.principal;
     html! {
         div.who {
             span { (p.name) " · " (p.role.as_str()) " · namespace " strong { (viewer.namespace) } }
+            // A principal of several namespaces opens this page's section
+            // in another (the approvals page lists where calls wait).
+            @if joch_engine::acts_in_several(p) {
+                form.switch method="get" action=(section.href()) {
+                    label for="switch-ns" { "Namespace" }
+                    input #switch-ns name="ns" value=(viewer.namespace) required;
+                    button type="submit" { "Switch" }
+                }
+            }
             @if viewer.signed_in {
                 form method="post" action="/ui/signout" {
                     input type="hidden" name="csrf" value=(viewer.csrf);

@@ -156,6 +156,9 @@ fn a_principal_acts_in_its_own_namespace_only() {
         Err(EngineError::NotFound { .. })
     ));
     assert!(acts_in(&Principal::root(), "other").is_ok());
+    // Only those that act anywhere are offered other namespaces.
+    assert!(!acts_in_several(&alice));
+    assert!(acts_in_several(&Principal::root()) && acts_in_several(&Principal::local()));
 }
 
 #[test]
