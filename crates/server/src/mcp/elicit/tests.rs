@@ -248,6 +248,10 @@ fn a_consent_is_a_url_to_open_whose_answer_decides_nothing() {
         ElicitationAction::Decline,
         ElicitationAction::Cancel,
     ] {
-        assert_eq!(verdict(&question, &answer(action.clone())), None, "{action:?}");
+        assert_eq!(
+            verdict(&question, &answer(action.clone())),
+            None,
+            "{action:?}"
+        );
     }
 }
