@@ -317,7 +317,6 @@ impl JochMcp {
         );
         let mut reported = 0u32;
         let mut keepalive = self.keepalive(defer);
-        let mut grace: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
         loop {
             tokio::select! {
                 done = &mut running => {
@@ -370,21 +369,19 @@ impl JochMcp {
                     }
                 }
                 () = context.ct.cancelled(), if cancel.is_some() => {
-                    // The client cancelled: an upstream call is told so and ends.
+                    // The client cancelled: an upstream call is told so and
+                    // ends. Anything still running after a grace (not an
+                    // upstream MCP call, or one that did not end) is
+                    // cancelled as `tasks/cancel` or REST would (the gate:
+                    // the caller's own call), from a task of its own: this
+                    // request's task may be dropped once its client cancels.
                     if let Some(cancel) = cancel.take() {
                         let _ = cancel.send(true);
                     }
-                    grace = Some(Box::pin(tokio::time::sleep(CANCEL_GRACE)));
-                }
-                () = until_some(grace.as_mut()), if grace.is_some() => {
-                    // Still running (not an upstream MCP call, or one that
-                    // did not end): cancelled as `tasks/cancel` or REST
-                    // would (the engine's gate: the caller's own call),
-                    // whatever its backend; its end is still awaited here.
-                    grace = None;
                     let (engine, by, ns, name) =
                         (self.engine.clone(), by_principal.clone(), namespace.to_owned(), name.clone());
                     tokio::spawn(async move {
+                        tokio::time::sleep(CANCEL_GRACE).await;
                         if let Err(e) = engine.calls().cancel(&by, &ns, &name).await {
                             tracing::debug!(error = %e, call = %name, "a client's cancellation");
                         }
