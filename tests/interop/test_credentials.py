@@ -285,7 +285,7 @@ def test_the_console_lists_and_revokes_credentials_for_admins_only(authorization
             refused = post_from_page(browser, revoke, {}, {"x-csrf-token": csrf})
             assert (refused["status"], refused["body"]["code"]) == (403, "forbidden"), refused
             browser.get(f"{vaulted.base}/ui/credentials?ns={NAMESPACE}")
-            assert "cannot manage credentials" in browser.page_source
+            assert "cannot read credentials" in browser.page_source
         assert len(vaulted.ok("GET", f"/v1/namespaces/{NAMESPACE}/credentials")["items"]) == 1
     finally:
         rest.stop()
