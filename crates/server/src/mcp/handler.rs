@@ -369,23 +369,13 @@ impl JochMcp {
                     }
                 }
                 () = context.ct.cancelled(), if cancel.is_some() => {
-                    // The client cancelled: an upstream call is told so and
-                    // ends. Anything still running after a grace (not an
-                    // upstream MCP call, or one that did not end) is
-                    // cancelled as `tasks/cancel` or REST would (the gate:
-                    // the caller's own call), from a task of its own: this
-                    // request's task may be dropped once its client cancels.
+                    // An upstream call is told and ends; what still runs after
+                    // a grace is cancelled as REST would, from a task of its
+                    // own (this one may be dropped once its client cancels).
                     if let Some(cancel) = cancel.take() {
                         let _ = cancel.send(true);
                     }
-                    let (engine, by, ns, name) =
-                        (self.engine.clone(), by_principal.clone(), namespace.to_owned(), name.clone());
-                    tokio::spawn(async move {
-                        tokio::time::sleep(CANCEL_GRACE).await;
-                        if let Err(e) = engine.calls().cancel(&by, &ns, &name).await {
-                            tracing::debug!(error = %e, call = %name, "a client's cancellation");
-                        }
-                    });
+                    super::tasks::cancel_after_grace(&self.engine, by_principal, namespace, &name);
                 }
                 _ = until_some(keepalive.as_mut().map(tokio::time::Interval::tick)), if keepalive.is_some() => {
                     ping(context);
@@ -504,11 +494,6 @@ pub(super) enum Ran {
 
 /// `future`'s output, or never: a `select!` branch over something that may
 /// not be there.
-/// How long a call the client cancelled may take to end through its
-/// upstream (an MCP server told `notifications/cancelled`) before joch
-/// cancels it itself.
-const CANCEL_GRACE: Duration = Duration::from_millis(500);
-
 async fn until_some<F: std::future::Future>(future: Option<F>) -> F::Output {
     match future {
         Some(future) => future.await,

@@ -21,7 +21,7 @@
 //! Only the principal that made the call sees its task.
 
 use joch_core::{ErrorCode, Phase, ToolCall};
-use joch_engine::{EngineError, Principal};
+use joch_engine::{Engine, EngineError, Principal};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, DetailedTask,
@@ -231,4 +231,27 @@ fn cancelled(call: &ToolCall) -> bool {
         .error
         .as_ref()
         .is_some_and(|e| e.is(ErrorCode::Cancelled))
+}
+
+/// How long a call the client cancelled may take to end through its
+/// upstream (an MCP server told `notifications/cancelled`) before joch
+/// cancels it itself.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Cancels `by`'s call `name` after [`CANCEL_GRACE`], as `tasks/cancel`
+/// would (the engine's gate: the caller's own call; a settled call is left
+/// as it is), from a task of its own.
+pub(super) fn cancel_after_grace(engine: &Engine, by: &Principal, namespace: &str, name: &str) {
+    let (engine, by, ns, name) = (
+        engine.clone(),
+        by.clone(),
+        namespace.to_owned(),
+        name.to_owned(),
+    );
+    tokio::spawn(async move {
+        tokio::time::sleep(CANCEL_GRACE).await;
+        if let Err(e) = engine.calls().cancel(&by, &ns, &name).await {
+            tracing::debug!(error = %e, call = %name, "a client's cancellation");
+        }
+    });
 }

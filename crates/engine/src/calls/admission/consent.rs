@@ -275,9 +275,8 @@ impl Engine {
             redirect_uri,
             expires_at,
         };
-        let consent_url = credentials.begin_consent(ask).await.map_err(|e| {
+        let consent_url = credentials.begin_consent(ask).await.inspect_err(|e| {
             tracing::warn!(upstream = %upstream.name, error = %e.message, "a consent could not begin");
-            e
         })?;
         let reason = format!(
             "{user:?} has not consented to joch calling {} {:?} for them: open the consentUrl",
