@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::*;
 
-fn token(name: &str, role: Role) -> Principal {
+pub(super) fn token(name: &str, role: Role) -> Principal {
     Principal {
         kind: PrincipalKind::Token,
         name: name.to_owned(),
@@ -15,7 +15,7 @@ fn token(name: &str, role: Role) -> Principal {
     }
 }
 
-fn call_by(maker: &Principal) -> ToolCall {
+pub(super) fn call_by(maker: &Principal) -> ToolCall {
     let mut call: ToolCall = serde_json::from_value(json!({
         "metadata": {"name": "c1", "namespace": "default"},
         "spec": {"toolRef": {"name": "crm.update"}}

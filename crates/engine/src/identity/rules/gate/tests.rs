@@ -1,29 +1,9 @@
 use joch_core::token::Role;
-use joch_core::{Object, PrincipalKind, ToolCall};
-use serde_json::json;
+use joch_core::{Object, ToolCall};
 
 use super::*;
 
-fn token(name: &str, role: Role) -> Principal {
-    Principal {
-        kind: PrincipalKind::Token,
-        name: name.to_owned(),
-        namespace: Some("default".to_owned()),
-        role,
-        tools: None,
-        presented: Default::default(),
-    }
-}
-
-fn call_by(maker: &Principal) -> ToolCall {
-    let mut call: ToolCall = serde_json::from_value(json!({
-        "metadata": {"name": "c1", "namespace": "default"},
-        "spec": {"toolRef": {"name": "crm.update"}}
-    }))
-    .expect("a call");
-    call.status.principal = Some(maker.reference());
-    call
-}
+use crate::identity::rules::tests::{call_by, token};
 
 /// The action of `kind`, about `call` where it names one.
 fn action(kind: ActionKind, call: &ToolCall) -> Action<'_> {
