@@ -107,3 +107,60 @@ def test_sign_ins_share_one_fetch_of_the_discovery_document(oidc, browser):
     discoveries = [path for _, path, _ in idp.seen if path == "/.well-known/openid-configuration"]
     assert len(tokens) >= 2, "two sign-ins ran to the end"
     assert len(discoveries) == 1, f"fetched {len(discoveries)} times: kept for its TTL"
+
+
+def test_a_jwt_of_several_namespaces_switches_between_them(tmp_path, browser):
+    """A JWT whose `namespace` claim lists two acts in both: the console
+    suggests exactly those two, opens a call waiting in the second, and
+    shows nothing of a namespace it does not claim."""
+    idp = IdentityProvider(role="approver", namespace=[NAMESPACE, "payments"])
+    env = {
+        "JOCH_JWT_ISSUER": idp.issuer,
+        "JOCH_JWT_JWKS": str(idp.jwks(tmp_path / "jwks.json")),
+        "JOCH_OIDC_CLIENT_ID": CLIENT_ID,
+        "JOCH_ADMIN_TOKEN": "root-of-the-several-namespaces-test",
+    }
+    joch = start_joch(tmp_path, env)
+    try:
+        joch.token = "root-of-the-several-namespaces-test"
+        for ns in ("payments", "elsewhere"):
+            joch.apply({
+                "apiVersion": "joch.dev/v1alpha1",
+                "kind": "Tool",
+                "metadata": {"name": "wire"},
+                "spec": {
+                    "description": "Sends money.",
+                    "inputSchema": {"type": "object"},
+                    "sideEffects": {"level": "financial", "requiresApproval": True},
+                    "backend": {"type": "noop"},
+                },
+            }, namespace=ns)
+            joch.ok("POST", f"/v1/namespaces/{ns}/toolcalls?wait=false",
+                    {"spec": {"toolRef": {"name": "wire"}, "input": {}}})
+
+        browser.delete_all_cookies()
+        browser.get(f"{joch.base}/ui/signin")
+        browser.find_element(By.LINK_TEXT, f"Sign in with {idp.issuer}").click()
+        wait(browser, lambda d: d.current_url.startswith(f"{joch.base}/ui/inbox"))
+        offered = sorted(o.get_attribute("value")
+                         for o in browser.find_elements(By.CSS_SELECTOR, "datalist#namespaces option"))
+        assert offered == sorted([NAMESPACE, "payments"]), offered
+        waiting = browser.find_element(By.LINK_TEXT, "payments")
+        assert "1 waiting" in waiting.find_element(By.XPATH, "..").text
+        assert not browser.find_elements(By.LINK_TEXT, "elsewhere"), "a namespace it does not claim"
+        waiting.click()
+        wait(browser, lambda d: "ns=payments" in d.current_url)
+        assert "namespace payments" in browser.find_element(By.CSS_SELECTOR, ".who").text
+        check_page(browser, "inbox-jwt-namespaces")
+
+        # Switching to a namespace it does not claim shows its first one.
+        field = browser.find_element(By.ID, "switch-ns")
+        field.clear()
+        field.send_keys("elsewhere")
+        field.submit()
+        wait(browser, lambda d: "ns=elsewhere" in d.current_url)
+        assert f"namespace {sorted([NAMESPACE, 'payments'])[0]}" in browser.find_element(By.CSS_SELECTOR, ".who").text
+    finally:
+        joch.process.kill()
+        joch.process.wait()
+        idp.server.shutdown()

@@ -55,8 +55,9 @@ class IdentityProvider:
     `aud` is the `resource` asked for, and for an `openid` scope an ID token
     for the client with the authorization request's nonce."""
 
-    def __init__(self, role: str = "agent") -> None:
+    def __init__(self, role: str = "agent", namespace: str | list[str] = NAMESPACE) -> None:
         self.role = role
+        self.namespace = namespace
         self.seen: list[tuple[str, str, dict]] = []
         self.codes: dict[str, dict] = {}
         provider = self
@@ -131,7 +132,7 @@ class IdentityProvider:
             "sub": "carol@example.com",
             "aud": params.get("resource", self.issuer),
             "exp": int(time.time()) + 600,
-            "namespace": NAMESPACE,
+            "namespace": self.namespace,
             "role": self.role,
         }
         answer = {"access_token": hs256(claims), "token_type": "Bearer", "expires_in": 600}

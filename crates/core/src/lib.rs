@@ -64,7 +64,7 @@ pub use namespace::Namespace;
 pub use object::Object;
 pub use phase::{IllegalTransition, Phase};
 pub use policy::{Hook, Policy};
-pub use principal::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
+pub use principal::{Namespaces, Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use selector::LabelSelector;
 pub use tool::{
     Backend, Observability, RestBackend, RestEndpoint, SideEffectLevel, SideEffects, Tool, ToolSpec,

@@ -85,6 +85,63 @@ impl PartialEq for Presented {
 
 impl Eq for Presented {}
 
+/// The namespaces a principal acts in. In any other it finds nothing, as
+/// if the namespace did not exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Namespaces {
+    /// Every namespace (the root token, the local caller).
+    Every,
+    /// These, sorted, without repeats, never empty: one for a token, one
+    /// or more for a JWT.
+    Only(Vec<String>),
+}
+
+impl Namespaces {
+    /// Exactly `namespace`.
+    pub fn one(namespace: impl Into<String>) -> Self {
+        Namespaces::Only(vec![namespace.into()])
+    }
+
+    /// These namespaces, sorted and without repeats; `None` if there are none.
+    pub fn several(namespaces: impl IntoIterator<Item = String>) -> Option<Self> {
+        let set: std::collections::BTreeSet<String> = namespaces.into_iter().collect();
+        (!set.is_empty()).then(|| Namespaces::Only(set.into_iter().collect()))
+    }
+
+    /// True when `namespace` is among them.
+    pub fn contains(&self, namespace: &str) -> bool {
+        match self {
+            Namespaces::Every => true,
+            Namespaces::Only(list) => list.iter().any(|n| n == namespace),
+        }
+    }
+
+    /// True for more than one namespace.
+    pub fn are_several(&self) -> bool {
+        match self {
+            Namespaces::Every => true,
+            Namespaces::Only(list) => list.len() > 1,
+        }
+    }
+
+    /// The list, unless they are every namespace.
+    pub fn listed(&self) -> Option<&[String]> {
+        match self {
+            Namespaces::Every => None,
+            Namespaces::Only(list) => Some(list),
+        }
+    }
+
+    /// How keys and logs spell them: `*` for every one, else the names
+    /// joined by `,`.
+    pub fn key(&self) -> String {
+        match self {
+            Namespaces::Every => "*".to_owned(),
+            Namespaces::Only(list) => list.join(","),
+        }
+    }
+}
+
 /// An authenticated caller, or the local one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
@@ -92,8 +149,9 @@ pub struct Principal {
     pub kind: PrincipalKind,
     /// The token's name, the JWT's `sub`, `root`, or `local`.
     pub name: String,
-    /// Its namespace; `None` for root and local, which act in every one.
-    pub namespace: Option<String>,
+    /// The namespaces it acts in: every one for root and local, its own
+    /// for a token, the claimed ones for a JWT.
+    pub namespaces: Namespaces,
     /// What it may do.
     pub role: Role,
     /// The tools that exist for it; `None`: every tool of its namespace.
@@ -108,7 +166,7 @@ impl Principal {
         Principal {
             kind: PrincipalKind::Local,
             name: "local".to_owned(),
-            namespace: None,
+            namespaces: Namespaces::Every,
             role: Role::Admin,
             tools: None,
             presented: Default::default(),
@@ -120,7 +178,7 @@ impl Principal {
         Principal {
             kind: PrincipalKind::Root,
             name: "root".to_owned(),
-            namespace: None,
+            namespaces: Namespaces::Every,
             role: Role::Admin,
             tools: None,
             presented: Default::default(),
@@ -169,7 +227,7 @@ mod tests {
         Principal {
             kind: PrincipalKind::Token,
             name: name.to_owned(),
-            namespace: Some("default".to_owned()),
+            namespaces: Namespaces::one("default"),
             role: Role::Approver,
             tools: None,
             presented: Default::default(),

@@ -43,7 +43,7 @@ impl Streams {
         let key = principal.map_or_else(
             || "(unauthenticated)".to_owned(),
             |p| {
-                let namespace = p.namespace.as_deref().unwrap_or("*");
+                let namespace = p.namespaces.key();
                 format!("{}:{namespace}/{}", p.kind.as_str(), p.name)
             },
         );
@@ -106,7 +106,7 @@ mod tests {
         let streams = Arc::new(Streams::default());
         let alice = Principal {
             name: "alice".to_owned(),
-            namespace: Some("team".to_owned()),
+            namespaces: joch_core::Namespaces::one("team"),
             ..Principal::local()
         };
         let first = streams.open(Some(&alice), 2).expect("first");

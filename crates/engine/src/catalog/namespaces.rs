@@ -45,3 +45,25 @@ impl Resources<'_> {
         }
     }
 }
+
+/// Most namespaces offered to a principal of every namespace.
+const NAMESPACES_OFFERED: usize = 200;
+
+impl Resources<'_> {
+    /// The namespaces a surface offers `by` to switch to: its own, or for a
+    /// principal of every namespace (the root token, the local caller) each
+    /// one with an audit chain (every namespace anything was written in)
+    /// and `default`, sorted, at most [`NAMESPACES_OFFERED`].
+    pub async fn offered_namespaces(&self, by: &Principal) -> Result<Vec<String>, EngineError> {
+        use crate::identity::rules::{Action, Collection, may};
+        may(by, &Action::Read(Collection::Namespaces))?;
+        if let Some(listed) = by.namespaces.listed() {
+            return Ok(listed.to_vec());
+        }
+        let heads = self.inner.store.audit_heads().await?;
+        let mut names: std::collections::BTreeSet<String> =
+            heads.into_iter().map(|head| head.namespace).collect();
+        names.insert("default".to_owned());
+        Ok(names.into_iter().take(NAMESPACES_OFFERED).collect())
+    }
+}

@@ -168,7 +168,7 @@ mod tests {
     fn admin() -> Principal {
         let mut admin = Principal::local();
         admin.kind = joch_core::PrincipalKind::Token;
-        admin.namespace = Some("team-a".to_owned());
+        admin.namespaces = joch_core::Namespaces::one("team-a");
         admin.role = joch_core::token::Role::Admin;
         admin
     }

@@ -56,20 +56,20 @@ pub use gate::{Action, ActionKind, Allowance, Collection, may, may_in, table};
 /// Refuses a principal bound to another namespace, as if the namespace's
 /// resources did not exist.
 pub(crate) fn acts_in(principal: &Principal, namespace: &str) -> Result<(), EngineError> {
-    match &principal.namespace {
-        Some(own) if own != namespace => Err(EngineError::NotFound {
-            kind: "Namespace".to_owned(),
-            name: namespace.to_owned(),
-        }),
-        _ => Ok(()),
+    if principal.namespaces.contains(namespace) {
+        return Ok(());
     }
+    Err(EngineError::NotFound {
+        kind: "Namespace".to_owned(),
+        name: namespace.to_owned(),
+    })
 }
 
 /// True when `principal` acts in more than one namespace (the root token
-/// and the local caller act in every one), so that a surface showing one
-/// namespace at a time offers it the others.
+/// and the local caller act in every one; a JWT may claim several), so
+/// that a surface showing one namespace at a time offers it the others.
 pub fn acts_in_several(principal: &Principal) -> bool {
-    principal.namespace.is_none()
+    principal.namespaces.are_several()
 }
 
 /// True when `tool` exists for `principal`: it matches one of the

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use joch_core::object::IndexFields;
 use joch_core::token::hash;
-use joch_core::{Principal, PrincipalKind, Time};
+use joch_core::{Namespaces, Principal, PrincipalKind, Time};
 use joch_store::{Durability, Record, StoreErrorKind};
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +46,12 @@ struct Stored {
 #[serde(rename_all = "camelCase")]
 struct SignedIn {
     name: String,
+    /// Its namespaces (a JWT's are always listed).
+    #[serde(default)]
+    namespaces: Vec<String>,
+    /// Its one namespace, as sessions signed in before JWTs could claim
+    /// several recorded it.
+    #[serde(default, skip_serializing)]
     namespace: Option<String>,
     role: joch_core::token::Role,
     #[serde(default)]
@@ -56,7 +62,8 @@ impl From<Principal> for SignedIn {
     fn from(p: Principal) -> Self {
         SignedIn {
             name: p.name,
-            namespace: p.namespace,
+            namespaces: p.namespaces.listed().map(<[String]>::to_vec).unwrap_or_default(),
+            namespace: None,
             role: p.role,
             tools: p.tools,
         }
@@ -68,7 +75,9 @@ impl From<SignedIn> for Principal {
         Principal {
             kind: PrincipalKind::Jwt,
             name: s.name,
-            namespace: s.namespace,
+            // Never every namespace: one listed nowhere acts nowhere.
+            namespaces: Namespaces::several(s.namespaces.into_iter().chain(s.namespace))
+                .unwrap_or(Namespaces::Only(Vec::new())),
             role: s.role,
             tools: s.tools,
             presented: Default::default(),

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use joch_core::token::{ApiToken, ApiTokenSpec, Role, hash};
-use joch_core::{Object, ObjectMeta, Principal, PrincipalKind, ToolSelector};
+use joch_core::{Namespaces, Object, ObjectMeta, Principal, PrincipalKind, ToolSelector};
 
 use crate::Identity;
 use crate::identity::rules::{Action, Collection, may_in};
@@ -15,16 +15,17 @@ use crate::{Engine, EngineError};
 /// How JWTs of an identity provider (OIDC) are verified and mapped to a
 /// principal: signature by a key of `keys` (by `kid`), `iss` as configured,
 /// an `aud` among `audiences`, not expired; `sub` is the principal's name,
-/// the `namespace` and `role` claims its namespace and role, and the
-/// optional `joch_tools` claim (`{"names": ["crm.*"], "labels":
-/// "team=crm"}`) the tools that exist for it.
+/// the `namespace` claim (one name, or a list of them) its namespaces, the
+/// `role` claim its role, and the optional `joch_tools` claim (`{"names":
+/// ["crm.*"], "labels": "team=crm"}`) the tools that exist for it.
 #[derive(Debug, Clone)]
 pub struct JwtConfig {
     /// The expected `iss`.
     pub issuer: String,
     /// The `aud` values accepted: a JWT must carry one of them. `{namespace}`
-    /// in one stands for the JWT's own `namespace` claim, so a token issued
-    /// for one namespace's resource is refused for any other.
+    /// in one stands for one of the JWT's own namespaces, and the JWT then
+    /// acts in those namespaces only whose audience it carries, so a token
+    /// issued for one namespace's resource is refused for any other.
     pub audiences: Vec<String>,
     /// The provider's signing keys (its JWKS).
     pub keys: jsonwebtoken::jwk::JwkSet,
@@ -33,40 +34,45 @@ pub struct JwtConfig {
 #[derive(serde::Deserialize)]
 struct Claims {
     sub: String,
-    namespace: String,
+    namespace: OneOrMany,
     role: Role,
     #[serde(default)]
     joch_tools: Option<ToolSelector>,
-    aud: Audience,
+    aud: OneOrMany,
     #[serde(default)]
     nonce: Option<String>,
 }
 
-/// `aud`: one string or several (RFC 7519 §4.1.3).
+/// A claim of one string or several (`aud`: RFC 7519 §4.1.3).
 #[derive(serde::Deserialize)]
 #[serde(untagged)]
-enum Audience {
+enum OneOrMany {
     One(String),
     Many(Vec<String>),
 }
 
-impl Audience {
-    fn contains(&self, wanted: &str) -> bool {
+impl OneOrMany {
+    fn all(&self) -> &[String] {
         match self {
-            Audience::One(aud) => aud == wanted,
-            Audience::Many(auds) => auds.iter().any(|aud| aud == wanted),
+            OneOrMany::One(one) => std::slice::from_ref(one),
+            OneOrMany::Many(many) => many,
         }
+    }
+
+    fn contains(&self, wanted: &str) -> bool {
+        self.all().iter().any(|value| value == wanted)
     }
 }
 
 impl JwtConfig {
-    /// The principal of an access token: its `aud` one of `audiences`.
+    /// The principal of an access token: its `aud` one of `audiences`, in
+    /// the namespaces that audience allows.
     fn principal(&self, token: &str) -> Option<Principal> {
-        self.verified(token, |claims| {
+        self.verified(token, |claims, namespace| {
             self.audiences.iter().any(|aud| {
                 claims
                     .aud
-                    .contains(&aud.replace("{namespace}", &claims.namespace))
+                    .contains(&aud.replace("{namespace}", namespace))
             })
         })
     }
@@ -80,15 +86,21 @@ impl JwtConfig {
         client_id: &str,
         nonce: &str,
     ) -> Option<Principal> {
-        self.verified(id_token, |claims| {
+        self.verified(id_token, |claims, _| {
             claims.aud.contains(client_id) && claims.nonce.as_deref() == Some(nonce)
         })
     }
 
     /// Checks the signature (by a key of the JWKS), `iss`, `exp`, the
-    /// namespace claim and then `accepts` (read only once the claims are,
-    /// as an accepted audience may name the token's own namespace).
-    fn verified(&self, token: &str, accepts: impl Fn(&Claims) -> bool) -> Option<Principal> {
+    /// namespace claim and then, for each claimed namespace, `accepts`
+    /// (read only once the claims are, as an accepted audience may name the
+    /// namespace): the principal acts in the namespaces accepted, and there
+    /// is none if no namespace is.
+    fn verified(
+        &self,
+        token: &str,
+        accepts: impl Fn(&Claims, &str) -> bool,
+    ) -> Option<Principal> {
         let header = jsonwebtoken::decode_header(token).ok()?;
         let jwk = match &header.kid {
             Some(kid) => self.keys.find(kid)?,
@@ -102,14 +114,22 @@ impl JwtConfig {
         let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .ok()?
             .claims;
-        joch_core::names::validate_namespace(&claims.namespace).ok()?;
-        if !accepts(&claims) {
+        let claimed = claims.namespace.all();
+        if claimed.is_empty()
+            || claimed
+                .iter()
+                .any(|ns| joch_core::names::validate_namespace(ns).is_err())
+        {
             return None;
         }
+        let accepted = claimed
+            .iter()
+            .filter(|ns| accepts(&claims, ns))
+            .cloned();
         Some(Principal {
             kind: PrincipalKind::Jwt,
+            namespaces: Namespaces::several(accepted)?,
             name: claims.sub,
-            namespace: Some(claims.namespace),
             role: claims.role,
             tools: claims.joch_tools,
             presented: joch_core::principal::Presented::jwt(token),
@@ -128,7 +148,7 @@ pub(crate) fn index(tokens: Vec<ApiToken>) -> TokenIndex {
             let principal = Principal {
                 kind: PrincipalKind::Token,
                 name: t.metadata.name.clone(),
-                namespace: Some(t.metadata.namespace.clone()),
+                namespaces: Namespaces::one(t.metadata.namespace.clone()),
                 role: t.spec.role,
                 tools: t.spec.tools.clone(),
                 presented: Default::default(),
@@ -313,6 +333,31 @@ mod tests {
         let exact = config(&["joch"]);
         assert!(exact.principal(&jwt(json!("joch"), "support")).is_some());
         assert!(exact.principal(&jwt(json!(BASE), "support")).is_none());
+    }
+
+    #[test]
+    fn a_jwt_acts_in_the_claimed_namespaces_its_audience_allows() {
+        const MCP: &str = "https://joch.example/v1/namespaces/{namespace}/mcp";
+        let idp = config(&[BASE, MCP]);
+        let namespaces = |aud: serde_json::Value, claimed: serde_json::Value| {
+            let token = jwt_with(aud, "", json!({ "namespace": claimed }));
+            idp.principal(&token).map(|p| p.namespaces)
+        };
+        let both = Namespaces::Only(vec!["sales".to_owned(), "support".to_owned()]);
+        assert_eq!(namespaces(json!(BASE), json!(["support", "sales"])), Some(both));
+        let support_mcp = json!("https://joch.example/v1/namespaces/support/mcp");
+        assert_eq!(
+            namespaces(support_mcp.clone(), json!(["support", "sales"])),
+            Some(Namespaces::one("support")),
+            "an audience of one namespace's resource binds to that namespace only"
+        );
+        assert_eq!(namespaces(support_mcp, json!(["sales"])), None);
+        assert_eq!(namespaces(json!(BASE), json!([])), None, "no namespace");
+        assert_eq!(
+            namespaces(json!(BASE), json!(["support", "Not A Namespace"])),
+            None,
+            "one invalid name refuses the token"
+        );
     }
 
     #[test]

@@ -92,7 +92,7 @@ pub struct McpSession {
 
 /// The key a session is bound to and counted under: one per principal.
 pub fn principal_key(by: &Principal) -> String {
-    let namespace = by.namespace.as_deref().unwrap_or("*");
+    let namespace = by.namespaces.key();
     format!("{}:{namespace}/{}", by.kind.as_str(), by.name)
 }
 

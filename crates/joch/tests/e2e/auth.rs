@@ -320,6 +320,32 @@ async fn jwts_of_the_identity_provider_authenticate_with_their_claims() {
     );
 }
 
+/// A JWT whose `namespace` claim lists several acts in each, and nowhere else.
+#[tokio::test]
+async fn a_jwt_acts_in_each_namespace_it_claims() {
+    let idp = Idp::new();
+    let jwks = idp.jwks();
+    let joch = Joch::builder()
+        .args(&["--jwt-issuer", Idp::ISSUER, "--jwt-audience", "joch"])
+        .args(&["--jwt-jwks", &jwks])
+        .start()
+        .await;
+    let both = idp.jwt_with("joch", 600, "approver", json!({"namespace": [NS, "payments"]}));
+    for (ns, expected) in [
+        (NS, StatusCode::OK),
+        ("payments", StatusCode::OK),
+        ("elsewhere", StatusCode::NOT_FOUND),
+    ] {
+        let path = format!("/v1/namespaces/{ns}/tools");
+        let (status, body) = joch.send_as(&both, Method::GET, &path, None).await;
+        assert_eq!(status, expected, "{ns}: {body}");
+    }
+    let none = idp.jwt_with("joch", 600, "approver", json!({"namespace": []}));
+    let path = format!("/v1/namespaces/{NS}/tools");
+    let (status, _) = joch.send_as(&none, Method::GET, &path, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "a JWT of no namespace");
+}
+
 /// Opens an MCP session at `url` (an `initialize`), with `token` if any.
 async fn mcp_initialize(joch: &Joch, url: &str, token: Option<&str>) -> reqwest::Response {
     let mut request = joch

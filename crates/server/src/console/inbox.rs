@@ -417,6 +417,7 @@ mod tests {
         Viewer {
             principal: Principal::local(),
             namespace: "ns".to_owned(),
+            offered: Vec::new(),
             csrf: "t".to_owned(),
             signed_in: false,
         }

@@ -137,10 +137,13 @@ fn who(viewer: &Viewer, section: Section) -> Markup {
             span { (p.name) " · " (p.role.as_str()) " · namespace " strong { (viewer.namespace) } }
             // A principal of several namespaces opens this page's section
             // in another (the approvals page lists where calls wait).
-            @if joch_engine::acts_in_several(p) {
+            @if !viewer.offered.is_empty() {
                 form.switch method="get" action=(section.href()) {
                     label for="switch-ns" { "Namespace" }
-                    input #switch-ns name="ns" value=(viewer.namespace) required;
+                    input #switch-ns name="ns" value=(viewer.namespace) list="namespaces" required;
+                    datalist #namespaces {
+                        @for ns in &viewer.offered { option value=(ns) {} }
+                    }
                     button type="submit" { "Switch" }
                 }
             }

@@ -32,6 +32,9 @@ pub(crate) struct Viewer {
     pub(crate) principal: Principal,
     /// The namespace the pages show.
     pub(crate) namespace: String,
+    /// The namespaces it may switch to, for a principal of several (empty
+    /// for one of a single namespace).
+    pub(crate) offered: Vec<String>,
     /// The token every form and action carries.
     pub(crate) csrf: String,
     /// Signed in with a session (and so may sign out).
@@ -149,16 +152,24 @@ async fn viewer(
         .filter_map(|pair| pair.split_once('='))
         .find(|(k, _)| *k == "ns")
         .map(|(_, v)| v.to_owned());
-    // A principal bound to a namespace sees that one only.
-    let namespace = principal
-        .namespace
-        .clone()
-        .or(asked)
+    // The namespace asked for, if the principal acts in it; else its first.
+    let home = principal
+        .namespaces
+        .listed()
+        .and_then(|list| list.first())
+        .map_or("default", String::as_str);
+    let namespace = asked
         .filter(|ns| joch_core::names::validate_namespace(ns).is_ok())
-        .unwrap_or_else(|| "default".to_owned());
+        .filter(|ns| principal.namespaces.contains(ns))
+        .unwrap_or_else(|| home.to_owned());
+    let offered = match joch_engine::acts_in_several(&principal) {
+        true => state.engine.resources().offered_namespaces(&principal).await?,
+        false => Vec::new(),
+    };
     Ok(Some(Viewer {
         principal,
         namespace,
+        offered,
         csrf,
         signed_in,
     }))

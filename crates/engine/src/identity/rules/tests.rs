@@ -8,7 +8,7 @@ pub(super) fn token(name: &str, role: Role) -> Principal {
     Principal {
         kind: PrincipalKind::Token,
         name: name.to_owned(),
-        namespace: Some("default".to_owned()),
+        namespaces: joch_core::Namespaces::one("default"),
         role,
         tools: None,
         presented: Default::default(),

@@ -35,7 +35,7 @@ fn principal(name: &str, role: Role, selector: bool) -> Principal {
     Principal {
         kind: PrincipalKind::Token,
         name: name.to_owned(),
-        namespace: Some("ns".to_owned()),
+        namespaces: joch_core::Namespaces::one("ns"),
         role,
         tools: selector.then(|| ToolSelector {
             names: vec!["crm.*".to_owned()],
