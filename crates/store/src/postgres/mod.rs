@@ -11,9 +11,12 @@
 //!   on `event_heads` or `audit_heads`) until it commits, so appends to one
 //!   execution or namespace take turns: numbers are never shared or skipped,
 //!   the audit chain never forks, and a reader that sees entry N sees all
-//!   entries before it. Audited writes queue for a batcher task that commits
-//!   all those waiting in one transaction (`audited.rs`), so the lock is
-//!   taken once per batch, not once per settle.
+//!   entries before it.
+//! - creates and updates, audited or not, queue for a batcher task that
+//!   commits all those waiting in one transaction (`batches.rs`): concurrent
+//!   calls share one commit and one WAL flush, and an audit chain's lock is
+//!   taken once per batch, not once per settle. (A create that claims an
+//!   idempotency key, a delete and an event append commit on their own.)
 //!
 //! Every acknowledged write has committed, whatever its [`Durability`]:
 //! PostgreSQL already flushes the commits of concurrent sessions together,
@@ -22,8 +25,9 @@
 //! "durable" only while the server runs with `synchronous_commit` on, its
 //! default.)
 
-mod audited;
+mod batches;
 mod blobs;
+mod bulk;
 mod changes;
 mod migrate;
 mod reads;
@@ -71,7 +75,7 @@ pub struct PostgresStore {
     listener: tokio::task::JoinHandle<()>,
     notifier: changes::Notifier,
     announcer: tokio::task::JoinHandle<()>,
-    audited: audited::Batcher,
+    batches: batches::Batcher,
     batcher: tokio::task::JoinHandle<()>,
 }
 
@@ -122,7 +126,7 @@ impl PostgresStore {
         migrate::run(&pool).await?;
         let (changes, listener) = changes::spawn(pool.clone());
         let (notifier, announcer) = changes::Notifier::spawn(connect);
-        let (audited, batcher) = audited::Batcher::spawn(pool.clone());
+        let (batches, batcher) = batches::Batcher::spawn(pool.clone());
         tracing::info!(
             max_connections = options.max_connections,
             "PostgreSQL store ready"
@@ -133,7 +137,7 @@ impl PostgresStore {
             listener,
             notifier,
             announcer,
-            audited,
+            batches,
             batcher,
         })
     }
@@ -213,8 +217,9 @@ fn unavailable(e: sqlx_core::Error) -> StoreError {
 #[async_trait]
 impl Store for PostgresStore {
     async fn create(&self, record: Record, _: Durability) -> Result<(), StoreError> {
-        let written = timed(writes::create(&self.pool, &record, None)).await;
-        self.announce(key(&record), written)
+        let changed = owned_key(&record);
+        let written = timed(self.batches.write(batches::Write::Create(record), None)).await;
+        self.announce(borrowed(&changed), written.map(drop))
     }
 
     async fn create_claimed(
@@ -234,7 +239,7 @@ impl Store for PostgresStore {
         _: Durability,
     ) -> Result<u64, StoreError> {
         let changed = owned_key(&record);
-        let written = timed(self.audited.write(audited::Write::Create(record), audit)).await;
+        let written = timed(self.batches.write(batches::Write::Create(record), Some(audit))).await;
         self.announce(borrowed(&changed), written)
     }
 
@@ -248,8 +253,13 @@ impl Store for PostgresStore {
         expected_version: u64,
         _: Durability,
     ) -> Result<(), StoreError> {
-        let written = timed(writes::update(&self.pool, &record, expected_version)).await;
-        self.announce(key(&record), written)
+        let changed = owned_key(&record);
+        let write = batches::Write::Update {
+            record,
+            expected: expected_version,
+        };
+        let written = timed(self.batches.write(write, None)).await;
+        self.announce(borrowed(&changed), written.map(drop))
     }
 
     async fn update_audited(
@@ -260,11 +270,11 @@ impl Store for PostgresStore {
         _: Durability,
     ) -> Result<u64, StoreError> {
         let changed = owned_key(&record);
-        let write = audited::Write::Update {
+        let write = batches::Write::Update {
             record,
             expected: expected_version,
         };
-        let written = timed(self.audited.write(write, audit)).await;
+        let written = timed(self.batches.write(write, Some(audit))).await;
         self.announce(borrowed(&changed), written)
     }
 
@@ -298,10 +308,10 @@ impl Store for PostgresStore {
         body: String,
         _: Durability,
     ) -> Result<u64, StoreError> {
-        let write = audited::Write::EntryOnly {
+        let write = batches::Write::EntryOnly {
             namespace: namespace.to_owned(),
         };
-        self.audited.write(write, body).await
+        self.batches.write(write, Some(body)).await
     }
 
     async fn list_audit(

@@ -200,5 +200,5 @@ async fn an_unreachable_server_is_unavailable_and_its_password_unsaid() {
     assert!(!bad.to_string().contains("hunter2"), "{bad}");
 }
 
-mod audited;
+mod batches;
 mod replicas;

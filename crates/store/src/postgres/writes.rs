@@ -32,7 +32,7 @@ fn bind_record<'q>(q: PgQuery<'q>, r: &'q Record) -> Result<PgQuery<'q>, StoreEr
         .bind(r.body.as_str()))
 }
 
-fn version_to_sql(version: u64) -> Result<i64, StoreError> {
+pub(super) fn version_to_sql(version: u64) -> Result<i64, StoreError> {
     i64::try_from(version)
         .map_err(|_| StoreError::InvalidArgument(format!("resourceVersion {version} is too large")))
 }
@@ -102,74 +102,6 @@ pub(super) async fn insert<'c>(
     }
 }
 
-/// Inserts `records` (of distinct names) in one statement; whether each
-/// was inserted (if not, its name was taken).
-pub(super) async fn insert_all(
-    conn: &mut PgConnection,
-    records: &[&Record],
-) -> Result<Vec<bool>, StoreError> {
-    if records.is_empty() {
-        return Ok(Vec::new());
-    }
-    let text = |f: fn(&Record) -> Option<&str>| -> Vec<Option<&str>> {
-        records.iter().map(|r| f(r)).collect()
-    };
-    let number = |f: fn(&Record) -> Option<i64>| -> Vec<Option<i64>> {
-        records.iter().map(|r| f(r)).collect()
-    };
-    let versions = records
-        .iter()
-        .map(|r| version_to_sql(r.resource_version))
-        .collect::<Result<Vec<_>, _>>()?;
-    let labels: Vec<String> = records
-        .iter()
-        .map(|r| serde_json::to_string(&r.labels).unwrap_or_else(|_| "{}".to_owned()))
-        .collect();
-    let sql = "INSERT INTO objects (kind, namespace, name, resource_version, labels, tool, phase,
-               execution, checksum, agent, cost_micros, cost_currency, cost_at, body, created_at)
-               SELECT k, ns, n, v, l::jsonb, t, p, e, c, a, cm, cc, ca, b, cr
-               FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[], $5::TEXT[],
-                           $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[],
-                           $11::BIGINT[], $12::TEXT[], $13::BIGINT[], $14::TEXT[], $15::BIGINT[])
-                    AS u(k, ns, n, v, l, t, p, e, c, a, cm, cc, ca, b, cr)
-               ON CONFLICT (kind, namespace, name) DO NOTHING
-               RETURNING kind, namespace, name";
-    let rows = query(sql)
-        .bind(text(|r| Some(&r.kind)))
-        .bind(text(|r| Some(&r.namespace)))
-        .bind(text(|r| Some(&r.name)))
-        .bind(versions)
-        .bind(labels)
-        .bind(text(|r| r.index.tool.as_deref()))
-        .bind(text(|r| r.index.phase.as_deref()))
-        .bind(text(|r| r.index.execution.as_deref()))
-        .bind(text(|r| r.index.checksum.as_deref()))
-        .bind(text(|r| r.index.agent.as_deref()))
-        .bind(number(|r| r.index.cost.as_ref().map(|c| c.micros)))
-        .bind(text(|r| r.index.cost.as_ref().map(|c| c.currency.as_str())))
-        .bind(number(|r| r.index.cost.as_ref().map(|c| c.at_ms)))
-        .bind(text(|r| Some(&r.body)))
-        .bind(number(Record::created_at))
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(unavailable)?;
-    let at: std::collections::HashMap<_, _> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| ((r.kind.as_str(), r.namespace.as_str(), r.name.as_str()), i))
-        .collect();
-    let mut inserted = vec![false; records.len()];
-    for row in rows {
-        let kind: &str = row.try_get(0).map_err(unavailable)?;
-        let namespace: &str = row.try_get(1).map_err(unavailable)?;
-        let name: &str = row.try_get(2).map_err(unavailable)?;
-        if let Some(&i) = at.get(&(kind, namespace, name)) {
-            inserted[i] = true;
-        }
-    }
-    Ok(inserted)
-}
-
 /// Claims a key for call `call`, replacing an expired claim. A live claim is
 /// reported with the call that holds it.
 async fn claim_key(
@@ -234,15 +166,6 @@ pub(super) async fn purge_keys(pool: &PgPool, now_ms: i64) -> Result<usize, Stor
     Ok(usize::try_from(purged).unwrap_or(usize::MAX))
 }
 
-pub(super) async fn update(
-    pool: &PgPool,
-    record: &Record,
-    expected_version: u64,
-) -> Result<(), StoreError> {
-    let mut conn = pool.acquire().await.map_err(unavailable)?;
-    replace(&mut conn, record, expected_version).await
-}
-
 /// The optimistic update: the version check is in the `WHERE`, so of two
 /// writers holding the same version, the second finds no row (it waits for
 /// the first's row lock, then re-checks the new version).
@@ -264,13 +187,24 @@ pub(super) async fn replace(
     if changed == 1 {
         return Ok(());
     }
-    // Nothing matched: tell a missing object from a stale version.
-    reads::get(&mut *conn, &r.kind, &r.namespace, &r.name).await?;
-    Err(StoreError::Conflict {
-        kind: r.kind.clone(),
-        name: r.name.clone(),
-        expected: expected_version,
-    })
+    Err(not_replaced(conn, r, expected_version).await)
+}
+
+/// Why an update of `r` at `expected_version` matched nothing: the object
+/// is missing, or its version is another.
+pub(super) async fn not_replaced(
+    conn: &mut PgConnection,
+    r: &Record,
+    expected_version: u64,
+) -> StoreError {
+    match reads::get(&mut *conn, &r.kind, &r.namespace, &r.name).await {
+        Err(e) => e,
+        Ok(_) => StoreError::Conflict {
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+            expected: expected_version,
+        },
+    }
 }
 
 pub(super) async fn delete(

@@ -1,12 +1,12 @@
-//! Audited writes, committed in batches.
+//! Writes committed in batches: every create and update of a store, with
+//! or without an audit entry.
 //!
-//! An audit entry is linked to its namespace's last one under a lock on the
-//! chain's head row, held until commit, so the chain cannot fork. With one
-//! transaction per audited write, every settle in a namespace waited for
-//! the previous one's whole commit. Here one task per store takes every
-//! audited write waiting, applies them all in one transaction, links their
-//! entries with one head lock per namespace, and commits once: the lock is
-//! taken once per batch, and the batch grows with load by itself.
+//! One task per store takes every write waiting, applies them all in one
+//! transaction and commits once, so that concurrent calls share a commit
+//! and its WAL flush instead of each waiting for its own; the batch grows
+//! with load by itself. An audit entry is linked to its namespace's last
+//! one under a lock on the chain's head row, held until commit, so the
+//! chain cannot fork: the lock is taken once per batch and namespace.
 //!
 //! A write refused on its own (a stale version, a name taken) is answered
 //! with its refusal and leaves the rest of the batch alone: neither
@@ -20,7 +20,7 @@ use sqlx_core::row::Row;
 use sqlx_postgres::{PgConnection, PgPool};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{unavailable, writes};
+use super::{bulk, unavailable, writes};
 use crate::{Record, StoreError};
 
 /// Most writes in one transaction.
@@ -28,7 +28,7 @@ const MAX_BATCH: usize = 256;
 /// Writes that may wait for the batcher before submitters feel back-pressure.
 const QUEUE: usize = 4096;
 
-/// What an audited write changes besides appending its entry.
+/// What a write changes (besides appending its entry, if it has one).
 pub(super) enum Write {
     /// Inserts the record.
     Create(Record),
@@ -58,8 +58,8 @@ impl Write {
 
 struct Request {
     write: Write,
-    audit: String,
-    /// The entry's number in its chain.
+    audit: Option<String>,
+    /// The entry's number in its chain (0 without an entry).
     reply: oneshot::Sender<Result<u64, StoreError>>,
 }
 
@@ -75,11 +75,16 @@ impl Batcher {
         (Self { requests }, task)
     }
 
-    /// Applies `write` and appends `audit` to its namespace's chain, both
-    /// committed when this returns `Ok` with the entry's number.
-    pub(super) async fn write(&self, write: Write, audit: String) -> Result<u64, StoreError> {
+    /// Applies `write` and appends `audit`, if any, to its namespace's
+    /// chain, both committed when this returns `Ok` with the entry's number
+    /// (0 without an entry).
+    pub(super) async fn write(
+        &self,
+        write: Write,
+        audit: Option<String>,
+    ) -> Result<u64, StoreError> {
         let (reply, answer) = oneshot::channel();
-        let stopped = || StoreError::Unavailable("the audited-write batcher stopped".to_owned());
+        let stopped = || StoreError::Unavailable("the write batcher stopped".to_owned());
         self.requests
             .send(Request {
                 write,
@@ -130,25 +135,18 @@ async fn apply_and_link(
     // one batch are concurrent (none was answered before another came), so
     // any order between them is one a caller could have seen.
     let mut answers = created(&mut tx, batch).await?;
-    for (request, answer) in batch.iter().zip(&mut answers) {
-        if let Write::Update { record, expected } = &request.write {
-            match writes::replace(&mut tx, record, *expected).await {
-                Err(e @ StoreError::Unavailable(_)) => return Err(e),
-                // Numbered once its namespace's entries are linked.
-                other => *answer = other.map(|()| 0),
-            }
-        }
-    }
-    let mut chains: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    updated(&mut tx, batch, &mut answers).await?;
+    let mut chains: BTreeMap<&str, Vec<(usize, &str)>> = BTreeMap::new();
     for (i, request) in batch.iter().enumerate() {
-        if answers[i].is_ok() {
-            chains.entry(request.write.namespace()).or_default().push(i);
+        if let (Ok(_), Some(audit)) = (&answers[i], &request.audit) {
+            let chain = chains.entry(request.write.namespace()).or_default();
+            chain.push((i, audit.as_str()));
         }
     }
     for (namespace, members) in chains {
-        let bodies: Vec<&str> = members.iter().map(|&i| batch[i].audit.as_str()).collect();
+        let bodies: Vec<&str> = members.iter().map(|&(_, body)| body).collect();
         let first = link(&mut tx, namespace, &bodies).await?;
-        for (offset, &i) in (0u64..).zip(&members) {
+        for (offset, &(i, _)) in (0u64..).zip(&members) {
             answers[i] = Ok(first + offset);
         }
     }
@@ -173,7 +171,7 @@ async fn created(
             }
         }
     }
-    let inserted = writes::insert_all(conn, &creates).await?;
+    let inserted = bulk::insert_all(conn, &creates).await?;
     let inserted: HashSet<_> = creates
         .iter()
         .zip(inserted)
@@ -197,6 +195,46 @@ async fn created(
             _ => Ok(0),
         })
         .collect())
+}
+
+/// Applies the batch's updates: the first of each record's in one
+/// statement ([`bulk::replace_all`]), a second of the same record (rare:
+/// writes of one batch are concurrent) on its own after it. Each update's
+/// answer goes into `answers` (`Ok(0)`: numbered once its namespace's
+/// entries are linked).
+async fn updated(
+    conn: &mut PgConnection,
+    batch: &[Request],
+    answers: &mut [Result<u64, StoreError>],
+) -> Result<(), StoreError> {
+    let mut firsts = HashSet::new();
+    let (mut bulk, mut repeats) = (Vec::new(), Vec::new());
+    for (i, request) in batch.iter().enumerate() {
+        if let Write::Update { record: r, expected } = &request.write {
+            match firsts.insert((r.kind.as_str(), r.namespace.as_str(), r.name.as_str())) {
+                true => bulk.push((i, r, *expected)),
+                false => repeats.push((i, r, *expected)),
+            }
+        }
+    }
+    let pairs: Vec<(&Record, u64)> = bulk.iter().map(|&(_, r, v)| (r, v)).collect();
+    let replaced = bulk::replace_all(conn, &pairs).await?;
+    for (&(i, r, expected), replaced) in bulk.iter().zip(replaced) {
+        answers[i] = match replaced {
+            true => Ok(0),
+            false => match writes::not_replaced(conn, r, expected).await {
+                e @ StoreError::Unavailable(_) => return Err(e),
+                refused => Err(refused),
+            },
+        };
+    }
+    for (i, r, expected) in repeats {
+        answers[i] = match writes::replace(conn, r, expected).await {
+            Err(e @ StoreError::Unavailable(_)) => return Err(e),
+            other => other.map(|()| 0),
+        };
+    }
+    Ok(())
 }
 
 /// Links `bodies`, in order, after `namespace`'s last entry, inside the

@@ -1,4 +1,4 @@
-//! Audited writes are committed in batches (`postgres/audited.rs`): a write
+//! Writes are committed in batches (`postgres/batches.rs`): a write
 //! refused on its own must not take its batch down with it, and each
 //! namespace's chain must hold exactly the writes that landed.
 
@@ -99,5 +99,78 @@ async fn refused_audited_writes_leave_the_others_of_their_batch_alone() {
         let expected = if landed.contains(&i) { 2 } else { 1 };
         assert_eq!(stored.resource_version, expected, "c{i}");
     }
+    databases.drop_all().await;
+}
+
+/// Two replicas' batches update the same records at once, each batch in
+/// one statement: they lock in one order, so none deadlocks (PostgreSQL
+/// would abort one, failing its whole batch), and every update that is
+/// answered `Ok` landed once. An update of a missing record in a batch is
+/// answered `NotFound`, alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_batched_updates_of_the_same_records_never_deadlock() {
+    let Some(server) = server("replicas_batched_updates_of_the_same_records_never_deadlock")
+    else {
+        return;
+    };
+    let databases = Databases::new(server);
+    let url = databases.create().await;
+    let connect = || crate::PostgresStore::connect(&url, crate::PostgresOptions::default());
+    let replicas = [
+        Arc::new(connect().await.expect("one")),
+        Arc::new(connect().await.expect("two")),
+    ];
+    const RECORDS: usize = 12;
+    const ROUNDS: usize = 10;
+    for i in 0..RECORDS {
+        let created = record("ToolCall", "a", &format!("r{i}"));
+        replicas[0].create(created, Durability::Sync).await.expect("create");
+    }
+    // Each task walks the records in its own order, bumping each one once
+    // per round from the version it reads, retrying on a conflict.
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let store = Arc::clone(&replicas[t % 2]);
+            tokio::spawn(async move {
+                for round in 0..ROUNDS {
+                    for k in 0..RECORDS {
+                        let i = if t % 2 == 0 { k } else { RECORDS - 1 - k };
+                        let name = format!("r{i}");
+                        loop {
+                            let stored = store.get("ToolCall", "a", &name).await.expect("get");
+                            let mut next = stored.clone();
+                            next.resource_version = stored.resource_version + 1;
+                            let entry = format!("t{t} round {round} {name}");
+                            match store
+                                .update_audited(next, stored.resource_version, entry, Durability::Sync)
+                                .await
+                            {
+                                Ok(_) => break,
+                                Err(e) if e.kind() == StoreErrorKind::Conflict => continue,
+                                Err(e) => panic!("task {t}, {name}: {e}"),
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("no update failed");
+    }
+    for i in 0..RECORDS {
+        let stored = replicas[1].get("ToolCall", "a", &format!("r{i}")).await.expect("get");
+        assert_eq!(stored.resource_version, 1 + 8 * ROUNDS as u64, "r{i}");
+    }
+    let chain = replicas[0].list_audit("a", 0, 10_000).await.expect("list");
+    assert_eq!(chain.len(), 8 * ROUNDS * RECORDS, "one entry per update that landed");
+
+    let mut missing = record("ToolCall", "a", "never-made");
+    missing.resource_version = 2;
+    let refused = replicas[0]
+        .update_audited(missing, 1, "x".to_owned(), Durability::Sync)
+        .await
+        .map_err(|e| e.kind());
+    assert_eq!(refused, Err(StoreErrorKind::NotFound));
     databases.drop_all().await;
 }
