@@ -22,7 +22,7 @@ from openai.types.responses import (
 )
 
 from conftest import NAMESPACE, deny, policy, stdio_everything, wait_until
-from governed import APPROVER, DEFERRED, WEATHER_ARGS, WEATHER_TEXT, govern
+from governed import APPROVER, DEFERRED, WEATHER_ARGS, WEATHER_TEXT, approve_when_pending, govern
 
 set_tracing_disabled(True)
 
@@ -104,9 +104,11 @@ def test_an_agents_sdk_agent_gets_answers_and_denials_through_joch(joch):
 
 
 def test_a_call_the_agent_was_told_failed_never_runs_when_approved_later(joch):
-    # The approval's deadline 2 s, so the retry deadline 2 s later.
-    govern(joch, approval_routing={"timeoutSeconds": 2})
+    # The approval's deadline 3 s, so the retry deadline 3 s later. A person
+    # approves as soon as the call waits, while the agent goes on.
+    govern(joch, approval_routing={"timeoutSeconds": 3})
     model = ScriptedModel([[tool_call("call_weather", DEFERRED, WEATHER_ARGS)], [message("done")]])
+    approver = approve_when_pending(joch)
 
     async def scenario():
         async with MCPServerStreamableHttp(params={"url": joch.mcp_url()}, name="joch") as server:
@@ -114,6 +116,7 @@ def test_a_call_the_agent_was_told_failed_never_runs_when_approved_later(joch):
             return await Runner.run(agent, "go")
 
     result = anyio.run(scenario)
+    approver.join(timeout=60)
     assert result.final_output == "done"
     told = [
         item["output"]
@@ -126,13 +129,13 @@ def test_a_call_the_agent_was_told_failed_never_runs_when_approved_later(joch):
     assert told and WEATHER_TEXT not in str(told), told
     assert "error" in str(told).lower(), told
 
+    # Approved, the call does not run: the agent believes it failed.
     (record,) = joch.calls(NAMESPACE, tool=DEFERRED)
     name = record["metadata"]["name"]
-    assert record["status"]["phase"] == "AwaitingApproval"
     assert record["spec"]["runsOn"] == "retry"
-
-    # A person approves it after the agent moved on: it does not run.
-    joch.ok("POST", f"/v1/namespaces/{NAMESPACE}/approvals/{name}/approve", {"approvedBy": APPROVER})
+    approval = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/approvals/{name}")
+    assert approval["status"]["phase"] == "Approved", approval["status"]
+    assert approval["status"]["decidedBy"] == APPROVER
     time.sleep(0.5)
     waiting = joch.ok("GET", f"/v1/namespaces/{NAMESPACE}/toolcalls/{name}")
     assert waiting["status"]["phase"] == "AwaitingApproval", waiting["status"]

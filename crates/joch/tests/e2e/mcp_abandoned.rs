@@ -55,12 +55,12 @@ async fn deferred<H: rmcp::ClientHandler>(
 async fn an_approved_call_never_retried_never_runs_and_ends_at_the_stated_deadline() {
     let webhook = Webhook::start().await;
     let joch = Joch::start().await;
-    approved_writes(&joch, &webhook, json!({"timeoutSeconds": 1})).await;
+    approved_writes(&joch, &webhook, json!({"timeoutSeconds": 2})).await;
     let client = stateless(&joch, Plain).await;
     let (first, name) = deferred(&client, 1).await;
 
     // The answer says by when the client must retry: the deadline, plus as
-    // long again as the approval's timeout (1 s here).
+    // long again as the approval's timeout (2 s here).
     let retry_by = first.meta.as_ref().unwrap()["joch.dev/retryBy"]
         .as_str()
         .expect("a retryBy")
@@ -69,7 +69,7 @@ async fn an_approved_call_never_retried_never_runs_and_ends_at_the_stated_deadli
     assert_eq!(approval["status"]["phase"], "Approved", "{approval}");
     let deadline = approval["status"]["deadline"].as_str().unwrap();
     let (deadline, retry_by_at) = (instant(deadline), instant(&retry_by));
-    assert_eq!((retry_by_at - deadline).num_milliseconds(), 1000, "{retry_by}");
+    assert_eq!((retry_by_at - deadline).num_milliseconds(), 2000, "{retry_by}");
 
     // Approved, not retried: it waits, and nothing ran.
     tokio::time::sleep(Duration::from_millis(300)).await;
