@@ -190,6 +190,29 @@ pub struct ApprovalStatus {
     pub decided_under: Vec<PolicyRef>,
 }
 
+/// How long past its Approval's deadline an approved call that runs on its
+/// caller's retry (`spec.runsOn: retry`) still waits for that retry, at
+/// most: a decision made just before the deadline leaves the caller time
+/// to come back. Never longer than the approval's own timeout.
+pub const RETRY_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Approval {
+    /// The instant by which the caller of an approved call that runs on its
+    /// retry (`spec.runsOn: retry`) must retry it; past it the call ends
+    /// `TimedOut` (`not_retried`) and never runs. It is the deadline plus as
+    /// long again as the approval's timeout, at most [`RETRY_GRACE`]; `None`
+    /// for an approval without a deadline.
+    pub fn retry_deadline(&self) -> Option<Time> {
+        let deadline = self.status.deadline?;
+        let timeout = self
+            .spec
+            .routing
+            .timeout_seconds
+            .map_or(RETRY_GRACE, std::time::Duration::from_secs);
+        Some(deadline.checked_add(timeout.min(RETRY_GRACE)).unwrap_or(deadline))
+    }
+}
+
 impl Object for Approval {
     const KIND: &'static str = "Approval";
     const PLURAL: &'static str = "approvals";
@@ -292,5 +315,50 @@ impl Object for StandingApproval {
     fn validate(&self) -> Result<(), ValidationError> {
         check_type::<StandingApproval>(&self.api_version, &self.kind)?;
         validate_name("metadata.name", &self.metadata.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn approval(timeout_seconds: Option<u64>, deadline: Option<Time>) -> Approval {
+        let mut approval: Approval = serde_json::from_value(json!({
+            "metadata": {"name": "c1", "namespace": "default"},
+            "spec": {
+                "action": {"type": "tool_call", "toolCallRef": {"name": "c1"}},
+                "risk": {"level": "external_write", "summary": "why"},
+                "routing": {"timeoutSeconds": timeout_seconds},
+                "options": ["approve"],
+                "payload": {},
+            },
+        }))
+        .expect("an approval");
+        approval.status.deadline = deadline;
+        approval
+    }
+
+    #[test]
+    fn a_retry_deadline_adds_the_timeout_again_up_to_the_grace() {
+        let at: Time = serde_json::from_value(json!("2026-07-28T12:00:00Z")).unwrap();
+        let after = |seconds| at.checked_add(Duration::from_secs(seconds));
+        let table = [
+            (Some(1), Some(at), after(1)),
+            (Some(30), Some(at), after(30)),
+            (Some(3600), Some(at), after(RETRY_GRACE.as_secs())),
+            (None, Some(at), after(RETRY_GRACE.as_secs())),
+            (Some(1), None, None),
+        ];
+        for (timeout, deadline, expected) in table {
+            assert_eq!(
+                approval(timeout, deadline).retry_deadline(),
+                expected,
+                "{timeout:?}"
+            );
+        }
     }
 }

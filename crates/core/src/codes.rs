@@ -86,6 +86,10 @@ words! {
         DeniedByApprover = "denied_by_approver",
         /// Nobody decided before the approval's deadline.
         ApprovalTimedOut = "approval_timed_out",
+        /// Approved, but its caller, who was to retry it to have it run
+        /// (`spec.runsOn: retry`), did not retry before its deadline: it
+        /// never ran.
+        NotRetried = "not_retried",
         /// The tool's upstream definition drifted and is quarantined.
         ToolQuarantined = "tool_quarantined",
         /// A rate limit refused the call.

@@ -101,6 +101,34 @@ pub struct ToolCallSpec {
         skip_serializing_if = "crate::mcp_surface::McpOperation::is_call_tool"
     )]
     pub operation: crate::mcp_surface::McpOperation,
+    /// When an approved call runs: as soon as it is approved (the default,
+    /// not written), or only when its caller retries it (`retry`: set by
+    /// the MCP surface for a 2026-07-28 client that does not run the call
+    /// as a task, which was told `input_required` and may never come back;
+    /// see docs/mcp.md, "A deferred call runs on its retry").
+    #[serde(default, skip_serializing_if = "RunsOn::is_approval")]
+    pub runs_on: RunsOn,
+}
+
+/// `spec.runsOn`: what starts an approved call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunsOn {
+    /// The decision: joch runs the call as soon as it is approved.
+    #[default]
+    Approval,
+    /// The caller's retry: an approved call runs only when the caller asks
+    /// for it again (MCP 2026-07-28 `requestState`, `Calls::resume`), and
+    /// ends `TimedOut` (`not_retried`), never run, if no retry comes by its
+    /// retry deadline ([`crate::Approval::retry_deadline`]).
+    Retry,
+}
+
+impl RunsOn {
+    /// True for the default: an approved call runs on its approval.
+    pub fn is_approval(&self) -> bool {
+        *self == RunsOn::Approval
+    }
 }
 
 /// Who runs the tool.
@@ -378,6 +406,7 @@ impl ToolCall {
                 inline: None,
                 from_artifact_tool: false,
                 operation: crate::mcp_surface::McpOperation::CallTool,
+                runs_on: RunsOn::Approval,
             },
             status: ToolCallStatus::default(),
         }

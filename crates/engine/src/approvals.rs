@@ -547,6 +547,7 @@ mod inbox;
 pub use inbox::InboxItem;
 mod outcome;
 mod pauses;
+mod retry;
 #[cfg(test)]
 mod tests;
 mod waiting;

@@ -91,15 +91,19 @@ impl Engine {
         Ok(pending.len())
     }
 
-    /// The deadline passed: apply the fallback if nobody decided.
     /// Applies the fallback of the pending approval `name`, if its deadline
-    /// passed; answers how long is left if it was moved later.
+    /// passed; answers how long is left if it was moved later. A decided
+    /// Approval whose call waits for its caller's retry waits on until its
+    /// retry deadline (`retry.rs`).
     async fn expire(&self, namespace: &str, name: &str) -> Result<Option<Duration>, EngineError> {
-        let mut approval = match self.pending_approval(namespace, name).await {
+        let mut approval = match self.approvals().get(namespace, name).await {
             Ok(approval) => approval,
-            Err(EngineError::Refused { .. } | EngineError::NotFound { .. }) => return Ok(None),
+            Err(EngineError::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
+        if approval.status.phase != ApprovalPhase::Pending {
+            return self.expire_unretried(&approval).await;
+        }
         if let Some(left) = approval
             .status
             .deadline
@@ -115,10 +119,16 @@ impl Engine {
             ..Default::default()
         };
         match self.decide(&mut approval, "timeout", &decision, None).await {
-            Err(EngineError::Refused { .. }) => return Ok(None),
+            Err(EngineError::Refused { .. }) => {
+                // Decided meanwhile: its call may wait for a retry.
+                let decided = self.approvals().get(namespace, name).await?;
+                return self.expire_unretried(&decided).await;
+            }
             other => other?,
         }
-        self.fall_back(&approval, &decision).await.map(|()| None)
+        self.fall_back(&approval, &decision).await?;
+        // Approved by the fallback, it may wait for its caller's retry.
+        self.expire_unretried(&approval).await
     }
 }
 

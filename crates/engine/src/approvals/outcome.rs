@@ -7,7 +7,6 @@
 use joch_core::approval::ApprovalPhase;
 use joch_core::normalize::normalize_args;
 use joch_core::patch::apply_patch;
-use joch_core::policy::OnTimeout;
 use joch_core::{
     Approval, CallApproval, CallError, DecisionKind, ErrorCode, EventKind, Hook, HookDecision,
     Phase, ToolCall,
@@ -50,7 +49,7 @@ impl Engine {
     }
 
     /// The approval's call, if it still waits for the decision.
-    async fn awaiting_call(&self, approval: &Approval) -> Result<Option<ToolCall>, EngineError> {
+    pub(super) async fn awaiting_call(&self, approval: &Approval) -> Result<Option<ToolCall>, EngineError> {
         let meta = &approval.metadata;
         let call = self.calls().record(&meta.namespace, &meta.name).await?;
         Ok((call.status.phase == Phase::AwaitingApproval).then_some(call))
@@ -61,15 +60,7 @@ impl Engine {
     /// stopped between storing its decision and acting on it. A call that
     /// already moved on is left alone, so carrying out twice is harmless.
     pub(crate) async fn carry_out(&self, approval: &Approval) -> Result<(), EngineError> {
-        let decision = ApprovalDecision {
-            by: approval.status.decided_by.clone().unwrap_or_default(),
-            rationale: approval.status.rationale.clone(),
-            message: approval.status.message.clone(),
-            edited_input: approval.status.edited_input.clone(),
-            value: approval.status.value.clone(),
-            always: approval.status.always,
-            for_user: approval.status.asked_user,
-        };
+        let decision = stored_decision(approval);
         if let (true, Some(verb)) = (approval.status.always, approval.status.decision.as_deref()) {
             // Written just after the decision: the decider may not have got to it.
             self.stand_by(approval, verb, &decision, Standing::Keep)
@@ -91,14 +82,7 @@ impl Engine {
         approval: &Approval,
         decision: &ApprovalDecision,
     ) -> Result<(), EngineError> {
-        if approval
-            .spec
-            .routing
-            .on_timeout
-            .unwrap_or(self.inner.config.approval_fallback)
-            == OnTimeout::Approve
-            && approval.spec.action.kind == ApprovalActionKind::ToolCall
-        {
+        if self.falls_back_to_approve(approval) {
             return self.resume(approval, decision).await.map(drop);
         }
         self.withdraw_consents(approval).await;
@@ -157,20 +141,36 @@ impl Engine {
         self.refuse(call, rejection).await.map(drop)
     }
 
-    /// Runs an approved call, with its arguments as approved, edited or
-    /// completed, once the request policies in force now have seen them
-    /// again (a deny wins; their modifications apply); unless what would run
-    /// is no longer what the Approval binds, in which case the call goes
-    /// back for a new decision (`binding.rs`): then the Approval as it
-    /// waits again.
+    /// Runs an approved call (see [`run_approved`](Self::run_approved)),
+    /// unless it runs only when its caller retries it: then it waits for
+    /// that retry, or its retry deadline (`retry.rs`).
     pub(super) async fn resume(
         &self,
         approval: &Approval,
         decision: &ApprovalDecision,
     ) -> Result<Option<Approval>, EngineError> {
-        let Some(mut call) = self.awaiting_call(approval).await? else {
+        let Some(call) = self.awaiting_call(approval).await? else {
             return Ok(None);
         };
+        if super::retry::runs_on_retry(&call) {
+            self.await_retry(approval);
+            return Ok(None);
+        }
+        self.run_approved(call, approval, decision).await
+    }
+
+    /// Runs the approved `call`, with its arguments as approved, edited or
+    /// completed, once the request policies in force now have seen them
+    /// again (a deny wins; their modifications apply); unless what would run
+    /// is no longer what the Approval binds, in which case the call goes
+    /// back for a new decision (`binding.rs`): then the Approval as it
+    /// waits again.
+    pub(super) async fn run_approved(
+        &self,
+        mut call: ToolCall,
+        approval: &Approval,
+        decision: &ApprovalDecision,
+    ) -> Result<Option<Approval>, EngineError> {
         let namespace = call.metadata.namespace.clone();
         let tool = self.resolve_tool(&namespace, &call).await?;
         let policies = self.inner.catalog.policies(&namespace).await?;
@@ -246,6 +246,19 @@ impl Engine {
             );
         }
         Ok(())
+    }
+}
+
+/// The decision `approval` stores, as its decider made it.
+pub(super) fn stored_decision(approval: &Approval) -> ApprovalDecision {
+    ApprovalDecision {
+        by: approval.status.decided_by.clone().unwrap_or_default(),
+        rationale: approval.status.rationale.clone(),
+        message: approval.status.message.clone(),
+        edited_input: approval.status.edited_input.clone(),
+        value: approval.status.value.clone(),
+        always: approval.status.always,
+        for_user: approval.status.asked_user,
     }
 }
 

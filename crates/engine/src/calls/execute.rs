@@ -58,7 +58,11 @@ impl Engine {
         let (namespace, name) = (meta.namespace.clone(), meta.name.clone());
         let outcome = self.run_recorded(recorded).await;
         // The store went away mid-call: its record may be left unfinished.
-        if let Err(EngineError::Store(_)) = &outcome {
+        // Not so for a conflict: another carried the same decision out first
+        // (two retries, a decider and recovery), and that one settles it.
+        if let Err(EngineError::Store(e)) = &outcome
+            && e.kind() != joch_store::StoreErrorKind::Conflict
+        {
             self.reconcile_when_back(namespace, name);
         }
         outcome

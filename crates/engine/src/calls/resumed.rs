@@ -2,16 +2,21 @@
 //! caller (MCP 2026-07-28: a `tools/call` answered `input_required`, then
 //! retried with its `requestState`). The retry names the call; what it
 //! gets is the call's record, on whichever replica it reaches: the tool
-//! ran once, when the decision was made, and every retry reads that
-//! outcome. The name is not a credential: only the principal that made the
-//! call may resume it (another gets `NotFound`, as for no call at all), and
-//! only by asking the same again: the same tool with the same arguments.
-//! Cancelling is `cancels.rs`.
+//! runs once, and every retry reads that outcome. A call that runs on its
+//! caller's retry (`spec.runsOn: retry`, see `approvals/retry.rs`) runs
+//! when a retry finds it approved, or sees it approved while it waits;
+//! any other ran when the decision was made. The name is not a
+//! credential: only the principal that made the call may resume it
+//! (another gets `NotFound`, as for no call at all), and only by asking
+//! the same again: the same tool with the same arguments. Cancelling is
+//! `cancels.rs`.
 
 use std::time::Duration;
 
 use joch_core::normalize::normalize_args;
-use joch_core::{ApprovalPhase, ErrorCode, Phase, Principal, RefusalCode, ToolCall, checksum};
+use joch_core::{
+    ApprovalPhase, ErrorCode, Phase, Principal, RefusalCode, RunsOn, ToolCall, checksum,
+};
 use serde_json::Value;
 
 use crate::Calls;
@@ -84,7 +89,9 @@ impl Calls<'_> {
     /// within `wait`, as it stands then (still `AwaitingApproval`, most
     /// likely). The output comes as the calling agent receives it. The
     /// retry must ask exactly what the call asked ([`Retry`]), else it is
-    /// refused (`resume_mismatch`) and nothing runs.
+    /// refused (`resume_mismatch`) and nothing runs. A call that runs on
+    /// its caller's retry (`spec.runsOn: retry`) runs now if it is
+    /// approved, or as soon as it is while this waits.
     pub async fn resume(
         &self,
         by: &Principal,
@@ -98,12 +105,64 @@ impl Calls<'_> {
         let call = if call.status.phase.is_terminal() {
             call
         } else {
-            match tokio::time::timeout(wait, self.wait_settled(namespace, name)).await {
+            match tokio::time::timeout(wait, self.retried(call)).await {
                 Ok(settled) => settled?,
                 Err(_) => self.record(namespace, name).await?,
             }
         };
         Ok(CallOutcome::stored(call, false).into_response())
+    }
+
+    /// Waits for `call` to settle. One that runs on its caller's retry is
+    /// carried out here whenever its Approval is found decided (a person
+    /// may decide while the retry waits, or a consent may follow an
+    /// approval), in a task of its own: a retry that stops waiting does
+    /// not stop a run it started.
+    async fn retried(&self, call: ToolCall) -> Result<ToolCall, EngineError> {
+        let (namespace, name) = (call.metadata.namespace, call.metadata.name);
+        if call.spec.runs_on != RunsOn::Retry {
+            return self.wait_settled(&namespace, &name).await;
+        }
+        let mut settled = self.inner.calls.settled.subscribe();
+        let mut decided = self.approvals().changes();
+        // The decision last carried out, by its Approval's version.
+        let mut carried: Option<String> = None;
+        loop {
+            // Marked seen before reading: a change during the read wakes the next turn.
+            let _ = decided.borrow_and_update();
+            let call = self.record(&namespace, &name).await?;
+            if call.status.phase.is_terminal() {
+                return Ok(call);
+            }
+            let approval = match self.approvals().get(&namespace, &name).await {
+                Ok(approval) => Some(approval),
+                Err(EngineError::NotFound { .. }) => None,
+                Err(e) => return Err(e),
+            };
+            if let Some(approval) = approval.filter(|a| {
+                call.status.phase == Phase::AwaitingApproval
+                    && a.status.phase != ApprovalPhase::Pending
+                    && carried.as_ref() != Some(&a.metadata.resource_version)
+            }) {
+                carried = Some(approval.metadata.resource_version.clone());
+                let carried_out = self
+                    .to_completion("a retried call", move |engine| async move {
+                        engine.carry_out_retried(&approval).await
+                    })
+                    .await;
+                // Another retry (or replica) carrying it out first wins; this
+                // one waits for the outcome all the same.
+                if let Err(e) = carried_out {
+                    tracing::warn!(call = %name, error = %e, "a retry could not carry out its call's approval");
+                }
+                continue;
+            }
+            tokio::select! {
+                _ = settled.changed() => {}
+                _ = decided.changed() => {}
+                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+        }
     }
 
     /// The call `name` that `by` made, as it stands, its output as the
@@ -122,17 +181,19 @@ impl Calls<'_> {
     /// Withdraws a call waiting for a person (see [`Calls::cancel`]): its
     /// Approval is withdrawn and it ends `Failed` with `error.code:
     /// cancelled`, never to run; unless an approver decided first, in which
-    /// case it is returned as it stands.
+    /// case it is returned as it stands (but a call that runs on its
+    /// caller's retry, approved and not yet retried, ends so too).
     pub(in crate::calls) async fn withdraw(&self, call: ToolCall) -> Result<ToolCall, EngineError> {
         let (namespace, name) = (&call.metadata.namespace, &call.metadata.name);
         self.withdraw_approval(namespace, name, "cancelled by the caller")
             .await?;
-        // Withdrawn by us, not decided by an approver first: the call is ours to end.
+        // Withdrawn by us, not decided by an approver first, the call is
+        // ours to end; so is one approved that waits for our retry to run.
         let approval = self.approvals().get(namespace, name).await?;
         let call = self.record(namespace, name).await?;
-        if approval.status.phase != ApprovalPhase::Expired
-            || call.status.phase != Phase::AwaitingApproval
-        {
+        let ours = approval.status.phase == ApprovalPhase::Expired
+            || call.spec.runs_on == RunsOn::Retry;
+        if !ours || call.status.phase != Phase::AwaitingApproval {
             return Ok(call);
         }
         let rejection = Rejection::refused(

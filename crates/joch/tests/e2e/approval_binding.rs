@@ -224,10 +224,12 @@ async fn a_retry_asking_other_arguments_than_its_request_state_is_refused() {
     let second = state_of(client.call_tool_once(ticket(20)).await.unwrap());
     let name = first.strip_prefix("toolcall/").unwrap();
     approve(&joch, name).await;
-    wait_for_phase(&joch, name, "Succeeded").await;
+    // Approved, it runs on its caller's retry (docs/mcp.md), not before.
+    wait_for_phase(&joch, name, "AwaitingApproval").await;
+    assert_eq!(webhook.recorded().len(), 0, "{:?}", webhook.recorded());
 
     // Other arguments with the approved call's state; the other pending
-    // call's arguments with it: refused, and nothing else runs.
+    // call's arguments with it: refused, and nothing runs.
     let changed = refused_as_invalid_params(
         client
             .call_tool_once(ticket(9999).with_request_state(first.clone()))
@@ -242,8 +244,9 @@ async fn a_retry_asking_other_arguments_than_its_request_state_is_refused() {
     let mut other_tool = CallToolRequestParams::new("other").with_request_state(first.clone());
     other_tool.arguments = Some(Default::default());
     refused_as_invalid_params(client.call_tool_once(other_tool).await);
+    assert_eq!(webhook.recorded().len(), 0, "{:?}", webhook.recorded());
 
-    // The same request gets the approved outcome; the other still waits.
+    // The same request runs the approved call; the other still waits.
     let done = client
         .call_tool_once(ticket(10).with_request_state(first))
         .await

@@ -39,6 +39,7 @@ mod library;
 mod limits;
 mod load;
 mod mcp;
+mod mcp_abandoned;
 mod mcp_answers;
 mod mcp_client;
 mod mcp_direct;

@@ -257,13 +257,13 @@ async fn a_deferred_prompt_get_or_resource_read_answers_input_required() {
 
 /// A client that declares nothing.
 #[derive(Clone, Default)]
-struct Plain;
+pub(crate) struct Plain;
 
 impl ClientHandler for Plain {}
 
 /// A client that runs its calls as tasks (and takes no elicitation).
 #[derive(Clone, Default)]
-struct Tasker;
+pub(crate) struct Tasker;
 
 impl ClientHandler for Tasker {
     fn get_info(&self) -> ClientConfig {

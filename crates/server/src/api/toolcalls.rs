@@ -45,6 +45,7 @@ pub(crate) async fn create(
 ) -> Result<Response, ApiError> {
     take_idempotency_header(&headers, &mut call)?;
     take_traceparent_header(&headers, &mut call);
+    refuse_runs_on_retry(&call)?;
     let outcome = if params.wait {
         state.engine.calls().call(&by, &ns, call).await?
     } else {
@@ -101,6 +102,19 @@ fn take_traceparent_header(headers: &HeaderMap, call: &mut ToolCall) {
         .and_then(|v| v.to_str().ok())
         .filter(|v| joch_core::toolcall::is_traceparent(v))
         .map(str::to_owned);
+}
+
+/// REST has no retry of a call (a later GET only reads it): a call that
+/// would run only on its caller's retry would never run once approved.
+fn refuse_runs_on_retry(call: &ToolCall) -> Result<(), ApiError> {
+    if call.spec.runs_on == joch_core::RunsOn::Retry {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ApiWord::BadRequest,
+            "spec.runsOn: retry is for callers that retry a deferred call (MCP 2026-07-28, the library's Calls::resume); over REST an approved call runs on its approval",
+        ));
+    }
+    Ok(())
 }
 
 /// The `Idempotency-Key` header, if any, becomes the call's key; a body

@@ -14,13 +14,22 @@
 //!   else. The state is the record in the store, so the retry is served by
 //!   whichever replica it reaches; the engine lets only the principal that
 //!   made the call resume it (`Calls::resume`);
-//! - `_meta["joch.dev/approvalUrl"]`: the same link, for any client.
+//! - `_meta["joch.dev/approvalUrl"]`: the same link, for any client;
+//! - `_meta["joch.dev/retryBy"]`: the instant by which the client must
+//!   retry, also said in a URL-mode notice's message.
+//!
+//! Such a client may never come back (the OpenAI Agents SDK tells its model
+//! the tool failed), so the call runs only on its retry (`spec.runsOn:
+//! retry`, `engine/src/approvals/retry.rs`): an approval alone leaves it
+//! waiting, and if no retry comes by `retryBy` it ends `TimedOut`
+//! (`not_retried`), never run. A client running the call as a task
+//! (`tasks.rs`) is not answered so: its call runs on approval.
 //!
 //! The retry (same `tools/call`, with `requestState` and perhaps the
 //! form's answer in `inputResponses.approval`) records the answer as the
-//! user's decision, then waits up to [`RETRY_WAIT`] for the call to
-//! settle: settled, it gets the call's result, read from the record (the
-//! tool ran once, when the decision was made; another retry reads the same
+//! user's decision, carries an approved call out, and waits up to
+//! [`RETRY_WAIT`] for it to settle: settled, it gets the call's result,
+//! read from the record (the tool ran once; another retry reads the same
 //! outcome); still waiting, `input_required` again with the state only.
 //!
 //! A `resources/read` or `prompts/get` deferred to a person (they are calls
@@ -28,7 +37,7 @@
 
 use std::time::Duration;
 
-use joch_core::{Approval, Tool, ToolCall};
+use joch_core::{Approval, RunsOn, Time, Tool, ToolCall};
 use joch_engine::{EngineError, Principal};
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -47,6 +56,9 @@ const STATE_PREFIX: &str = "toolcall/";
 const APPROVAL_INPUT: &str = "approval";
 /// `_meta` key of the link where the Approval is decided.
 const META_APPROVAL_URL: &str = "joch.dev/approvalUrl";
+/// `_meta` key of the instant by which a call that runs on the client's
+/// retry must be retried (RFC 3339).
+const META_RETRY_BY: &str = "joch.dev/retryBy";
 /// How long a retry waits for the decision before answering
 /// `input_required` again (the client then retries after a pause).
 pub(super) const RETRY_WAIT: Duration = Duration::from_secs(10);
@@ -95,14 +107,19 @@ impl Retry<'_> {
 }
 
 impl JochMcp {
-    /// The `input_required` answer for a call waiting on `approval`.
+    /// The `input_required` answer for a call waiting on `approval`, which
+    /// runs on its approval (a task's) or on the client's retry.
     pub(super) fn input_required(
         &self,
         approval: &Approval,
         tool: Option<&Tool>,
         context: &RequestContext<RoleServer>,
+        runs_on: RunsOn,
     ) -> InputRequiredResult {
         let url = self.approval_url(approval);
+        let retry_by = (runs_on == RunsOn::Retry)
+            .then(|| approval.retry_deadline())
+            .flatten();
         let elicitation = context.client_capabilities().and_then(|c| c.elicitation);
         // A client that declares elicitation without naming a mode takes forms.
         let form = elicitation
@@ -118,10 +135,7 @@ impl JochMcp {
         } else if by_url {
             Some(ElicitRequestParams::UrlElicitationParams {
                 meta: None,
-                message: format!(
-                    "A call of tool {:?} waits for approval: decide it there.",
-                    approval.spec.payload["tool"].as_str().unwrap_or("?")
-                ),
+                message: notice(approval, retry_by),
                 url: url.clone(),
                 elicitation_id: approval.metadata.name.clone(),
             })
@@ -133,7 +147,7 @@ impl JochMcp {
             [(APPROVAL_INPUT.to_owned(), request)].into()
         });
         let state = format!("{STATE_PREFIX}{}", approval.metadata.name);
-        InputRequiredResult::new(requests, Some(state)).with_meta(approval_meta(&url))
+        InputRequiredResult::new(requests, Some(state)).with_meta(approval_meta(&url, retry_by))
     }
 
     /// A retry with a `requestState`: records the answer it carries, then
@@ -184,7 +198,7 @@ impl JochMcp {
             call = self.resumed(by, namespace, name, &request, RETRY_WAIT) => call?,
             Ok(Some(paused)) = next => {
                 if reasks(&paused, asked) {
-                    let mut again = self.input_required(&paused, tool, context);
+                    let mut again = self.input_required(&paused, tool, context, RunsOn::Retry);
                     again.request_state = Some(format!("{STATE_PREFIX}{name}/{}", paused.metadata.resource_version));
                     return Ok(Err(again));
                 }
@@ -196,9 +210,13 @@ impl JochMcp {
         }
         let state = format!("{STATE_PREFIX}{name}");
         let url = self.approval_url_of(namespace, name);
-        Ok(Err(
-            InputRequiredResult::from_request_state(state).with_meta(approval_meta(&url))
-        ))
+        let retry_by = approvals
+            .get(namespace, name)
+            .await
+            .ok()
+            .and_then(|a| a.retry_deadline());
+        Ok(Err(InputRequiredResult::from_request_state(state)
+            .with_meta(approval_meta(&url, retry_by))))
     }
 
     /// The call `name` resumed by `retry` (see `Calls::resume`): a
@@ -262,10 +280,28 @@ fn reasks(approval: &Approval, asked: Option<&str>) -> bool {
         && asked != Some(approval.metadata.resource_version.as_str())
 }
 
-fn approval_meta(url: &str) -> MetaObject {
+/// The `_meta` of an `input_required` answer: where the Approval is
+/// decided, and by when the client must retry a call that runs on it.
+fn approval_meta(url: &str, retry_by: Option<Time>) -> MetaObject {
     let mut meta = MetaObject::new();
     meta.insert(META_APPROVAL_URL.to_owned(), json!(url));
+    if let Some(by) = retry_by {
+        meta.insert(META_RETRY_BY.to_owned(), json!(by.to_string()));
+    }
     meta
+}
+
+/// A URL-mode notice's message: what waits, and what the client must do
+/// for a call that runs on its retry.
+fn notice(approval: &Approval, retry_by: Option<Time>) -> String {
+    let tool = approval.spec.payload["tool"].as_str().unwrap_or("?");
+    let mut message = format!("A call of tool {tool:?} waits for approval: decide it there.");
+    if let Some(by) = retry_by {
+        message.push_str(&format!(
+            " Once it is approved, it runs only when this request is retried with its requestState, by {by}; if it is not, it ends TimedOut and never runs."
+        ));
+    }
+    message
 }
 
 #[cfg(test)]

@@ -267,16 +267,21 @@ impl JochMcp {
     /// the approval allow it (`elicit.rs`). With `defer` (protocol
     /// 2026-07-28, which has no session to ask on), a call that waits for a
     /// person ends the request at once with its Approval: the client is
-    /// answered `input_required` and retries (`deferred.rs`).
+    /// answered `input_required`, and the call runs only when it retries
+    /// (`deferred.rs`).
     pub(super) async fn run_call(
         &self,
         by_principal: &Principal,
         namespace: &str,
-        call: ToolCall,
+        mut call: ToolCall,
         tool: Option<&Tool>,
         context: &RequestContext<RoleServer>,
         defer: bool,
     ) -> Result<Ran, EngineError> {
+        if defer {
+            // The client may never come back: approved, the call waits for it.
+            call.spec.runs_on = joch_core::RunsOn::Retry;
+        }
         let name = call.metadata.name.clone();
         let by = elicit::decider_name(&call);
         let engine = self.engine.clone();
