@@ -59,6 +59,8 @@ pub struct McpClients {
     credentials: Option<Arc<dyn UpstreamCredentials>>,
     /// The `subscriptions/listen` streams of servers of 2026-07-28.
     listeners: listen::Listeners,
+    /// The `ttlMs` of each server's last tool listing (`namespace/name`).
+    listed_ttls: std::sync::Mutex<std::collections::HashMap<String, Option<u64>>>,
 }
 
 struct Connection {
@@ -149,12 +151,13 @@ impl McpClients {
 
     fn key(server: &McpServer, caps: ClientCapabilities, user: Option<&str>) -> String {
         format!(
-            "{}/{}#{}{}{}@{}",
+            "{}/{}#{}{}{}{}@{}",
             server.metadata.namespace,
             server.metadata.name,
             u8::from(caps.sampling),
             u8::from(caps.elicitation_form),
             u8::from(caps.elicitation_url),
+            u8::from(caps.roots),
             user.unwrap_or_default()
         )
     }
@@ -317,10 +320,15 @@ impl ToolBackend for McpClients {
                 "an MCP tool was invoked without its server",
             ));
         };
-        let caps = invocation
-            .client
-            .map(|c| c.capabilities())
-            .unwrap_or_default();
+        // What the upstream is told the client can answer; whether the
+        // client answers by retrying is joch's business, not the upstream's.
+        let caps = ClientCapabilities {
+            rounds: false,
+            ..invocation
+                .client
+                .map(|c| c.capabilities())
+                .unwrap_or_default()
+        };
         let user = invocation.upstream_user;
         let timeout = Duration::from_millis(server.spec.timeout_ms);
         let mut refused_once = false;
@@ -333,14 +341,17 @@ impl ToolBackend for McpClients {
                         &client,
                         backend.operation,
                         invocation.args,
-                        invocation.client,
+                        (invocation.client, invocation.input),
                     )
                     .await;
             }
             let schema = &invocation.tool.spec.input_schema;
             handler::learn_param_headers(&client, schema, timeout).await;
-            let request = CallToolRequestParams::new(backend.tool.clone())
-                .with_arguments(invocation.args.clone());
+            let request = rounds::resumed(
+                CallToolRequestParams::new(backend.tool.clone())
+                    .with_arguments(invocation.args.clone()),
+                invocation.input,
+            );
             let running = call_tool(
                 &client,
                 &self.progress,
@@ -414,11 +425,21 @@ impl ToolDiscovery for McpClients {
             sampling: true,
             elicitation_form: true,
             elicitation_url: true,
+            roots: true,
+            rounds: false,
         };
         let client = self.client(server, everything, None).await?;
         let timeout = Duration::from_millis(server.spec.timeout_ms);
-        let tools = match tokio::time::timeout(timeout, client.list_all_tools()).await {
-            Ok(Ok(tools)) => tools,
+        let listed = client.list_all_tools_with_cache_hint();
+        let tools = match tokio::time::timeout(timeout, listed).await {
+            Ok(Ok(listed)) => {
+                let key = format!("{}/{}", server.metadata.namespace, server.metadata.name);
+                self.listed_ttls
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, listed.ttl_ms);
+                listed.items
+            }
             Ok(Err(e)) => return Err(self.failed(server, &client, e).await),
             Err(_) => {
                 return Err(self
@@ -437,6 +458,12 @@ impl ToolDiscovery for McpClients {
                 })
             })
             .collect()
+    }
+
+    fn listed_ttl_ms(&self, server: &McpServer) -> Option<u64> {
+        let key = format!("{}/{}", server.metadata.namespace, server.metadata.name);
+        let ttls = self.listed_ttls.lock().unwrap_or_else(|e| e.into_inner());
+        ttls.get(&key).copied().flatten()
     }
 
     /// Closes the connections (and with them the sessions, which rmcp
@@ -508,6 +535,13 @@ async fn call_tool(
             ServerResult::CallToolResult(result) => return Ok(result),
             ServerResult::CreateTaskResult(created) => {
                 return tasks::follow(client, created.task, sink, caller).await;
+            }
+            // A client that answers by retrying gets the questions as its own.
+            ServerResult::InputRequiredResult(asked)
+                if caller.is_some_and(|c| c.capabilities().rounds) =>
+            {
+                let caps = caller.map(|c| c.capabilities()).unwrap_or_default();
+                return Err(Ended::Refused(rounds::to_client(asked, caps)));
             }
             ServerResult::InputRequiredResult(asked) => {
                 params = rounds::answered(params, asked, caller)
