@@ -20,14 +20,11 @@ import time
 import urllib.error
 import urllib.request
 
-import anyio
-from mcp import ClientSession, types
-from mcp.client.streamable_http import streamable_http_client
-
 JOCH = os.environ["JOCH_URL"].rstrip("/")
 SCENARIO = os.environ["MCP_CONFORMANCE_SCENARIO"]
 CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
-NAMESPACE = "conf-" + "".join(c if c.isalnum() else "-" for c in SCENARIO).strip("-")[:40]
+REVISION = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "")
+NAMESPACE = "conf-" + "".join(c if c.isalnum() else "-" for c in f"{SCENARIO}-{REVISION}").strip("-")[:50]
 MCP = f"{JOCH}/v1/namespaces/{NAMESPACE}/mcp"
 
 
@@ -95,10 +92,13 @@ def stateless(method: str, params: dict | None = None, capabilities: dict | None
     except urllib.error.HTTPError as e:
         text = e.read().decode()
     try:
-        return json.loads(text)
+        answer = json.loads(text)
     except json.JSONDecodeError:
         events = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
-        return json.loads(events[-1])
+        answer = json.loads(events[-1])
+    # What joch answered, for the suite's saved stderr.
+    print(f"{method} {name or ''}: {json.dumps(answer)[:500]}", file=sys.stderr)
+    return answer
 
 
 def answer_questions(asked: dict) -> dict:
@@ -166,9 +166,20 @@ def standard_headers() -> None:
         stateless("prompts/get", {"name": prompt["name"], "arguments": {}})
 
 
+def sample_arguments(schema: dict) -> dict:
+    """A value of its type for each required property of an input schema."""
+    samples = {"string": "x", "integer": 1, "number": 1, "boolean": True}
+    properties = (schema or {}).get("properties", {})
+    return {
+        name: samples.get(properties.get(name, {}).get("type"), "x")
+        for name in (schema or {}).get("required", [])
+    }
+
+
 def call_every_tool() -> None:
     for tool in tools():
-        stateless("tools/call", {"name": tool["name"], "arguments": {}})
+        arguments = sample_arguments(tool.get("inputSchema"))
+        stateless("tools/call", {"name": tool["name"], "arguments": arguments})
 
 
 def mrtr() -> None:
@@ -198,7 +209,11 @@ def defaults(schema: dict) -> dict:
 
 
 async def elicitation_defaults() -> None:
-    async def elicit(_context, params: types.ElicitRequestParams):
+    # Imported here: the SDK takes seconds to import, and only this needs it.
+    from mcp import ClientSession, types
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def elicit(_context, params):
         content = defaults(getattr(params, "requested_schema", None) or {})
         return types.ElicitResult(action="accept", content=content)
 
@@ -209,7 +224,12 @@ async def elicitation_defaults() -> None:
 
 
 def with_session(run):
-    return lambda: anyio.run(run)
+    def session() -> None:
+        import anyio
+
+        anyio.run(run)
+
+    return session
 
 
 SCENARIOS = {

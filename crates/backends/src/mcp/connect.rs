@@ -78,7 +78,11 @@ pub(super) async fn connect(
 ) -> Result<Client, CallError> {
     let lifecycle = lifecycle(server);
     let modern = !matches!(lifecycle, ClientLifecycleMode::Initialize);
-    let first = within_time(server, handshake(server, handler.clone(), authorization, lifecycle)).await;
+    let first = within_time(
+        server,
+        handshake(server, handler.clone(), authorization, lifecycle),
+    )
+    .await;
     match first {
         // A server that refuses `server/discover` (as unknown, or naming
         // only older versions) is spoken to with `initialize`. One that

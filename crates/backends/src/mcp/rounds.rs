@@ -167,7 +167,10 @@ mod tests {
         assert_eq!(details["requestState"], "theirs");
         assert_eq!(details["inputRequests"]["roots"]["method"], "roots/list");
 
-        let no_roots = ClientCapabilities { roots: false, ..both };
+        let no_roots = ClientCapabilities {
+            roots: false,
+            ..both
+        };
         let refused = to_client(asked(), no_roots);
         assert_eq!(refused.code, "client_incapable");
         let required = &refused.details.expect("details")["requiredCapabilities"];

@@ -43,7 +43,11 @@ impl Engine {
     ) -> Result<CallOutcome, EngineError> {
         Self::keep_answers(&mut call, tool);
         let details = asked.details.unwrap_or_default();
-        let round = call.status.input_required.as_ref().map_or(1, |r| r.round + 1);
+        let round = call
+            .status
+            .input_required
+            .as_ref()
+            .map_or(1, |r| r.round + 1);
         call.status.input_required = Some(InputRound {
             round,
             requests: details.get("inputRequests").cloned().unwrap_or_default(),
@@ -99,12 +103,7 @@ impl Engine {
             asked.answered_at = Some(now());
             asked.responses = Some(answers.clone());
         }
-        match self
-            .inner
-            .store
-            .update_object(call, Durability::Sync)
-            .await
-        {
+        match self.inner.store.update_object(call, Durability::Sync).await {
             Ok(()) => Ok(true),
             // Another retry of the round claimed it first.
             Err(e) if e.kind() == StoreErrorKind::Conflict => Ok(false),
@@ -163,8 +162,7 @@ impl Calls<'_> {
         &self,
         by: &Principal,
         namespace: &str,
-        name: &str,
-        round: u32,
+        (name, round): (&str, u32),
         retry: Retry<'_>,
         answers: &Value,
         wait: Duration,

@@ -168,7 +168,11 @@ async fn tools_list_relays_the_shortest_upstream_ttl() {
     apply(&joch, server("fast", &fast, serde_json::json!({}))).await;
     let client = stateless(&joch).await;
     let listed = serde_json::to_value(client.list_tools(None).await.unwrap()).unwrap();
-    assert_eq!(listed["tools"].as_array().map(Vec::len), Some(2), "{listed}");
+    assert_eq!(
+        listed["tools"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
     // What is left of the shorter freshness, from when joch listed.
     let ttl = listed["ttlMs"].as_u64().unwrap();
     assert!((30_000..=45_000).contains(&ttl), "{listed}");
@@ -183,6 +187,10 @@ async fn tools_list_relays_the_shortest_upstream_ttl() {
     // Another client: this one may keep the first list for its 45 s.
     let client = stateless(&joch).await;
     let listed = serde_json::to_value(client.list_tools(None).await.unwrap()).unwrap();
-    assert_eq!(listed["tools"].as_array().map(Vec::len), Some(3), "{listed}");
+    assert_eq!(
+        listed["tools"].as_array().map(Vec::len),
+        Some(3),
+        "{listed}"
+    );
     assert_eq!(listed["ttlMs"], 0, "{listed}");
 }

@@ -84,7 +84,8 @@ impl ServerHandler for Surveyor {
             assert_eq!(name, "ada", "round 1's answers: {answers:?}");
             "round-2"
         };
-        let mut result = InputRequiredResult::from_input_requests(serde_json::from_value(asked).unwrap());
+        let mut result =
+            InputRequiredResult::from_input_requests(serde_json::from_value(asked).unwrap());
         result.request_state = Some(next.to_owned());
         Ok(result.into())
     }
@@ -92,7 +93,12 @@ impl ServerHandler for Surveyor {
 
 impl Surveyor {
     fn sent(&self, state: &str) -> usize {
-        self.states.lock().unwrap().iter().filter(|s| *s == state).count()
+        self.states
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| *s == state)
+            .count()
     }
 }
 
@@ -145,7 +151,10 @@ async fn survey(
     let text = response.text().await.unwrap();
     // JSON, or an event stream whose last event is the answer.
     let answer = serde_json::from_str(&text).unwrap_or_else(|_| {
-        let last = text.lines().filter_map(|l| l.strip_prefix("data:")).last();
+        let last = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .next_back();
         serde_json::from_str(last.unwrap_or("null").trim()).unwrap()
     });
     (status, answer)
@@ -159,7 +168,11 @@ fn everything() -> Value {
 
 /// The ToolCall a joch `requestState` names.
 async fn call_of(joch: &Joch, state: &str) -> Value {
-    let name = state.trim_start_matches("input/").rsplit_once('/').unwrap().0;
+    let name = state
+        .trim_start_matches("input/")
+        .rsplit_once('/')
+        .unwrap()
+        .0;
     let (status, call) = joch
         .get(&format!("/v1/namespaces/{NS}/toolcalls/{name}"))
         .await;
@@ -171,7 +184,11 @@ async fn call_of(joch: &Joch, state: &str) -> Value {
 async fn an_upstreams_rounds_reach_a_stateless_client_and_its_answers_go_back_once() {
     let surveyor = Surveyor::default();
     let joch = Joch::start().await;
-    apply(&joch, server("up", &serve(surveyor.clone()).await, json!({}))).await;
+    apply(
+        &joch,
+        server("up", &serve(surveyor.clone()).await, json!({})),
+    )
+    .await;
 
     // Round 1: two questions, as the upstream asked them.
     let (_, first) = survey(&joch, everything(), None, None).await;
@@ -180,11 +197,17 @@ async fn an_upstreams_rounds_reach_a_stateless_client_and_its_answers_go_back_on
     let keys: Vec<_> = asked["inputRequests"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["name", "summary"], "{first}");
     let state = asked["requestState"].as_str().unwrap().to_owned();
-    assert!(state.starts_with("input/") && state.ends_with("/1"), "{state}");
+    assert!(
+        state.starts_with("input/") && state.ends_with("/1"),
+        "{state}"
+    );
     let record = call_of(&joch, &state).await;
     assert_eq!(record["status"]["phase"], "Running", "{record}");
     assert_eq!(record["status"]["inputRequired"]["round"], 1, "{record}");
-    assert_eq!(record["status"]["inputRequired"]["state"], "round-1", "{record}");
+    assert_eq!(
+        record["status"]["inputRequired"]["state"], "round-1",
+        "{record}"
+    );
 
     // Two retries with the answers at once: the upstream hears them once,
     // and both are asked round 2.
@@ -198,7 +221,10 @@ async fn an_upstreams_rounds_reach_a_stateless_client_and_its_answers_go_back_on
         let again = &retried["result"];
         assert_eq!(again["resultType"], "input_required", "{retried}");
         assert!(again["inputRequests"]["roots"].is_object(), "{retried}");
-        assert!(again["requestState"].as_str().unwrap().ends_with("/2"), "{retried}");
+        assert!(
+            again["requestState"].as_str().unwrap().ends_with("/2"),
+            "{retried}"
+        );
     }
     let state = a.1["result"]["requestState"].as_str().unwrap().to_owned();
 
@@ -229,7 +255,11 @@ async fn an_upstreams_rounds_reach_a_stateless_client_and_its_answers_go_back_on
 async fn a_question_the_client_did_not_declare_is_answered_32021_and_recorded() {
     let surveyor = Surveyor::default();
     let joch = Joch::start().await;
-    apply(&joch, server("up", &serve(surveyor.clone()).await, json!({}))).await;
+    apply(
+        &joch,
+        server("up", &serve(surveyor.clone()).await, json!({})),
+    )
+    .await;
     // Elicitation only: the upstream's sampling question cannot go to it.
     let (status, refused) = survey(&joch, json!({"elicitation": {}}), None, None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
@@ -241,7 +271,10 @@ async fn a_question_the_client_did_not_declare_is_answered_32021_and_recorded() 
         .await;
     let call = &calls["items"][0];
     assert_eq!(call["status"]["phase"], "Failed", "{calls}");
-    assert_eq!(call["status"]["error"]["code"], "client_incapable", "{calls}");
+    assert_eq!(
+        call["status"]["error"]["code"], "client_incapable",
+        "{calls}"
+    );
 }
 
 #[tokio::test]
@@ -256,7 +289,10 @@ async fn a_round_asked_on_one_replica_is_answered_on_another() {
     let state = first["result"]["requestState"].as_str().unwrap().to_owned();
     let responses = answers(&first["result"]["inputRequests"]);
     let (_, second) = survey(&b, everything(), Some(&state), Some(responses)).await;
-    let state = second["result"]["requestState"].as_str().unwrap().to_owned();
+    let state = second["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let roots = answers(&second["result"]["inputRequests"]);
     let (_, done) = survey(&a, everything(), Some(&state), Some(roots)).await;
     assert_eq!(done["result"]["content"][0]["text"], "1 roots", "{done}");

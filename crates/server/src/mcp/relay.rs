@@ -118,9 +118,8 @@ impl CallClient for FrontClient {
             Value::Null => json!({"method": method}),
             params => json!({"method": method, "params": params}),
         };
-        let mut request: ServerRequest = serde_json::from_value(request).map_err(|e| {
-                CallError::new(ErrorCode::InvalidArguments, format!("{method}: {e}"))
-            })?;
+        let mut request: ServerRequest = serde_json::from_value(request)
+            .map_err(|e| CallError::new(ErrorCode::InvalidArguments, format!("{method}: {e}")))?;
         request
             .extensions_mut()
             .insert(OriginatingRequestId(self.request.clone()));

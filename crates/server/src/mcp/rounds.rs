@@ -68,7 +68,9 @@ pub(super) fn refusal(call: &ToolCall) -> Option<ErrorData> {
         details.cloned()
     } else if error.code == ErrorCode::McpError.as_str()
         && details.and_then(|d| d.get("code")).and_then(Value::as_i64)
-            == Some(i64::from(rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY.0))
+            == Some(i64::from(
+                rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY.0,
+            ))
     {
         details.and_then(|d| d.get("data")).cloned()
     } else {
@@ -107,7 +109,14 @@ impl JochMcp {
         let call = self
             .engine
             .calls()
-            .answer_input(by, namespace, name, round, retry.asked(), &answers, RETRY_WAIT)
+            .answer_input(
+                by,
+                namespace,
+                (name, round),
+                retry.asked(),
+                &answers,
+                RETRY_WAIT,
+            )
             .await
             .map_err(resume_refused)?;
         if let Some(next) = asked(&call) {
@@ -118,7 +127,11 @@ impl JochMcp {
         }
         // Still running: the client retries with the state of the round
         // it answered, and is told the outcome then.
-        let current = call.status.input_required.as_ref().map_or(round, |r| r.round);
+        let current = call
+            .status
+            .input_required
+            .as_ref()
+            .map_or(round, |r| r.round);
         Ok(Err(InputRequiredResult::from_request_state(state(
             &call, current,
         ))))
