@@ -18,12 +18,15 @@
 //!   finishes, or asks again (the next round).
 //! - Once the round has run, the answers on the record are kept as the
 //!   tool's `observability` keeps arguments.
+//! - A round nobody answers within the deadline of an agent's report (the
+//!   hook-mode result's, `--hook-result-timeout-seconds`) ends the call
+//!   `Failed`, `input_abandoned`: the upstream holds nothing meanwhile.
 
 use std::time::Duration;
 
 use joch_core::mcp_surface::InputRound;
-use joch_core::{CallError, Phase, Principal, Tool, ToolCall};
-use joch_store::{Durability, StoreErrorKind};
+use joch_core::{CallError, ErrorCode, Phase, Principal, Tool, ToolCall};
+use joch_store::{Durability, ListQuery, StoreErrorKind};
 use serde_json::Value;
 
 use crate::Calls;
@@ -136,6 +139,68 @@ impl Engine {
             let tick = left.min(Duration::from_millis(250));
             let _ = tokio::time::timeout(tick, changed.changed()).await;
         }
+    }
+}
+
+impl Engine {
+    /// Ends the calls whose round of questions waited longer than
+    /// `timeout` for their client. Runs until the runtime stops.
+    pub(crate) fn spawn_input_sweeper(&self, timeout: Duration) -> tokio::task::JoinHandle<()> {
+        let engine = self.clone();
+        let every = (timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            loop {
+                ticker.tick().await;
+                if let Err(e) = engine.sweep_abandoned_rounds(timeout).await {
+                    tracing::warn!(error = %e, "sweeping calls waiting on their client failed");
+                }
+            }
+        })
+    }
+
+    async fn sweep_abandoned_rounds(&self, timeout: Duration) -> Result<(), EngineError> {
+        let mut query = ListQuery {
+            limit: 1000,
+            ..ListQuery::default()
+        };
+        query.index.phase = Some(Phase::Running.as_str().to_owned());
+        let running = self
+            .inner
+            .store
+            .list_objects::<ToolCall>(query)
+            .await?
+            .items;
+        let (at, limit) = (
+            now(),
+            u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        );
+        for call in running {
+            let abandoned = call.status.input_required.as_ref().is_some_and(|round| {
+                round.answered_at.is_none() && round.asked_at.millis_until(at) >= limit
+            });
+            if !abandoned {
+                continue;
+            }
+            let error = CallError::new(
+                ErrorCode::InputAbandoned,
+                format!(
+                    "the client did not answer the server's questions within {} s",
+                    timeout.as_secs()
+                ),
+            );
+            // A retry that claimed the round meanwhile wins (the record's version).
+            match self
+                .settle(call, Phase::Failed, None, Some(error), None)
+                .await
+            {
+                Err(EngineError::Conflict(_)) => {}
+                other => {
+                    other?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

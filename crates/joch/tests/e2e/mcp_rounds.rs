@@ -298,3 +298,37 @@ async fn a_round_asked_on_one_replica_is_answered_on_another() {
     assert_eq!(done["result"]["content"][0]["text"], "1 roots", "{done}");
     assert_eq!(surveyor.sent("round-1"), 1, "{:?}", surveyor.states);
 }
+
+#[tokio::test]
+async fn a_round_nobody_answers_ends_the_call_at_the_deadline() {
+    let surveyor = Surveyor::default();
+    let joch = Joch::builder()
+        .args(&["--hook-result-timeout-seconds", "1"])
+        .start()
+        .await;
+    apply(
+        &joch,
+        server("up", &serve(surveyor.clone()).await, json!({})),
+    )
+    .await;
+    let (_, first) = survey(&joch, everything(), None, None).await;
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let mut record = call_of(&joch, &state).await;
+    for _ in 0..50 {
+        if record["status"]["phase"] != "Running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        record = call_of(&joch, &state).await;
+    }
+    assert_eq!(record["status"]["phase"], "Failed", "{record}");
+    assert_eq!(
+        record["status"]["error"]["code"], "input_abandoned",
+        "{record}"
+    );
+    // A late retry reads the outcome; the upstream hears nothing more.
+    let responses = answers(&first["result"]["inputRequests"]);
+    let (_, late) = survey(&joch, everything(), Some(&state), Some(responses)).await;
+    assert_eq!(late["result"]["isError"], true, "{late}");
+    assert_eq!(surveyor.sent("round-1"), 0, "{:?}", surveyor.states);
+}
