@@ -5,7 +5,9 @@
 //! and the client's answers go back upstream once, whichever replica and
 //! however many retries carry them. Several questions, several rounds, a
 //! tampered state refused, a capability the client did not declare
-//! answered `-32021` and recorded.
+//! answered `-32021` and recorded, a round nobody answers ended at its
+//! deadline. On a session, an upstream's `roots/list` is relayed to a
+//! client that declared roots, and refused for another.
 
 use std::sync::{Arc, Mutex};
 
@@ -331,4 +333,94 @@ async fn a_round_nobody_answers_ends_the_call_at_the_deadline() {
     let (_, late) = survey(&joch, everything(), Some(&state), Some(responses)).await;
     assert_eq!(late["result"]["isError"], true, "{late}");
     assert_eq!(surveyor.sent("round-1"), 0, "{:?}", surveyor.states);
+}
+
+// Roots are deprecated by SEP-2577 (protocol 2026-07-28), not in 2025-11-25.
+#[allow(deprecated)]
+mod roots {
+    use super::*;
+
+    /// A server of 2025-11-25 whose tool `where` asks its client's roots on
+    /// the session, during the call, and answers how many it got.
+    #[derive(Clone, Default)]
+    struct Rooted;
+
+    impl ServerHandler for Rooted {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+
+        async fn list_tools(
+            &self,
+            _: Option<PaginatedRequestParams>,
+            _: RequestContext<RoleServer>,
+        ) -> Result<ListToolsResult, ErrorData> {
+            let tool = json!({"name": "where", "inputSchema": {"type": "object"},
+                          "annotations": {"readOnlyHint": true}});
+            Ok(ListToolsResult::with_all_items(vec![
+                serde_json::from_value(tool).unwrap(),
+            ]))
+        }
+
+        async fn call_tool(
+            &self,
+            _: CallToolRequestParams,
+            context: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            let text = match context.peer.list_roots().await {
+                Ok(listed) => format!("{} roots", listed.roots.len()),
+                Err(e) => format!("no roots: {e}"),
+            };
+            Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+        }
+    }
+
+    /// A session client whose workspace is one root, if it declares roots.
+    #[derive(Clone)]
+    struct Workspace {
+        declares: bool,
+    }
+
+    impl rmcp::ClientHandler for Workspace {
+        fn get_info(&self) -> rmcp::model::ClientConfig {
+            let capabilities = match self.declares {
+                true => serde_json::from_value(json!({"roots": {}})).unwrap(),
+                false => rmcp::model::ClientCapabilities::default(),
+            };
+            rmcp::model::ClientConfig::new(
+                capabilities,
+                rmcp::model::Implementation::new("ws", "1"),
+            )
+        }
+
+        async fn list_roots(
+            &self,
+            _: RequestContext<rmcp::RoleClient>,
+        ) -> Result<rmcp::model::ListRootsResult, ErrorData> {
+            let root = rmcp::model::Root::new("file:///work");
+            Ok(rmcp::model::ListRootsResult::new(vec![root]))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sessions_roots_are_relayed_only_if_its_client_declared_them() {
+        use rmcp::ServiceExt;
+        let joch = Joch::start().await;
+        let url = serve(Rooted).await;
+        apply(&joch, server("up", &url, json!({"protocol": "legacy"}))).await;
+        let mcp = format!("{}/v1/namespaces/{NS}/mcp", joch.base);
+        let mut told = Vec::new();
+        for declares in [true, false] {
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(mcp.clone());
+            let client = Workspace { declares }.serve(transport).await.unwrap();
+            let result = client
+                .call_tool(CallToolRequestParams::new("up.where"))
+                .await
+                .unwrap();
+            told.push(result.content[0].as_text().unwrap().text.clone());
+        }
+        assert_eq!(told[0], "1 roots", "{told:?}");
+        // Never an empty list nobody gave: the server is told no client answers.
+        assert!(told[1].starts_with("no roots"), "{told:?}");
+    }
 }

@@ -65,7 +65,7 @@ pub(crate) fn hot_request(
 /// (it outlives its request), one on a session whose client takes
 /// elicitation (joch's questions ride the request's stream by rmcp's own
 /// bookkeeping), nor, on a session, one of an upstream MCP tool for a
-/// client that declared sampling or elicitation (an upstream's sampling
+/// client that declared sampling, elicitation or roots (an upstream's sampling
 /// request relayed through the outbox did not reach joch's own stdio proxy
 /// in `tests/interop/test_ts_client.py`). Without a session (protocol
 /// 2026-07-28) nothing is asked during a call: an upstream's questions
@@ -95,7 +95,7 @@ pub(crate) async fn eligible(
     }
     let may_ask = capabilities
         .as_ref()
-        .is_some_and(|c| c.sampling.is_some() || c.elicitation.is_some());
+        .is_some_and(|c| c.sampling.is_some() || c.elicitation.is_some() || c.roots.is_some());
     if !may_ask {
         return true;
     }
