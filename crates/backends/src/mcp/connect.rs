@@ -60,7 +60,8 @@ pub(super) fn auth_for<'s>(
 /// Not rmcp's `Auto` mode: it also falls back when `server/discover` takes
 /// longer than 10 s, so that a server slow to answer (a loaded machine) was
 /// spoken to in 2025-11-25, where rmcp sends no `Mcp-Param-*` headers and
-/// a server of 2026-07-28 refuses a call that lacks them (seen once:
+/// a server of 2026-07-28 refuses a call that lacks them (the likely cause
+/// of one failure under load of
 /// `mcp_client::marked_arguments_travel_as_mcp_param_headers_on_every_connection`).
 fn lifecycle(server: &McpServer) -> ClientLifecycleMode {
     match server.spec.protocol {

@@ -82,9 +82,10 @@ impl ServerHandler for Router {
     }
 }
 
-/// (It failed once under load: rmcp's `Auto` lifecycle fell back to
-/// 2025-11-25 when `server/discover` took over 10 s, and that connection
-/// sent no headers; `backends/mcp/connect.rs` no longer falls back on time.)
+/// (It failed once under load, most likely because rmcp's `Auto`
+/// lifecycle falls back to 2025-11-25 when `server/discover` takes over
+/// 10 s, and such a connection sends no headers; `backends/mcp/connect.rs`
+/// no longer falls back on time. Inferred from rmcp's code, not reproduced.)
 #[tokio::test]
 async fn marked_arguments_travel_as_mcp_param_headers_on_every_connection() {
     let router = Router::default();
