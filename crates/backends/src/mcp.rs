@@ -13,18 +13,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use joch_core::credential::{UpstreamCredentials, UpstreamRef};
 use joch_core::mcp::{McpProtocol, McpServerSpec};
-use joch_core::mcp_surface::{CallClient, ClientCapabilities, McpOperation};
+use joch_core::mcp_surface::{ClientCapabilities, McpOperation};
 use joch_core::{
     Backend, CallError, ErrorCode, Invocation, McpServer, ToolBackend, ToolDiscovery, ToolFailure,
 };
-use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, ServerResult,
-};
-use rmcp::service::PeerRequestOptions;
+use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use serde_json::{Value, json};
 
+mod call;
 mod connect;
 mod handler;
 mod listen;
@@ -36,6 +33,7 @@ mod tasks;
 
 pub use slots::MAX_USER_CONNECTIONS;
 
+use call::{Ended, call_tool};
 use connect::{Opened, auth_for, connect};
 use handler::{NoticeSink, Upstream};
 use progress::ProgressRoutes;
@@ -59,6 +57,8 @@ pub struct McpClients {
     credentials: Option<Arc<dyn UpstreamCredentials>>,
     /// The `subscriptions/listen` streams of servers of 2026-07-28.
     listeners: listen::Listeners,
+    /// The `ttlMs` of each server's last tool listing (`namespace/name`).
+    listed_ttls: std::sync::Mutex<std::collections::HashMap<String, Option<u64>>>,
 }
 
 struct Connection {
@@ -149,12 +149,13 @@ impl McpClients {
 
     fn key(server: &McpServer, caps: ClientCapabilities, user: Option<&str>) -> String {
         format!(
-            "{}/{}#{}{}{}@{}",
+            "{}/{}#{}{}{}{}@{}",
             server.metadata.namespace,
             server.metadata.name,
             u8::from(caps.sampling),
             u8::from(caps.elicitation_form),
             u8::from(caps.elicitation_url),
+            u8::from(caps.roots),
             user.unwrap_or_default()
         )
     }
@@ -317,10 +318,15 @@ impl ToolBackend for McpClients {
                 "an MCP tool was invoked without its server",
             ));
         };
-        let caps = invocation
-            .client
-            .map(|c| c.capabilities())
-            .unwrap_or_default();
+        // What the upstream is told the client can answer; whether the
+        // client answers by retrying is joch's business, not the upstream's.
+        let caps = ClientCapabilities {
+            rounds: false,
+            ..invocation
+                .client
+                .map(|c| c.capabilities())
+                .unwrap_or_default()
+        };
         let user = invocation.upstream_user;
         let timeout = Duration::from_millis(server.spec.timeout_ms);
         let mut refused_once = false;
@@ -333,14 +339,17 @@ impl ToolBackend for McpClients {
                         &client,
                         backend.operation,
                         invocation.args,
-                        invocation.client,
+                        (invocation.client, invocation.input),
                     )
                     .await;
             }
             let schema = &invocation.tool.spec.input_schema;
             handler::learn_param_headers(&client, schema, timeout).await;
-            let request = CallToolRequestParams::new(backend.tool.clone())
-                .with_arguments(invocation.args.clone());
+            let request = rounds::resumed(
+                CallToolRequestParams::new(backend.tool.clone())
+                    .with_arguments(invocation.args.clone()),
+                invocation.input,
+            );
             let running = call_tool(
                 &client,
                 &self.progress,
@@ -414,11 +423,21 @@ impl ToolDiscovery for McpClients {
             sampling: true,
             elicitation_form: true,
             elicitation_url: true,
+            roots: true,
+            rounds: false,
         };
         let client = self.client(server, everything, None).await?;
         let timeout = Duration::from_millis(server.spec.timeout_ms);
-        let tools = match tokio::time::timeout(timeout, client.list_all_tools()).await {
-            Ok(Ok(tools)) => tools,
+        let listed = client.list_all_tools_with_cache_hint();
+        let tools = match tokio::time::timeout(timeout, listed).await {
+            Ok(Ok(listed)) => {
+                let key = format!("{}/{}", server.metadata.namespace, server.metadata.name);
+                self.listed_ttls
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, listed.ttl_ms);
+                listed.items
+            }
             Ok(Err(e)) => return Err(self.failed(server, &client, e).await),
             Err(_) => {
                 return Err(self
@@ -437,6 +456,12 @@ impl ToolDiscovery for McpClients {
                 })
             })
             .collect()
+    }
+
+    fn listed_ttl_ms(&self, server: &McpServer) -> Option<u64> {
+        let key = format!("{}/{}", server.metadata.namespace, server.metadata.name);
+        let ttls = self.listed_ttls.lock().unwrap_or_else(|e| e.into_inner());
+        ttls.get(&key).copied().flatten()
     }
 
     /// Closes the connections (and with them the sessions, which rmcp
@@ -473,115 +498,4 @@ fn first_text(result: &Value) -> Option<String> {
         .and_then(|block| block.get("text"))
         .and_then(Value::as_str)
         .map(str::to_owned)
-}
-
-/// How a `tools/call` ended without a result.
-enum Ended {
-    /// The client cancelled it; the server was sent `notifications/cancelled`.
-    Cancelled,
-    Failed(ServiceError),
-    /// The server asked what could not be answered (`rounds.rs`).
-    Refused(CallError),
-}
-
-impl From<ServiceError> for Ended {
-    fn from(e: ServiceError) -> Self {
-        Ended::Failed(e)
-    }
-}
-
-/// `tools/call`, passing each progress notification the server sends for
-/// it to `sink` while it runs, and what the server asks during it to
-/// `caller`; if `caller` cancels, the server is told and the call ends.
-/// (rmcp gives every request its own progress token, so the request is
-/// sent first and its token routed then; a report sent before that is
-/// missed, which costs a chunk, never the result.)
-async fn call_tool(
-    client: &Client,
-    routes: &ProgressRoutes,
-    mut params: CallToolRequestParams,
-    sink: Option<&dyn joch_core::OutputChunks>,
-    caller: Option<&Arc<dyn CallClient>>,
-) -> Result<CallToolResult, Ended> {
-    for _ in 0..rounds::MAX_ROUNDS {
-        match call_once(client, routes, params.clone(), sink, caller).await? {
-            ServerResult::CallToolResult(result) => return Ok(result),
-            ServerResult::CreateTaskResult(created) => {
-                return tasks::follow(client, created.task, sink, caller).await;
-            }
-            ServerResult::InputRequiredResult(asked) => {
-                params = rounds::answered(params, asked, caller)
-                    .await
-                    .map_err(Ended::Refused)?;
-            }
-            _ => return Err(Ended::Failed(ServiceError::UnexpectedResponse)),
-        }
-    }
-    Err(Ended::Refused(CallError::new(
-        ErrorCode::McpError,
-        format!(
-            "the server still asked for input after {} rounds",
-            rounds::MAX_ROUNDS
-        ),
-    )))
-}
-
-/// One `tools/call` request of a call: its result, or (2026-07-28) the
-/// server's questions or its task.
-async fn call_once(
-    client: &Client,
-    routes: &ProgressRoutes,
-    params: CallToolRequestParams,
-    sink: Option<&dyn joch_core::OutputChunks>,
-    caller: Option<&Arc<dyn CallClient>>,
-) -> Result<ServerResult, Ended> {
-    if let Some(caller) = caller {
-        // Cancelled before it was sent: a server may ignore the cancellation
-        // of a request it has not seen yet, so it is not sent at all.
-        tokio::select! {
-            biased;
-            () = caller.cancelled() => return Err(Ended::Refused(CallError::new(
-                ErrorCode::Cancelled,
-                "the call was cancelled before it was sent to the server",
-            ))),
-            () = std::future::ready(()) => {}
-        }
-    }
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    let handle = client
-        .send_request_with_option(request, PeerRequestOptions::no_options())
-        .await?;
-    let _call = caller.map(|c| client.service().route(&handle.id, c.clone()));
-    let (_route, mut progress) = routes.route(&handle.progress_token);
-    let (id, peer) = (handle.id.clone(), handle.peer.clone());
-    let response = handle.await_response();
-    tokio::pin!(response);
-    let cancelled = async {
-        match caller {
-            Some(caller) => caller.cancelled().await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(cancelled);
-    let response = loop {
-        tokio::select! {
-            response = &mut response => break response,
-            Some(chunk) = progress.recv() => if let Some(sink) = sink { sink.chunk(chunk) },
-            () = &mut cancelled => {
-                let notice: Result<CancelledNotificationParam, _> = serde_json::from_value(
-                    json!({"requestId": id, "reason": "the client cancelled the call"}),
-                );
-                if let Ok(notice) = notice {
-                    let _ = peer.notify_cancelled(notice).await;
-                }
-                return Err(Ended::Cancelled);
-            }
-        }
-    };
-    while let Ok(chunk) = progress.try_recv() {
-        if let Some(sink) = sink {
-            sink.chunk(chunk);
-        }
-    }
-    Ok(response?)
 }

@@ -45,6 +45,11 @@ pub struct Invocation<'a> {
     /// The end user whose own upstream token an MCP tool's server takes
     /// (the call's `status.upstreamUser`), for servers with per-user auth.
     pub upstream_user: Option<&'a str>,
+    /// The round of an upstream's `input_required` the call's client has
+    /// just answered (`status.inputRequired`, its `responses` set): the
+    /// call is sent again with the answers and the upstream's
+    /// `requestState`. `None` for every first sending.
+    pub input: Option<&'a crate::mcp_surface::InputRound>,
 }
 
 /// Takes a running tool's output as it is produced. Reporting never blocks
@@ -122,6 +127,12 @@ pub trait ToolDiscovery: Send + Sync {
     /// The server's tool definitions, each as the server sent it (MCP's
     /// `Tool` shape: `name`, `description`, `inputSchema`, `annotations`...).
     async fn list_tools(&self, server: &crate::McpServer) -> Result<Vec<Value>, ToolFailure>;
+
+    /// The `ttlMs` (SEP-2549) of the last successful [`Self::list_tools`]
+    /// of `server` here, if it gave one.
+    fn listed_ttl_ms(&self, _server: &crate::McpServer) -> Option<u64> {
+        None
+    }
 
     /// The McpServer `namespace/name` was written or deleted, here or on
     /// another replica; `current` is what is stored now (`None`: it was

@@ -159,6 +159,13 @@ words! {
         /// An upstream's request during a call (sampling, elicitation) that
         /// the client of the call did not declare it can answer.
         ClientIncapable = "client_incapable",
+        /// The upstream asked the call's client for input (SEP-2322
+        /// `input_required`), which the client gives by retrying the call:
+        /// a backend's answer, never a settled call's.
+        InputRequired = "input_required",
+        /// The call's client never answered its upstream's questions
+        /// (`status.inputRequired`) within the deadline.
+        InputAbandoned = "input_abandoned",
         /// The client of the call could not be reached with a request.
         ClientUnavailable = "client_unavailable",
         /// The client of the call answered a request with an error.

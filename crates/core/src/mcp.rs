@@ -269,6 +269,10 @@ pub struct McpServerStatus {
     /// The server's tools as joch knows them, by upstream name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, UpstreamToolState>,
+    /// The `ttlMs` of the server's last tool listing (SEP-2549; the
+    /// shortest of its pages), which joch's `tools/list` relays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_ttl_ms: Option<u64>,
 }
 
 fn is_zero(n: &u32) -> bool {

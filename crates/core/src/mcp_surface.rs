@@ -152,6 +152,12 @@ pub struct ClientCapabilities {
     pub elicitation_form: bool,
     /// `elicitation/create` in URL mode.
     pub elicitation_url: bool,
+    /// `roots/list`.
+    pub roots: bool,
+    /// The client answers by retrying the call (protocol 2026-07-28, no
+    /// session): an upstream's `input_required` goes to it as the call's
+    /// own (see [`InputRound`]), not as requests during the call.
+    pub rounds: bool,
 }
 
 impl ClientCapabilities {
@@ -163,7 +169,23 @@ impl ClientCapabilities {
                 Some("url") => self.elicitation_url,
                 _ => self.elicitation_form,
             },
+            "roots/list" => self.roots,
             _ => false,
+        }
+    }
+
+    /// What a client must declare to be asked `method` with `params`: a
+    /// `ClientCapabilities` object of MCP (`{"sampling": {}}`), as a
+    /// `-32021` error's `data.requiredCapabilities` names it.
+    pub fn required(method: &str, params: &Value) -> Value {
+        match method {
+            "sampling/createMessage" => json!({"sampling": {}}),
+            "elicitation/create" => match params.get("mode").and_then(Value::as_str) {
+                Some("url") => json!({"elicitation": {"url": {}}}),
+                _ => json!({"elicitation": {"form": {}}}),
+            },
+            "roots/list" => json!({"roots": {}}),
+            other => json!({"experimental": {other: {}}}),
         }
     }
 
@@ -171,6 +193,33 @@ impl ClientCapabilities {
     pub fn is_empty(&self) -> bool {
         *self == ClientCapabilities::default()
     }
+}
+
+/// An upstream's `input_required` (SEP-2322) that a call waits on, for a
+/// client that answers by retrying the call (`ToolCall.status.inputRequired`).
+/// The client is given the questions and joch's own `requestState`, naming
+/// the call and the round; the upstream's `requestState` stays here, bound
+/// to the call, and goes back upstream with the client's answers once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InputRound {
+    /// 1 for the upstream's first questions in the call, one more each time
+    /// it asks again.
+    pub round: u32,
+    /// The upstream's `inputRequests`, as it sent them.
+    pub requests: Value,
+    /// The upstream's `requestState`, which the client never sees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// When the upstream asked.
+    pub asked_at: crate::Time,
+    /// When the client's answers were taken (once: the round then runs on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_at: Option<crate::Time>,
+    /// The client's `inputResponses`: as sent while the round runs on, then
+    /// as the tool's `observability` keeps arguments (redacted, or withheld).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responses: Option<Value>,
 }
 
 /// The client that made a call, as the backend of an upstream MCP tool

@@ -298,6 +298,11 @@ pub struct ToolCallStatus {
     /// policy of the namespace reads detections.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub detections: Vec<crate::detect::Detection>,
+    /// What an upstream MCP server asked the call's client during the call
+    /// (SEP-2322 `input_required`), for a client that answers by retrying
+    /// (protocol 2026-07-28): the call is `Running` and waits for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_required: Option<crate::mcp_surface::InputRound>,
 }
 
 /// An operator's settlement of an `Unknown` call.

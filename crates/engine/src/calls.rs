@@ -18,6 +18,7 @@ mod ratelimit;
 mod records;
 mod replay;
 mod resumed;
+mod rounds;
 mod window;
 
 use std::sync::Arc;

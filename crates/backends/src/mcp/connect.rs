@@ -54,14 +54,20 @@ pub(super) fn auth_for<'s>(
 }
 
 /// As `spec.protocol` says: `initialize` (the versions before
-/// 2026-07-28), or `server/discover` first and 2026-07-28 if the server
-/// speaks it, else `initialize`.
+/// 2026-07-28), or `server/discover` (2026-07-28; [`connect`] falls back
+/// to `initialize` for a server that refuses it).
+///
+/// Not rmcp's `Auto` mode: it also falls back when `server/discover` takes
+/// longer than 10 s, so that a server slow to answer (a loaded machine) was
+/// spoken to in 2025-11-25, where rmcp sends no `Mcp-Param-*` headers and
+/// a server of 2026-07-28 refuses a call that lacks them (the likely cause
+/// of one failure under load of
+/// `mcp_client::marked_arguments_travel_as_mcp_param_headers_on_every_connection`).
 fn lifecycle(server: &McpServer) -> ClientLifecycleMode {
     match server.spec.protocol {
         McpProtocol::Legacy => ClientLifecycleMode::Initialize,
-        McpProtocol::Auto => ClientLifecycleMode::Auto {
+        McpProtocol::Auto => ClientLifecycleMode::Discover {
             preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-            legacy_version: None,
         },
     }
 }
@@ -73,17 +79,43 @@ pub(super) async fn connect(
 ) -> Result<Client, CallError> {
     let lifecycle = lifecycle(server);
     let modern = !matches!(lifecycle, ClientLifecycleMode::Initialize);
-    let first = handshake(server, handler.clone(), authorization, lifecycle).await;
+    let first = within_time(
+        server,
+        handshake(server, handler.clone(), authorization, lifecycle),
+    )
+    .await;
     match first {
-        // rmcp falls back to `initialize` when `server/discover` is refused
-        // as unknown; a server that answers it naming only older versions
-        // fails the handshake instead, and is spoken to with `initialize`.
-        Err(e) if modern && e.code != ErrorCode::UpstreamAuthFailed.as_str() => {
+        // A server that refuses `server/discover` (as unknown, or naming
+        // only older versions) is spoken to with `initialize`. One that
+        // did not answer in time is not thereby an old one: no fallback.
+        Ok(Err(e)) if modern && e.code != ErrorCode::UpstreamAuthFailed.as_str() => {
             let legacy = ClientLifecycleMode::Initialize;
-            handshake(server, handler, authorization, legacy).await
+            within_time(server, handshake(server, handler, authorization, legacy))
+                .await
+                .unwrap_or_else(Err)
         }
-        first => first,
+        first => first.unwrap_or_else(Err),
     }
+}
+
+/// The handshake's outcome, or the failure of one that took longer than
+/// [`CONNECT_TIMEOUT`] (`Err`).
+async fn within_time(
+    server: &McpServer,
+    handshake: impl Future<Output = Result<Client, CallError>>,
+) -> Result<Result<Client, CallError>, CallError> {
+    tokio::time::timeout(CONNECT_TIMEOUT, handshake)
+        .await
+        .map_err(|_| {
+            CallError::new(
+                ErrorCode::McpUnavailable,
+                format!(
+                    "MCP server {:?} cannot be reached: no handshake within {} s",
+                    server.metadata.name,
+                    CONNECT_TIMEOUT.as_secs()
+                ),
+            )
+        })
 }
 
 async fn handshake(
@@ -164,12 +196,5 @@ async fn handshake(
             Err(unavailable("the server names no transport".to_owned()))
         }
     };
-    tokio::time::timeout(CONNECT_TIMEOUT, handshake)
-        .await
-        .map_err(|_| {
-            unavailable(format!(
-                "no handshake within {} s",
-                CONNECT_TIMEOUT.as_secs()
-            ))
-        })?
+    handshake.await
 }

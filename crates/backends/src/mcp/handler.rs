@@ -1,6 +1,6 @@
 //! The client side of every upstream connection: what the server sends
 //! joch. Progress goes to the call whose token it carries; a request the
-//! server makes during a call (sampling, elicitation) goes to the client
+//! server makes during a call (sampling, elicitation, roots) goes to the client
 //! that made the call; list changes, resource updates and log messages not
 //! tied to one call go to the front's sessions.
 //!
@@ -21,9 +21,9 @@ use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities as McpCapabilities, ClientConfig, CreateMessageRequestParams,
     CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationCapability,
-    FormElicitationCapability, Implementation, LoggingMessageNotificationParam,
-    ProgressNotificationParam, RequestId, ResourceUpdatedNotificationParam, SamplingCapability,
-    TASKS_EXTENSION_ID, UrlElicitationCapability,
+    FormElicitationCapability, Implementation, ListRootsResult, LoggingMessageNotificationParam,
+    ProgressNotificationParam, RequestId, ResourceUpdatedNotificationParam, RootsCapabilities,
+    SamplingCapability, TASKS_EXTENSION_ID, UrlElicitationCapability,
 };
 use rmcp::service::{
     InboundStreamOrigin, NotificationContext, RequestContext, RoleClient, RunningService,
@@ -214,6 +214,9 @@ impl ClientHandler for Upstream {
             elicitation.url = c.elicitation_url.then(UrlElicitationCapability::default);
             capabilities.elicitation = Some(elicitation);
         }
+        if c.roots {
+            capabilities.roots = Some(RootsCapabilities::default());
+        }
         if self.tasks {
             let extensions = capabilities.extensions.get_or_insert_with(Default::default);
             extensions.insert(TASKS_EXTENSION_ID.to_owned(), Default::default());
@@ -241,6 +244,14 @@ impl ClientHandler for Upstream {
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
         self.relay("elicitation/create", &params, context).await
+    }
+
+    /// Relayed to the caller, like a question: never an empty list nobody gave.
+    async fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, rmcp::ErrorData> {
+        self.relay("roots/list", &Value::Null, context).await
     }
 
     async fn on_progress(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use joch_core::mcp_surface::{
-    CallClient, ClientCapabilities, McpOperation, McpSurface, UpstreamNotices,
+    CallClient, ClientCapabilities, InputRound, McpOperation, McpSurface, UpstreamNotices,
 };
 use joch_core::{CallError, ErrorCode, McpServer};
 use rmcp::model::ClientRequest;
@@ -37,7 +37,7 @@ impl McpClients {
         client: &Arc<Client>,
         operation: McpOperation,
         args: &Map<String, Value>,
-        caller: Option<&Arc<dyn CallClient>>,
+        (caller, input): (Option<&Arc<dyn CallClient>>, Option<&InputRound>),
     ) -> Result<Value, CallError> {
         let mut params = match operation {
             McpOperation::ReadResource => json!({"uri": args.get("uri")}),
@@ -49,6 +49,11 @@ impl McpClients {
                 params
             }
         };
+        // The answers of a round the caller answered by retrying.
+        if let Some(round) = input {
+            params["inputResponses"] = round.responses.clone().unwrap_or_else(|| json!({}));
+            params["requestState"] = json!(round.state);
+        }
         // A server of 2026-07-28 asks its questions as `input_required`
         // (see `rounds.rs`): answered by the caller, then sent again.
         for _ in 0..rounds::MAX_ROUNDS {
@@ -57,6 +62,15 @@ impl McpClients {
                 .await?;
             if answer.get("resultType").and_then(Value::as_str) != Some("input_required") {
                 return Ok(answer);
+            }
+            if let Some(caller) = caller.filter(|c| c.capabilities().rounds) {
+                let asked = serde_json::from_value(answer).map_err(|e| {
+                    CallError::new(
+                        ErrorCode::McpError,
+                        format!("the server's question cannot be read: {e}"),
+                    )
+                })?;
+                return Err(rounds::to_client(asked, caller.capabilities()));
             }
             let asked = answer.get("inputRequests").cloned().unwrap_or_default();
             let asked = serde_json::from_value(asked).map_err(|e| {

@@ -61,6 +61,7 @@ async fn invoke_with_key(
             chunks: None,
             client: None,
             upstream_user: None,
+            input: None,
         })
         .await
 }

@@ -72,12 +72,13 @@ fn followers(engine: &Engine) -> std::sync::MutexGuard<'_, HashMap<String, mpsc:
         .unwrap_or_else(|e| e.into_inner())
 }
 
-/// Where a call's chunks go: its execution's timeline.
+/// Where a call's chunks go: its execution's timeline (none for a call
+/// outside an execution: only its follower hears them).
 #[derive(Clone)]
 struct Timeline {
     engine: Engine,
     namespace: String,
-    execution: String,
+    execution: Option<String>,
     tool: String,
     call: String,
 }
@@ -108,6 +109,9 @@ impl OutputChunks for ChunkRelay {
             // A follower that does not keep up misses chunks, never the call.
             let _ = follower.try_send(data.clone());
         }
+        if self.timeline.execution.is_none() {
+            return;
+        }
         let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
         let (queue, _) = started.get_or_insert_with(|| append(self.timeline.clone()));
         let _ = queue.send(data);
@@ -126,15 +130,20 @@ impl ChunkRelay {
 }
 
 impl Engine {
-    /// A relay for `call`'s chunks; `None` for a call outside an execution:
-    /// it has no timeline to show them on.
+    /// A relay for `call`'s chunks; `None` for a call outside an execution
+    /// (it has no timeline to show them on) that nobody follows (a client
+    /// of protocol 2026-07-28, which has no session, follows its call's).
     pub(in crate::calls) fn relay_chunks(&self, call: &ToolCall) -> Option<ChunkRelay> {
-        let execution = call.spec.execution_ref.as_ref()?;
+        let execution = call.spec.execution_ref.as_ref().map(|e| e.name.clone());
+        if execution.is_none() {
+            let key = format!("{}/{}", call.metadata.namespace, call.metadata.name);
+            followers(self).get(&key)?;
+        }
         Some(ChunkRelay {
             timeline: Timeline {
                 engine: self.clone(),
                 namespace: call.metadata.namespace.clone(),
-                execution: execution.name.clone(),
+                execution,
                 tool: call.tool_name().to_owned(),
                 call: call.metadata.name.clone(),
             },
@@ -202,7 +211,7 @@ impl Timeline {
             .engine
             .emit(
                 &self.namespace,
-                &self.execution,
+                self.execution.as_deref().unwrap_or_default(),
                 EventKind::OutputChunk,
                 data,
             )

@@ -113,6 +113,13 @@ impl Engine {
             .invoke(&mut call, &tool, &args, &prepared, written, &running)
             .await;
         drop(running);
+        // The upstream asked the client: the call waits for its answers (`rounds.rs`).
+        if let Err(asked) = &invoked.result
+            && asked.code == ErrorCode::InputRequired.as_str()
+        {
+            return self.park(call, &tool, asked.clone()).await;
+        }
+        Self::keep_answers(&mut call, &tool);
         if prepared.actions.is_some() {
             // A declarative tool reports its state changes in its result, even a failed one.
             let reported = match &invoked.result {
@@ -194,6 +201,11 @@ impl Engine {
                 .map(|relay| relay as &dyn joch_core::OutputChunks),
             client: client.as_ref(),
             upstream_user: call.status.upstream_user.as_deref(),
+            input: call
+                .status
+                .input_required
+                .as_ref()
+                .filter(|round| round.responses.is_some()),
         };
         let kind = prepared.kind;
         let invoke = (prepared.backend)

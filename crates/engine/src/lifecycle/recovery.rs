@@ -164,7 +164,7 @@ impl Engine {
     }
 
     /// Runs a recovered call again, under today's policies.
-    async fn run_again(&self, call: ToolCall, tool: Tool) -> Result<(), EngineError> {
+    pub(crate) async fn run_again(&self, call: ToolCall, tool: Tool) -> Result<(), EngineError> {
         let ns = call.metadata.namespace.clone();
         let args = call.spec.input.as_object().cloned().unwrap_or_default();
         let schemas = self.inner.catalog.schemas(&tool).ok();

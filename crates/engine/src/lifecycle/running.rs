@@ -69,6 +69,7 @@ impl Engine {
         tasks.push(self.spawn_sign_in_sweeper());
         tasks.push(self.spawn_mcp_refresher(workers.mcp_refresh_tick));
         tasks.push(self.spawn_hook_result_sweeper(workers.hook_result_timeout));
+        tasks.push(self.spawn_input_sweeper(workers.hook_result_timeout));
         let signer = workers
             .checkpoint_signing
             .map(|signing| self.spawn_checkpoint_signer(signing));

@@ -411,6 +411,8 @@ impl Mcp<'_> {
             Ok(definitions) => {
                 server.status.phase = Some("Connected".to_owned());
                 server.status.failures = 0;
+                server.status.tools_ttl_ms =
+                    self.discovery().and_then(|d| d.listed_ttl_ms(&server));
                 server.status.message = self.adopt_listing(&mut server, definitions).await?;
             }
         }

@@ -82,8 +82,11 @@ impl ServerHandler for Router {
     }
 }
 
+/// (It failed once under load, most likely because rmcp's `Auto`
+/// lifecycle falls back to 2025-11-25 when `server/discover` takes over
+/// 10 s, and such a connection sends no headers; `backends/mcp/connect.rs`
+/// no longer falls back on time. Inferred from rmcp's code, not reproduced.)
 #[tokio::test]
-#[ignore = "failed once in a full run under load (the upstream refused a call without Mcp-Param-Note); cause not found yet, see issue 36"]
 async fn marked_arguments_travel_as_mcp_param_headers_on_every_connection() {
     let router = Router::default();
     let joch = Joch::start().await;

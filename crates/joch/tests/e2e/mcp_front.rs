@@ -54,10 +54,9 @@ async fn upstream_progress_reaches_the_clients_progress_token() {
 }
 
 /// The same at 2026-07-28 (no session): the progress rides the call's
-/// own response stream, before its result. Not yet: the client hears none
-/// (issue 36 item 1, left open); `cargo test -- --ignored` shows it.
+/// own response stream, before its result, though the call belongs to no
+/// execution (whose timeline the chunks would also go to).
 #[tokio::test]
-#[ignore = "issue 36 item 1: progress at 2026-07-28 does not reach a stateless client yet"]
 async fn upstream_progress_reaches_a_stateless_clients_progress_token() {
     let upstream =
         UpstreamServer::start(vec![tool("countdown", Some(json!({"readOnlyHint": true})))]).await;

@@ -4,8 +4,9 @@
 //! open reaches it as `notifications/tools/list_changed` (at 2026-07-28
 //! list changes travel only there). A client that did not declare the
 //! tasks extension is told so (`-32021`) by the tasks methods. Lists carry
-//! SEP-2549's caching hints. An upstream's resource update and prompt
-//! list change reach a listener that asked for them.
+//! SEP-2549's caching hints (`tools/list`'s the shortest of its upstreams').
+//! An upstream's resource update and prompt list change reach a listener
+//! that asked for them.
 
 use std::time::Duration;
 
@@ -131,4 +132,65 @@ async fn tasks_methods_name_the_extension_a_client_did_not_declare() {
         required["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
         "{e:?}"
     );
+}
+
+/// An upstream whose tool list may be cached for `ttl` ms (SEP-2549).
+#[derive(Clone)]
+struct Cached {
+    ttl: u64,
+}
+
+impl rmcp::ServerHandler for Cached {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder()
+                .enable_tools()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<rmcp::model::PaginatedRequestParams>,
+        _: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        let tool = serde_json::from_value(crate::mcp::tool("look", None)).unwrap();
+        Ok(rmcp::model::ListToolsResult::with_all_items(vec![tool]).with_ttl_ms(self.ttl))
+    }
+}
+
+#[tokio::test]
+async fn tools_list_relays_the_shortest_upstream_ttl() {
+    let joch = Joch::start().await;
+    let slow = serve(Cached { ttl: 60_000 }).await;
+    let fast = serve(Cached { ttl: 45_000 }).await;
+    apply(&joch, server("slow", &slow, serde_json::json!({}))).await;
+    apply(&joch, server("fast", &fast, serde_json::json!({}))).await;
+    let client = stateless(&joch).await;
+    let listed = serde_json::to_value(client.list_tools(None).await.unwrap()).unwrap();
+    assert_eq!(
+        listed["tools"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
+    // What is left of the shorter freshness, from when joch listed.
+    let ttl = listed["ttlMs"].as_u64().unwrap();
+    assert!((30_000..=45_000).contains(&ttl), "{listed}");
+    assert_eq!(listed["cacheScope"], "private", "{listed}");
+    // A tool of joch's own is never assumed fresh: the list is not either.
+    joch.create_tool(rest_tool(
+        "own.tool",
+        "http://127.0.0.1:9/unused",
+        serde_json::json!({"level": "read_only"}),
+    ))
+    .await;
+    // Another client: this one may keep the first list for its 45 s.
+    let client = stateless(&joch).await;
+    let listed = serde_json::to_value(client.list_tools(None).await.unwrap()).unwrap();
+    assert_eq!(
+        listed["tools"].as_array().map(Vec::len),
+        Some(3),
+        "{listed}"
+    );
+    assert_eq!(listed["ttlMs"], 0, "{listed}");
 }

@@ -98,7 +98,7 @@ impl<'a> From<&'a CallToolRequestParams> for Retry<'a> {
 }
 
 impl Retry<'_> {
-    fn asked(&self) -> joch_engine::Retry<'_> {
+    pub(super) fn asked(&self) -> joch_engine::Retry<'_> {
         joch_engine::Retry {
             tool: self.tool,
             input: &self.input,
@@ -205,6 +205,10 @@ impl JochMcp {
                 self.resumed(by, namespace, name, &request, RETRY_WAIT).await?
             }
         };
+        // Approved, it ran, and its upstream asks the client something.
+        if let Some(round) = super::rounds::asked(&call) {
+            return Ok(Err(super::rounds::input_required(&call, round)));
+        }
         if call.status.phase.is_terminal() {
             return Ok(Ok(call));
         }
@@ -232,18 +236,9 @@ impl JochMcp {
     ) -> Result<ToolCall, ErrorData> {
         self.engine
             .calls()
-            .resume(by, namespace, name, retry.asked(), wait)
+            .resume_or_asked(by, namespace, name, retry.asked(), wait)
             .await
-            .map_err(|e| match e {
-                EngineError::NotFound { .. } => ErrorData::invalid_params(
-                    "requestState names no call of yours in this namespace",
-                    None,
-                ),
-                EngineError::Refused { code, message } => {
-                    ErrorData::invalid_params(message, Some(json!({"code": code})))
-                }
-                e => ErrorData::internal_error(e.to_string(), None),
-            })
+            .map_err(resume_refused)
     }
 
     fn approval_url(&self, approval: &Approval) -> String {
@@ -255,6 +250,22 @@ impl JochMcp {
     fn approval_url_of(&self, namespace: &str, name: &str) -> String {
         let base = self.public_url.as_deref().unwrap_or_default();
         format!("{base}/v1/namespaces/{namespace}/approvals/{name}")
+    }
+}
+
+/// A resume the engine refused: a requestState naming no call of the
+/// caller's, or a retry asking something else than its call, is invalid
+/// params (-32602).
+pub(super) fn resume_refused(e: EngineError) -> ErrorData {
+    match e {
+        EngineError::NotFound { .. } => ErrorData::invalid_params(
+            "requestState names no call of yours in this namespace",
+            None,
+        ),
+        EngineError::Refused { code, message } => {
+            ErrorData::invalid_params(message, Some(json!({"code": code})))
+        }
+        e => ErrorData::internal_error(e.to_string(), None),
     }
 }
 

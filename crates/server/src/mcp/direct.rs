@@ -64,11 +64,12 @@ pub(crate) fn hot_request(
 /// through the outbox, on its own stream. Not so for a call run as a task
 /// (it outlives its request), one on a session whose client takes
 /// elicitation (joch's questions ride the request's stream by rmcp's own
-/// bookkeeping), nor one of an upstream MCP tool for a client that
-/// declared sampling or elicitation (without a session, protocol
-/// 2026-07-28, a server asks nothing during a call; on a session, an
-/// upstream's sampling request relayed through the outbox did not reach
-/// joch's own stdio proxy in `tests/interop/test_ts_client.py`).
+/// bookkeeping), nor, on a session, one of an upstream MCP tool for a
+/// client that declared sampling, elicitation or roots (an upstream's sampling
+/// request relayed through the outbox did not reach joch's own stdio proxy
+/// in `tests/interop/test_ts_client.py`). Without a session (protocol
+/// 2026-07-28) nothing is asked during a call: an upstream's questions
+/// become the call's `input_required` (`rounds.rs`).
 pub(crate) async fn eligible(
     served: &Served,
     request: &JsonRpcRequest<ClientRequest>,
@@ -86,12 +87,15 @@ pub(crate) async fn eligible(
     if capabilities.as_ref().is_some_and(|c| c.supports_tasks()) {
         return false;
     }
-    if session && !peer.supported_elicitation_modes().is_empty() {
+    if !session {
+        return true;
+    }
+    if !peer.supported_elicitation_modes().is_empty() {
         return false;
     }
     let may_ask = capabilities
         .as_ref()
-        .is_some_and(|c| c.sampling.is_some() || c.elicitation.is_some());
+        .is_some_and(|c| c.sampling.is_some() || c.elicitation.is_some() || c.roots.is_some());
     if !may_ask {
         return true;
     }

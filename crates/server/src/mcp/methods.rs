@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use super::convert::{call_result, is_mcp_tool, refused, tool_definition};
 use super::handler::{JochMcp, Ran};
 use super::surface::Asked;
-use super::{deferred, tasks};
+use super::{deferred, rounds, tasks};
 
 /// What joch says of itself in `initialize`: tools, and the upstream
 /// servers' resources, prompts, completion and logging, each of whose
@@ -66,6 +66,7 @@ impl ServerHandler for JochMcp {
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let mut definitions: Vec<Value> = tools.iter().map(tool_definition).collect();
+        let mut ttl = self.tools_ttl(&by, &namespace, &tools).await;
         // The forged artifact tools, while the session's execution has handles.
         if let Some(execution) = self.execution(&context.meta, &context.extensions) {
             let forged = self
@@ -74,6 +75,9 @@ impl ServerHandler for JochMcp {
                 .tool_definitions(&by, &namespace, &execution)
                 .await
                 .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            if !forged.is_empty() {
+                ttl = 0;
+            }
             definitions.extend(forged);
         }
         let tools = definitions
@@ -83,10 +87,8 @@ impl ServerHandler for JochMcp {
                     .map_err(|e| ErrorData::internal_error(e.to_string(), None))
             })
             .collect::<Result<Vec<rmcp::model::Tool>, _>>()?;
-        // joch's own catalog, as this caller may see it; a change is told
-        // (`tools/list_changed`), so it is never assumed fresh.
         Ok(ListToolsResult::with_all_items(tools)
-            .with_ttl_ms(0)
+            .with_ttl_ms(ttl)
             .with_cache_scope(CacheScope::Private))
     }
 
@@ -110,7 +112,17 @@ impl ServerHandler for JochMcp {
         // Protocol 2026-07-28 has no session to wait on: a call deferred to
         // a person answers `input_required` and is resumed by a retry.
         let defer = deferred::stateless(&context);
-        let ran = if defer && deferred::is_retry(&request) {
+        let round = request.request_state.as_deref().and_then(rounds::parse);
+        let ran = if let (true, Some(round)) = (defer, round) {
+            // The client answers its call's upstream (`rounds.rs`).
+            match self
+                .answer_round(&by, &namespace, round, (&request).into(), &context)
+                .await?
+            {
+                Ok(settled) => Ok(Ran::Settled(Box::new(settled))),
+                Err(asked) => return Ok(asked.into()),
+            }
+        } else if defer && deferred::is_retry(&request) {
             match self
                 .resume(
                     &by,
@@ -131,6 +143,12 @@ impl ServerHandler for JochMcp {
         };
         let result = match ran {
             Ok(Ran::Settled(settled)) => {
+                if let (true, Some(round)) = (defer, rounds::asked(&settled)) {
+                    return Ok(rounds::input_required(&settled, round).into());
+                }
+                if let (true, Some(refused)) = (defer, rounds::refusal(&settled)) {
+                    return Err(refused);
+                }
                 // A new handle widens the artifact tools' callId enum.
                 if settled.handle().is_some() && !settled.spec.from_artifact_tool {
                     let _ = context.peer.notify_tool_list_changed().await;
@@ -352,4 +370,38 @@ fn tasks_declared(context: &RequestContext<RoleServer>) -> Result<(), ErrorData>
 
 fn internal(e: impl std::fmt::Display) -> ErrorData {
     ErrorData::internal_error(e.to_string(), None)
+}
+
+impl JochMcp {
+    /// `tools/list`'s `ttlMs`: what is left of the shortest freshness of
+    /// the upstream listings its tools come from (`McpServer.status`'s
+    /// `toolsTtlMs` from its `lastRefreshAt`). joch's own tools, and an
+    /// upstream's that gave no `ttlMs`, count as 0: a change to them is
+    /// told (`tools/list_changed`), so they are never assumed fresh.
+    async fn tools_ttl(
+        &self,
+        by: &joch_engine::Principal,
+        namespace: &str,
+        tools: &[joch_core::Tool],
+    ) -> u64 {
+        use joch_core::mcp::SERVER_LABEL;
+        if tools.is_empty() || !tools.iter().all(is_mcp_tool) {
+            return 0;
+        }
+        let Ok(servers) = self.engine.mcp().servers(by, namespace).await else {
+            return 0;
+        };
+        let now = joch_core::Time(chrono::Utc::now());
+        let ttl_of = |tool: &joch_core::Tool| {
+            let server = tool.metadata.labels.get(SERVER_LABEL)?;
+            let server = servers.iter().find(|s| &s.metadata.name == server)?;
+            let since = server.status.last_refresh_at?.millis_until(now);
+            Some(server.status.tools_ttl_ms?.saturating_sub(since))
+        };
+        tools
+            .iter()
+            .map(|tool| ttl_of(tool).unwrap_or(0))
+            .min()
+            .unwrap_or(0)
+    }
 }

@@ -14,6 +14,7 @@ mod listen;
 mod methods;
 mod outbox;
 mod relay;
+mod rounds;
 mod sessions;
 mod stateless;
 mod surface;

@@ -1,6 +1,6 @@
 //! The client of one `tools/call`, as the engine hands it to an upstream
-//! MCP tool's backend: the upstream's `sampling/createMessage` and
-//! `elicitation/create` during the call are sent to this client, on the
+//! MCP tool's backend: the upstream's `sampling/createMessage`,
+//! `elicitation/create` and `roots/list` during the call are sent to this client, on the
 //! call's own response stream, and its answer goes back upstream; its
 //! `notifications/cancelled` for the call cancels the call upstream.
 
@@ -35,21 +35,39 @@ impl std::fmt::Debug for FrontClient {
 
 impl FrontClient {
     /// The client of the request `context`, with what it declared at `initialize`.
+    /// At 2026-07-28 (no session) what the request's `_meta` declares, and
+    /// the client answers an upstream's questions by retrying
+    /// (`rounds.rs`), never on the request's stream.
     pub(super) fn of(
         context: &RequestContext<RoleServer>,
         cancelled: watch::Receiver<bool>,
     ) -> Self {
         let peer = context.peer.clone();
-        let modes = peer.supported_elicitation_modes();
-        let sampling = peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.sampling.is_some());
-        Self {
-            capabilities: ClientCapabilities {
-                sampling,
+        let capabilities = if super::deferred::stateless(context) {
+            let declared = context.client_capabilities().unwrap_or_default();
+            let elicitation = declared.elicitation.as_ref();
+            // Declared without naming a mode: forms.
+            let form = elicitation.is_some_and(|e| e.form.is_some() || e.url.is_none());
+            ClientCapabilities {
+                sampling: declared.sampling.is_some(),
+                elicitation_form: form,
+                elicitation_url: elicitation.is_some_and(|e| e.url.is_some()),
+                roots: declared.roots.is_some(),
+                rounds: true,
+            }
+        } else {
+            let modes = peer.supported_elicitation_modes();
+            let declared = peer.peer_info().map(|info| info.capabilities.clone());
+            ClientCapabilities {
+                sampling: declared.as_ref().is_some_and(|c| c.sampling.is_some()),
                 elicitation_form: modes.contains(&ElicitationMode::Form),
                 elicitation_url: modes.contains(&ElicitationMode::Url),
-            },
+                roots: declared.is_some_and(|c| c.roots.is_some()),
+                rounds: false,
+            }
+        };
+        Self {
+            capabilities,
             peer,
             request: context.id.clone(),
             cancelled,
@@ -86,10 +104,22 @@ impl CallClient for FrontClient {
     }
 
     async fn request(&self, method: &str, params: Value) -> Result<Value, CallError> {
-        let mut request: ServerRequest =
-            serde_json::from_value(json!({"method": method, "params": params})).map_err(|e| {
-                CallError::new(ErrorCode::InvalidArguments, format!("{method}: {e}"))
-            })?;
+        if self.capabilities.rounds {
+            // A client without a session is asked only through its call's
+            // `input_required`, which an upstream on a session cannot wait for.
+            return Err(CallError::new(
+                ErrorCode::ClientIncapable,
+                format!(
+                    "the server asked {method} during the call, and a client of protocol 2026-07-28 can only be asked through input_required"
+                ),
+            ));
+        }
+        let request = match params {
+            Value::Null => json!({"method": method}),
+            params => json!({"method": method, "params": params}),
+        };
+        let mut request: ServerRequest = serde_json::from_value(request)
+            .map_err(|e| CallError::new(ErrorCode::InvalidArguments, format!("{method}: {e}")))?;
         request
             .extensions_mut()
             .insert(OriginatingRequestId(self.request.clone()));

@@ -230,19 +230,29 @@ impl JochMcp {
             McpOperation::ReadResource => json!({"uri": upstream}),
             _ => json!({"name": upstream, "arguments": asked.arguments.unwrap_or(json!({}))}),
         };
-        let ran = if defer && asked.state.is_some() {
-            let retry = deferred::Retry {
-                tool: &tool,
-                input,
-                state: asked.state,
-                responses: asked.responses,
-            };
+        let retry = deferred::Retry {
+            tool: &tool,
+            input,
+            state: asked.state,
+            responses: asked.responses,
+        };
+        let round = asked.state.and_then(super::rounds::parse);
+        let ran = if let (true, Some(round)) = (defer, round) {
+            // The client answers its upstream's questions (`rounds.rs`).
+            match self
+                .answer_round(&by, &namespace, round, retry, context)
+                .await?
+            {
+                Ok(settled) => Ok(Ran::Settled(Box::new(settled))),
+                Err(asked) => return Ok(Err(asked)),
+            }
+        } else if defer && asked.state.is_some() {
             match self.resume(&by, &namespace, retry, None, context).await? {
                 Ok(settled) => Ok(Ran::Settled(Box::new(settled))),
                 Err(waiting) => return Ok(Err(waiting)),
             }
         } else {
-            let (mut call, _name) = self.call_named(&tool, input, context);
+            let (mut call, _name) = self.call_named(&tool, retry.input, context);
             call.spec.operation = operation;
             self.run_call(&by, &namespace, call, None, context, defer)
                 .await
@@ -260,6 +270,9 @@ impl JochMcp {
                 ));
             }
         };
+        if let (true, Some(round)) = (defer, super::rounds::asked(&settled)) {
+            return Ok(Err(super::rounds::input_required(&settled, round)));
+        }
         if settled.status.phase != Phase::Succeeded {
             let error = settled.status.error.as_ref();
             let (code, message) = error
