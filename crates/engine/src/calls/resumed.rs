@@ -131,7 +131,7 @@ impl Calls<'_> {
             // Marked seen before reading: a change during the read wakes the next turn.
             let _ = decided.borrow_and_update();
             let call = self.record(&namespace, &name).await?;
-            if call.status.phase.is_terminal() {
+            if call.status.phase.is_terminal() || super::rounds::waits_on_client(&call, 1) {
                 return Ok(call);
             }
             let approval = match self.approvals().get(&namespace, &name).await {

@@ -25,7 +25,7 @@
 use std::time::Duration;
 
 use joch_core::mcp_surface::InputRound;
-use joch_core::{CallError, ErrorCode, Phase, Principal, Tool, ToolCall};
+use joch_core::{CallError, ErrorCode, Phase, Principal, RunsOn, Tool, ToolCall};
 use joch_store::{Durability, ListQuery, StoreErrorKind};
 use serde_json::Value;
 
@@ -206,7 +206,7 @@ impl Engine {
 
 /// True when `call` waits on its client: round `after` not yet answered,
 /// or a later round asked.
-fn waits_on_client(call: &ToolCall, after: u32) -> bool {
+pub(in crate::calls) fn waits_on_client(call: &ToolCall, after: u32) -> bool {
     call.status.phase == Phase::Running
         && call
             .status
@@ -257,8 +257,14 @@ impl Calls<'_> {
         retry: Retry<'_>,
         wait: Duration,
     ) -> Result<ToolCall, EngineError> {
-        self.resume(by, namespace, name, retry, Duration::ZERO)
+        let call = self
+            .resume(by, namespace, name, retry, Duration::ZERO)
             .await?;
+        if call.spec.runs_on == RunsOn::Retry && !call.status.phase.is_terminal() {
+            // Carried out by the retry once approved (`Calls::resume`),
+            // which returns once it settles or asks its client.
+            return self.resume(by, namespace, name, retry, wait).await;
+        }
         let call = self
             .until_settled_or_asked(namespace, name, 1, wait)
             .await?;

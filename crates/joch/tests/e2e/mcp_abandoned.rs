@@ -129,8 +129,9 @@ async fn a_retry_runs_the_approved_call_once_whether_it_comes_before_or_after_th
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     approve(&joch, &during).await;
-    let CallToolResponse::Complete(done) = waiting.await.unwrap() else {
-        panic!("the waiting retry was not answered with the outcome")
+    let answer = waiting.await.unwrap();
+    let CallToolResponse::Complete(done) = answer else {
+        panic!("the waiting retry was not answered with the outcome: {answer:?}")
     };
     assert_eq!(done.is_error, Some(false), "{done:?}");
     assert_eq!(webhook.recorded().len(), 2);
