@@ -200,6 +200,8 @@ impl Timeline {
         data["tool_call_id"] = json!(self.call);
         let written = self
             .engine
+            .inner
+            .events
             .emit(
                 &self.namespace,
                 &self.execution,

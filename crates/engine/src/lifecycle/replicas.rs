@@ -6,7 +6,7 @@
 //! `status.replica`. When a lease lapses, the survivors race to claim it
 //! with a conditional update: the one whose claim wins reconciles the dead
 //! replica's unfinished calls by the same rules as a restart
-//! (`recovery.rs`), then deletes the lease. A claim lapses like a lease, so
+//! (`calls/recovery.rs`), then deletes the lease. A claim lapses like a lease, so
 //! a reconciliation that fails or whose reaper dies is taken up again. Every
 //! step of that reconciliation is itself a conditional update, so a call is
 //! re-run at most once even then.
@@ -22,8 +22,9 @@ use joch_store::{Change, Durability, ListQuery, Record, StoreErrorKind};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::engine::{Inner, now};
-use crate::lifecycle::RecoveryReport;
+use crate::calls::RecoveryReport;
+use crate::clock::now;
+use crate::engine::Inner;
 use crate::{Engine, EngineError};
 
 /// Kind and namespace of lease records, which no API serves.

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Mcp;
-use crate::engine::now;
+use crate::clock::now;
 use crate::{Engine, EngineError};
 
 /// The kind session records are stored under; no API serves it.

@@ -2,9 +2,10 @@
 
 use joch_core::{Namespace, Principal};
 
-use crate::{EngineError, Resources};
+use super::Resources;
+use crate::EngineError;
 
-impl Resources<'_> {
+impl Resources {
     /// Reads a namespace's settings (defaults when it has none stored).
     pub async fn get_namespace(
         &self,
@@ -16,10 +17,8 @@ impl Resources<'_> {
             namespace,
             &crate::identity::rules::Action::Read(crate::identity::rules::Collection::Namespaces),
         )?;
-        crate::catalog::valid_namespace(namespace)?;
-        Ok(Namespace::clone(
-            &*self.inner.catalog.namespace(namespace).await?,
-        ))
+        crate::resources::valid_namespace(namespace)?;
+        Ok(Namespace::clone(&*self.catalog.namespace(namespace).await?))
     }
 
     /// Creates or replaces a namespace's settings, as `by`.
