@@ -406,7 +406,7 @@ impl Approvals<'_> {
         let approval = self.get(namespace, name).await?;
         if !self.inner.visibility.sees_approval(by, &approval).await? {
             return Err(EngineError::NotFound {
-                kind: "Approval".to_owned(),
+                kind: crate::NotFoundKind::Approval,
                 name: name.to_owned(),
             });
         }

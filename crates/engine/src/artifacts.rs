@@ -243,7 +243,7 @@ impl Artifacts {
         may_in(by, namespace, &Action::Read(Collection::Artifacts))?;
         crate::resources::valid_namespace(namespace)?;
         let missing = || EngineError::NotFound {
-            kind: "Artifact".to_owned(),
+            kind: crate::NotFoundKind::Artifact,
             name: id.to_owned(),
         };
         if !is_sha256(id) {

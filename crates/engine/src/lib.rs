@@ -47,7 +47,7 @@ pub use calls::{
     Retry, named_values, validate_key,
 };
 pub use engine::{Engine, EngineConfig};
-pub use error::EngineError;
+pub use error::{EngineError, NotFoundKind};
 pub use events::Event;
 pub use facade::{Approvals, Calls, Mcp};
 pub use identity::{

@@ -28,7 +28,7 @@ impl Calls<'_> {
         let tool = call.tool_name().to_owned();
         if !is_artifact_tool(&tool) {
             return Err(EngineError::NotFound {
-                kind: "Tool".to_owned(),
+                kind: crate::NotFoundKind::Tool,
                 name: tool,
             });
         }

@@ -26,7 +26,7 @@ impl Calls<'_> {
             .await?
         {
             return Err(EngineError::NotFound {
-                kind: "ToolCall".to_owned(),
+                kind: crate::NotFoundKind::ToolCall,
                 name: name.to_owned(),
             });
         }

@@ -102,7 +102,7 @@ impl Calls<'_> {
             .await?
         {
             return Err(EngineError::NotFound {
-                kind: "Tool".to_owned(),
+                kind: crate::NotFoundKind::Tool,
                 name: original.tool_name().to_owned(),
             });
         }

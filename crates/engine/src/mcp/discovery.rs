@@ -494,7 +494,7 @@ impl Mcp<'_> {
         if let Some(tool) = tool {
             if !server.status.tools.contains_key(tool) {
                 return Err(EngineError::NotFound {
-                    kind: "upstream tool".to_owned(),
+                    kind: crate::NotFoundKind::UpstreamTool,
                     name: server.tool_name(tool),
                 });
             }

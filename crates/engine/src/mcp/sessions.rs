@@ -410,7 +410,7 @@ fn parse_session(record: Record) -> Result<McpSession, EngineError> {
 
 fn session_not_found(id: &str) -> EngineError {
     EngineError::NotFound {
-        kind: MCP_SESSION_KIND.to_owned(),
+        kind: crate::NotFoundKind::McpSession,
         name: id.to_owned(),
     }
 }

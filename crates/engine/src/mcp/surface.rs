@@ -174,7 +174,7 @@ impl Engine {
             return Ok(None);
         }
         let not_found = || EngineError::NotFound {
-            kind: "Tool".to_owned(),
+            kind: crate::NotFoundKind::Tool,
             name: call.tool_name().to_owned(),
         };
         let server = surface_server(call.tool_name(), operation).ok_or_else(not_found)?;

@@ -48,7 +48,7 @@ impl Policies {
             && replaced != candidate.metadata.name
         {
             return Err(EngineError::NotFound {
-                kind: Policy::KIND.to_owned(),
+                kind: crate::NotFoundKind::Policy,
                 name: replaced,
             });
         }

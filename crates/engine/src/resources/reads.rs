@@ -43,7 +43,7 @@ impl Resources {
         let tool: Tool = self.get(namespace, name).await?;
         if !sees(by, &tool) {
             return Err(EngineError::NotFound {
-                kind: "Tool".to_owned(),
+                kind: crate::NotFoundKind::Tool,
                 name: name.to_owned(),
             });
         }
@@ -63,7 +63,7 @@ impl Resources {
         match self.catalog.tool(namespace, name).await {
             Ok(tool) if sees(by, &tool) => Ok(tool),
             Ok(_) | Err(joch_store::StoreError::NotFound { .. }) => Err(EngineError::NotFound {
-                kind: "Tool".to_owned(),
+                kind: crate::NotFoundKind::Tool,
                 name: name.to_owned(),
             }),
             Err(e) => Err(e.into()),
@@ -123,7 +123,7 @@ impl Resources {
             != count
         {
             return Err(EngineError::NotFound {
-                kind: "CallContext".to_owned(),
+                kind: crate::NotFoundKind::CallContext,
                 name: name.to_owned(),
             });
         }

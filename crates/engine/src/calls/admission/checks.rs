@@ -265,7 +265,7 @@ impl Engine {
     /// answers as for a tool that does not exist.
     async fn refuse_unseen(&self, mut call: ToolCall, input: Value) -> EngineError {
         let not_found = EngineError::NotFound {
-            kind: "Tool".to_owned(),
+            kind: crate::NotFoundKind::Tool,
             name: call.tool_name().to_owned(),
         };
         call.spec.input = input;

@@ -240,7 +240,13 @@ async fn a_hidden_tool_is_unknown_to_its_caller() {
     )
     .await;
     assert!(
-        matches!(verdict, Err(EngineError::NotFound { ref kind, .. }) if kind == "Tool"),
+        matches!(
+            verdict,
+            Err(EngineError::NotFound {
+                kind: crate::NotFoundKind::Tool,
+                ..
+            })
+        ),
         "{:?}",
         verdict.err()
     );

@@ -18,7 +18,7 @@ use crate::EngineError;
 pub(crate) fn acts_in(principal: &Principal, namespace: &str) -> Result<(), EngineError> {
     match &principal.namespace {
         Some(own) if own != namespace => Err(EngineError::NotFound {
-            kind: "Namespace".to_owned(),
+            kind: crate::NotFoundKind::Namespace,
             name: namespace.to_owned(),
         }),
         _ => Ok(()),
