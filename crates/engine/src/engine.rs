@@ -4,8 +4,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use joch_core::ToolBackend;
-use joch_store::Store;
+use joch_core::token::ApiToken;
+use joch_core::{
+    Approval, Budget, Endpoint, McpServer, Namespace, Object, Policy, Tool, ToolBackend, ToolCall,
+};
+use joch_store::{Change, Store};
 
 use crate::EngineError;
 use crate::artifacts::Artifacts;
@@ -150,6 +153,37 @@ pub(crate) struct Inner {
     pub(crate) approvals: crate::approvals::State,
     /// Upstream listings and relays.
     pub(crate) mcp: crate::mcp::State,
+}
+
+impl Inner {
+    /// Drops what the parts cached of `kind` and wakes whoever waits on it;
+    /// for a write by this process or, heard from the store
+    /// (`lifecycle/replicas.rs`), another.
+    pub(crate) fn touched_kind(&self, kind: &str) {
+        self.catalog.touched(kind);
+        match kind {
+            ToolCall::KIND => self.calls.settled(),
+            "Event" => self.events.appended(),
+            Approval::KIND => self.approvals.changed(),
+            Change::ANYTHING => {
+                for kind in [
+                    Tool::KIND,
+                    Policy::KIND,
+                    Budget::KIND,
+                    Namespace::KIND,
+                    ApiToken::KIND,
+                    Endpoint::KIND,
+                    McpServer::KIND,
+                    ToolCall::KIND,
+                    "Event",
+                    Approval::KIND,
+                ] {
+                    self.touched_kind(kind);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Engine {
