@@ -162,7 +162,7 @@ pub struct Rule {
 }
 
 /// The first segment of every key a `when` may test: the facts the engine
-/// gives policies (see `engine/policy/facts.rs`).
+/// gives policies (see `engine/policies/facts.rs`).
 pub const FACT_ROOTS: &[&str] = &[
     "hook",
     "tool",

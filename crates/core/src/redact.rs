@@ -5,6 +5,17 @@ use serde_json::Value;
 /// What a redacted field is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
 
+/// What of a value a record keeps: all of it, with the fields `redact`
+/// names replaced by [`REDACTED`], or, when it is not to be kept
+/// (`observability.logArgs` / `logResult` false), only the marker.
+pub fn recorded_value(mut value: Value, keep: bool, redact: &[String]) -> Value {
+    if !keep {
+        return Value::String(REDACTED.to_owned());
+    }
+    redact_fields(&mut value, redact);
+    value
+}
+
 /// Replaces each field named by a dotted path (`card.number`, `password`)
 /// with [`REDACTED`], wherever the path exists. A path segment that meets an
 /// array applies to each element, so `items.secret` covers every item.

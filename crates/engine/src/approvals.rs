@@ -19,12 +19,13 @@ use serde_json::{Value, json};
 
 use crate::Approvals;
 use crate::calls::Admitting;
-use crate::engine::now;
+use crate::clock::now;
 use crate::identity::rules::{self, Decider};
-use crate::policy;
+use crate::policies;
 use crate::signal::Signal;
 use crate::telemetry;
 use crate::{Engine, EngineError, ListParams, ObjectList};
+use deferral::Deferral;
 use joch_core::ApprovalActionKind;
 
 /// What the approvals part keeps besides the store.
@@ -82,6 +83,18 @@ pub struct ApprovalDecision {
 }
 
 impl Engine {
+    /// Stores an approval's decision, durably; the store appends its audit
+    /// entry in the same write.
+    pub(crate) async fn store_decided(
+        &self,
+        approval: &mut Approval,
+    ) -> Result<(), joch_store::StoreError> {
+        self.inner
+            .store
+            .update_object(approval, Durability::Sync)
+            .await
+    }
+
     /// Creates `approval` (from [`approval_for`](Self::approval_for)) for a
     /// call just recorded `AwaitingApproval`, and arms its deadline.
     pub(crate) async fn open_approval(
@@ -127,7 +140,7 @@ impl Engine {
         let binding = Binding {
             digest: a.run_digest(),
             tool_version: a.tool_version().map(str::to_owned),
-            policies: policy::in_force(&a.policies, call.tool_name(), &call.metadata.labels),
+            policies: policies::in_force(&a.policies, call.tool_name(), &call.metadata.labels),
         };
         let mut routing = deferral.routing;
         let timeout = deadline::timeout(&routing, tool, self.inner.config.approval_timeout);
@@ -316,7 +329,7 @@ impl Engine {
         let meta = &approval.metadata;
         let tool = approval.spec.payload["tool"].as_str().unwrap_or_default();
         let policies = self.inner.catalog.policies(&meta.namespace).await?;
-        Ok(policy::in_force(&policies, tool, &meta.labels))
+        Ok(policies::in_force(&policies, tool, &meta.labels))
     }
 
     /// Records an `always` decision for the approval's tool.
@@ -391,9 +404,9 @@ impl Approvals<'_> {
             &rules::Action::Read(rules::Collection::Approvals),
         )?;
         let approval = self.get(namespace, name).await?;
-        if !self.sees_approval(by, &approval).await? {
+        if !self.inner.visibility.sees_approval(by, &approval).await? {
             return Err(EngineError::NotFound {
-                kind: "Approval".to_owned(),
+                kind: crate::NotFoundKind::Approval,
                 name: name.to_owned(),
             });
         }
@@ -419,7 +432,7 @@ impl Approvals<'_> {
         if by.tools.is_some() {
             let mut seen = Vec::with_capacity(page.items.len());
             for approval in std::mem::take(&mut page.items) {
-                if self.sees_approval(by, &approval).await? {
+                if self.inner.visibility.sees_approval(by, &approval).await? {
                     seen.push(approval);
                 }
             }
@@ -431,7 +444,7 @@ impl Approvals<'_> {
     /// Reads an Approval, whoever asks: for the engine's own use and
     /// callers that asked the rulebook ([`read`](Self::read) asks it).
     pub async fn get(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
-        crate::catalog::valid_namespace(namespace)?;
+        crate::resources::valid_namespace(namespace)?;
         Ok(self.inner.store.get_object(namespace, name).await?)
     }
 
@@ -442,8 +455,8 @@ impl Approvals<'_> {
         namespace: &str,
         params: ListParams,
     ) -> Result<ObjectList<Approval>, EngineError> {
-        crate::catalog::valid_namespace(namespace)?;
-        let query = self.inner.list_query(
+        crate::resources::valid_namespace(namespace)?;
+        let query = self.inner.lists.query(
             namespace,
             ListParams {
                 phase: None,
@@ -538,16 +551,16 @@ fn decided(name: &str, phase: ApprovalPhase) -> EngineError {
 
 mod binding;
 mod consent;
-mod deferral;
-pub use consent::ConsentReply;
-pub(crate) use deferral::Deferral;
 pub(crate) mod deadline;
+pub(crate) mod deferral;
 mod edit;
 mod inbox;
-pub use inbox::InboxItem;
 mod outcome;
 mod pauses;
 mod retry;
 #[cfg(test)]
 mod tests;
 mod waiting;
+
+pub use consent::ConsentReply;
+pub use inbox::InboxItem;

@@ -8,6 +8,7 @@
 mod tools;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -17,13 +18,13 @@ use joch_core::artifact::{
     is_media_type, is_sha256,
 };
 use joch_core::{ObjectMeta, ObjectRef, Principal, Tool, ToolCall};
-use joch_store::{Blobs, Durability, ListQuery, StoreError};
+use joch_store::{Blobs, Durability, ListQuery, Store, StoreError};
 use serde_json::{Map, Value, json};
 
-use crate::Artifacts;
-use crate::engine::now;
-use crate::identity::rules::{Action, Collection, may_in};
-use crate::{Engine, EngineError};
+use crate::EngineError;
+use crate::clock::now;
+use crate::identity::rules::{Action, Collection, Visibility, may_in};
+use crate::resources::catalog::Catalog;
 
 /// What a settled result becomes: what the caller gets, and what the
 /// record keeps instead of the result when any of it became an artifact.
@@ -32,16 +33,38 @@ pub(crate) struct Spooled {
     pub(crate) recorded: Option<Value>,
 }
 
-impl Engine {
+/// The artifacts part: keeps results as artifacts when they settle, reads
+/// them back as a principal may, collects blobs no artifact names, and
+/// runs the artifact tools' reads (their calls are recorded by the calls
+/// part, `calls/artifact_tools.rs`).
+pub struct Artifacts {
+    store: Arc<dyn Store>,
+    /// Where contents are kept; `None` keeps no artifacts.
+    blobs: Option<Arc<dyn Blobs>>,
+    catalog: Arc<Catalog>,
+    visibility: Visibility,
+}
+
+impl Artifacts {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        blobs: Option<Arc<dyn Blobs>>,
+        catalog: Arc<Catalog>,
+        visibility: Visibility,
+    ) -> Self {
+        Self {
+            store,
+            blobs,
+            catalog,
+            visibility,
+        }
+    }
+
     fn blobs(&self) -> Result<&dyn Blobs, EngineError> {
-        self.inner
-            .config
-            .artifacts
-            .as_deref()
-            .ok_or_else(|| EngineError::Refused {
-                code: joch_core::RefusalCode::ArtifactsDisabled,
-                message: "this server keeps no artifacts (none is configured)".to_owned(),
-            })
+        self.blobs.as_deref().ok_or_else(|| EngineError::Refused {
+            code: joch_core::RefusalCode::ArtifactsDisabled,
+            message: "this server keeps no artifacts (none is configured)".to_owned(),
+        })
     }
 
     /// Decides what of a successful result is kept as artifacts: media
@@ -55,7 +78,7 @@ impl Engine {
         answer: Value,
         text_type: Option<&str>,
     ) -> Result<Spooled, EngineError> {
-        if self.inner.config.artifacts.is_none() {
+        if self.blobs.is_none() {
             return Ok(Spooled {
                 answer,
                 recorded: None,
@@ -68,8 +91,7 @@ impl Engine {
         let max_inline_bytes = match tool.spec.max_inline_bytes {
             Some(max) => Some(max),
             None => {
-                self.inner
-                    .catalog
+                self.catalog
                     .namespace(&call.metadata.namespace)
                     .await?
                     .spec
@@ -191,7 +213,6 @@ impl Engine {
             },
         };
         match self
-            .inner
             .store
             .create_object(&mut artifact, Durability::Deferred)
             .await
@@ -208,13 +229,11 @@ impl Engine {
             reason: reason.to_owned(),
         })
     }
-}
 
-impl Artifacts<'_> {
     /// An artifact's metadata.
     ///
     /// An artifact exists for `by` when the call that produced it does
-    /// (`Engine::sees_call`); else it answers as missing.
+    /// (`Visibility::sees_call`); else it answers as missing.
     pub async fn get(
         &self,
         by: &Principal,
@@ -222,19 +241,19 @@ impl Artifacts<'_> {
         id: &str,
     ) -> Result<Artifact, EngineError> {
         may_in(by, namespace, &Action::Read(Collection::Artifacts))?;
-        crate::catalog::valid_namespace(namespace)?;
+        crate::resources::valid_namespace(namespace)?;
         let missing = || EngineError::NotFound {
-            kind: "Artifact".to_owned(),
+            kind: crate::NotFoundKind::Artifact,
             name: id.to_owned(),
         };
         if !is_sha256(id) {
             return Err(missing());
         }
-        let artifact: Artifact = self.inner.store.get_object(namespace, id).await?;
+        let artifact: Artifact = self.store.get_object(namespace, id).await?;
         if by.tools.is_some() {
             let producer = &artifact.spec.produced_by.name;
-            let seen = match self.inner.store.get_object(namespace, producer).await {
-                Ok(call) => self.sees_call(by, namespace, &call).await?,
+            let seen = match self.store.get_object(namespace, producer).await {
+                Ok(call) => self.visibility.sees_call(by, namespace, &call).await?,
                 Err(joch_store::StoreError::NotFound { .. }) => false,
                 Err(e) => return Err(e.into()),
             };
@@ -265,14 +284,13 @@ impl Artifacts<'_> {
     /// Deletes blobs no `Artifact` of any namespace names, once older than
     /// `grace`; returns how many went. Safe to run while calls settle.
     pub async fn collect_orphans(&self, grace: Duration) -> Result<usize, EngineError> {
-        let Some(blobs) = self.inner.config.artifacts.clone() else {
+        let Some(blobs) = self.blobs.clone() else {
             return Ok(0);
         };
         let mut referenced = HashSet::new();
         let mut continue_from = None;
         loop {
             let page = self
-                .inner
                 .store
                 .list_objects::<Artifact>(ListQuery {
                     limit: 1000,

@@ -1,21 +1,22 @@
 //! The tamper-evident audit (see `joch_core::audit`). Every settled
 //! ToolCall and every Approval decision is written together with its audit
 //! entry by the store's typed writes (`Object::audit_entry`), whichever path
-//! settles it; `verify_audit` checks the chain and the records against each
+//! settles it (`calls/settle.rs`, `approvals.rs`); `verify` checks the chain and the records against each
 //! other in both directions, and the checkpoint signer signs chain heads.
 
 mod of_record;
 mod signer;
 mod verify;
 
+use std::sync::Arc;
+
 use joch_core::audit::Checkpoint;
-use joch_core::{Approval, Principal, ToolCall};
-use joch_store::{Durability, StoreError};
+use joch_core::{Approval, Object, Principal, ToolCall};
+use joch_store::Store;
 use serde::Serialize;
 
-use crate::Audit;
-use crate::identity::rules::{Action, Collection, may_in};
-use crate::{Engine, EngineError};
+use crate::EngineError;
+use crate::identity::rules::{Action, Collection, Visibility, may_in};
 
 pub use of_record::{CheckedEntry, RecordAudit};
 pub use signer::{CheckpointSigner, CheckpointSigning};
@@ -37,31 +38,20 @@ pub struct AuditLine {
     pub entry: serde_json::Value,
 }
 
-impl Engine {
-    /// Stores a settled call, durably; the store appends its audit entry in
-    /// the same write. Its first write, for a call written only once it
-    /// settled (see `admission::Intent`).
-    pub(crate) async fn store_settled(&self, call: &mut ToolCall) -> Result<(), EngineError> {
-        let store = &self.inner.store;
-        if call.metadata.resource_version.is_empty() {
-            store.create_object(call, Durability::Sync).await?;
-        } else {
-            store.update_object(call, Durability::Sync).await?;
-        }
-        Ok(())
-    }
-
-    /// Stores an approval's decision, durably; the store appends its audit
-    /// entry in the same write.
-    pub(crate) async fn store_decided(&self, approval: &mut Approval) -> Result<(), StoreError> {
-        self.inner
-            .store
-            .update_object(approval, Durability::Sync)
-            .await
-    }
+/// The audit part: reads the chain as a principal may, verifies it, and
+/// signs its heads. It writes nothing of the chain itself: the store
+/// appends each entry with the record it is about.
+#[derive(Clone)]
+pub struct Audit {
+    store: Arc<dyn Store>,
+    visibility: Visibility,
 }
 
-impl Audit<'_> {
+impl Audit {
+    pub(crate) fn new(store: Arc<dyn Store>, visibility: Visibility) -> Self {
+        Self { store, visibility }
+    }
+
     /// The namespace's audit entries after `after`, in order, if `by` may
     /// read the audit. An entry about a call `by` cannot see (or its
     /// approval) is left out, as if the call did not exist; the chain of
@@ -75,8 +65,8 @@ impl Audit<'_> {
         limit: usize,
     ) -> Result<Vec<AuditLine>, EngineError> {
         may_in(by, namespace, &Action::Read(Collection::Audit))?;
-        crate::catalog::valid_namespace(namespace)?;
-        let records = self.inner.store.list_audit(namespace, after, limit).await?;
+        crate::resources::valid_namespace(namespace)?;
+        let records = self.store.list_audit(namespace, after, limit).await?;
         let mut lines = Vec::with_capacity(records.len());
         for r in records {
             let entry: serde_json::Value =
@@ -103,8 +93,8 @@ impl Audit<'_> {
         namespace: &str,
     ) -> Result<Vec<Checkpoint>, EngineError> {
         may_in(by, namespace, &Action::Read(Collection::Audit))?;
-        crate::catalog::valid_namespace(namespace)?;
-        Ok(self.inner.store.list_checkpoints(namespace).await?)
+        crate::resources::valid_namespace(namespace)?;
+        Ok(self.store.list_checkpoints(namespace).await?)
     }
 
     /// True when the record an audit entry names exists for `by`.
@@ -119,17 +109,39 @@ impl Audit<'_> {
         }
         let name = entry["name"].as_str().unwrap_or_default();
         match entry["kind"].as_str() {
-            Some("ToolCall") => match self.inner.store.get_object(namespace, name).await {
-                Ok(call) => self.sees_call(by, namespace, &call).await,
-                Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
-                Err(e) => Err(e.into()),
-            },
-            Some("Approval") => match self.inner.store.get_object(namespace, name).await {
-                Ok(approval) => self.sees_approval(by, &approval).await,
-                Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
-                Err(e) => Err(e.into()),
-            },
+            Some(kind @ ("ToolCall" | "Approval")) => {
+                self.sees_record(by, namespace, kind, name).await
+            }
             _ => Ok(true),
+        }
+    }
+
+    /// True when the ToolCall or Approval `name` exists for `by`; one gone
+    /// exists only for a principal without a tool selector.
+    async fn sees_record(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        kind: &str,
+        name: &str,
+    ) -> Result<bool, EngineError> {
+        if by.tools.is_none() {
+            return Ok(true);
+        }
+        let found = if kind == Approval::KIND {
+            match self.store.get_object::<Approval>(namespace, name).await {
+                Ok(approval) => return self.visibility.sees_approval(by, &approval).await,
+                Err(e) => e,
+            }
+        } else {
+            match self.store.get_object::<ToolCall>(namespace, name).await {
+                Ok(call) => return self.visibility.sees_call(by, namespace, &call).await,
+                Err(e) => e,
+            }
+        };
+        match found {
+            joch_store::StoreError::NotFound { .. } => Ok(false),
+            e => Err(e.into()),
         }
     }
 }

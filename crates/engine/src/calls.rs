@@ -1,13 +1,25 @@
-//! The call path's entry points: run a call and wait for it (`call`), or
-//! record it and let it run (`submit`); and what passes between admission
-//! (`admission/`) and execution (`execute.rs`).
+//! The calls part: the call path and the ledger's records.
+//!
+//! The path, top to bottom: the entry points here (run a call and wait for
+//! it, `call`; or record it and let it run, `submit`) and what passes
+//! between its stages; `admission.rs` (resolve the tool, the checks of
+//! `admission/`, request policies, the idempotency key of
+//! `idempotency.rs`, the record); `execute.rs` (what `prepare.rs` and
+//! `context.rs` load, the backend, output chunks, cancels, the result
+//! hook); `settle.rs` (the terminal phase, stored durably). Beside it:
+//! hook mode (`hooked.rs`), calls resumed after a person answered
+//! (`resumed.rs`), batches, replays, recovery after a crash
+//! (`recovery.rs`); and reads: records, events, costs, the overview's
+//! window.
 
 mod admission;
+mod artifact_tools;
 mod batches;
 mod cancels;
 mod chunks;
 mod context;
 mod costs;
+mod events;
 mod execute;
 mod hooked;
 mod hooks;
@@ -16,9 +28,11 @@ mod minted;
 mod prepare;
 mod ratelimit;
 mod records;
+mod recovery;
 mod replay;
 mod resumed;
 mod rounds;
+mod settle;
 mod window;
 
 use std::sync::Arc;
@@ -29,6 +43,7 @@ pub use chunks::{ChunkFollower, FOLLOW_QUEUE};
 pub use hooked::{Deferred, HookResult, HookVerdict, named_values};
 pub use idempotency::{MAX_KEY_LEN, validate_key};
 pub use minted::MintedName;
+pub use recovery::{RecoveryReport, Resolve};
 pub use replay::{Replay, ReplayMode};
 pub use resumed::Retry;
 pub use window::{CallBucket, CallWindow};
@@ -36,9 +51,6 @@ pub use window::{CallBucket, CallWindow};
 pub(crate) use admission::{Admitting, RESUMPTION};
 pub(crate) use cancels::CANCEL_KIND;
 pub(crate) use chunks::Followers;
-pub(crate) use execute::recorded_value;
-pub(crate) use hooks::REPLAY_OVERRIDE_ANNOTATION;
-pub(crate) use ratelimit::Limiters;
 
 use joch_core::{CallError, ErrorCode, Phase, Policy, Principal, Tool, ToolCall};
 use joch_store::{Durability, timing};
@@ -48,8 +60,8 @@ use tracing::Instrument;
 use crate::Calls;
 use crate::calls::admission::{Admission, Intent};
 use crate::calls::hooks::refusal;
-use crate::catalog::schema::Compiled;
-use crate::policy::{Decision, Facts};
+use crate::policies::{Decision, Facts};
+use crate::resources::schema::Compiled;
 use crate::signal::Signal;
 use crate::telemetry;
 use crate::tracing_spans;
@@ -107,7 +119,7 @@ impl CallOutcome {
                 .status
                 .output
                 .take()
-                .map(|output| crate::policy::rewrap(&record, &nonce, output));
+                .map(|output| crate::policies::rewrap(&record, &nonce, output));
         }
         record
     }
@@ -237,7 +249,7 @@ impl Engine {
     ) -> Result<CallOutcome, EngineError> {
         gateway_only(&call)?;
         if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
-            return self.artifacts().call_tool(by, namespace, call).await;
+            return self.calls().call_artifact_tool(by, namespace, call).await;
         }
         let recorded = match self
             .record(by, namespace, call, Intent::Now(Durability::Sync), None)
@@ -249,7 +261,9 @@ impl Engine {
                 if !existing.status.phase.is_terminal() {
                     return Err(EngineError::IdempotencyKeyInUse { call: holder });
                 }
-                telemetry::idempotent_replay(self.call_labels(&existing).await);
+                telemetry::idempotent_replay(
+                    telemetry::call_labels(&self.inner.catalog, &existing).await,
+                );
                 return Ok(CallOutcome::stored(existing, true));
             }
         };
@@ -343,7 +357,7 @@ impl Calls<'_> {
         gateway_only(&call)?;
         // The artifact tools' names are reserved: they read handles, not a Tool.
         if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
-            return self.artifacts().call_tool(by, namespace, call).await;
+            return self.calls().call_artifact_tool(by, namespace, call).await;
         }
         let span = tracing_spans::call_span(namespace, &call);
         let (owned_by, owned_namespace, task_span) =
@@ -380,7 +394,9 @@ impl Calls<'_> {
                     .wait_settled(namespace, &holder)
                     .instrument(span)
                     .await?;
-                telemetry::idempotent_replay(self.call_labels(&original).await);
+                telemetry::idempotent_replay(
+                    telemetry::call_labels(&self.inner.catalog, &original).await,
+                );
                 Ok(CallOutcome::stored(original, true))
             }
         }

@@ -4,14 +4,23 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
-use joch_core::object::IndexFields;
-use joch_core::{LabelSelector, Time, ToolBackend};
-use joch_store::{ListQuery, Store};
+use joch_core::token::ApiToken;
+use joch_core::{
+    Approval, Budget, Endpoint, McpServer, Namespace, Object, Policy, Tool, ToolBackend, ToolCall,
+};
+use joch_store::{Change, Store};
 
 use crate::EngineError;
-use crate::catalog::Catalog;
-use crate::policy::PolicyEngine;
+use crate::artifacts::Artifacts;
+use crate::audit::Audit;
+use crate::events::Events;
+use crate::identity::Identity;
+use crate::identity::rules::Visibility;
+use crate::lists::Lists;
+use crate::policies::{Policies, PolicyEngine};
+use crate::resources::Resources;
+use crate::resources::catalog::Catalog;
+use crate::vault::Vault;
 
 /// Engine settings, each with a documented default.
 #[derive(Debug, Clone)]
@@ -76,7 +85,7 @@ pub struct EngineConfig {
     pub host_access: crate::HostAccess,
     /// What one policy's evaluation for one call may spend (the standard
     /// policy engine's budget; `joch_tools::start` hands it over).
-    pub policy_budget: crate::policy::PolicyBudget,
+    pub policy_budget: crate::policies::PolicyBudget,
     /// Bounds on console sign-ins through the identity provider, and how
     /// often expired ones and expired console sessions are swept (see
     /// `identity/pending.rs`).
@@ -104,7 +113,7 @@ impl Default for EngineConfig {
             mcp_user_connections: 64,
             mcp_user_connection_idle: Duration::from_secs(120),
             host_access: crate::HostAccess::default(),
-            policy_budget: crate::policy::PolicyBudget::default(),
+            policy_budget: crate::policies::PolicyBudget::default(),
             sign_ins: crate::SignInLimits::default(),
         }
     }
@@ -117,23 +126,64 @@ pub struct Engine {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// The parts, bottom up: what the store and configuration give, the parts
+/// with walls (each built with the parts it needs, see `Engine::new`),
+/// then the state of the parts still written as methods of `Engine`
+/// (calls, approvals, mcp; lifecycle keeps none).
 pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) backends: HashMap<&'static str, Arc<dyn ToolBackend>>,
-    /// The configuration calls read, and its snapshots.
-    pub(crate) catalog: Catalog,
     pub(crate) config: EngineConfig,
+    /// Pages of the store's objects as clients ask for them.
+    pub(crate) lists: Lists,
+    /// The configuration calls read, and its snapshots.
+    pub(crate) catalog: Arc<Catalog>,
+    /// What each principal may see of the ledger.
+    pub(crate) visibility: Visibility,
+    pub(crate) events: Events,
+    pub(crate) resources: Arc<Resources>,
+    pub(crate) identity: Arc<Identity>,
+    pub(crate) audit: Audit,
+    pub(crate) vault: Vault,
+    pub(crate) policies: Policies,
+    pub(crate) artifacts: Artifacts,
     /// The call path's signals and followers.
     pub(crate) calls: crate::calls::State,
     /// Deadline timers and the inbox's signal.
     pub(crate) approvals: crate::approvals::State,
-    /// The events' signal.
-    pub(crate) events: crate::events::State,
     /// Upstream listings and relays.
     pub(crate) mcp: crate::mcp::State,
-    /// Sign-in starts of one client, one at a time.
-    pub(crate) sign_in_turns: crate::identity::Turns,
-    pub(crate) policy: Arc<dyn PolicyEngine>,
+}
+
+impl Inner {
+    /// Drops what the parts cached of `kind` and wakes whoever waits on it;
+    /// for a write by this process or, heard from the store
+    /// (`lifecycle/replicas.rs`), another.
+    pub(crate) fn touched_kind(&self, kind: &str) {
+        self.catalog.touched(kind);
+        match kind {
+            ToolCall::KIND => self.calls.settled(),
+            "Event" => self.events.appended(),
+            Approval::KIND => self.approvals.changed(),
+            Change::ANYTHING => {
+                for kind in [
+                    Tool::KIND,
+                    Policy::KIND,
+                    Budget::KIND,
+                    Namespace::KIND,
+                    ApiToken::KIND,
+                    Endpoint::KIND,
+                    McpServer::KIND,
+                    ToolCall::KIND,
+                    "Event",
+                    Approval::KIND,
+                ] {
+                    self.touched_kind(kind);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Engine {
@@ -146,18 +196,56 @@ impl Engine {
         config: EngineConfig,
     ) -> Self {
         let backends = backends.into_iter().map(|b| (b.kind(), b)).collect();
+        let catalog = Arc::new(Catalog::new(store.clone()));
+        let lists = Lists::new(
+            store.clone(),
+            config.default_list_limit,
+            config.max_list_limit,
+        );
+        let visibility = Visibility::new(store.clone(), catalog.clone());
+        let events = Events::new(store.clone(), visibility.clone());
+        let resources = Arc::new(Resources::new(
+            store.clone(),
+            catalog.clone(),
+            visibility.clone(),
+            lists.clone(),
+            config.host_access.clone(),
+        ));
+        let audit = Audit::new(store.clone(), visibility.clone());
+        let identity = Arc::new(Identity::new(
+            store.clone(),
+            catalog.clone(),
+            resources.clone(),
+            config.root_token_hash.clone(),
+            config.jwt.clone(),
+            config.sign_ins.clone(),
+        ));
+        let vault = Vault::new(store.clone(), config.credentials.clone());
+        let policies = Policies::new(store.clone(), catalog.clone(), policy);
+        let artifacts = Artifacts::new(
+            store.clone(),
+            config.artifacts.clone(),
+            catalog.clone(),
+            visibility.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
-                store: store.clone(),
+                store,
                 backends,
-                catalog: Catalog::new(store),
                 config,
+                lists,
+                catalog,
+                visibility,
+                events,
+                resources,
+                identity,
+                audit,
+                vault,
+                policies,
+                artifacts,
                 calls: Default::default(),
                 approvals: Default::default(),
-                events: Default::default(),
                 mcp: Default::default(),
-                sign_in_turns: Default::default(),
-                policy,
             }),
         }
     }
@@ -186,105 +274,6 @@ impl Engine {
     }
 }
 
-/// Query parameters of a list, as the client gave them.
-#[derive(Debug, Clone, Default)]
-pub struct ListParams {
-    /// `labelSelector`, e.g. `team=support,!canary`.
-    pub label_selector: Option<String>,
-    /// Page size.
-    pub limit: Option<usize>,
-    /// `continue` token from the previous page.
-    pub continue_token: Option<String>,
-    /// ToolCalls of this tool only.
-    pub tool: Option<String>,
-    /// ToolCalls in this phase only.
-    pub phase: Option<String>,
-    /// ToolCalls of this execution only.
-    pub execution: Option<String>,
-    /// ToolCalls made by this agent only.
-    pub agent: Option<String>,
-    /// `createdSince`: ToolCalls created at or after this RFC 3339 instant.
-    /// With either bound the list runs by creation time (see
-    /// [`joch_store::ListQuery::created_since_ms`]).
-    pub created_since: Option<String>,
-    /// `createdBefore`: ToolCalls created before this RFC 3339 instant.
-    pub created_before: Option<String>,
-}
-
-impl Inner {
-    /// A page of objects of `T`, as a client asked for it.
-    pub(crate) async fn list<T: joch_core::Object>(
-        &self,
-        namespace: &str,
-        params: ListParams,
-    ) -> Result<joch_store::ObjectList<T>, EngineError> {
-        crate::catalog::valid_namespace(namespace)?;
-        let query = self.list_query(namespace, params)?;
-        Ok(self.store.list_objects(query).await?)
-    }
-
-    pub(crate) fn list_query(
-        &self,
-        namespace: &str,
-        params: ListParams,
-    ) -> Result<ListQuery, EngineError> {
-        let selector = match &params.label_selector {
-            Some(text) => LabelSelector::parse(text).map_err(|e| EngineError::InvalidQuery {
-                parameter: "labelSelector",
-                message: e.to_string(),
-            })?,
-            None => LabelSelector::default(),
-        };
-        if let Some(phase) = &params.phase {
-            if joch_core::Phase::parse(phase).is_none() {
-                return Err(EngineError::InvalidQuery {
-                    parameter: "phase",
-                    message: format!("unknown phase {phase:?}"),
-                });
-            }
-        }
-        let limit = params.limit.unwrap_or(self.config.default_list_limit);
-        if limit == 0 || limit > self.config.max_list_limit {
-            return Err(EngineError::InvalidQuery {
-                parameter: "limit",
-                message: format!("limit must be between 1 and {}", self.config.max_list_limit),
-            });
-        }
-        let created_since_ms = crate::list_range::bound("createdSince", &params.created_since)?;
-        let created_before_ms = crate::list_range::bound("createdBefore", &params.created_before)?;
-        Ok(ListQuery {
-            kind: String::new(),
-            namespace: namespace.to_owned(),
-            selector,
-            index: IndexFields {
-                tool: params.tool,
-                phase: params.phase,
-                execution: params.execution,
-                agent: params.agent,
-                checksum: None,
-                ..IndexFields::default()
-            },
-            limit,
-            continue_from: params.continue_token,
-            created_since_ms,
-            created_before_ms,
-            every_row: false,
-        })
-    }
-}
-
-/// The current time, the engine's only clock read.
-pub(crate) fn now() -> Time {
-    Time(Utc::now())
-}
-
-/// A name for a call the caller did not name: a UUIDv7, so names sort by
-/// creation and new index entries land together at the end of the index
-/// (random names would dirty a different page of it with every call).
-pub(crate) fn new_call_name() -> String {
-    uuid::Uuid::now_v7().to_string()
-}
-
 /// An engine over a fresh SQLite file in `dir`, with no backends: for the
 /// engine's own tests.
 #[cfg(test)]
@@ -293,7 +282,7 @@ pub(crate) fn test_engine(dir: &tempfile::TempDir) -> Engine {
     Engine::new(
         Arc::new(store),
         Vec::new(),
-        Arc::new(crate::policy::StandardPolicyEngine::default()),
+        Arc::new(crate::policies::StandardPolicyEngine::default()),
         EngineConfig::default(),
     )
 }

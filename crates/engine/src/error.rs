@@ -3,6 +3,82 @@
 use joch_core::{IllegalTransition, ValidationError};
 use joch_store::{StoreError, StoreErrorKind};
 
+/// What was not found: a kind the engine names itself, or any other kind
+/// of record, as the store names it. `as_str` is the wire's word (the
+/// `kind` of the error's details, and the `<kind>_not_found` code).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotFoundKind {
+    /// A Tool (or a tool that does not exist for the caller).
+    Tool,
+    /// A ToolCall.
+    ToolCall,
+    /// An Approval.
+    Approval,
+    /// A StandingApproval.
+    StandingApproval,
+    /// An Artifact.
+    Artifact,
+    /// An execution's call context.
+    CallContext,
+    /// A namespace the caller does not act in.
+    Namespace,
+    /// A Policy.
+    Policy,
+    /// An Execution.
+    Execution,
+    /// An MCP session of the front.
+    McpSession,
+    /// A tool an upstream MCP server does not list.
+    UpstreamTool,
+    /// Another kind of record, as the store names it.
+    Stored(String),
+}
+
+impl NotFoundKind {
+    /// The kind as the wire names it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            NotFoundKind::Tool => "Tool",
+            NotFoundKind::ToolCall => "ToolCall",
+            NotFoundKind::Approval => "Approval",
+            NotFoundKind::StandingApproval => "StandingApproval",
+            NotFoundKind::Artifact => "Artifact",
+            NotFoundKind::CallContext => "CallContext",
+            NotFoundKind::Namespace => "Namespace",
+            NotFoundKind::Policy => "Policy",
+            NotFoundKind::Execution => "Execution",
+            NotFoundKind::McpSession => crate::MCP_SESSION_KIND,
+            NotFoundKind::UpstreamTool => "upstream tool",
+            NotFoundKind::Stored(kind) => kind,
+        }
+    }
+
+    /// The kind a store names: one of the engine's own when it is one.
+    pub fn of(kind: &str) -> Self {
+        [
+            NotFoundKind::Tool,
+            NotFoundKind::ToolCall,
+            NotFoundKind::Approval,
+            NotFoundKind::StandingApproval,
+            NotFoundKind::Artifact,
+            NotFoundKind::CallContext,
+            NotFoundKind::Namespace,
+            NotFoundKind::Policy,
+            NotFoundKind::Execution,
+            NotFoundKind::McpSession,
+        ]
+        .into_iter()
+        .find(|known| known.as_str() == kind)
+        .unwrap_or_else(|| NotFoundKind::Stored(kind.to_owned()))
+    }
+}
+
+impl std::fmt::Display for NotFoundKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A request the engine could not serve. A tool that ran and failed is not
 /// one of these: it is a ToolCall in phase `Failed`.
 #[derive(Debug, thiserror::Error)]
@@ -11,7 +87,7 @@ pub enum EngineError {
     #[error("{kind} {name:?} not found")]
     NotFound {
         /// `Tool`, `ToolCall`, ...
-        kind: String,
+        kind: NotFoundKind,
         /// Its name.
         name: String,
     },
@@ -134,7 +210,10 @@ impl EngineError {
 impl From<StoreError> for EngineError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NotFound { kind, name } => EngineError::NotFound { kind, name },
+            StoreError::NotFound { kind, name } => EngineError::NotFound {
+                kind: NotFoundKind::of(&kind),
+                name,
+            },
             StoreError::AlreadyExists { kind, name } => EngineError::AlreadyExists { kind, name },
             e if e.kind() == StoreErrorKind::Conflict => EngineError::Conflict(e.to_string()),
             StoreError::InvalidArgument(message) => EngineError::InvalidQuery {

@@ -6,18 +6,18 @@
 //! sync: each rides with the call write that follows it, which is synced
 //! before the caller hears of it.
 
-use crate::signal::Signal;
-use std::time::Duration;
+use std::sync::Arc;
 
 use joch_core::{EventKind, Principal, Time, ToolCall};
-use joch_store::{Durability, EventRecord};
+use joch_store::{Durability, EventRecord, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
-use crate::Calls;
-use crate::engine::now;
-use crate::identity::rules::{Action, Collection, may_in};
-use crate::{Engine, EngineError};
+use crate::EngineError;
+use crate::clock::now;
+use crate::identity::rules::{Action, Collection, Visibility, may_in};
+use crate::signal::Signal;
 
 /// One event of an execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,21 +35,34 @@ pub struct Event {
     pub data: Value,
 }
 
-/// What the events part keeps besides the store.
-#[derive(Default)]
-pub(crate) struct State {
+/// The events part: appends to executions' timelines and reads them back
+/// as a principal may see them.
+pub(crate) struct Events {
+    store: Arc<dyn Store>,
+    visibility: Visibility,
     /// Bumped whenever an event is appended, so followers read at once.
     appended: Signal,
 }
 
-impl State {
+impl Events {
+    pub(crate) fn new(store: Arc<dyn Store>, visibility: Visibility) -> Self {
+        Self {
+            store,
+            visibility,
+            appended: Signal::default(),
+        }
+    }
+
     /// An event was appended, here or (heard from the store) on another replica.
     pub(crate) fn appended(&self) {
         self.appended.bump();
     }
-}
 
-impl Engine {
+    /// A receiver that changes at each event appended from now on.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.appended.subscribe()
+    }
+
     /// Appends an event to `execution`'s timeline.
     pub(crate) async fn emit(
         &self,
@@ -71,11 +84,10 @@ impl Engine {
             sequence: 0,
             body,
         };
-        self.inner
-            .store
+        self.store
             .append_event(record, Durability::Deferred)
             .await?;
-        self.inner.events.appended();
+        self.appended();
         Ok(())
     }
 
@@ -94,13 +106,11 @@ impl Engine {
         self.emit(&call.metadata.namespace, &execution.name, kind, data)
             .await
     }
-}
 
-impl Calls<'_> {
-    /// The execution's events numbered above `after`, oldest first.
-    /// Events about a call of a tool `by` cannot see are left out, as if
-    /// the call did not exist (their numbers skip).
-    pub async fn events(
+    /// The execution's events numbered above `after`, oldest first, if `by`
+    /// may read executions. Events about a call of a tool `by` cannot see
+    /// are left out, as if the call did not exist (their numbers skip).
+    pub(crate) async fn read(
         &self,
         by: &Principal,
         namespace: &str,
@@ -109,9 +119,8 @@ impl Calls<'_> {
         limit: usize,
     ) -> Result<Vec<Event>, EngineError> {
         may_in(by, namespace, &Action::Read(Collection::Executions))?;
-        crate::catalog::valid_namespace(namespace)?;
+        crate::resources::valid_namespace(namespace)?;
         let records = self
-            .inner
             .store
             .list_events(namespace, execution, after, limit)
             .await?;
@@ -131,7 +140,7 @@ impl Calls<'_> {
                 let visible = match seen.get(tool) {
                     Some(known) => *known,
                     None => {
-                        let known = self.sees_tool(by, namespace, tool).await?;
+                        let known = self.visibility.sees_tool(by, namespace, tool).await?;
                         seen.insert(tool.to_owned(), known);
                         known
                     }
@@ -143,20 +152,5 @@ impl Calls<'_> {
             events.push(event);
         }
         Ok(events)
-    }
-
-    /// Waits until new events may be available: at once when this process
-    /// appends one, or after `poll` (for events written by another process).
-    pub async fn wait_for_events(
-        &self,
-        seen: &mut tokio::sync::watch::Receiver<u64>,
-        poll: Duration,
-    ) {
-        let _ = tokio::time::timeout(poll, seen.changed()).await;
-    }
-
-    /// A receiver to pass to [`Calls::wait_for_events`](crate::Calls::wait_for_events).
-    pub fn event_notifications(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.inner.events.appended.subscribe()
     }
 }

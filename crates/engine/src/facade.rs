@@ -1,11 +1,15 @@
-//! The engine's public face: one handle per part, each a borrowed view of
-//! the engine whose methods are that part's operations, so that a caller
-//! reads `engine.approvals().approve(..)` and the engine's own type stays
-//! small. A handle holds nothing but the engine; it is made per use.
+//! The engine's public face: one accessor per part, so that a caller reads
+//! `engine.approvals().approve(..)` and the engine's own type stays small.
+//! A part with walls (resources, identity, audit, artifacts, vault,
+//! policies) is a type of its own that `Engine::new` builds, handed out by
+//! reference. The others (calls, approvals, mcp) are still borrowed views
+//! of the engine (a handle holding nothing but the engine, made per use),
+//! until each becomes a type of its own.
 
 use std::ops::Deref;
 
-use crate::Engine;
+use crate::policies::Policies;
+use crate::{Artifacts, Audit, Engine, Identity, Resources, Vault};
 
 macro_rules! parts {
     ($($(#[$doc:meta])* $accessor:ident -> $part:ident;)*) => {$(
@@ -34,18 +38,40 @@ parts! {
     calls -> Calls;
     /// Approvals: the inbox, and the decisions people make.
     approvals -> Approvals;
-    /// Configured resources (Tools, Policies, Endpoints, Budgets, Namespaces...).
-    resources -> Resources;
     /// MCP: upstream servers, the front's sessions, relays to attached clients.
     mcp -> Mcp;
-    /// Who a request is: tokens, console sessions, OIDC sign-in.
-    identity -> Identity;
+}
+
+/// The parts with walls: each a type owning its state, built by
+/// `Engine::new` with the parts it needs, and handed out by reference.
+impl Engine {
     /// The tamper-evident audit: its entries, checkpoints and verification.
-    audit -> Audit;
-    /// Artifacts: large results kept by handle, and the tools that read them.
-    artifacts -> Artifacts;
-    /// Policies tried before they are enforced: back-testing on the ledger.
-    policies -> Policies;
+    pub fn audit(&self) -> &Audit {
+        &self.inner.audit
+    }
+
     /// Upstream credentials in the token vault.
-    vault -> Vault;
+    pub fn vault(&self) -> &Vault {
+        &self.inner.vault
+    }
+
+    /// Policies tried before they are enforced: back-testing on the ledger.
+    pub fn policies(&self) -> &Policies {
+        &self.inner.policies
+    }
+
+    /// Configured resources (Tools, Policies, Endpoints, Budgets, Namespaces...).
+    pub fn resources(&self) -> &Resources {
+        &self.inner.resources
+    }
+
+    /// Who a request is: tokens, console sessions, OIDC sign-in.
+    pub fn identity(&self) -> &Identity {
+        &self.inner.identity
+    }
+
+    /// Artifacts: large results kept by handle, and the tools that read them.
+    pub fn artifacts(&self) -> &Artifacts {
+        &self.inner.artifacts
+    }
 }

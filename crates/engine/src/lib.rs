@@ -18,47 +18,51 @@ mod approvals;
 mod artifacts;
 mod audit;
 mod calls;
-mod catalog;
-pub mod credentials;
+mod clock;
 mod engine;
 mod error;
 mod events;
 mod facade;
+mod glob;
 mod identity;
 mod lifecycle;
-mod list_range;
+mod lists;
 mod mcp;
-pub mod policy;
+pub mod policies;
+mod resources;
 mod signal;
 mod telemetry;
 mod tracing_spans;
+pub mod vault;
 
 pub use approvals::{ApprovalDecision, ConsentReply, InboxItem};
+pub use artifacts::Artifacts;
 pub use audit::{
-    AuditLine, AuditProblem, AuditReport, CheckedEntry, CheckpointSigner, CheckpointSigning,
+    Audit, AuditLine, AuditProblem, AuditReport, CheckedEntry, CheckpointSigner, CheckpointSigning,
     RecordAudit,
 };
 pub use calls::{
     BATCH_LABEL, Batch, CallBucket, CallOutcome, CallWindow, ChunkFollower, Deferred, FOLLOW_QUEUE,
-    HookResult, HookVerdict, MAX_KEY_LEN, MintedName, Replay, ReplayMode, Retry, named_values,
-    validate_key,
+    HookResult, HookVerdict, MAX_KEY_LEN, MintedName, RecoveryReport, Replay, ReplayMode, Resolve,
+    Retry, named_values, validate_key,
 };
-pub use catalog::Configurable;
-pub use credentials::{Credentials, VaultKeys};
-pub use engine::{Engine, EngineConfig, ListParams};
-pub use error::EngineError;
+pub use engine::{Engine, EngineConfig};
+pub use error::{EngineError, NotFoundKind};
 pub use events::Event;
-pub use facade::{Approvals, Artifacts, Audit, Calls, Identity, Mcp, Policies, Resources, Vault};
+pub use facade::{Approvals, Calls, Mcp};
 pub use identity::{
-    Action, ActionKind, Allowance, Collection, ConsoleSession, HostAccess, JwtConfig,
+    Action, ActionKind, Allowance, Collection, ConsoleSession, HostAccess, Identity, JwtConfig,
     SessionOpened, SignInLimits, SignInPending, SignInStarted, TOO_MANY_SIGN_INS, action_table,
     acts_in_several, is_operator, may, may_in, pkce_challenge,
 };
 pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};
-pub use lifecycle::{RecoveryReport, Resolve, Running, Workers};
+pub use lifecycle::{Running, Workers};
+pub use lists::ListParams;
 pub use mcp::{
     AttachedClient, MAX_CLIENT_BYTES, MAX_SUBSCRIPTIONS, MCP_SESSION_KIND, McpSession,
     McpSessionLimits, TOO_MANY_SESSIONS, UpstreamNotice, drift_timeline, principal_key,
 };
-pub use policy::Progress;
+pub use policies::{Policies, Progress};
+pub use resources::{Configurable, Resources};
+pub use vault::{Credentials, Vault, VaultKeys};

@@ -9,7 +9,7 @@
 use joch_core::{HookDecision, Phase, ToolCall};
 use metrics::{counter, gauge, histogram};
 
-use crate::Engine;
+use crate::resources::catalog::Catalog;
 
 /// The label value of a name a client chose rather than configured.
 pub(crate) const UNREGISTERED: &str = "unregistered";
@@ -20,34 +20,31 @@ pub(crate) struct CallLabels {
     tool: String,
 }
 
-impl Engine {
-    /// A call's labels: its tool's and namespace's names when configured.
-    /// A call against a registered Tool (or a forged artifact tool, whose
-    /// names are fixed) has both; a hook-mode call of an unregistered tool
-    /// keeps its namespace only if that is `default` or has settings.
-    pub(crate) async fn call_labels(&self, call: &ToolCall) -> CallLabels {
-        let namespace = &call.metadata.namespace;
-        if call.status.tool_version.is_some() || call.spec.from_artifact_tool {
-            return CallLabels {
-                namespace: namespace.clone(),
-                tool: call.tool_name().to_owned(),
-            };
-        }
-        let configured = namespace == "default"
-            || self
-                .inner
-                .catalog
-                .namespace(namespace)
-                .await
-                .is_ok_and(|ns| !ns.metadata.resource_version.is_empty());
-        CallLabels {
-            namespace: if configured {
-                namespace.clone()
-            } else {
-                UNREGISTERED.to_owned()
-            },
-            tool: UNREGISTERED.to_owned(),
-        }
+/// A call's labels: its tool's and namespace's names when configured.
+/// A call against a registered Tool (or a forged artifact tool, whose
+/// names are fixed) has both; a hook-mode call of an unregistered tool
+/// keeps its namespace only if that is `default` or has settings (as the
+/// catalog knows them).
+pub(crate) async fn call_labels(catalog: &Catalog, call: &ToolCall) -> CallLabels {
+    let namespace = &call.metadata.namespace;
+    if call.status.tool_version.is_some() || call.spec.from_artifact_tool {
+        return CallLabels {
+            namespace: namespace.clone(),
+            tool: call.tool_name().to_owned(),
+        };
+    }
+    let configured = namespace == "default"
+        || catalog
+            .namespace(namespace)
+            .await
+            .is_ok_and(|ns| !ns.metadata.resource_version.is_empty());
+    CallLabels {
+        namespace: if configured {
+            namespace.clone()
+        } else {
+            UNREGISTERED.to_owned()
+        },
+        tool: UNREGISTERED.to_owned(),
     }
 }
 

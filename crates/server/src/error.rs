@@ -167,10 +167,12 @@ impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         let message = e.to_string();
         match e {
-            EngineError::NotFound { kind, name } => {
-                ApiError::new(StatusCode::NOT_FOUND, ApiCode::not_found(&kind), message)
-                    .with_details(json!({"kind": kind, "name": name}))
-            }
+            EngineError::NotFound { kind, name } => ApiError::new(
+                StatusCode::NOT_FOUND,
+                ApiCode::not_found(kind.as_str()),
+                message,
+            )
+            .with_details(json!({"kind": kind.as_str(), "name": name})),
             EngineError::AlreadyExists { kind, name } => {
                 ApiError::new(StatusCode::CONFLICT, ApiWord::AlreadyExists, message)
                     .with_details(json!({"kind": kind, "name": name}))

@@ -8,7 +8,7 @@ use joch_backends::{
     ActionsExecutor, HttpTokenEndpoint, McpClients, NoopBackend, RestConfig, WebhookBackend,
 };
 use joch_core::ToolBackend;
-use joch_engine::policy::StandardPolicyEngine;
+use joch_engine::policies::StandardPolicyEngine;
 use joch_engine::{Credentials, Engine, EngineConfig, Running, Workers};
 use joch_store::Store;
 #[cfg(feature = "sqlite")]

@@ -87,12 +87,14 @@ impl Engine {
             other => other?,
         }
         let payload = json!({"approval": approval.metadata.name, "input": call.spec.input, "options": approval.spec.options});
-        self.emit_for(
-            call,
-            EventKind::RunPaused,
-            json!({"reason": why, "payload": payload}),
-        )
-        .await?;
+        self.inner
+            .events
+            .emit_for(
+                call,
+                EventKind::RunPaused,
+                json!({"reason": why, "payload": payload}),
+            )
+            .await?;
         Ok(Some(approval))
     }
 }

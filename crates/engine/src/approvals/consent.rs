@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::{ApprovalDecision, Deferral};
 use crate::calls::Admitting;
-use crate::credentials::{ConsentFailed, ConsentGiven};
+use crate::vault::{ConsentFailed, ConsentGiven};
 use crate::{Approvals, Engine, EngineError};
 use joch_core::ApprovalActionKind;
 
@@ -158,12 +158,14 @@ impl Engine {
         let call = &a.call;
         let reason = approval.spec.payload.get("reason").cloned();
         let payload = json!({"approval": approval.metadata.name, "options": approval.spec.options});
-        self.emit_for(
-            call,
-            EventKind::RunPaused,
-            json!({"reason": reason, "payload": payload}),
-        )
-        .await
+        self.inner
+            .events
+            .emit_for(
+                call,
+                EventKind::RunPaused,
+                json!({"reason": reason, "payload": payload}),
+            )
+            .await
     }
 
     /// Decides the consent approval of `given`'s call, if it still waits,

@@ -10,7 +10,7 @@ use joch_core::{Approval, ApprovalPhase, Time, Tool, ValidationError};
 use joch_store::ListQuery;
 
 use super::ApprovalDecision;
-use crate::engine::now;
+use crate::clock::now;
 use crate::telemetry;
 use crate::{Engine, EngineError};
 

@@ -7,7 +7,7 @@ use joch_core::approval::PolicyRef;
 use joch_core::policy::{ApprovalRouting, UserInput};
 use joch_core::{Approval, ApprovalActionKind};
 
-use crate::policy::{Decision, Effect};
+use crate::policies::{Decision, Effect};
 
 /// Why a call waits, and for what.
 pub(crate) struct Deferral {

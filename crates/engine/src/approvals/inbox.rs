@@ -51,7 +51,7 @@ impl Approvals<'_> {
                 .ok();
             // The approval of a call `by` cannot see does not exist for it.
             let seen = match &call {
-                Some(call) => self.sees_call(by, namespace, call).await?,
+                Some(call) => self.inner.visibility.sees_call(by, namespace, call).await?,
                 None => by.tools.is_none(),
             };
             if !seen {

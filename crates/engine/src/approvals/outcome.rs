@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use super::{ApprovalDecision, Standing};
 use crate::calls::Rejection;
 use crate::calls::{Admitting, RESUMPTION};
-use crate::policy::Facts;
+use crate::policies::Facts;
 use crate::telemetry;
 use crate::{Engine, EngineError};
 use joch_core::ApprovalActionKind;
@@ -29,7 +29,9 @@ impl Engine {
             return Ok(());
         };
         mark_call(&mut call, "rejected", approval);
-        self.emit_for(&call, EventKind::RunResumed, json!({"approved": false}))
+        self.inner
+            .events
+            .emit_for(&call, EventKind::RunResumed, json!({"approved": false}))
             .await?;
         let message = approval
             .status
@@ -90,12 +92,14 @@ impl Engine {
             return Ok(());
         };
         mark_call(&mut call, "timed_out", approval);
-        self.emit_for(
-            &call,
-            EventKind::RunResumed,
-            json!({"approved": false, "reason": "approval timed out"}),
-        )
-        .await?;
+        self.inner
+            .events
+            .emit_for(
+                &call,
+                EventKind::RunResumed,
+                json!({"approved": false, "reason": "approval timed out"}),
+            )
+            .await?;
         let rejection = if approval.spec.action.kind == ApprovalActionKind::Consent {
             let url = approval
                 .spec
@@ -188,7 +192,12 @@ impl Engine {
             let count = self.tool_call_count(&a.call).await?;
             let mut facts = Facts::request(&a.call, &a.tool, &a.args, count, false);
             // Recorded at admission already; scanned again for the result hook.
-            facts.detect_input(self.detectors(&namespace, &a.policies).await?);
+            facts.detect_input(
+                self.inner
+                    .policies
+                    .detectors(&namespace, &a.policies)
+                    .await?,
+            );
             a.facts = Some(facts.with_input(&a.args));
         }
         if !a.call.status.input_withheld || decision.edited_input.is_some() {
@@ -229,7 +238,9 @@ impl Engine {
             // Consent after a person's approval: the person approved it.
             (marked.approved_by, marked.approved_at) = (Some(by), at);
         }
-        self.emit_for(call, EventKind::RunResumed, json!({"approved": true}))
+        self.inner
+            .events
+            .emit_for(call, EventKind::RunResumed, json!({"approved": true}))
             .await?;
         // The policy deferred; the approval is what allowed the call under it.
         if let Some(policy) = &approval.spec.policy_ref {

@@ -21,7 +21,7 @@ use joch_core::{Approval, ApprovalActionKind, ApprovalPhase, ErrorCode, Phase, R
 
 use super::outcome::stored_decision;
 use crate::calls::Rejection;
-use crate::engine::now;
+use crate::clock::now;
 use crate::{Engine, EngineError};
 
 /// True when `call` runs only on its caller's retry, not on its approval.

@@ -45,7 +45,9 @@ impl Approvals<'_> {
         let mut counts = BTreeMap::from([(shown.to_owned(), 0)]);
         for approval in pending.items {
             let namespace = &approval.metadata.namespace;
-            if rules::acts_in(by, namespace).is_err() || !self.sees_approval(by, &approval).await? {
+            if rules::acts_in(by, namespace).is_err()
+                || !self.inner.visibility.sees_approval(by, &approval).await?
+            {
                 continue;
             }
             *counts.entry(namespace.clone()).or_default() += 1;

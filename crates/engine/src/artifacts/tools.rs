@@ -1,5 +1,6 @@
-//! The forged artifact tools as recorded calls: `artifact_grep` and its
-//! siblings read the handle of another call of the same execution.
+//! The forged artifact tools: `artifact_grep` and its siblings read the
+//! handle of another call of the same execution (their calls are recorded
+//! by `calls/artifact_tools.rs`).
 //!
 //! Visibility: an execution's calls whose result is a handle, that are not
 //! themselves artifact-tool calls. That set is the `callId` enum offered to
@@ -8,21 +9,18 @@
 //! Artifact tools read what the caller already received, so they skip the
 //! request policies, approvals and idempotency of the normal call path.
 
-use joch_core::artifact_tools::{self, is_artifact_tool};
-use joch_core::normalize::normalize_args;
-use joch_core::{CallError, ErrorCode, ObjectRef, Phase, Principal, ToolCall, checksum};
-use joch_store::{Durability, ListQuery};
+use joch_core::artifact_tools;
+use joch_core::{CallError, ErrorCode, ObjectRef, Principal, ToolCall};
+use joch_store::ListQuery;
 use serde_json::Value;
 
-use crate::Artifacts;
-use crate::calls::CallOutcome;
-use crate::catalog::admit;
-use crate::{Engine, EngineError};
+use super::Artifacts;
+use crate::EngineError;
 
 /// Most calls of one execution an enum offers (the newest are kept).
 const MAX_VISIBLE: usize = 200;
 
-impl Engine {
+impl Artifacts {
     /// The handle `args.callId` names, if the execution offers it.
     async fn target(
         &self,
@@ -35,12 +33,12 @@ impl Engine {
             Ok(id) => id.to_owned(),
             Err(e) => return Ok(Err(CallError::custom(e.code, e.message))),
         };
-        let visible = self.artifacts().calls(by, namespace, execution).await?;
+        let visible = self.calls(by, namespace, execution).await?;
         if let Some(call) = visible.iter().find(|c| c.metadata.name == id) {
             let artifact = call.handle().map(|h| h.id.clone()).unwrap_or_default();
             return Ok(Ok(ObjectRef::new(artifact)));
         }
-        let why = match self.calls().record(namespace, &id).await {
+        let why = match self.store.get_object::<ToolCall>(namespace, &id).await {
             Ok(c) if c.spec.from_artifact_tool => format!(
                 "callId {id:?} is a call of {}: artifact tools read handles of other tools' calls, never their own results",
                 c.tool_name()
@@ -61,6 +59,23 @@ impl Engine {
         Ok(Err(error))
     }
 
+    /// What artifact tool `tool` answers `args` for `by`, in `execution`:
+    /// `Err` inside when the call it names is not a handle the execution
+    /// offers `by` (a refusal the call records).
+    pub(crate) async fn run_tool(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        execution: &str,
+        tool: &str,
+        args: &serde_json::Map<String, Value>,
+    ) -> Result<Result<Value, CallError>, EngineError> {
+        match self.target(by, namespace, execution, args).await? {
+            Ok(target) => self.read_for_tool(namespace, tool, args, &target).await,
+            Err(refusal) => Ok(Err(refusal)),
+        }
+    }
+
     async fn read_for_tool(
         &self,
         namespace: &str,
@@ -70,10 +85,7 @@ impl Engine {
     ) -> Result<Result<Value, CallError>, EngineError> {
         // The caller's sight of `target` was asked when it was chosen; joch reads it.
         let joch = joch_core::Principal::local();
-        let (_, content) = self
-            .artifacts()
-            .read(&joch, namespace, &target.name, None)
-            .await?;
+        let (_, content) = self.read(&joch, namespace, &target.name, None).await?;
         let tool = tool.to_owned();
         let args = args.clone();
         // Regex and JSON work over megabytes: off the async threads.
@@ -83,9 +95,7 @@ impl Engine {
                 .map_err(EngineError::task("the artifact tool"))?;
         Ok(answer.map_err(|e| CallError::custom(e.code, e.message)))
     }
-}
 
-impl Artifacts<'_> {
     /// The calls of `execution` whose handles artifact tools may read,
     /// oldest first.
     /// Only calls of tools that exist for `by` count (see `rules.rs`).
@@ -95,7 +105,7 @@ impl Artifacts<'_> {
         namespace: &str,
         execution: &str,
     ) -> Result<Vec<ToolCall>, EngineError> {
-        crate::catalog::valid_namespace(namespace)?;
+        crate::resources::valid_namespace(namespace)?;
         crate::identity::rules::may_in(
             by,
             namespace,
@@ -111,7 +121,7 @@ impl Artifacts<'_> {
                 ..ListQuery::default()
             };
             query.index.execution = Some(execution.to_owned());
-            let page = self.inner.store.list_objects::<ToolCall>(query).await?;
+            let page = self.store.list_objects::<ToolCall>(query).await?;
             visible.extend(
                 page.items
                     .into_iter()
@@ -125,7 +135,11 @@ impl Artifacts<'_> {
         if by.tools.is_some() {
             let mut seen = Vec::with_capacity(visible.len());
             for call in visible {
-                if self.sees_tool(by, namespace, call.tool_name()).await? {
+                if self
+                    .visibility
+                    .sees_tool(by, namespace, call.tool_name())
+                    .await?
+                {
                     seen.push(call);
                 }
             }
@@ -154,66 +168,5 @@ impl Artifacts<'_> {
             return Ok(Vec::new());
         }
         Ok(artifact_tools::definitions(&ids))
-    }
-
-    /// Runs an artifact tool as a recorded call (`spec.fromArtifactTool:
-    /// true`). Its answer is a bounded plain value; a `callId` that is not
-    /// a visible handle of the call's execution settles the call `Failed`.
-    pub async fn call_tool(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        mut call: ToolCall,
-    ) -> Result<CallOutcome, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::CallTool)?;
-        let tool = call.tool_name().to_owned();
-        if !is_artifact_tool(&tool) {
-            return Err(EngineError::NotFound {
-                kind: "Tool".to_owned(),
-                name: tool,
-            });
-        }
-        let Some(execution) = call.spec.execution_ref.as_ref().map(|r| r.name.clone()) else {
-            return Err(EngineError::Misdirected(format!(
-                "{tool} reads the handles of one execution: give spec.executionRef"
-            )));
-        };
-        if call.metadata.name.is_empty() {
-            call.metadata.name = crate::engine::new_call_name();
-        }
-        admit(namespace, &mut call, None)?;
-        let args = normalize_args(std::mem::take(&mut call.spec.input))
-            .map_err(|e| EngineError::Misdirected(e.to_string()))?;
-        call.spec.input = Value::Object(args.clone());
-        call.spec.from_artifact_tool = true;
-        call.spec.inline = None;
-        call.status = joch_core::ToolCallStatus {
-            checksum: checksum(&tool, &args),
-            phase: Phase::Running,
-            attempts: 1,
-            started_at: Some(crate::engine::now()),
-            principal: Some(by.reference()),
-            ..Default::default()
-        };
-        self.inner
-            .store
-            .create_object(&mut call, Durability::Deferred)
-            .await?;
-
-        let result = match self.target(by, namespace, &execution, &args).await? {
-            Ok(target) => self.read_for_tool(namespace, &tool, &args, &target).await?,
-            Err(refusal) => Err(refusal),
-        };
-        match result {
-            Ok(answer) => {
-                call.status.output = Some(answer.clone());
-                self.settle(call, Phase::Succeeded, Some(answer), None, Some(0))
-                    .await
-            }
-            Err(error) => {
-                self.settle(call, Phase::Failed, None, Some(error), None)
-                    .await
-            }
-        }
     }
 }

@@ -9,11 +9,10 @@ use joch_core::audit::{AuditEntry, GENESIS, chain_hash};
 use joch_core::{Approval, Object, Principal, ToolCall};
 use serde::Serialize;
 
-use super::AuditLine;
-use crate::Audit;
-use crate::engine::now;
+use super::{Audit, AuditLine};
+use crate::EngineError;
+use crate::clock::now;
 use crate::identity::rules::{Action, Collection, may_in};
-use crate::{Engine, EngineError};
 
 /// One entry and what was checked of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -45,21 +44,7 @@ impl RecordAudit {
     }
 }
 
-impl Engine {
-    async fn stored_record<T: Object>(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<T>, EngineError> {
-        match self.inner.store.get_object(namespace, name).await {
-            Ok(record) => Ok(Some(record)),
-            Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    }
-}
-
-impl Audit<'_> {
+impl Audit {
     /// The audit of call `name` (see the module), for a principal that may
     /// read the audit.
     pub async fn of_call(
@@ -69,8 +54,8 @@ impl Audit<'_> {
         name: &str,
     ) -> Result<RecordAudit, EngineError> {
         may_in(by, namespace, &Action::Read(Collection::Audit))?;
-        crate::catalog::valid_namespace(namespace)?;
-        let store = &self.inner.store;
+        crate::resources::valid_namespace(namespace)?;
+        let store = &self.store;
         let mut entries = Vec::new();
         for record in store.audit_of(namespace, name).await? {
             let hashes = chain_hash(&record.prev, &record.body) == record.hash;
@@ -115,5 +100,17 @@ impl Audit<'_> {
             }
         }
         Ok(RecordAudit { entries, records })
+    }
+
+    async fn stored_record<T: Object>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<T>, EngineError> {
+        match self.store.get_object(namespace, name).await {
+            Ok(record) => Ok(Some(record)),
+            Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 }

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use joch_core::audit::{Checkpoint, SigningKey};
 use tokio::sync::Mutex;
 
-use crate::engine::now;
-use crate::{Engine, EngineError};
+use super::Audit;
+use crate::EngineError;
+use crate::clock::now;
 
 /// How the checkpoint signer signs.
 #[derive(Clone)]
@@ -45,7 +46,7 @@ type Signed = HashMap<String, (u64, Instant)>;
 
 /// The running signer; [`CheckpointSigner::shutdown`] signs a last time.
 pub struct CheckpointSigner {
-    engine: Engine,
+    audit: Audit,
     signing: CheckpointSigning,
     signed: Arc<Mutex<Signed>>,
     task: tokio::task::JoinHandle<()>,
@@ -57,18 +58,18 @@ impl CheckpointSigner {
     pub async fn shutdown(self) -> Result<usize, EngineError> {
         self.task.abort();
         let mut signed = self.signed.lock().await;
-        self.engine
+        self.audit
             .sign_heads(&self.signing, &mut signed, true)
             .await
     }
 }
 
-impl Engine {
+impl Audit {
     /// Starts signing checkpoints in the background: every head once at
     /// start, then as [`CheckpointSigning`] says.
     pub(crate) fn spawn_checkpoint_signer(&self, signing: CheckpointSigning) -> CheckpointSigner {
         let signed = Arc::new(Mutex::new(Signed::new()));
-        let (engine, task_signing, task_signed) =
+        let (audit, task_signing, task_signed) =
             (self.clone(), signing.clone(), Arc::clone(&signed));
         let poll = signing
             .every
@@ -79,13 +80,13 @@ impl Engine {
             loop {
                 ticks.tick().await;
                 let mut signed = task_signed.lock().await;
-                if let Err(e) = engine.sign_heads(&task_signing, &mut signed, false).await {
+                if let Err(e) = audit.sign_heads(&task_signing, &mut signed, false).await {
                     tracing::warn!(error = %e, "could not sign audit checkpoints");
                 }
             }
         });
         CheckpointSigner {
-            engine: self.clone(),
+            audit: self.clone(),
             signing,
             signed,
             task,
@@ -100,7 +101,7 @@ impl Engine {
         signed: &mut Signed,
         all: bool,
     ) -> Result<usize, EngineError> {
-        let store = &self.inner.store;
+        let store = &self.store;
         let mut count = 0;
         for head in store.audit_heads().await? {
             let due = is_due(signed.get(&head.namespace), head.seq, signing, all);

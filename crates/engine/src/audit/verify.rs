@@ -8,9 +8,9 @@ use joch_core::{Approval, Object, Time, ToolCall};
 use joch_store::{ListQuery, StoreError};
 use serde::Serialize;
 
-use crate::Audit;
-use crate::engine::now;
-use crate::{Engine, EngineError};
+use super::Audit;
+use crate::EngineError;
+use crate::clock::now;
 
 /// Records read per page while checking them.
 const PAGE: usize = 500;
@@ -73,101 +73,14 @@ fn legacy_kind(kind: FindingKind) -> &'static str {
     }
 }
 
-impl Engine {
-    /// Per record, the digest of the latest entry appended after `after`:
-    /// what settled while verify was reading.
-    async fn entries_since(
-        &self,
-        namespace: &str,
-        mut after: u64,
-    ) -> Result<HashMap<(String, String), String>, EngineError> {
-        let mut latest = HashMap::new();
-        loop {
-            let page = self.inner.store.list_audit(namespace, after, 1000).await?;
-            let Some(last) = page.last() else { break };
-            after = last.seq;
-            for entry in page {
-                if let Ok(entry) = serde_json::from_str::<AuditEntry>(&entry.body) {
-                    latest.insert((entry.kind, entry.name), entry.digest);
-                }
-            }
-        }
-        Ok(latest)
-    }
-
-    /// Checks every record of kind `T` against the chain, taking the entries
-    /// naming them out of `walked.latest`; returns how many were settled.
-    /// Reads raw rows, so that a row stored under one name whose body names
-    /// another is seen as what it is. A record that does not match the
-    /// chain as walked is a suspect: it may have settled since.
-    async fn check_records<T: Object>(
-        &self,
-        namespace: &str,
-        walked: &mut WalkedChain,
-        suspects: &mut Vec<Suspect>,
-        settled_at: fn(&T) -> Option<Time>,
-    ) -> Result<u64, EngineError> {
-        let (mut settled, mut continue_from) = (0, None);
-        let mut seen = HashSet::new();
-        loop {
-            let page = self
-                .inner
-                .store
-                .list(ListQuery {
-                    kind: T::KIND.to_owned(),
-                    namespace: namespace.to_owned(),
-                    limit: PAGE,
-                    continue_from,
-                    every_row: true,
-                    ..ListQuery::default()
-                })
-                .await?;
-            for row in &page.items {
-                let record: T = serde_json::from_str(&row.body).map_err(|e| {
-                    StoreError::Unavailable(format!(
-                        "stored {} {:?} cannot be read: {e}",
-                        row.kind, row.name
-                    ))
-                })?;
-                let entry = record.audit_entry(now());
-                settled += u64::from(entry.is_some());
-                seen.insert(row.name.clone());
-                let digest = entry.as_ref().map(|e| e.digest.clone());
-                let Some(finding) = check_record(&row.name, &record, entry, walked, settled_at)
-                else {
-                    continue;
-                };
-                match digest {
-                    // A copied row is what it is, however late it settled.
-                    Some(digest) if record.metadata().name == row.name => {
-                        suspects.push(Suspect {
-                            kind: T::KIND,
-                            name: row.name.clone(),
-                            digest,
-                            finding,
-                        });
-                    }
-                    _ => walked.findings.push(finding),
-                }
-            }
-            match page.continue_token {
-                Some(token) if !page.items.is_empty() => continue_from = Some(token),
-                _ => break,
-            }
-        }
-        walked
-            .latest
-            .retain(|(kind, name), _| kind != T::KIND || !seen.contains(name));
-        Ok(settled)
-    }
-}
-
-impl Audit<'_> {
+impl Audit {
     /// Walks the namespace's chain (each entry must follow the one before,
     /// hash to its content and extend every stored checkpoint), then checks
     /// both ways between entries and records: each settled record must
     /// match its latest entry, and each record an entry names must exist.
-    /// Reports every finding. Reads the whole namespace, a page at a time.
+    /// Reports every finding, but none naming a record that does not exist
+    /// for `by` (see [`entries`](Self::entries)). Reads the whole
+    /// namespace, a page at a time.
     pub async fn verify(
         &self,
         by: &joch_core::Principal,
@@ -175,8 +88,8 @@ impl Audit<'_> {
     ) -> Result<AuditReport, EngineError> {
         use crate::identity::rules::{Action, Collection, may_in};
         may_in(by, namespace, &Action::Read(Collection::Audit))?;
-        crate::catalog::valid_namespace(namespace)?;
-        let store = &self.inner.store;
+        crate::resources::valid_namespace(namespace)?;
+        let store = &self.store;
         let mut walk = ChainWalk::new();
         for checkpoint in store.list_checkpoints(namespace).await? {
             walk.expect(checkpoint.seq, &checkpoint.head);
@@ -227,11 +140,124 @@ impl Audit<'_> {
                 name: Some(name),
             });
         }
-        Ok(AuditReport::of(
-            walked.entries,
-            calls + approvals,
-            walked.findings,
-        ))
+        let findings = self.seen_findings(by, namespace, walked.findings).await?;
+        Ok(AuditReport::of(walked.entries, calls + approvals, findings))
+    }
+
+    /// Keeps of `findings` those `by` may see: one naming a record that
+    /// does not exist for `by` (a call of a tool outside its selector, that
+    /// call's approval, or a record gone) is left out, as the audit's
+    /// entries are; one about the chain itself names no record and stays.
+    async fn seen_findings(
+        &self,
+        by: &joch_core::Principal,
+        namespace: &str,
+        findings: Vec<Finding>,
+    ) -> Result<Vec<Finding>, EngineError> {
+        if by.tools.is_none() {
+            return Ok(findings);
+        }
+        let mut seen = Vec::with_capacity(findings.len());
+        for finding in findings {
+            let visible = match &finding.name {
+                // A call and its approval share their name.
+                Some(name) => {
+                    self.sees_record(by, namespace, ToolCall::KIND, name)
+                        .await?
+                }
+                None => true,
+            };
+            if visible {
+                seen.push(finding);
+            }
+        }
+        Ok(seen)
+    }
+
+    /// Per record, the digest of the latest entry appended after `after`:
+    /// what settled while verify was reading.
+    async fn entries_since(
+        &self,
+        namespace: &str,
+        mut after: u64,
+    ) -> Result<HashMap<(String, String), String>, EngineError> {
+        let mut latest = HashMap::new();
+        loop {
+            let page = self.store.list_audit(namespace, after, 1000).await?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            for entry in page {
+                if let Ok(entry) = serde_json::from_str::<AuditEntry>(&entry.body) {
+                    latest.insert((entry.kind, entry.name), entry.digest);
+                }
+            }
+        }
+        Ok(latest)
+    }
+
+    /// Checks every record of kind `T` against the chain, taking the entries
+    /// naming them out of `walked.latest`; returns how many were settled.
+    /// Reads raw rows, so that a row stored under one name whose body names
+    /// another is seen as what it is. A record that does not match the
+    /// chain as walked is a suspect: it may have settled since.
+    async fn check_records<T: Object>(
+        &self,
+        namespace: &str,
+        walked: &mut WalkedChain,
+        suspects: &mut Vec<Suspect>,
+        settled_at: fn(&T) -> Option<Time>,
+    ) -> Result<u64, EngineError> {
+        let (mut settled, mut continue_from) = (0, None);
+        let mut seen = HashSet::new();
+        loop {
+            let page = self
+                .store
+                .list(ListQuery {
+                    kind: T::KIND.to_owned(),
+                    namespace: namespace.to_owned(),
+                    limit: PAGE,
+                    continue_from,
+                    every_row: true,
+                    ..ListQuery::default()
+                })
+                .await?;
+            for row in &page.items {
+                let record: T = serde_json::from_str(&row.body).map_err(|e| {
+                    StoreError::Unavailable(format!(
+                        "stored {} {:?} cannot be read: {e}",
+                        row.kind, row.name
+                    ))
+                })?;
+                let entry = record.audit_entry(now());
+                settled += u64::from(entry.is_some());
+                seen.insert(row.name.clone());
+                let digest = entry.as_ref().map(|e| e.digest.clone());
+                let Some(finding) = check_record(&row.name, &record, entry, walked, settled_at)
+                else {
+                    continue;
+                };
+                match digest {
+                    // A copied row is what it is, however late it settled.
+                    Some(digest) if record.metadata().name == row.name => {
+                        suspects.push(Suspect {
+                            kind: T::KIND,
+                            name: row.name.clone(),
+                            digest,
+                            finding,
+                        });
+                    }
+                    _ => walked.findings.push(finding),
+                }
+            }
+            match page.continue_token {
+                Some(token) if !page.items.is_empty() => continue_from = Some(token),
+                _ => break,
+            }
+        }
+        walked
+            .latest
+            .retain(|(kind, name), _| kind != T::KIND || !seen.contains(name));
+        Ok(settled)
     }
 }
 

@@ -57,13 +57,15 @@ impl Engine {
         let started = std::time::Instant::now();
         let mut run = self.execution_for_batch(namespace, execution).await?;
         let number = run.status.batches;
-        self.emit(
-            namespace,
-            execution,
-            EventKind::ToolBatchStarted,
-            json!({"tool_call_count": calls.len(), "batch": number}),
-        )
-        .await?;
+        self.inner
+            .events
+            .emit(
+                namespace,
+                execution,
+                EventKind::ToolBatchStarted,
+                json!({"tool_call_count": calls.len(), "batch": number}),
+            )
+            .await?;
         let (mut slots, stopped) = self.admit_batch(by, &run, number, calls).await?;
         if let Some(reason) = &stopped {
             self.stop_batch(&mut run, &mut slots, reason).await?;
@@ -134,13 +136,15 @@ impl Engine {
                     let message = format!(
                         "tool call {name} was denied; the run continues (fail_safe continue)"
                     );
-                    self.emit(
-                        namespace,
-                        execution,
-                        EventKind::Warning,
-                        json!({"message": message}),
-                    )
-                    .await?;
+                    self.inner
+                        .events
+                        .emit(
+                            namespace,
+                            execution,
+                            EventKind::Warning,
+                            json!({"message": message}),
+                        )
+                        .await?;
                 } else {
                     stopped = Some(format!(
                         "tool call {name} was denied; the rest of the batch is skipped"
@@ -209,7 +213,9 @@ impl Engine {
                 Slot::ArtifactRead(call) => {
                     calls.push((
                         index,
-                        self.artifacts().call_tool(by, namespace, *call).await?,
+                        self.calls()
+                            .call_artifact_tool(by, namespace, *call)
+                            .await?,
                     ));
                 }
                 Slot::Admitted(recorded) if !wait => {

@@ -29,7 +29,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::Calls;
-use crate::engine::now;
+use crate::clock::now;
 use crate::identity::rules::{Action, may};
 use crate::{Engine, EngineError};
 

@@ -209,6 +209,8 @@ impl Timeline {
         data["tool_call_id"] = json!(self.call);
         let written = self
             .engine
+            .inner
+            .events
             .emit(
                 &self.namespace,
                 self.execution.as_deref().unwrap_or_default(),

@@ -171,7 +171,7 @@ impl Calls<'_> {
     ) -> Result<Vec<CostTotal>, EngineError> {
         may_in(by, namespace, &Action::Read(Collection::Costs))?;
         if !namespace.is_empty() {
-            crate::catalog::valid_namespace(namespace)?;
+            crate::resources::valid_namespace(namespace)?;
         }
         if by.tools.is_some() {
             return self.seen_costs(by, namespace, group_by, since).await;
@@ -203,7 +203,13 @@ impl Calls<'_> {
         let store = &self.inner.store;
         let mut tools: Vec<String> = Vec::new();
         for total in store.cost_totals(query(CostGroup::Tool, None)).await? {
-            if !tools.contains(&total.key) && self.sees_tool(by, namespace, &total.key).await? {
+            if !tools.contains(&total.key)
+                && self
+                    .inner
+                    .visibility
+                    .sees_tool(by, namespace, &total.key)
+                    .await?
+            {
                 tools.push(total.key);
             }
         }
@@ -228,7 +234,7 @@ impl Calls<'_> {
 
 /// The start of the current UTC day or month, in unix milliseconds.
 fn start_of(window: Window) -> i64 {
-    let now = crate::engine::now().0;
+    let now = crate::clock::now().0;
     let day = if window == Window::Month {
         1
     } else {

@@ -1,29 +1,30 @@
-//! The back of the call path: run the backend, apply the result hook, settle.
+//! The back of the call path: run the backend, apply the result hook, and
+//! hand the result to `settle.rs`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use joch_core::artifact::is_media_type;
-use joch_core::redact::{REDACTED, redact_fields};
 use joch_core::{
-    Backend, CallError, CallMode, ErrorCode, EventKind, Hook, Invocation, Phase, Policy, Tool,
-    ToolCall, ToolOutput,
+    Backend, CallError, CallMode, ErrorCode, Hook, Invocation, Phase, Policy, Tool, ToolCall,
+    ToolOutput,
 };
 use joch_store::Durability;
 use joch_store::timing::{self, Stage};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tracing::Instrument;
 
 use crate::calls::cancels::{MCP_GRACE, Running};
 use crate::calls::hooks::refusal;
 use crate::calls::prepare::Prepared;
-use crate::calls::{CallOutcome, Recorded, Rejection};
-use crate::catalog::schema::Compiled;
-use crate::engine::now;
-use crate::policy::{self, Effect, Facts};
+use crate::calls::{CallOutcome, Recorded};
+use crate::clock::now;
+use crate::policies::{self, Effect, Facts};
+use crate::resources::schema::Compiled;
 use crate::telemetry;
 use crate::tracing_spans;
 use crate::{Engine, EngineError};
+use joch_core::redact::recorded_value;
 
 /// What the backend gave, and how long it took.
 struct Invoked {
@@ -317,8 +318,8 @@ impl Engine {
             let (result_facts, found) = facts.for_result(result);
             call.status.detections.extend(found);
             let span = tracing::info_span!("evaluate_policies", hook = "toolCallResult");
-            let outcome = policy::decide_apart(
-                &self.inner.policy,
+            let outcome = policies::decide_apart(
+                self.inner.policies.engine(),
                 how.policies,
                 Hook::Result,
                 &Arc::new(result_facts),
@@ -330,7 +331,7 @@ impl Engine {
                 Some((_, Effect::Allow)) | None => {}
                 Some((_, Effect::Modify(_))) => {
                     let detectors = facts.detectors.as_deref();
-                    crate::policy::apply_patches(result, &outcome.patches(), detectors);
+                    crate::policies::apply_patches(result, &outcome.patches(), detectors);
                     answer = Some(result.clone());
                 }
                 // Deny, or anything that would need a person after the fact:
@@ -351,6 +352,8 @@ impl Engine {
         let mut kept = output;
         if let Some(result) = answer.take_if(|_| phase == Phase::Succeeded) {
             let spooled = self
+                .inner
+                .artifacts
                 .spool(&mut call, tool, result, how.text_type.as_deref())
                 .await?;
             if let Some(recorded) = spooled.recorded {
@@ -361,94 +364,13 @@ impl Engine {
         // What the tool said reaches the model in an envelope when the tool
         // is untrusted; a refusal by policy is joch's own text.
         if let Some(result) = answer.take_if(|_| phase != Phase::Denied) {
-            answer = Some(self.envelop(&mut call, tool, result).await?);
+            answer = Some(self.inner.policies.envelop(&mut call, tool, result).await?);
         }
         call.status.output =
             kept.map(|o| recorded_value(o, observability.log_result, &observability.redact_fields));
         self.settle(call, phase, answer, error, how.latency_ms)
             .await
     }
-
-    /// Settles a call that will not run, telling the model why.
-    pub(crate) async fn refuse(
-        &self,
-        mut call: ToolCall,
-        rejection: Rejection,
-    ) -> Result<CallOutcome, EngineError> {
-        call.status.output = rejection.answer.clone();
-        self.settle(
-            call,
-            rejection.phase,
-            rejection.answer,
-            Some(rejection.error),
-            None,
-        )
-        .await
-    }
-
-    /// Moves the call to its terminal phase and stores it durably.
-    /// `answer` is what the caller gets as output.
-    pub(crate) async fn settle(
-        &self,
-        mut call: ToolCall,
-        phase: Phase,
-        answer: Option<Value>,
-        error: Option<CallError>,
-        latency_ms: Option<u64>,
-    ) -> Result<CallOutcome, EngineError> {
-        call.transition(phase)?;
-        if let Some(error) = &error {
-            tracing_spans::record_error(&error.code);
-        }
-        if self.inner.config.trace_content {
-            if let Some(answer) = &answer {
-                tracing_spans::record_content("gen_ai.tool.call.result", answer);
-            }
-        }
-        // Only a call in an execution has a timeline: the event copies the
-        // output, which no other call should pay for.
-        if call.spec.execution_ref.is_some() {
-            let completed = json!({
-                "source": if call.spec.replay_of.is_some() { "replay" } else { "execute" },
-                "success": phase == Phase::Succeeded,
-                // Events, like the record, name artifacts rather than hold them.
-                "output": if call.status.artifacts.is_empty() { answer.as_ref() } else { call.status.output.as_ref() },
-                "error": error.as_ref().map(|e| e.message.clone()),
-            });
-            self.emit_for(&call, EventKind::ToolCompleted, completed)
-                .await?;
-        }
-        call.status.completed_at = Some(now());
-        call.status.latency_ms = latency_ms;
-        call.status.error = error;
-        self.store_settled(&mut call).await?;
-        self.inner.calls.settled();
-        telemetry::call_settled(&call, self.call_labels(&call).await, phase, latency_ms);
-        tracing::info!(
-            namespace = %call.metadata.namespace,
-            tool = %call.tool_name(),
-            call = %call.metadata.name,
-            phase = %phase,
-            latency_ms,
-            "tool call settled"
-        );
-        Ok(CallOutcome {
-            record: call,
-            output: answer,
-            replayed: false,
-            timings: None,
-        })
-    }
-}
-
-/// What of a value the record keeps: all of it, with named fields redacted,
-/// or only the marker that it was withheld.
-pub(crate) fn recorded_value(mut value: Value, keep: bool, redact: &[String]) -> Value {
-    if !keep {
-        return Value::String(REDACTED.to_owned());
-    }
-    redact_fields(&mut value, redact);
-    value
 }
 
 /// The backend's answer, or the cancelled call's failure once the call is

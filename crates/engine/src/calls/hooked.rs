@@ -5,12 +5,10 @@
 //! handed to the agent (`Running`) until the agent reports the result,
 //! which then goes through the result hook and settles the record.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use joch_core::{
-    CallError, CallMode, ErrorCode, Hook, HookAnswer, Phase, Principal, Tool, ToolCall,
-    ToolCallStatus,
+    CallError, CallMode, ErrorCode, Hook, HookAnswer, Phase, Principal, ToolCall, ToolCallStatus,
 };
 use joch_store::{Durability, ListQuery};
 use serde_json::{Map, Value};
@@ -20,9 +18,9 @@ use crate::Calls;
 use crate::calls::CallOutcome;
 use crate::calls::admission::{Admission, Intent};
 use crate::calls::execute::Concluding;
-use crate::engine::now;
+use crate::clock::now;
 use crate::identity::rules;
-use crate::policy::Facts;
+use crate::policies::Facts;
 use crate::{Engine, EngineError};
 
 /// What joch tells the agent: run it as asked, run it with these
@@ -178,7 +176,7 @@ impl Engine {
             false => {
                 let count = self.tool_call_count(&call).await?;
                 let mut facts = Facts::request(&call, &tool, &args, count, false);
-                facts.detect_input(self.detectors(namespace, &policies).await?);
+                facts.detect_input(self.inner.policies.detectors(namespace, &policies).await?);
                 Some(facts)
             }
         };
@@ -208,26 +206,6 @@ impl Engine {
             )
             .await?;
         Ok(result_verdict(outcome.into_response(), given))
-    }
-
-    /// The namespace's Tool of that name or, in hook mode, an unregistered
-    /// one: the agent may run tools joch has never heard of.
-    pub(crate) async fn resolve_tool(
-        &self,
-        namespace: &str,
-        call: &ToolCall,
-    ) -> Result<Arc<Tool>, EngineError> {
-        if let Some(tool) = self.resolve_surface_tool(namespace, call).await? {
-            return Ok(tool);
-        }
-        let found = self.inner.catalog.tool(namespace, call.tool_name()).await;
-        match found {
-            Ok(tool) => Ok(tool),
-            Err(joch_store::StoreError::NotFound { .. }) if call.spec.mode == CallMode::Hook => {
-                Ok(Arc::new(Tool::unregistered(namespace, call.tool_name())))
-            }
-            Err(e) => Err(e.into()),
-        }
     }
 
     /// Gives an allowed hook-mode call to the agent: `Running`, durably,

@@ -7,10 +7,6 @@ use serde_json::{Value, json};
 
 use crate::{Engine, EngineError};
 
-/// Annotation a replay carries when its caller overrode the write gate, so
-/// that policies see it (`override`) and the record shows it.
-pub const REPLAY_OVERRIDE_ANNOTATION: &str = "joch.dev/replay-override";
-
 impl Engine {
     /// `toolCallCount`: calls with this checksum in the call's execution,
     /// this one included. Without an execution, every call counts once.

@@ -9,7 +9,7 @@ use joch_store::IdempotencyClaim;
 use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value as TemplateValue};
 use serde_json::{Map, Value, json};
 
-use crate::engine::now;
+use crate::clock::now;
 use crate::{Engine, EngineError};
 
 /// Longest accepted key, in characters.

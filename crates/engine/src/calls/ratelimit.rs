@@ -4,62 +4,10 @@
 //! not hand out a fresh one. A cell's name carries its rate, so changing a
 //! namespace's settings starts the allowance afresh.
 
-use std::num::NonZeroU32;
-use std::time::Duration;
-
-use joch_core::namespace::{RateLimit, RateScope};
+use joch_core::namespace::RateScope;
 use joch_core::{DecisionKind, Hook, HookDecision, ToolCall};
-use joch_store::RateCell;
 
 use crate::{Engine, EngineError};
-
-/// A namespace's limits.
-pub(crate) struct Limiters {
-    limits: Vec<Limit>,
-}
-
-struct Limit {
-    spec: RateLimit,
-    /// Between two calls at the sustained rate.
-    interval: Duration,
-    /// Calls allowed back to back.
-    burst: NonZeroU32,
-}
-
-impl Limiters {
-    pub(crate) fn of(limits: &[RateLimit]) -> Limiters {
-        let limits = limits
-            .iter()
-            .filter_map(|spec| {
-                let (calls, period) = spec.rate()?;
-                let burst = NonZeroU32::new(spec.burst.unwrap_or(calls))?;
-                // One call replenished every period/calls: `calls` per period.
-                let interval = period / calls.max(1);
-                Some(Limit {
-                    spec: spec.clone(),
-                    interval,
-                    burst,
-                })
-            })
-            .collect();
-        Limiters { limits }
-    }
-}
-
-impl Limit {
-    /// The store's cell for `key`. Its name carries the rate, so a changed
-    /// setting starts a new allowance.
-    fn cell(&self, namespace: &str, key: &str) -> RateCell {
-        let interval_ms = i64::try_from(self.interval.as_millis()).unwrap_or(i64::MAX);
-        RateCell {
-            namespace: namespace.to_owned(),
-            limit: format!("{}@{interval_ms}ms/{}", self.spec.name, self.burst),
-            key: key.to_owned(),
-            interval_ms,
-            tolerance_ms: interval_ms.saturating_mul(i64::from(self.burst.get())),
-        }
-    }
-}
 
 /// A call over a limit: the decision to record, and when to try again.
 pub(crate) struct Limited {
@@ -76,7 +24,7 @@ impl Engine {
         let namespace = &call.metadata.namespace;
         let limiters = self.inner.catalog.limiters(namespace).await?;
         let agent = call.spec.agent_ref.as_ref().map_or("", |a| a.name.as_str());
-        for limit in &limiters.limits {
+        for limit in limiters.limits() {
             let key = match limit.spec.per {
                 RateScope::Namespace => "",
                 RateScope::Agent => agent,
@@ -85,7 +33,7 @@ impl Engine {
             if limit.spec.only.as_ref().is_some_and(|only| only != key) {
                 continue;
             }
-            let now_ms = crate::engine::now().0.timestamp_millis();
+            let now_ms = crate::clock::now().0.timestamp_millis();
             let cell = limit.cell(namespace, key);
             let Some(wait_ms) = self.inner.store.take_rate(&cell, now_ms).await? else {
                 continue;

@@ -4,8 +4,8 @@
 use joch_core::{Principal, ToolCall, ValidationError};
 use joch_store::Durability;
 
-use crate::catalog::{admit, valid_namespace};
 use crate::identity::rules::{Action, Collection, may_in};
+use crate::resources::{admit, valid_namespace};
 use crate::{Calls, EngineError, ListParams, ObjectList};
 
 impl Calls<'_> {
@@ -19,9 +19,14 @@ impl Calls<'_> {
     ) -> Result<ToolCall, EngineError> {
         may_in(by, namespace, &Action::Read(Collection::ToolCalls))?;
         let call = self.record(namespace, name).await?;
-        if !self.sees_call(by, namespace, &call).await? {
+        if !self
+            .inner
+            .visibility
+            .sees_call(by, namespace, &call)
+            .await?
+        {
             return Err(EngineError::NotFound {
-                kind: "ToolCall".to_owned(),
+                kind: crate::NotFoundKind::ToolCall,
                 name: name.to_owned(),
             });
         }
@@ -52,8 +57,12 @@ impl Calls<'_> {
         params: ListParams,
     ) -> Result<ObjectList<ToolCall>, EngineError> {
         may_in(by, namespace, &Action::Read(Collection::ToolCalls))?;
-        let mut page: ObjectList<ToolCall> = self.inner.list(namespace, params).await?;
-        page.items = self.keep_seen_calls(by, namespace, page.items).await?;
+        let mut page: ObjectList<ToolCall> = self.inner.lists.page(namespace, params).await?;
+        page.items = self
+            .inner
+            .visibility
+            .keep_seen_calls(by, namespace, page.items)
+            .await?;
         Ok(page)
     }
 

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use crate::Calls;
 use crate::calls::CallOutcome;
-use crate::calls::REPLAY_OVERRIDE_ANNOTATION;
-use crate::engine::now;
+use crate::clock::now;
+use crate::policies::REPLAY_OVERRIDE_ANNOTATION;
 use crate::{Engine, EngineError};
 
 /// How to replay.
@@ -45,8 +45,8 @@ impl Engine {
         mut call: ToolCall,
         original: &ToolCall,
     ) -> Result<CallOutcome, EngineError> {
-        call.metadata.name = crate::engine::new_call_name();
-        crate::catalog::admit(namespace, &mut call, None)?;
+        call.metadata.name = crate::clock::new_call_name();
+        crate::resources::admit(namespace, &mut call, None)?;
         let at = now();
         call.status = ToolCallStatus {
             phase: original.status.phase,
@@ -95,9 +95,14 @@ impl Calls<'_> {
                 format!("{name:?} has not settled yet"),
             ));
         }
-        if !self.sees_tool(by, namespace, original.tool_name()).await? {
+        if !self
+            .inner
+            .visibility
+            .sees_tool(by, namespace, original.tool_name())
+            .await?
+        {
             return Err(EngineError::NotFound {
-                kind: "Tool".to_owned(),
+                kind: crate::NotFoundKind::Tool,
                 name: original.tool_name().to_owned(),
             });
         }

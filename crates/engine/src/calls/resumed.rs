@@ -38,7 +38,7 @@ impl Engine {
             !by.is_authenticated() || call.status.principal.as_ref().is_some_and(|p| by.is(p));
         if !made_it {
             return Err(EngineError::NotFound {
-                kind: "ToolCall".to_owned(),
+                kind: crate::NotFoundKind::ToolCall,
                 name: name.to_owned(),
             });
         }

@@ -30,9 +30,9 @@ use joch_store::{Durability, ListQuery, StoreErrorKind};
 use serde_json::Value;
 
 use crate::Calls;
-use crate::calls::execute::recorded_value;
+use joch_core::redact::recorded_value;
 use crate::calls::{CallOutcome, Retry};
-use crate::engine::now;
+use crate::clock::now;
 use crate::{Engine, EngineError};
 
 impl Engine {

@@ -10,8 +10,8 @@ use std::time::Duration;
 use joch_core::{Object, Principal, Time, ToolCall};
 use joch_store::ListQuery;
 
-use crate::catalog::valid_namespace;
 use crate::identity::rules::{Action, Collection, may_in};
+use crate::resources::valid_namespace;
 use crate::{Calls, EngineError};
 
 /// The window, cut into buckets of equal length ending at `until`.
@@ -101,7 +101,11 @@ impl Calls<'_> {
             if by.tools.is_some() {
                 let read_all = bucket.counted_all && count <= bucket.sample.len() as u64;
                 let sample = std::mem::take(&mut bucket.sample);
-                bucket.sample = self.keep_seen_calls(by, namespace, sample).await?;
+                bucket.sample = self
+                    .inner
+                    .visibility
+                    .keep_seen_calls(by, namespace, sample)
+                    .await?;
                 bucket.count = bucket.sample.len() as u64;
                 bucket.counted_all = read_all;
             }

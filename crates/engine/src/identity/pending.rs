@@ -15,15 +15,28 @@ use std::time::Duration;
 
 use joch_core::object::IndexFields;
 use joch_store::{ListQuery, StoreErrorKind};
+use serde::{Deserialize, Serialize};
 
-use crate::Identity;
-use crate::engine::now;
+use super::Identity;
+use crate::EngineError;
+use crate::clock::now;
 use crate::identity::sessions::SESSION_NAMESPACE;
-use crate::identity::signin::{Pending, SIGN_IN_KIND};
-use crate::{Engine, EngineError};
 
 /// The stable code of a sign-in refused beyond a cap (429).
 pub const TOO_MANY_SIGN_INS: joch_core::RefusalCode = joch_core::RefusalCode::TooManySignIns;
+
+/// Kind of the pending sign-in records, which no API serves.
+pub(super) const SIGN_IN_KIND: &str = "OidcSignIn";
+
+/// A sign-in under way, as its record keeps it.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Pending {
+    pub(super) binding_hash: String,
+    pub(super) nonce: String,
+    pub(super) verifier: String,
+    pub(super) expires_at_ms: i64,
+}
 
 /// Locks serialising sign-in starts, one taken per client key: a fixed
 /// number, whatever the number of clients.
@@ -114,19 +127,17 @@ fn refused(message: String, retry_after: Duration) -> EngineError {
     }
 }
 
-impl Identity<'_> {
+impl Identity {
     /// The bounds sign-ins are kept within.
     pub fn sign_in_limits(&self) -> &SignInLimits {
-        &self.inner.config.sign_ins
+        &self.sign_ins
     }
-}
 
-impl Engine {
     /// Refuses a new sign-in of `key` beyond a cap, with how long to wait.
     /// Called in `key`'s turn.
-    pub(in crate::identity) async fn room_for_sign_in(&self, key: &str) -> Result<(), EngineError> {
-        let limits = &self.inner.config.sign_ins;
-        let store = &self.inner.store;
+    pub(super) async fn room_for_sign_in(&self, key: &str) -> Result<(), EngineError> {
+        let limits = &self.sign_ins;
+        let store = &self.store;
         if store
             .count_at_most(sign_ins(Some(key)), limits.per_client)
             .await?
@@ -151,7 +162,7 @@ impl Engine {
     /// deleted now; refused if `cap` are still live, until the oldest of
     /// them expires.
     async fn room_for_client(&self, key: &str, cap: u64) -> Result<(), EngineError> {
-        let store = &self.inner.store;
+        let store = &self.store;
         let now_ms = now().0.timestamp_millis();
         let (mut live, mut first_expiry) = (0u64, i64::MAX);
         let mut continue_from = None;

@@ -7,7 +7,7 @@
 //!
 //! - A principal acts in its own namespace only; others do not exist for it.
 //! - Tools outside a principal's tool selector do not exist for it, nor
-//!   do their calls and those calls' approvals (`Engine::sees_call`).
+//!   do their calls and those calls' approvals (`Visibility::sees_call`).
 //! - A principal cannot decide a call it made, nor decide at all below the
 //!   `approver` role, except when the deciding policy asked the caller's
 //!   own user (`askUser`, or a `userInput` value): that decision is
@@ -38,56 +38,20 @@
 //! recorded under the name the decider gives.
 
 use joch_core::approval::StandingApprovalSpec;
-use joch_core::{
-    Approval, LabelSelector, Principal, PrincipalKind, PrincipalRef, Tool, ToolCall,
-    ValidationError,
-};
+use joch_core::{Approval, Principal, PrincipalRef, ToolCall, ValidationError};
 
 use crate::EngineError;
-use crate::policy::evaluate::glob_matches;
 use joch_core::ApprovalActionKind;
 use joch_core::toolcall::CallMode;
 
 mod gate;
+mod visibility;
 
-pub(crate) use gate::may_touch;
-pub use gate::{Action, ActionKind, Allowance, Collection, may, may_in, table};
-
-/// Refuses a principal bound to another namespace, as if the namespace's
-/// resources did not exist.
-pub(crate) fn acts_in(principal: &Principal, namespace: &str) -> Result<(), EngineError> {
-    if principal.namespaces.contains(namespace) {
-        return Ok(());
-    }
-    Err(EngineError::NotFound {
-        kind: "Namespace".to_owned(),
-        name: namespace.to_owned(),
-    })
-}
-
-/// True when `principal` acts in more than one namespace (the root token
-/// and the local caller act in every one; a JWT may claim several), so
-/// that a surface showing one namespace at a time offers it the others.
-pub fn acts_in_several(principal: &Principal) -> bool {
-    principal.namespaces.are_several()
-}
-
-/// True when `tool` exists for `principal`: it matches one of the
-/// selector's name globs (if any) and its label selector (if any).
-pub(crate) fn sees(principal: &Principal, tool: &Tool) -> bool {
-    let Some(selector) = &principal.tools else {
-        return true;
-    };
-    let named = selector.names.is_empty()
-        || selector
-            .names
-            .iter()
-            .any(|glob| glob_matches(glob, &tool.metadata.name));
-    let labelled = selector.labels.as_deref().is_none_or(|text| {
-        LabelSelector::parse(text).is_ok_and(|s| s.matches(&tool.metadata.labels))
-    });
-    named && labelled
-}
+pub use gate::{
+    Action, ActionKind, Allowance, Collection, acts_in_several, is_operator, may, may_in, table,
+};
+pub(crate) use gate::{acts_in, may_touch};
+pub(crate) use visibility::{Visibility, sees};
 
 /// Whose decision it is, as recorded on the Approval.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,131 +166,6 @@ pub(crate) fn upstream_user(
             by.name, call.metadata.namespace
         )),
         _ => Ok(by.name.clone()),
-    }
-}
-
-/// The operator: whoever started `joch serve`, i.e. the local caller (no
-/// authentication) or the root token. Only the operator decides what runs
-/// on joch's host and what it reads there, and reads what concerns every
-/// namespace at once.
-pub fn is_operator(by: &Principal) -> bool {
-    matches!(by.kind, PrincipalKind::Local | PrincipalKind::Root)
-}
-
-impl crate::Engine {
-    /// True when the namespace's tool `name` exists for `by`. A tool that
-    /// does not exist is seen only by a principal without a selector (its
-    /// answer is then the usual `tool_not_found`).
-    pub(crate) async fn sees_tool(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        name: &str,
-    ) -> Result<bool, EngineError> {
-        if by.tools.is_none() {
-            return Ok(true);
-        }
-        match self.inner.catalog.tool(namespace, name).await {
-            Ok(tool) => Ok(sees(by, &tool)),
-            Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// True when the ToolCall `call` exists for `by`: when the tool it
-    /// records (by name) exists for `by` ([`sees_tool`](Self::sees_tool),
-    /// which reads the Tool for its labels). A call of a tool that no
-    /// longer exists is seen only by a principal without a selector. A
-    /// call of an artifact tool shows another call's content: it is seen
-    /// when the call it read (`callId`) is; without one, as a missing
-    /// tool's call.
-    pub(crate) async fn sees_call(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        call: &ToolCall,
-    ) -> Result<bool, EngineError> {
-        if by.tools.is_none() {
-            return Ok(true);
-        }
-        if !call.spec.from_artifact_tool {
-            return self.sees_tool(by, namespace, call.tool_name()).await;
-        }
-        let read = call
-            .spec
-            .input
-            .as_object()
-            .and_then(|args| joch_core::artifact_tools::call_id(args).ok());
-        let Some(read) = read else {
-            return Ok(false);
-        };
-        match self
-            .inner
-            .store
-            .get_object::<ToolCall>(namespace, read)
-            .await
-        {
-            Ok(target) if !target.spec.from_artifact_tool => {
-                self.sees_tool(by, namespace, target.tool_name()).await
-            }
-            Ok(_) | Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// True when `approval` exists for `by`: when the call it asks about
-    /// does ([`sees_call`](Self::sees_call)); an approval whose call the
-    /// ledger lost is seen only by a principal without a selector.
-    pub(crate) async fn sees_approval(
-        &self,
-        by: &Principal,
-        approval: &Approval,
-    ) -> Result<bool, EngineError> {
-        if by.tools.is_none() {
-            return Ok(true);
-        }
-        let namespace = &approval.metadata.namespace;
-        let name = &approval.spec.action.tool_call_ref.name;
-        match self
-            .inner
-            .store
-            .get_object::<ToolCall>(namespace, name)
-            .await
-        {
-            Ok(call) => self.sees_call(by, namespace, &call).await,
-            Err(joch_store::StoreError::NotFound { .. }) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Keeps of `calls` those that exist for `by` ([`sees_call`](Self::sees_call)),
-    /// asking once per tool name.
-    pub(crate) async fn keep_seen_calls(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        calls: Vec<ToolCall>,
-    ) -> Result<Vec<ToolCall>, EngineError> {
-        if by.tools.is_none() {
-            return Ok(calls);
-        }
-        let mut tools = std::collections::HashMap::<String, bool>::new();
-        let mut seen = Vec::with_capacity(calls.len());
-        for call in calls {
-            let visible = match (call.spec.from_artifact_tool, tools.get(call.tool_name())) {
-                (false, Some(known)) => *known,
-                (false, None) => {
-                    let known = self.sees_tool(by, namespace, call.tool_name()).await?;
-                    tools.insert(call.tool_name().to_owned(), known);
-                    known
-                }
-                (true, _) => self.sees_call(by, namespace, &call).await?,
-            };
-            if visible {
-                seen.push(call);
-            }
-        }
-        Ok(seen)
     }
 }
 

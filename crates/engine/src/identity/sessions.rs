@@ -18,9 +18,9 @@ use joch_core::{Namespaces, Principal, PrincipalKind, Time};
 use joch_store::{Durability, Record, StoreErrorKind};
 use serde::{Deserialize, Serialize};
 
-use crate::Identity;
-use crate::engine::now;
-use crate::{Engine, EngineError};
+use super::Identity;
+use crate::EngineError;
+use crate::clock::now;
 
 /// Kind and namespace of session records, which no API serves.
 pub(crate) const SESSION_KIND: &str = "ConsoleSession";
@@ -113,10 +113,10 @@ pub(crate) fn secret() -> String {
     )
 }
 
-impl Engine {
+impl Identity {
     /// Opens a session for `principal`, given by the identity provider's
     /// ID token (see `signin.rs`), lasting `ttl`.
-    pub(in crate::identity) async fn open_principal_session(
+    pub(super) async fn open_principal_session(
         &self,
         principal: Principal,
         ttl: Duration,
@@ -154,16 +154,14 @@ impl Engine {
             index: IndexFields::default(),
             body,
         };
-        self.inner.store.create(record, Durability::Sync).await?;
+        self.store.create(record, Durability::Sync).await?;
         Ok(SessionOpened {
             id,
             csrf: stored.csrf,
             expires_at: Time(expires),
         })
     }
-}
 
-impl Identity<'_> {
     /// Opens a session for the holder of `token`, lasting `ttl`; `None`
     /// when the token is unknown (or a JWT, whose sign-in is the identity
     /// provider's, not a pasted token's).
@@ -183,7 +181,6 @@ impl Identity<'_> {
     /// still valid.
     pub async fn session(&self, id: &str) -> Result<Option<ConsoleSession>, EngineError> {
         let record = match self
-            .inner
             .store
             .get(SESSION_KIND, SESSION_NAMESPACE, &hash(id))
             .await
@@ -212,7 +209,6 @@ impl Identity<'_> {
     /// Ends the session `id` (signing out); a session already gone is fine.
     pub async fn close_session(&self, id: &str) -> Result<(), EngineError> {
         match self
-            .inner
             .store
             .delete(SESSION_KIND, SESSION_NAMESPACE, &hash(id), None)
             .await

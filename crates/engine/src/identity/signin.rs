@@ -20,26 +20,13 @@ use base64::Engine as _;
 use joch_core::object::IndexFields;
 use joch_core::token::hash;
 use joch_store::{Durability, Record, StoreErrorKind};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::Identity;
-use crate::engine::now;
-use crate::identity::pending::client_key;
+use super::Identity;
+use crate::clock::now;
+use crate::identity::pending::{Pending, SIGN_IN_KIND, client_key};
 use crate::identity::sessions::{SESSION_NAMESPACE, secret};
 use crate::{EngineError, SessionOpened};
-
-/// Kind of the pending sign-in records, which no API serves.
-pub(in crate::identity) const SIGN_IN_KIND: &str = "OidcSignIn";
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(in crate::identity) struct Pending {
-    binding_hash: String,
-    nonce: String,
-    verifier: String,
-    pub(in crate::identity) expires_at_ms: i64,
-}
 
 /// A sign-in just started: what goes to the provider and to the browser.
 #[derive(Debug, Clone)]
@@ -68,7 +55,7 @@ pub fn pkce_challenge(verifier: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
 }
 
-impl Identity<'_> {
+impl Identity {
     /// Starts a sign-in through the identity provider for the client at
     /// `client` (see the module); `None` when the surface cannot tell, and
     /// all such clients share one cap. Refused with
@@ -82,9 +69,9 @@ impl Identity<'_> {
         client: Option<IpAddr>,
     ) -> Result<SignInStarted, EngineError> {
         let key = client_key(client);
-        let _turn = self.inner.sign_in_turns.take(&key).await;
+        let _turn = self.turns.take(&key).await;
         self.room_for_sign_in(&key).await?;
-        let ttl = self.inner.config.sign_ins.ttl;
+        let ttl = self.sign_ins.ttl;
         let started = SignInStarted {
             state: secret(),
             nonce: secret(),
@@ -112,7 +99,7 @@ impl Identity<'_> {
             },
             body: serde_json::to_string(&pending).expect("a sign-in serialises"),
         };
-        self.inner.store.create(record, Durability::Sync).await?;
+        self.store.create(record, Durability::Sync).await?;
         Ok(SignInStarted {
             challenge: pkce_challenge(&pending.verifier),
             ..started
@@ -126,7 +113,7 @@ impl Identity<'_> {
         state: &str,
         binding: &str,
     ) -> Result<Option<SignInPending>, EngineError> {
-        let store = &self.inner.store;
+        let store = &self.store;
         let name = hash(state);
         let record = match store.get(SIGN_IN_KIND, SESSION_NAMESPACE, &name).await {
             Ok(record) => record,
@@ -167,7 +154,7 @@ impl Identity<'_> {
         nonce: &str,
         ttl: Duration,
     ) -> Result<Option<SessionOpened>, EngineError> {
-        let Some(jwt) = &self.inner.config.jwt else {
+        let Some(jwt) = &self.jwt else {
             return Ok(None);
         };
         let Some(principal) = jwt.id_token_principal(id_token, client_id, nonce) else {

@@ -5,16 +5,17 @@
 //! (`expiresAtMs`); a body that cannot be read is deleted too, as nothing
 //! could use it. Every replica may sweep: a delete is idempotent.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use joch_store::{ListQuery, StoreErrorKind};
 use serde::Deserialize;
 
-use crate::Identity;
-use crate::engine::now;
+use super::Identity;
+use crate::EngineError;
+use crate::clock::now;
+use crate::identity::pending::SIGN_IN_KIND;
 use crate::identity::sessions::{SESSION_KIND, SESSION_NAMESPACE};
-use crate::identity::signin::SIGN_IN_KIND;
-use crate::{Engine, EngineError};
 
 /// Records read per page, and deletes in flight at once (synced deletes
 /// share group commits).
@@ -28,18 +29,18 @@ struct Expiring {
     expires_at_ms: i64,
 }
 
-impl Engine {
+impl Identity {
     /// Sweeps every `sweep_every` of the sign-in limits (at least every
     /// 100 ms), beside the call path.
-    pub(crate) fn spawn_sign_in_sweeper(&self) -> tokio::task::JoinHandle<()> {
-        let engine = self.clone();
-        let every = (engine.inner.config.sign_ins.sweep_every).max(Duration::from_millis(100));
+    pub(crate) fn spawn_sign_in_sweeper(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let identity = Arc::clone(self);
+        let every = (identity.sign_ins.sweep_every).max(Duration::from_millis(100));
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                match engine.identity().sweep_expired().await {
+                match identity.sweep_expired().await {
                     Ok(0) => {}
                     Ok(n) => tracing::debug!(removed = n, "swept expired sign-ins and sessions"),
                     Err(e) => tracing::warn!(error = %e, "could not sweep expired sign-ins"),
@@ -47,9 +48,7 @@ impl Engine {
             }
         })
     }
-}
 
-impl Identity<'_> {
     /// Deletes the pending sign-ins and console sessions that have expired;
     /// answers how many it deleted.
     pub async fn sweep_expired(&self) -> Result<usize, EngineError> {
@@ -66,7 +65,6 @@ impl Identity<'_> {
         let mut continue_from = None;
         loop {
             let page = self
-                .inner
                 .store
                 .list(ListQuery {
                     kind: kind.to_owned(),
@@ -101,7 +99,7 @@ impl Identity<'_> {
         for batch in names.chunks(DELETES_AT_ONCE) {
             let mut deletes = tokio::task::JoinSet::new();
             for name in batch {
-                let (store, kind, name) = (self.inner.store.clone(), kind.to_owned(), name.clone());
+                let (store, kind, name) = (self.store.clone(), kind.to_owned(), name.clone());
                 deletes.spawn(
                     async move { store.delete(&kind, SESSION_NAMESPACE, &name, None).await },
                 );
@@ -126,8 +124,8 @@ mod tests {
     use joch_core::token::Role;
     use joch_store::ListQuery;
 
+    use crate::identity::pending::SIGN_IN_KIND;
     use crate::identity::sessions::{SESSION_KIND, SESSION_NAMESPACE};
-    use crate::identity::signin::SIGN_IN_KIND;
     use crate::{Engine, EngineConfig, EngineError, SignInLimits, TOO_MANY_SIGN_INS};
 
     fn engine(dir: &tempfile::TempDir, limits: SignInLimits) -> Engine {
@@ -135,7 +133,7 @@ mod tests {
         Engine::new(
             Arc::new(store),
             Vec::new(),
-            Arc::new(crate::policy::StandardPolicyEngine::default()),
+            Arc::new(crate::policies::StandardPolicyEngine::default()),
             EngineConfig {
                 sign_ins: limits,
                 ..EngineConfig::default()

@@ -3,14 +3,12 @@
 //! snapshot of every token maps hashes to principals, dropped on each
 //! token write.
 
-use std::collections::HashMap;
-
 use joch_core::token::{ApiToken, ApiTokenSpec, Role, hash};
 use joch_core::{Namespaces, Object, ObjectMeta, Principal, PrincipalKind, ToolSelector};
 
-use crate::Identity;
+use super::Identity;
+use crate::EngineError;
 use crate::identity::rules::{Action, Collection, may_in};
-use crate::{Engine, EngineError};
 
 /// How JWTs of an identity provider (OIDC) are verified and mapped to a
 /// principal: signature by a key of `keys` (by `kid`), `iss` as configured,
@@ -137,54 +135,30 @@ impl JwtConfig {
     }
 }
 
-/// Every token, by hash.
-pub(crate) type TokenIndex = HashMap<String, Principal>;
-
-/// The principal each token stands for, by the token's hash.
-pub(crate) fn index(tokens: Vec<ApiToken>) -> TokenIndex {
-    tokens
-        .into_iter()
-        .map(|t| {
-            let principal = Principal {
-                kind: PrincipalKind::Token,
-                name: t.metadata.name.clone(),
-                namespaces: Namespaces::one(t.metadata.namespace.clone()),
-                role: t.spec.role,
-                tools: t.spec.tools.clone(),
-                presented: Default::default(),
-            };
-            (t.spec.hash, principal)
-        })
-        .collect()
-}
-
-impl Engine {
+impl Identity {
     /// The principal of the root token or joch token with this hash, if any.
-    pub(in crate::identity) async fn principal_by_hash(
+    pub(super) async fn principal_by_hash(
         &self,
         hashed: &str,
     ) -> Result<Option<Principal>, EngineError> {
-        if self.inner.config.root_token_hash.as_deref() == Some(hashed) {
+        if self.root_token_hash.as_deref() == Some(hashed) {
             return Ok(Some(Principal::root()));
         }
-        Ok(self.inner.catalog.tokens().await?.get(hashed).cloned())
+        Ok(self.catalog.tokens().await?.get(hashed).cloned())
     }
-}
 
-impl Identity<'_> {
     /// Whether requests must carry a token: once a root token or an
     /// identity provider is configured, or any token exists.
     pub async fn auth_required(&self) -> Result<bool, EngineError> {
-        let config = &self.inner.config;
-        Ok(config.root_token_hash.is_some()
-            || config.jwt.is_some()
-            || !self.inner.catalog.tokens().await?.is_empty())
+        Ok(self.root_token_hash.is_some()
+            || self.jwt.is_some()
+            || !self.catalog.tokens().await?.is_empty())
     }
 
     /// The principal a bearer token stands for, if any: a JWT of the
     /// configured identity provider, the root token, or a joch token.
     pub async fn authenticate(&self, token: &str) -> Result<Option<Principal>, EngineError> {
-        if let Some(jwt) = &self.inner.config.jwt {
+        if let Some(jwt) = &self.jwt {
             if token.matches('.').count() == 2 {
                 return Ok(jwt.principal(token));
             }
@@ -204,7 +178,7 @@ impl Identity<'_> {
             limit: Some(5_000),
             ..crate::ListParams::default()
         };
-        Ok(self.resources().list(namespace, params).await?.items)
+        Ok(self.resources.list(namespace, params).await?.items)
     }
 
     /// Issues a token as `by` (an admin), as [`Identity::create_token`](crate::Identity::create_token).
@@ -228,7 +202,7 @@ impl Identity<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<ApiToken, EngineError> {
-        self.resources().delete(by, namespace, name, None).await
+        self.resources.delete(by, namespace, name, None).await
     }
 
     /// Creates a token; returns it with its secret, which is not stored
@@ -259,7 +233,7 @@ impl Identity<'_> {
             },
         };
         let token = self
-            .resources()
+            .resources
             .create(&Principal::local(), namespace, token)
             .await?;
         Ok((token, secret))

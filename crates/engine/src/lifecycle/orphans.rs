@@ -3,7 +3,7 @@
 //! the call's record may stand `Pending` or `Running` with this replica's
 //! name, and no one else will take it over (this replica's lease stays
 //! renewed). Once the store answers again, such a call is reconciled by the
-//! rules of a restart (`recovery.rs`): a `Pending` call never reached its
+//! rules of a restart (`calls/recovery.rs`): a `Pending` call never reached its
 //! tool and runs; a `Running` one is re-run only if repeating it is
 //! harmless, and is otherwise `Unknown`. A caller retrying its key then
 //! hears that outcome, and no side effect runs twice.
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use joch_core::{Phase, ToolCall};
 use joch_store::StoreErrorKind;
 
-use super::RecoveryReport;
+use crate::calls::RecoveryReport;
 use crate::{Engine, EngineError};
 
 /// How often the store is tried again.

@@ -6,7 +6,7 @@
 //! `status.replica`. When a lease lapses, the survivors race to claim it
 //! with a conditional update: the one whose claim wins reconciles the dead
 //! replica's unfinished calls by the same rules as a restart
-//! (`recovery.rs`), then deletes the lease. A claim lapses like a lease, so
+//! (`calls/recovery.rs`), then deletes the lease. A claim lapses like a lease, so
 //! a reconciliation that fails or whose reaper dies is taken up again. Every
 //! step of that reconciliation is itself a conditional update, so a call is
 //! re-run at most once even then.
@@ -14,16 +14,13 @@
 use std::time::Duration;
 
 use joch_core::object::IndexFields;
-use joch_core::token::ApiToken;
-use joch_core::{
-    Approval, Budget, Endpoint, McpServer, Namespace, Object, Phase, Policy, Tool, ToolCall,
-};
+use joch_core::{McpServer, Object, Phase};
 use joch_store::{Change, Durability, ListQuery, Record, StoreErrorKind};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::engine::{Inner, now};
-use crate::lifecycle::RecoveryReport;
+use crate::calls::RecoveryReport;
+use crate::clock::now;
 use crate::{Engine, EngineError};
 
 /// Kind and namespace of lease records, which no API serves.
@@ -46,36 +43,6 @@ impl Lease {
             reaper: reaper.map(str::to_owned),
         };
         serde_json::to_string(&lease).expect("a lease serialises")
-    }
-}
-
-impl Inner {
-    /// Drops what the call path cached of `kind` and wakes whoever waits on
-    /// it; for a write by this process or, heard from the store, another.
-    pub(crate) fn touched_kind(&self, kind: &str) {
-        self.catalog.touched(kind);
-        match kind {
-            ToolCall::KIND => self.calls.settled(),
-            "Event" => self.events.appended(),
-            Approval::KIND => self.approvals.changed(),
-            Change::ANYTHING => {
-                for kind in [
-                    Tool::KIND,
-                    Policy::KIND,
-                    Budget::KIND,
-                    Namespace::KIND,
-                    ApiToken::KIND,
-                    Endpoint::KIND,
-                    McpServer::KIND,
-                    ToolCall::KIND,
-                    "Event",
-                    Approval::KIND,
-                ] {
-                    self.touched_kind(kind);
-                }
-            }
-            _ => {}
-        }
     }
 }
 

@@ -66,13 +66,13 @@ impl Engine {
         tasks.push(self.spawn_artifact_collector(workers.artifact_grace));
         tasks.push(self.spawn_key_purger(workers.key_purge_every));
         tasks.push(self.spawn_mcp_session_expiry());
-        tasks.push(self.spawn_sign_in_sweeper());
+        tasks.push(self.inner.identity.spawn_sign_in_sweeper());
         tasks.push(self.spawn_mcp_refresher(workers.mcp_refresh_tick));
         tasks.push(self.spawn_hook_result_sweeper(workers.hook_result_timeout));
         tasks.push(self.spawn_input_sweeper(workers.hook_result_timeout));
         let signer = workers
             .checkpoint_signing
-            .map(|signing| self.spawn_checkpoint_signer(signing));
+            .map(|signing| self.audit().spawn_checkpoint_signer(signing));
         Ok(Running {
             engine: self,
             recovered,

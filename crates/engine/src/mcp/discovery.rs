@@ -14,8 +14,8 @@ use joch_store::{Durability, ListQuery};
 use serde_json::{Value, json};
 
 use crate::Mcp;
-use crate::catalog::Configurable;
-use crate::engine::now;
+use crate::clock::now;
+use crate::resources::Configurable;
 use crate::{Engine, EngineError};
 
 /// The event timeline a server's drift warnings go to:
@@ -179,20 +179,22 @@ impl Engine {
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default()
         );
-        self.emit(
-            &server.metadata.namespace,
-            &drift_timeline(&server.metadata.name),
-            EventKind::Warning,
-            json!({
-                "code": "schema_drift",
-                "message": message,
-                "tool_name": server.tool_name(upstream),
-                "accepted_hash": state.accepted_hash,
-                "discovered_hash": state.discovered_hash,
-                "decision": action,
-            }),
-        )
-        .await
+        self.inner
+            .events
+            .emit(
+                &server.metadata.namespace,
+                &drift_timeline(&server.metadata.name),
+                EventKind::Warning,
+                json!({
+                    "code": "schema_drift",
+                    "message": message,
+                    "tool_name": server.tool_name(upstream),
+                    "accepted_hash": state.accepted_hash,
+                    "discovered_hash": state.discovered_hash,
+                    "decision": action,
+                }),
+            )
+            .await
     }
 
     /// Makes or updates the Tool for an upstream definition. `Ok(Err(_))` is
@@ -451,7 +453,7 @@ impl Mcp<'_> {
         )?;
         let mut candidate = server.clone();
         // Checked before anything is started or asked upstream.
-        crate::catalog::admit(namespace, &mut candidate, replacing)?;
+        crate::resources::admit(namespace, &mut candidate, replacing)?;
         candidate.check()?;
         crate::identity::may_use_host(by, &self.inner.config.host_access, &candidate.host_uses())?;
         if let Some(Ok(definitions)) = match self.discovery() {
@@ -494,7 +496,7 @@ impl Mcp<'_> {
         if let Some(tool) = tool {
             if !server.status.tools.contains_key(tool) {
                 return Err(EngineError::NotFound {
-                    kind: "upstream tool".to_owned(),
+                    kind: crate::NotFoundKind::UpstreamTool,
                     name: server.tool_name(tool),
                 });
             }

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Mcp;
-use crate::engine::now;
+use crate::clock::now;
 use crate::{Engine, EngineError};
 
 /// The kind session records are stored under; no API serves it.
@@ -410,7 +410,7 @@ fn parse_session(record: Record) -> Result<McpSession, EngineError> {
 
 fn session_not_found(id: &str) -> EngineError {
     EngineError::NotFound {
-        kind: MCP_SESSION_KIND.to_owned(),
+        kind: crate::NotFoundKind::McpSession,
         name: id.to_owned(),
     }
 }

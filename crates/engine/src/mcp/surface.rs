@@ -21,6 +21,7 @@ use async_trait::async_trait;
 use joch_core::mcp_surface::{
     CallClient, ClientCapabilities, McpOperation, McpSurface, UpstreamNotices, surface_server,
 };
+use joch_core::redact::recorded_value;
 use joch_core::{
     CallError, ErrorCode, EventKind, McpServer, Observability, Principal, Tool, ToolCall,
 };
@@ -29,7 +30,6 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
 use crate::Mcp;
-use crate::calls::recorded_value;
 use crate::identity::rules;
 use crate::{Engine, EngineError};
 
@@ -174,7 +174,7 @@ impl Engine {
             return Ok(None);
         }
         let not_found = || EngineError::NotFound {
-            kind: "Tool".to_owned(),
+            kind: crate::NotFoundKind::Tool,
             name: call.tool_name().to_owned(),
         };
         let server = surface_server(call.tool_name(), operation).ok_or_else(not_found)?;
@@ -361,6 +361,8 @@ impl Recorder {
         data["tool_call_id"] = json!(self.name);
         let written = self
             .engine
+            .inner
+            .events
             .emit(
                 &self.namespace,
                 &self.timeline,

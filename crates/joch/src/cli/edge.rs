@@ -56,8 +56,8 @@ impl EdgeArgs {
     }
 
     /// The policy engine's budget, within 1 ms to a minute and at least one step.
-    pub fn policy_budget(&self) -> joch_engine::policy::PolicyBudget {
-        joch_engine::policy::PolicyBudget {
+    pub fn policy_budget(&self) -> joch_engine::policies::PolicyBudget {
+        joch_engine::policies::PolicyBudget {
             time: std::time::Duration::from_millis(self.policy_time_budget_ms.clamp(1, 60_000)),
             cel_steps: self.policy_cel_steps.max(1),
         }

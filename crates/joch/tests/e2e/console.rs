@@ -471,7 +471,15 @@ async fn reading_policies_is_one_rule_on_both_surfaces() {
                 body["message"],
                 "a principal with role agent cannot read policies"
             );
-            assert_eq!(json(page).await, (status, body), "the same refusal");
+            // The same refusal, as a page of the console.
+            assert_eq!(page.status(), status);
+            let html = page.text().await.unwrap();
+            assert!(html.contains("<h1>Not allowed</h1>"), "{html}");
+            let said = format!(
+                "data-code=\"forbidden\">{}",
+                body["message"].as_str().unwrap()
+            );
+            assert!(html.contains(&said), "{html}");
             assert!(
                 !overview.contains("href=\"/ui/policies?"),
                 "not in the menu"

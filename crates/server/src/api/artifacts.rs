@@ -104,6 +104,10 @@ pub(crate) async fn call(
 ) -> Result<Response, ApiError> {
     let mut call = ToolCall::of("", tool, Value::Object(args));
     call.spec.execution_ref = Some(ObjectRef::new(execution));
-    let outcome = state.engine.artifacts().call_tool(&by, &ns, call).await?;
+    let outcome = state
+        .engine
+        .calls()
+        .call_artifact_tool(&by, &ns, call)
+        .await?;
     Ok((StatusCode::CREATED, Json(outcome.into_response())).into_response())
 }

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use joch_backends::NoopBackend;
 use joch_core::ToolBackend;
-use joch_engine::policy::StandardPolicyEngine;
+use joch_engine::policies::StandardPolicyEngine;
 use joch_engine::{Engine, EngineConfig};
 use joch_store::SqliteStore;
 use serde_json::{Value, json};

@@ -52,6 +52,52 @@ impl Section {
             Section::SignIn => "/ui/signin",
         }
     }
+
+    /// The section a console path belongs to (the overview for any other).
+    fn of_path(path: &str) -> Self {
+        [
+            Section::Inbox,
+            Section::Ledger,
+            Section::Executions,
+            Section::Upstreams,
+            Section::Policies,
+            Section::Tokens,
+            Section::Credentials,
+        ]
+        .into_iter()
+        .find(|s| path.starts_with(s.href()))
+        .unwrap_or(Section::Overview)
+    }
+}
+
+/// Most bytes of a refusal read back to show it as a page.
+const MAX_REFUSAL_BYTES: usize = 64 * 1024;
+
+/// A page a handler refused as the API does (`403`, the engine's gate's
+/// JSON), shown instead as a console page saying why, still `403`; any
+/// other answer as it is.
+pub(crate) async fn refusal_as_page(viewer: &Viewer, path: &str, response: Response) -> Response {
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    if response.status() != StatusCode::FORBIDDEN || !json {
+        return response;
+    }
+    let body = axum::body::to_bytes(response.into_body(), MAX_REFUSAL_BYTES)
+        .await
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .unwrap_or_default();
+    let code = body["code"].as_str().unwrap_or("forbidden");
+    let message = body["message"].as_str().unwrap_or("not allowed");
+    let shown = html! {
+        h1 { "Not allowed" }
+        p.card role="alert" data-code=(code) { (message) }
+    };
+    let mut page = page(Some(viewer), Section::of_path(path), "Not allowed", shown);
+    *page.status_mut() = StatusCode::FORBIDDEN;
+    page
 }
 
 /// A whole page.

@@ -18,7 +18,8 @@
 //! - `credentials.rs`: the token vault's credentials, listed and revoked (admin);
 //! - `overview.rs`: rates, latencies, costs and budget burn, as SVG;
 //! - `trends.rs`: the overview's per-tool charts over time;
-//! - `layout.rs`: the page shell; `assets.rs`: embedded static files.
+//! - `layout.rs`: the page shell, and a page the gate refused shown as a
+//!   page saying why; `assets.rs`: embedded static files.
 
 mod argsform;
 mod artifacts;

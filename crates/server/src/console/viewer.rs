@@ -106,6 +106,10 @@ async fn guarded(state: AppState, request: Request, next: Next) -> Result<Respon
         }
         None => return Err(unauthorized().into_response()),
     };
+    // A page refused by the engine's gate is shown as a page of its own
+    // (htmx's requests keep the JSON, which `console.js` shows as an alert).
+    let page_request = request.method() == Method::GET && !headers.contains_key("hx-request");
+    let shown_to = viewer.clone().filter(|_| page_request);
     let mut request = request;
     if request.method() != Method::GET && request.method() != Method::HEAD {
         request = checked(request, &expected).await?;
@@ -117,6 +121,9 @@ async fn guarded(state: AppState, request: Request, next: Next) -> Result<Respon
         })),
     }
     let mut response = next.run(request).await;
+    if let Some(viewer) = &shown_to {
+        response = super::layout::refusal_as_page(viewer, &path, response).await;
+    }
     if fresh_csrf {
         if let Ok(value) = set_cookie(&state, CSRF_COOKIE, &visitor_csrf, None).parse() {
             response.headers_mut().append(header::SET_COOKIE, value);

@@ -7,8 +7,8 @@ use joch_core::{
 };
 use serde_json::{Value, json};
 
-use super::steps::{Admitting, Verdict};
-use crate::approvals::Deferral;
+use super::admitting::{Admitting, Verdict};
+use crate::approvals::deferral::Deferral;
 use crate::calls::Rejection;
 use crate::identity::rules;
 use crate::mcp::SCHEMA_DRIFT_POLICY;
@@ -89,7 +89,10 @@ impl Engine {
         let budgets = self.budget_check(&a.call, &a.tool).await?;
         for warning in budgets.warnings {
             tracing::warn!(namespace = %a.call.metadata.namespace, call = %a.call.metadata.name, warning = %warning["message"], "budget");
-            self.emit_for(&a.call, EventKind::Warning, warning).await?;
+            self.inner
+                .events
+                .emit_for(&a.call, EventKind::Warning, warning)
+                .await?;
         }
         let Some((decision, reason)) = budgets.denial else {
             return Ok(Verdict::Continue);
@@ -194,7 +197,7 @@ impl Engine {
         }
         Verdict::Reject(Rejection {
             phase: Phase::Failed,
-            answer: Some(crate::catalog::schema::invalid_arguments_answer(
+            answer: Some(crate::resources::schema::invalid_arguments_answer(
                 &a.call.metadata.name,
                 &e,
             )),
@@ -262,14 +265,14 @@ impl Engine {
     /// answers as for a tool that does not exist.
     async fn refuse_unseen(&self, mut call: ToolCall, input: Value) -> EngineError {
         let not_found = EngineError::NotFound {
-            kind: "Tool".to_owned(),
+            kind: crate::NotFoundKind::Tool,
             name: call.tool_name().to_owned(),
         };
         call.spec.input = input;
         let refusal = unseen(&call);
         call.status.replica.clone_from(&self.inner.config.replica);
         call.status.error = Some(refusal.error);
-        call.status.completed_at = Some(crate::engine::now());
+        call.status.completed_at = Some(crate::clock::now());
         if let Err(e) = call.transition(Phase::Denied) {
             return e.into();
         }

@@ -19,12 +19,12 @@ use joch_core::credential::{Grant, OAuth2, UpstreamRef};
 use joch_core::{Backend, CallError, CallMode, ErrorCode, Phase, Principal, ToolCall};
 use joch_store::StoreErrorKind;
 
-use super::steps::{Admitting, Verdict};
-use crate::approvals::Deferral;
+use super::admitting::{Admitting, Verdict};
 use crate::approvals::deadline;
+use crate::approvals::deferral::Deferral;
 use crate::calls::Rejection;
-use crate::credentials::ConsentAsk;
 use crate::identity::rules;
+use crate::vault::ConsentAsk;
 use crate::{Engine, EngineError};
 
 /// An upstream of the tool that takes each end user's own token.
@@ -259,10 +259,10 @@ impl Engine {
         let Some(public_url) = self.inner.config.public_url.as_deref() else {
             return Ok(None);
         };
-        let redirect_uri = &crate::credentials::callback_url(public_url);
+        let redirect_uri = &crate::vault::callback_url(public_url);
         let routing = joch_core::policy::ApprovalRouting::default();
         let timeout = deadline::timeout(&routing, &a.tool, self.inner.config.approval_timeout);
-        let Ok(expires_at) = deadline::deadline(crate::engine::now(), timeout) else {
+        let Ok(expires_at) = deadline::deadline(crate::clock::now(), timeout) else {
             return Ok(None);
         };
         let ask = ConsentAsk {

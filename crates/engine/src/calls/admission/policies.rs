@@ -6,11 +6,10 @@ use std::sync::Arc;
 use joch_core::{DecisionKind, Hook, Policy};
 use serde_json::{Map, Value};
 
-use super::steps::{Admitting, Verdict};
-use crate::approvals::Deferral;
-use crate::calls::REPLAY_OVERRIDE_ANNOTATION;
+use super::admitting::{Admitting, Verdict};
+use crate::approvals::deferral::Deferral;
 use crate::calls::Rejection;
-use crate::policy::{self, Effect, Facts};
+use crate::policies::{self, Effect, Facts, REPLAY_OVERRIDE_ANNOTATION};
 use crate::telemetry;
 use crate::{Engine, EngineError};
 
@@ -43,15 +42,21 @@ impl Engine {
         if reads_spend {
             request.value["cost"] = self.spend_facts(&a.call, &a.tool).await?;
         }
-        let found = request.detect_input(self.detectors(&namespace, &policies).await?);
+        let found =
+            request.detect_input(self.inner.policies.detectors(&namespace, &policies).await?);
         if !a.approved {
             a.call.status.detections.extend(found);
         }
         let request = Arc::new(request);
         let span = tracing::info_span!("evaluate_policies", hook = "toolCallRequest");
-        let outcome =
-            policy::decide_apart(&self.inner.policy, &policies, Hook::Request, &request, span)
-                .await;
+        let outcome = policies::decide_apart(
+            self.inner.policies.engine(),
+            &policies,
+            Hook::Request,
+            &request,
+            span,
+        )
+        .await;
         let mut records = outcome.records(Hook::Request);
         if a.approved {
             // Seen again just before the approved call runs: on the record
@@ -91,10 +96,10 @@ fn modify(a: &mut Admitting<'_>, patches: &[&joch_core::policy::Patch], request:
     }
     let detectors = request.detectors.as_deref();
     let mut original = Value::Object(a.args.clone());
-    crate::policy::redact_detected(&mut original, patches, detectors);
+    crate::policies::redact_detected(&mut original, patches, detectors);
     a.call.status.original_input.get_or_insert(original);
     let mut patched = Value::Object(std::mem::take(&mut a.args));
-    crate::policy::apply_patches(&mut patched, patches, detectors);
+    crate::policies::apply_patches(&mut patched, patches, detectors);
     a.args = match patched {
         Value::Object(map) => map,
         _ => Map::new(),

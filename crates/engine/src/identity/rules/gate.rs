@@ -9,10 +9,36 @@
 //! standing decision stands for a call (`stands_for`).
 
 use joch_core::token::Role;
-use joch_core::{Principal, ToolCall};
+use joch_core::{Principal, PrincipalKind, ToolCall};
 
 use crate::EngineError;
-use crate::identity::rules::{acts_in, is_operator};
+
+/// Refuses a principal bound to another namespace, as if the namespace's
+/// resources did not exist.
+pub(crate) fn acts_in(principal: &Principal, namespace: &str) -> Result<(), EngineError> {
+    if principal.namespaces.contains(namespace) {
+        return Ok(());
+    }
+    Err(EngineError::NotFound {
+        kind: crate::NotFoundKind::Namespace,
+        name: namespace.to_owned(),
+    })
+}
+
+/// True when `principal` acts in more than one namespace (the root token
+/// and the local caller act in every one; a JWT may claim several), so
+/// that a surface showing one namespace at a time offers it the others.
+pub fn acts_in_several(principal: &Principal) -> bool {
+    principal.namespaces.are_several()
+}
+
+/// The operator: whoever started `joch serve`, i.e. the local caller (no
+/// authentication) or the root token. Only the operator decides what runs
+/// on joch's host and what it reads there, and reads what concerns every
+/// namespace at once.
+pub fn is_operator(by: &Principal) -> bool {
+    matches!(by.kind, PrincipalKind::Local | PrincipalKind::Root)
+}
 
 /// What a namespace holds that a principal reads or writes, named by the
 /// plural its REST path uses.

@@ -1,5 +1,5 @@
 use joch_core::token::Role;
-use joch_core::{Approval, PrincipalKind, ToolCall};
+use joch_core::{Approval, PrincipalKind, Tool, ToolCall};
 use serde_json::json;
 
 use super::*;

@@ -49,7 +49,7 @@ fn principal(name: &str, role: Role, selector: bool) -> Principal {
 /// the local caller in execution `run-1`, the hidden one first.
 async fn two_calls(dir: &tempfile::TempDir) -> Engine {
     let store = SqliteStore::open(dir.path().join("joch.db")).expect("store");
-    let policy = Arc::new(crate::policy::StandardPolicyEngine::default());
+    let policy = Arc::new(crate::policies::StandardPolicyEngine::default());
     let engine = Engine::new(
         Arc::new(store),
         vec![Arc::new(Answers)],
@@ -193,4 +193,47 @@ async fn a_hidden_tools_calls_leave_no_trace_in_any_read() {
         .await
         .expect("over")[0];
     assert_eq!(bucket.count, 2);
+}
+
+/// An audit verification names no record of a hidden tool: the record of
+/// `hr-1` edited behind the ledger's back is a finding for a principal
+/// that sees it, and none for one whose selector hides it.
+#[tokio::test]
+async fn a_verification_names_no_hidden_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = two_calls(&dir).await;
+    let store = &engine.inner.store;
+    let mut record = store.get("ToolCall", "ns", "hr-1").await.expect("hr-1");
+    assert!(record.body.contains("123456"), "{}", record.body);
+    record.body = record.body.replace("123456", "654321");
+    let version = record.resource_version;
+    record.resource_version += 1;
+    store
+        .update(record, version, joch_store::Durability::Sync)
+        .await
+        .expect("edited");
+    let names = |report: &crate::AuditReport| -> Vec<String> {
+        report
+            .findings
+            .iter()
+            .filter_map(|f| f.name.clone())
+            .collect()
+    };
+    let everyone = principal("all", Role::Approver, false);
+    let full = engine
+        .audit()
+        .verify(&everyone, "ns")
+        .await
+        .expect("verify");
+    assert!(!full.intact);
+    assert_eq!(names(&full), ["hr-1"]);
+    let crm_approver = principal("crm-approver", Role::Approver, true);
+    let seen = engine
+        .audit()
+        .verify(&crm_approver, "ns")
+        .await
+        .expect("verify");
+    assert!(seen.intact, "{seen:?}");
+    assert!(seen.first_problem.is_none());
+    assert!(names(&seen).is_empty());
 }

@@ -6,7 +6,7 @@ use joch_core::{Object, Phase, ToolCall};
 use joch_store::{Durability, Record, SqliteStore, Store};
 
 use super::{LEASE_KIND, LEASE_NAMESPACE, Lease};
-use crate::policy::StandardPolicyEngine;
+use crate::policies::StandardPolicyEngine;
 use crate::{Engine, EngineConfig};
 
 fn survivor(store: Arc<SqliteStore>) -> Engine {

@@ -1,5 +1,5 @@
 //! The token vault: upstream tokens kept as `Credential` records, one per
-//! namespace, upstream and user, sealed with AES-256-GCM (see `vault.rs`).
+//! namespace, upstream and user, sealed with AES-256-GCM (see `keys.rs`).
 //! A token is fetched when there is none, and again shortly before it
 //! expires; one refresh per record at a time in this process (concurrent
 //! calls wait for it and share its result). A token is never in a record
@@ -20,19 +20,18 @@ use joch_store::{Durability, ListQuery, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 use crate::EngineError;
-use crate::Vault;
 use crate::identity::rules::{Action, Collection, may_in};
 
 mod client;
 mod consent;
 mod exchange;
+mod keys;
 mod lease;
-mod vault;
 
 pub use client::callback_url;
 pub use consent::{ConsentAsk, ConsentFailed, ConsentGiven};
 
-pub use vault::{VaultKey, VaultKeys};
+pub use keys::{VaultKey, VaultKeys};
 
 /// A token is refreshed when it expires within this margin.
 const REFRESH_MARGIN: Duration = Duration::from_secs(60);
@@ -229,11 +228,23 @@ impl Credentials {
     }
 }
 
-impl Vault<'_> {
+/// The vault part as people manage it: the credentials kept, their
+/// revocation, and joch's Client ID Metadata Document. The backends use
+/// [`Credentials`] itself.
+pub struct Vault {
+    store: Arc<dyn Store>,
+    credentials: Option<Arc<Credentials>>,
+}
+
+impl Vault {
+    pub(crate) fn new(store: Arc<dyn Store>, credentials: Option<Arc<Credentials>>) -> Self {
+        Self { store, credentials }
+    }
+
     /// joch's Client ID Metadata Document, served at its own URL for
     /// `clientMetadata` upstreams; `None` without a vault or a public URL.
     pub fn client_metadata(&self) -> Option<serde_json::Value> {
-        self.inner.config.credentials.as_ref()?.client_metadata()
+        self.credentials.as_ref()?.client_metadata()
     }
 
     /// The namespace's credentials, sealed (surfaces show who, for what
@@ -249,7 +260,7 @@ impl Vault<'_> {
             limit: 5_000,
             ..ListQuery::default()
         };
-        Ok(self.inner.store.list_objects(query).await?.items)
+        Ok(self.store.list_objects(query).await?.items)
     }
 
     /// Deletes a credential as `by` (an admin): the next call that needs
@@ -261,11 +272,7 @@ impl Vault<'_> {
         name: &str,
     ) -> Result<Credential, EngineError> {
         may_in(by, namespace, &Action::Write(Collection::Credentials))?;
-        Ok(self
-            .inner
-            .store
-            .delete_object(namespace, name, None)
-            .await?)
+        Ok(self.store.delete_object(namespace, name, None).await?)
     }
 }
 

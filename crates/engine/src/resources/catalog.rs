@@ -1,33 +1,27 @@
 //! The catalog: the configuration every call reads (tools and their
 //! compiled schemas, policies, budgets, namespace settings, rate limits and
-//! API tokens), written through `resources.rs` and read through snapshots
+//! API tokens), written through `writes.rs` and read through snapshots
 //! of the store (`snapshots.rs`), so that a call pays no store read for each.
 //!
 //! Its state is its own: other parts ask it for a snapshot and tell it when
 //! a kind was written ([`Catalog::touched`]), here or on another replica.
 
-mod namespaces;
-mod reads;
-mod resources;
-pub(crate) mod schema;
-mod snapshots;
-
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use joch_core::detect::Detectors;
 use joch_core::token::ApiToken;
-use joch_core::{Budget, Endpoint, McpServer, Namespace, Object, Policy, Tool, ValidationError};
+use joch_core::{
+    Budget, Endpoint, McpServer, Namespace, Object, Policy, Principal, PrincipalKind, Tool,
+    ValidationError,
+};
 use joch_store::{ListQuery, Store, StoreError, StoreErrorKind};
 use tokio::sync::watch;
 
-pub use resources::Configurable;
-pub(crate) use resources::{admit, valid_namespace};
-
+use super::limits::Limiters;
+use super::schema::{Compiled, SchemaCache};
+use super::snapshots::Snapshots;
 use crate::EngineError;
-use crate::calls::Limiters;
-use crate::identity::TokenIndex;
-use schema::{Compiled, SchemaCache};
-use snapshots::Snapshots;
 
 /// Most items of one kind a namespace's snapshot holds.
 const MAX_LISTED: usize = 1000;
@@ -245,7 +239,7 @@ impl Catalog {
                     ..ListQuery::default()
                 };
                 let tokens = self.store.list_objects::<ApiToken>(query).await?.items;
-                Ok::<_, EngineError>(crate::identity::index(tokens))
+                Ok::<_, EngineError>(index(tokens))
             })
             .await
     }
@@ -258,4 +252,25 @@ impl Catalog {
         };
         Ok(self.store.list_objects::<T>(query).await?.items)
     }
+}
+
+/// Every token, by hash.
+pub(crate) type TokenIndex = HashMap<String, Principal>;
+
+/// The principal each token stands for, by the token's hash.
+pub(crate) fn index(tokens: Vec<ApiToken>) -> TokenIndex {
+    tokens
+        .into_iter()
+        .map(|t| {
+            let principal = Principal {
+                kind: PrincipalKind::Token,
+                name: t.metadata.name.clone(),
+                namespaces: joch_core::Namespaces::one(t.metadata.namespace.clone()),
+                role: t.spec.role,
+                tools: t.spec.tools.clone(),
+                presented: Default::default(),
+            };
+            (t.spec.hash, principal)
+        })
+        .collect()
 }

@@ -8,6 +8,10 @@ use joch_core::detect::{Detection, Detectors};
 use joch_core::{Hook, Tool, ToolCall};
 use serde_json::{Map, Value, json};
 
+/// Annotation a replay carries when its caller overrode the write gate, so
+/// that policies see it (`override`) and the record shows it.
+pub const REPLAY_OVERRIDE_ANNOTATION: &str = "joch.dev/replay-override";
+
 /// A call as policies see it.
 #[derive(Debug, Clone)]
 pub(crate) struct Facts {

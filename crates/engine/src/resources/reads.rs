@@ -4,10 +4,11 @@
 use joch_core::{Principal, Tool};
 use tokio::sync::watch;
 
+use super::Resources;
+use crate::EngineError;
 use crate::identity::rules::{acts_in, may_touch, sees};
-use crate::{EngineError, Resources};
 
-impl Resources<'_> {
+impl Resources {
     /// A namespace's resources of kind `T`, newest first, if `by` may read
     /// them (the gate's `Action::Read`) in that namespace.
     pub async fn read_all<T: joch_core::Object>(
@@ -42,7 +43,7 @@ impl Resources<'_> {
         let tool: Tool = self.get(namespace, name).await?;
         if !sees(by, &tool) {
             return Err(EngineError::NotFound {
-                kind: "Tool".to_owned(),
+                kind: crate::NotFoundKind::Tool,
                 name: name.to_owned(),
             });
         }
@@ -59,10 +60,10 @@ impl Resources<'_> {
         name: &str,
     ) -> Result<std::sync::Arc<Tool>, EngineError> {
         acts_in(by, namespace)?;
-        match self.inner.catalog.tool(namespace, name).await {
+        match self.catalog.tool(namespace, name).await {
             Ok(tool) if sees(by, &tool) => Ok(tool),
             Ok(_) | Err(joch_store::StoreError::NotFound { .. }) => Err(EngineError::NotFound {
-                kind: "Tool".to_owned(),
+                kind: crate::NotFoundKind::Tool,
                 name: name.to_owned(),
             }),
             Err(e) => Err(e.into()),
@@ -81,17 +82,13 @@ impl Resources<'_> {
         page.items.retain(|tool| sees(by, tool));
         Ok(page)
     }
-}
 
-impl Resources<'_> {
     /// A receiver that changes whenever a Tool of any namespace is created,
     /// replaced or deleted.
     pub fn tool_changes(&self) -> watch::Receiver<u64> {
-        self.inner.catalog.tool_changes()
+        self.catalog.tool_changes()
     }
-}
 
-impl Resources<'_> {
     /// The call context of execution `name` (the state its declarative
     /// tools keep), if `by` may read contexts. Its content is what those
     /// tools' calls wrote: a principal with a tool selector sees it only
@@ -113,14 +110,20 @@ impl Resources<'_> {
             ..crate::ListParams::default()
         };
         let calls = self
-            .inner
-            .list::<joch_core::ToolCall>(namespace, params)
+            .lists
+            .page::<joch_core::ToolCall>(namespace, params)
             .await?
             .items;
         let count = calls.len();
-        if self.keep_seen_calls(by, namespace, calls).await?.len() != count {
+        if self
+            .visibility
+            .keep_seen_calls(by, namespace, calls)
+            .await?
+            .len()
+            != count
+        {
             return Err(EngineError::NotFound {
-                kind: "CallContext".to_owned(),
+                kind: crate::NotFoundKind::CallContext,
                 name: name.to_owned(),
             });
         }

@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use crate::Calls;
 use crate::calls::Recorded;
-use crate::engine::now;
-use crate::policy::Facts;
+use crate::clock::now;
+use crate::policies::Facts;
 use crate::{Engine, EngineError};
 
 /// What recovery does with one unfinished call.
@@ -77,7 +77,7 @@ pub struct Resolve {
 }
 
 impl Engine {
-    pub(in crate::lifecycle) async fn reconcile(
+    pub(crate) async fn reconcile(
         &self,
         call: ToolCall,
         report: &mut RecoveryReport,
@@ -174,7 +174,7 @@ impl Engine {
             false => {
                 let count = self.tool_call_count(&call).await?;
                 let mut facts = Facts::request(&call, &tool, &args, count, false);
-                facts.detect_input(self.detectors(&ns, &policies).await?);
+                facts.detect_input(self.inner.policies.detectors(&ns, &policies).await?);
                 Some(facts)
             }
         };
@@ -195,7 +195,7 @@ impl Engine {
     /// the decision out; if its approval was never opened (joch stopped in
     /// between), fails it, since nobody can approve it. With `lapsed` set,
     /// only what that lapsed replica left undone.
-    pub(in crate::lifecycle) async fn reconcile_awaiting(
+    pub(crate) async fn reconcile_awaiting(
         &self,
         call: ToolCall,
         lapsed: Option<&str>,
@@ -235,10 +235,7 @@ impl Engine {
     }
 
     /// Every call in `phase`, across namespaces.
-    pub(in crate::lifecycle) async fn calls_in(
-        &self,
-        phase: Phase,
-    ) -> Result<Vec<ToolCall>, EngineError> {
+    pub(crate) async fn calls_in(&self, phase: Phase) -> Result<Vec<ToolCall>, EngineError> {
         let mut calls = Vec::new();
         let mut query = ListQuery {
             limit: 1000,

@@ -21,15 +21,45 @@ use std::sync::Arc;
 
 use joch_core::policy::{ApprovalRouting, Enforcement, Patch, UserInput};
 use joch_core::{DecisionKind, HookDecision, LabelSelector, Policy};
+use joch_store::Store;
 use serde_json::Value;
+
+use crate::resources::catalog::Catalog;
 
 pub use backtest::Progress;
 pub(crate) use detections::{apply_patches, redact_detected};
 pub(crate) use envelopes::rewrap;
 pub use evaluate::{PolicyBudget, StandardPolicyEngine};
-pub(crate) use facts::Facts;
+pub(crate) use facts::{Facts, REPLAY_OVERRIDE_ANNOTATION};
 
 use joch_core::Hook;
+
+/// The policies part: evaluation on the call path (the [`PolicyEngine`],
+/// detectors, envelopes) and back-testing a candidate on the ledger.
+pub struct Policies {
+    store: Arc<dyn Store>,
+    catalog: Arc<Catalog>,
+    engine: Arc<dyn PolicyEngine>,
+}
+
+impl Policies {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        catalog: Arc<Catalog>,
+        engine: Arc<dyn PolicyEngine>,
+    ) -> Self {
+        Self {
+            store,
+            catalog,
+            engine,
+        }
+    }
+
+    /// The engine that evaluates each policy.
+    pub(crate) fn engine(&self) -> &Arc<dyn PolicyEngine> {
+        &self.engine
+    }
+}
 
 /// Evaluates one policy. Implementations: rules with CEL expressions and
 /// Rego modules ([`StandardPolicyEngine`]); a test or an embedder may plug
@@ -309,8 +339,11 @@ fn applies_to(
     labels: &std::collections::BTreeMap<String, String>,
 ) -> bool {
     let scope = &policy.spec.applies_to;
-    let tool_ok =
-        scope.tools.is_empty() || scope.tools.iter().any(|g| evaluate::glob_matches(g, tool));
+    let tool_ok = scope.tools.is_empty()
+        || scope
+            .tools
+            .iter()
+            .any(|g| crate::glob::glob_matches(g, tool));
     let agent_ok = scope.agents.as_ref().is_none_or(|a| {
         let selector = a
             .selector

@@ -2,9 +2,13 @@
 
 use joch_core::{Namespace, Principal};
 
-use crate::{EngineError, Resources};
+use super::Resources;
+use crate::EngineError;
 
-impl Resources<'_> {
+/// Most namespaces offered to a principal of every namespace.
+const NAMESPACES_OFFERED: usize = 200;
+
+impl Resources {
     /// Reads a namespace's settings (defaults when it has none stored).
     pub async fn get_namespace(
         &self,
@@ -16,10 +20,8 @@ impl Resources<'_> {
             namespace,
             &crate::identity::rules::Action::Read(crate::identity::rules::Collection::Namespaces),
         )?;
-        crate::catalog::valid_namespace(namespace)?;
-        Ok(Namespace::clone(
-            &*self.inner.catalog.namespace(namespace).await?,
-        ))
+        crate::resources::valid_namespace(namespace)?;
+        Ok(Namespace::clone(&*self.catalog.namespace(namespace).await?))
     }
 
     /// Creates or replaces a namespace's settings, as `by`.
@@ -44,12 +46,7 @@ impl Resources<'_> {
             other => other,
         }
     }
-}
 
-/// Most namespaces offered to a principal of every namespace.
-const NAMESPACES_OFFERED: usize = 200;
-
-impl Resources<'_> {
     /// The namespaces a surface offers `by` to switch to: its own, or for a
     /// principal of every namespace (the root token, the local caller) each
     /// one with an audit chain (every namespace anything was written in)
@@ -60,7 +57,7 @@ impl Resources<'_> {
         if let Some(listed) = by.namespaces.listed() {
             return Ok(listed.to_vec());
         }
-        let heads = self.inner.store.audit_heads().await?;
+        let heads = self.store.audit_heads().await?;
         let mut names: std::collections::BTreeSet<String> =
             heads.into_iter().map(|head| head.namespace).collect();
         names.insert("default".to_owned());

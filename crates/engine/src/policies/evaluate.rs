@@ -14,6 +14,7 @@ use joch_core::{Hook, Policy};
 use serde_json::Value;
 
 use super::{Effect, PolicyEngine, Verdict};
+use crate::glob::glob_matches;
 
 /// Most prepared Rego engines kept.
 const MAX_REGO_ENGINES: usize = 1024;
@@ -188,17 +189,6 @@ fn compare(actual: Option<&Value>, op: &str, bound: &Value) -> Result<bool, Stri
             "unknown comparison {other:?}; use gt, gte, lt, lte, eq or ne"
         )),
     }
-}
-
-/// Glob match (`*`, `?`, `[...]`); a pattern without wildcards is equality.
-pub(crate) fn glob_matches(pattern: &str, text: &str) -> bool {
-    if !pattern.contains(['*', '?', '[']) {
-        return pattern == text;
-    }
-    globset::GlobBuilder::new(pattern)
-        .literal_separator(false)
-        .build()
-        .is_ok_and(|g| g.compile_matcher().is_match(text))
 }
 
 pub(crate) fn compile_rego(name: &str, module: &str) -> Result<regorus::Engine, String> {

@@ -3,18 +3,18 @@
 
 use joch_core::actions::{Action, ActionsBackend};
 use joch_core::host::{HostUse, UsesHost};
-use joch_core::names::validate_namespace;
 use joch_core::{
     Backend, Endpoint, Execution, Object, Policy, StandingApproval, Tool, ValidationError,
 };
 use joch_store::{Durability, ObjectList};
 use serde_json::Value;
 
-use crate::Resources;
-use crate::engine::now;
-use crate::identity::may_use_host;
+use super::Resources;
+use crate::clock::now;
+use crate::identity::host::may_use_host;
 use crate::identity::rules::may_touch;
-use crate::{Engine, EngineError, ListParams};
+use crate::lists::valid_namespace;
+use crate::{EngineError, ListParams};
 use joch_core::Principal;
 
 /// A resource clients configure (as opposed to the ledger's records), with
@@ -42,7 +42,7 @@ pub trait Configurable: Object {
 
 impl Configurable for Tool {
     fn check(&self) -> Result<(), ValidationError> {
-        crate::catalog::schema::compile(self)?;
+        crate::resources::schema::compile(self)?;
         match &self.spec.backend {
             Backend::Actions(actions) => check_actions(actions),
             _ => Ok(()),
@@ -143,7 +143,7 @@ fn check_actions(actions: &ActionsBackend) -> Result<(), ValidationError> {
 
 impl Configurable for Policy {
     fn check(&self) -> Result<(), ValidationError> {
-        crate::policy::check(self)
+        crate::policies::check(self)
     }
 }
 
@@ -169,48 +169,7 @@ impl Configurable for StandingApproval {
     }
 }
 
-impl Engine {
-    /// Drops what the call path cached of this kind.
-    fn touched<T: Object>(&self) {
-        self.inner.touched_kind(T::KIND);
-    }
-
-    /// Each kind's admission, as `by` writes it: its own checks, the
-    /// resources it names, and what it would take from the host.
-    async fn check_written<T: Configurable>(
-        &self,
-        by: &Principal,
-        namespace: &str,
-        object: &T,
-    ) -> Result<(), EngineError> {
-        object.check()?;
-        may_use_host(by, &self.inner.config.host_access, &object.host_uses())?;
-        self.check_references(namespace, object).await
-    }
-
-    async fn check_references<T: Configurable>(
-        &self,
-        namespace: &str,
-        object: &T,
-    ) -> Result<(), EngineError> {
-        for (field, kind, name) in object.references() {
-            match self.inner.store.get(kind, namespace, &name).await {
-                Ok(_) => {}
-                Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => {
-                    return Err(ValidationError::field(
-                        field,
-                        format!("no {kind} {name:?} in namespace {namespace:?}"),
-                    )
-                    .into());
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Resources<'_> {
+impl Resources {
     /// Stores a new resource `by` writes, after checking it. Durable when
     /// this returns.
     pub async fn create<T: Configurable>(
@@ -223,8 +182,7 @@ impl Resources<'_> {
         admit(namespace, &mut object, None)?;
         self.check_written(by, namespace, &object).await?;
         object.keep_status(None);
-        self.inner
-            .store
+        self.store
             .create_object(&mut object, Durability::Sync)
             .await?;
         self.touched::<T>();
@@ -244,11 +202,10 @@ impl Resources<'_> {
         may_touch(by, namespace, T::PLURAL, true)?;
         admit(namespace, &mut object, Some(name))?;
         self.check_written(by, namespace, &object).await?;
-        let current: T = self.inner.store.get_object(namespace, name).await?;
+        let current: T = self.store.get_object(namespace, name).await?;
         carry_identity(&current, &mut object);
         object.keep_status(Some(&current));
-        self.inner
-            .store
+        self.store
             .update_object(&mut object, Durability::Sync)
             .await?;
         self.touched::<T>();
@@ -262,7 +219,7 @@ impl Resources<'_> {
         name: &str,
     ) -> Result<T, EngineError> {
         valid_namespace(namespace)?;
-        Ok(self.inner.store.get_object(namespace, name).await?)
+        Ok(self.store.get_object(namespace, name).await?)
     }
 
     /// Lists resources, newest first.
@@ -271,7 +228,7 @@ impl Resources<'_> {
         namespace: &str,
         params: ListParams,
     ) -> Result<ObjectList<T>, EngineError> {
-        self.inner.list(namespace, params).await
+        self.lists.page(namespace, params).await
     }
 
     /// Deletes a resource, if `resource_version` (when given) is current.
@@ -286,12 +243,51 @@ impl Resources<'_> {
         valid_namespace(namespace)?;
         may_touch(by, namespace, T::PLURAL, true)?;
         let deleted = self
-            .inner
             .store
             .delete_object(namespace, name, resource_version)
             .await?;
         self.touched::<T>();
         Ok(deleted)
+    }
+
+    /// Drops what the call path cached of this kind (only the catalog keeps
+    /// anything of a configured kind).
+    fn touched<T: Object>(&self) {
+        self.catalog.touched(T::KIND);
+    }
+
+    /// Each kind's admission, as `by` writes it: its own checks, the
+    /// resources it names, and what it would take from the host.
+    async fn check_written<T: Configurable>(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        object: &T,
+    ) -> Result<(), EngineError> {
+        object.check()?;
+        may_use_host(by, &self.host_access, &object.host_uses())?;
+        self.check_references(namespace, object).await
+    }
+
+    async fn check_references<T: Configurable>(
+        &self,
+        namespace: &str,
+        object: &T,
+    ) -> Result<(), EngineError> {
+        for (field, kind, name) in object.references() {
+            match self.store.get(kind, namespace, &name).await {
+                Ok(_) => {}
+                Err(e) if e.kind() == joch_store::StoreErrorKind::NotFound => {
+                    return Err(ValidationError::field(
+                        field,
+                        format!("no {kind} {name:?} in namespace {namespace:?}"),
+                    )
+                    .into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 }
 
@@ -346,11 +342,4 @@ fn carry_identity<T: Object>(current: &T, next: &mut T) {
     if meta.resource_version.is_empty() {
         meta.resource_version = cur.resource_version.clone();
     }
-}
-
-pub(crate) fn valid_namespace(namespace: &str) -> Result<(), EngineError> {
-    validate_namespace(namespace).map_err(|e| EngineError::InvalidQuery {
-        parameter: "namespace",
-        message: e.to_string(),
-    })
 }

@@ -12,6 +12,7 @@
 //! claim, is written once, when it settles, instead of three times
 //! (Pending, Running, settled): see [`Intent`].
 
+mod admitting;
 mod checks;
 mod consent;
 mod policies;
@@ -19,19 +20,22 @@ mod steps;
 #[cfg(test)]
 mod tests;
 
+use std::sync::Arc;
+
 use joch_core::{
-    Approval, CallApproval, CallError, ErrorCode, EventKind, Object, Phase, Principal, Tool,
-    ToolCall,
+    Approval, CallApproval, CallError, CallMode, ErrorCode, EventKind, Object, Phase, Principal,
+    Tool, ToolCall,
 };
 use joch_store::{Durability, StoreError};
 use serde_json::{Value, json};
 
-pub(crate) use steps::{Admitting, RESUMPTION};
+pub(crate) use admitting::Admitting;
+pub(crate) use steps::RESUMPTION;
 
 use crate::calls::Recorded;
 use crate::calls::idempotency;
-use crate::catalog::admit;
 use crate::identity::rules;
+use crate::resources::admit;
 use crate::{Engine, EngineError};
 use steps::ADMISSION;
 
@@ -73,7 +77,7 @@ impl Engine {
         let named_by_caller = !call.metadata.name.is_empty();
         let minted = !named_by_caller || self.inner.calls.minted.take(&call.metadata.name);
         if !named_by_caller {
-            call.metadata.name = crate::engine::new_call_name();
+            call.metadata.name = crate::clock::new_call_name();
             crate::tracing_spans::record_call_id(&call.metadata.name);
         }
         // Set by the store when it writes the call: empty means not yet written.
@@ -130,13 +134,35 @@ impl Engine {
         }
         if let Some((action, reason)) = decided {
             let decision = json!({"action": action, "reason": reason});
-            self.emit_for(call, EventKind::PolicyDecision, decision)
+            self.inner
+                .events
+                .emit_for(call, EventKind::PolicyDecision, decision)
                 .await?;
         }
         if let Some(approval) = approval {
             self.pause(call, approval).await?;
         }
         Ok(Admission::New(Box::new(a.into_recorded(rejection))))
+    }
+
+    /// The namespace's Tool of that name or, in hook mode, an unregistered
+    /// one: the agent may run tools joch has never heard of.
+    pub(crate) async fn resolve_tool(
+        &self,
+        namespace: &str,
+        call: &ToolCall,
+    ) -> Result<Arc<Tool>, EngineError> {
+        if let Some(tool) = self.resolve_surface_tool(namespace, call).await? {
+            return Ok(tool);
+        }
+        let found = self.inner.catalog.tool(namespace, call.tool_name()).await;
+        match found {
+            Ok(tool) => Ok(tool),
+            Err(joch_store::StoreError::NotFound { .. }) if call.spec.mode == CallMode::Hook => {
+                Ok(Arc::new(Tool::unregistered(namespace, call.tool_name())))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Stores an admitted call, claiming its idempotency key if it has one;
@@ -189,12 +215,14 @@ impl Engine {
             .get("reason")
             .cloned()
             .unwrap_or(Value::Null);
-        self.emit_for(
-            call,
-            EventKind::RunPaused,
-            json!({"reason": reason, "payload": payload}),
-        )
-        .await
+        self.inner
+            .events
+            .emit_for(
+                call,
+                EventKind::RunPaused,
+                json!({"reason": reason, "payload": payload}),
+            )
+            .await
     }
 }
 
@@ -208,11 +236,12 @@ impl Admitting<'_> {
         let (log_args, redact) = (observability.log_args, &observability.redact_fields);
         self.call.status.input_withheld = match self.malformed.take() {
             Some((_, sent)) => {
-                self.call.spec.input = crate::calls::recorded_value(sent, log_args, redact);
+                self.call.spec.input = joch_core::redact::recorded_value(sent, log_args, redact);
                 !log_args
             }
             None => {
-                self.call.spec.input = crate::calls::recorded_value(args.clone(), log_args, redact);
+                self.call.spec.input =
+                    joch_core::redact::recorded_value(args.clone(), log_args, redact);
                 self.call.spec.input != args
             }
         };

@@ -11,9 +11,10 @@ use joch_core::patch::apply_patch;
 use joch_core::policy::Patch;
 use serde_json::Value;
 
-use crate::{Engine, EngineError};
+use crate::EngineError;
+use crate::policies::Policies;
 
-impl Engine {
+impl Policies {
     /// The namespace's detectors (built-in and its custom ones) when one of
     /// `policies` reads `*.detected.*` or redacts detections; else `None`.
     pub(crate) async fn detectors(
@@ -21,10 +22,7 @@ impl Engine {
         namespace: &str,
         policies: &[Policy],
     ) -> Result<Option<Arc<Detectors>>, EngineError> {
-        self.inner
-            .catalog
-            .detectors(namespace, policies, reads)
-            .await
+        self.catalog.detectors(namespace, policies, reads).await
     }
 }
 

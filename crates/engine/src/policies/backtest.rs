@@ -17,11 +17,9 @@ use joch_core::{Hook, Object, Policy, Principal, Tool, ToolCall, ValidationError
 use joch_store::{ListQuery, StoreError};
 use serde_json::{Value, json};
 
-use crate::Policies;
-use crate::calls::REPLAY_OVERRIDE_ANNOTATION;
+use crate::EngineError;
 use crate::identity::rules;
-use crate::policy::{self, Facts, PolicyEngine};
-use crate::{Engine, EngineError};
+use crate::policies::{self, Facts, Policies, PolicyEngine, REPLAY_OVERRIDE_ANNOTATION};
 
 /// Calls read from the store per page.
 const PAGE: usize = 1000;
@@ -29,7 +27,7 @@ const PAGE: usize = 1000;
 /// What a back-test reports while it runs: calls read so far.
 pub type Progress<'a> = &'a mut (dyn FnMut(u64) + Send);
 
-impl Engine {
+impl Policies {
     /// The policies in force, with the candidate (as enforced) added or
     /// replacing `test.replace` or its namesake, in name order.
     async fn candidate_set(
@@ -40,9 +38,9 @@ impl Engine {
         let mut candidate = test.policy;
         candidate.metadata.namespace = namespace.to_owned();
         candidate.validate()?;
-        policy::check(&candidate)?;
+        policies::check(&candidate)?;
         candidate.spec.enforcement = Enforcement::Enforce;
-        let in_force = self.inner.catalog.policies(namespace).await?;
+        let in_force = self.catalog.policies(namespace).await?;
         let replaced = test
             .replace
             .unwrap_or_else(|| candidate.metadata.name.clone());
@@ -50,7 +48,7 @@ impl Engine {
             && replaced != candidate.metadata.name
         {
             return Err(EngineError::NotFound {
-                kind: Policy::KIND.to_owned(),
+                kind: crate::NotFoundKind::Policy,
                 name: replaced,
             });
         }
@@ -80,11 +78,7 @@ impl Engine {
         };
         let mut read = 0;
         loop {
-            let page = self
-                .inner
-                .store
-                .list_objects::<ToolCall>(query.clone())
-                .await?;
+            let page = self.store.list_objects::<ToolCall>(query.clone()).await?;
             read += page.items.len() as u64;
             calls.extend(page.items.into_iter().filter_map(|mut call| {
                 let created = call.metadata.creation_timestamp?;
@@ -117,7 +111,7 @@ impl Engine {
             if tools.contains_key(name) {
                 continue;
             }
-            let tool = match self.inner.store.get_object::<Tool>(namespace, name).await {
+            let tool = match self.store.get_object::<Tool>(namespace, name).await {
                 Ok(tool) => tool,
                 Err(StoreError::NotFound { .. }) => {
                     let mut tool = Tool::unregistered(namespace, name);
@@ -133,9 +127,7 @@ impl Engine {
         }
         Ok(tools)
     }
-}
 
-impl Policies<'_> {
     /// Back-tests `test.policy` on the namespace's calls of the window
     /// (default 7 days). Reads only; changes nothing. `progress` hears the
     /// number of calls read after each page.
@@ -149,7 +141,7 @@ impl Policies<'_> {
         rules::may_in(by, namespace, &rules::Action::BackTest)?;
         let since = window(test.since.as_deref().unwrap_or("7d"))
             .map_err(|e| ValidationError::field("since", e))?;
-        let start = crate::engine::now()
+        let start = crate::clock::now()
             .checked_sub(since)
             .ok_or_else(|| ValidationError::field("since", "reaches before the year 0"))?
             .0;
@@ -158,7 +150,7 @@ impl Policies<'_> {
         let tools = self.tools_of(namespace, &calls).await?;
         // CPU-bound for seconds on a large window: off the async workers,
         // and stopped when this future is dropped (its client went).
-        let engine = Arc::clone(&self.inner.policy);
+        let engine = Arc::clone(&self.engine);
         let abandoned = Abandoned::default();
         let stop = abandoned.0.clone();
         tokio::task::spawn_blocking(move || judge_all(&*engine, &set, &calls, &tools, &stop))
@@ -262,7 +254,7 @@ fn decide(
     if let Some(spend) = spend {
         facts.value["cost"] = spend;
     }
-    policy::decide(engine, set, Hook::Request, &facts)
+    policies::decide(engine, set, Hook::Request, &facts)
         .winner()
         .and_then(|w| Verdict::of(w.verdict.effect.kind().as_str()))
         .unwrap_or(Verdict::Allow)
@@ -391,7 +383,7 @@ mod tests {
 
     #[test]
     fn an_abandoned_back_test_judges_no_more_calls() {
-        let engine = crate::policy::StandardPolicyEngine::default();
+        let engine = crate::policies::StandardPolicyEngine::default();
         let calls = vec![call(None, "a", 0.0), call(None, "b", 0.0)];
         let tool = Arc::new(Tool::unregistered("ns", "t"));
         let tools = HashMap::from([("t".to_owned(), tool)]);

@@ -2,7 +2,7 @@ use joch_core::{DecisionKind, Hook, Policy};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::policy::{Effect, Facts, Outcome, decide};
+use crate::policies::{Effect, Facts, Outcome, decide};
 
 fn policy(name: &str, spec: Value) -> Policy {
     serde_json::from_value(

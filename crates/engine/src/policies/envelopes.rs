@@ -5,9 +5,10 @@ use joch_core::envelope::{Envelope, OutputEnvelope, Trust};
 use joch_core::{Tool, ToolCall};
 use serde_json::Value;
 
-use crate::{Engine, EngineError};
+use crate::EngineError;
+use crate::policies::Policies;
 
-impl Engine {
+impl Policies {
     /// The model-facing `output` of `call`, enveloped when its tool is
     /// untrusted and `outputEnvelope: nonce` (the tool's, else the
     /// namespace's); the nonce is recorded on the call.
@@ -27,7 +28,6 @@ impl Engine {
         let mode = match tool.spec.output_envelope {
             Some(mode) => mode,
             None => self
-                .inner
                 .catalog
                 .namespace(&call.metadata.namespace)
                 .await?
