@@ -209,7 +209,11 @@ impl Approval {
             .routing
             .timeout_seconds
             .map_or(RETRY_GRACE, std::time::Duration::from_secs);
-        Some(deadline.checked_add(timeout.min(RETRY_GRACE)).unwrap_or(deadline))
+        Some(
+            deadline
+                .checked_add(timeout.min(RETRY_GRACE))
+                .unwrap_or(deadline),
+        )
     }
 }
 

@@ -70,6 +70,6 @@ pub use tool::{
     Backend, Observability, RestBackend, RestEndpoint, SideEffectLevel, SideEffects, Tool, ToolSpec,
 };
 pub use toolcall::{
-    CallApproval, CallError, CallMode, CallSideEffects, HookDecision, Resolution, RunsOn,
-    ToolCall, ToolCallSpec, ToolCallStatus,
+    CallApproval, CallError, CallMode, CallSideEffects, HookDecision, Resolution, RunsOn, ToolCall,
+    ToolCallSpec, ToolCallStatus,
 };

@@ -25,6 +25,7 @@ mod hooked;
 mod hooks;
 mod idempotency;
 mod minted;
+mod overdue;
 mod prepare;
 mod ratelimit;
 mod records;

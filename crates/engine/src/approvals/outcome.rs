@@ -51,7 +51,10 @@ impl Engine {
     }
 
     /// The approval's call, if it still waits for the decision.
-    pub(super) async fn awaiting_call(&self, approval: &Approval) -> Result<Option<ToolCall>, EngineError> {
+    pub(super) async fn awaiting_call(
+        &self,
+        approval: &Approval,
+    ) -> Result<Option<ToolCall>, EngineError> {
         let meta = &approval.metadata;
         let call = self.calls().record(&meta.namespace, &meta.name).await?;
         Ok((call.status.phase == Phase::AwaitingApproval).then_some(call))

@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use joch_core::{
-    CallError, CallMode, ErrorCode, Hook, HookAnswer, Phase, Principal, ToolCall, ToolCallStatus,
+    CallError, CallMode, Hook, HookAnswer, Phase, Principal, ToolCall, ToolCallStatus,
 };
-use joch_store::{Durability, ListQuery};
+use joch_store::Durability;
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
@@ -237,60 +237,6 @@ impl Engine {
             }
             let _ = tokio::time::timeout(Duration::from_millis(500), changed.changed()).await;
         }
-    }
-
-    /// Marks hook-mode calls whose agent never reported a result within
-    /// `timeout` as `Unknown`: whether the tool ran is not known. Runs
-    /// until the runtime stops.
-    pub(crate) fn spawn_hook_result_sweeper(
-        &self,
-        timeout: Duration,
-    ) -> tokio::task::JoinHandle<()> {
-        let engine = self.clone();
-        let every = (timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(every);
-            loop {
-                ticker.tick().await;
-                if let Err(e) = engine.sweep_missing_results(timeout).await {
-                    tracing::warn!(error = %e, "sweeping hook-mode calls failed");
-                }
-            }
-        })
-    }
-
-    async fn sweep_missing_results(&self, timeout: Duration) -> Result<(), EngineError> {
-        let mut query = ListQuery {
-            limit: 1000,
-            ..ListQuery::default()
-        };
-        query.index.phase = Some(Phase::Running.as_str().to_owned());
-        let running = self
-            .inner
-            .store
-            .list_objects::<ToolCall>(query)
-            .await?
-            .items;
-        let at = now();
-        let limit = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        for call in running {
-            let overdue = call
-                .status
-                .started_at
-                .is_some_and(|started| started.millis_until(at) >= limit);
-            if call.spec.mode == CallMode::Hook && overdue {
-                let error = CallError::new(
-                    ErrorCode::HookResultMissing,
-                    format!(
-                        "the agent did not report this call's result within {} s; whether the tool ran is not known",
-                        timeout.as_secs()
-                    ),
-                );
-                self.settle(call, Phase::Unknown, None, Some(error), None)
-                    .await?;
-            }
-        }
-        Ok(())
     }
 }
 

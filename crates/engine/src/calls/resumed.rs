@@ -191,8 +191,8 @@ impl Calls<'_> {
         // ours to end; so is one approved that waits for our retry to run.
         let approval = self.approvals().get(namespace, name).await?;
         let call = self.record(namespace, name).await?;
-        let ours = approval.status.phase == ApprovalPhase::Expired
-            || call.spec.runs_on == RunsOn::Retry;
+        let ours =
+            approval.status.phase == ApprovalPhase::Expired || call.spec.runs_on == RunsOn::Retry;
         if !ours || call.status.phase != Phase::AwaitingApproval {
             return Ok(call);
         }

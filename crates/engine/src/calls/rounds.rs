@@ -25,15 +25,15 @@
 use std::time::Duration;
 
 use joch_core::mcp_surface::InputRound;
-use joch_core::{CallError, ErrorCode, Phase, Principal, RunsOn, Tool, ToolCall};
-use joch_store::{Durability, ListQuery, StoreErrorKind};
+use joch_core::{CallError, Phase, Principal, RunsOn, Tool, ToolCall};
+use joch_store::{Durability, StoreErrorKind};
 use serde_json::Value;
 
 use crate::Calls;
-use joch_core::redact::recorded_value;
 use crate::calls::{CallOutcome, Retry};
 use crate::clock::now;
 use crate::{Engine, EngineError};
+use joch_core::redact::recorded_value;
 
 impl Engine {
     /// Parks `call`: the upstream asked its client `asked.details`
@@ -139,68 +139,6 @@ impl Engine {
             let tick = left.min(Duration::from_millis(250));
             let _ = tokio::time::timeout(tick, changed.changed()).await;
         }
-    }
-}
-
-impl Engine {
-    /// Ends the calls whose round of questions waited longer than
-    /// `timeout` for their client. Runs until the runtime stops.
-    pub(crate) fn spawn_input_sweeper(&self, timeout: Duration) -> tokio::task::JoinHandle<()> {
-        let engine = self.clone();
-        let every = (timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(every);
-            loop {
-                ticker.tick().await;
-                if let Err(e) = engine.sweep_abandoned_rounds(timeout).await {
-                    tracing::warn!(error = %e, "sweeping calls waiting on their client failed");
-                }
-            }
-        })
-    }
-
-    async fn sweep_abandoned_rounds(&self, timeout: Duration) -> Result<(), EngineError> {
-        let mut query = ListQuery {
-            limit: 1000,
-            ..ListQuery::default()
-        };
-        query.index.phase = Some(Phase::Running.as_str().to_owned());
-        let running = self
-            .inner
-            .store
-            .list_objects::<ToolCall>(query)
-            .await?
-            .items;
-        let (at, limit) = (
-            now(),
-            u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        );
-        for call in running {
-            let abandoned = call.status.input_required.as_ref().is_some_and(|round| {
-                round.answered_at.is_none() && round.asked_at.millis_until(at) >= limit
-            });
-            if !abandoned {
-                continue;
-            }
-            let error = CallError::new(
-                ErrorCode::InputAbandoned,
-                format!(
-                    "the client did not answer the server's questions within {} s",
-                    timeout.as_secs()
-                ),
-            );
-            // A retry that claimed the round meanwhile wins (the record's version).
-            match self
-                .settle(call, Phase::Failed, None, Some(error), None)
-                .await
-            {
-                Err(EngineError::Conflict(_)) => {}
-                other => {
-                    other?;
-                }
-            }
-        }
-        Ok(())
     }
 }
 

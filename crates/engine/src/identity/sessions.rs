@@ -62,7 +62,11 @@ impl From<Principal> for SignedIn {
     fn from(p: Principal) -> Self {
         SignedIn {
             name: p.name,
-            namespaces: p.namespaces.listed().map(<[String]>::to_vec).unwrap_or_default(),
+            namespaces: p
+                .namespaces
+                .listed()
+                .map(<[String]>::to_vec)
+                .unwrap_or_default(),
             namespace: None,
             role: p.role,
             tools: p.tools,

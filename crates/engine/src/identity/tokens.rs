@@ -67,11 +67,9 @@ impl JwtConfig {
     /// the namespaces that audience allows.
     fn principal(&self, token: &str) -> Option<Principal> {
         self.verified(token, |claims, namespace| {
-            self.audiences.iter().any(|aud| {
-                claims
-                    .aud
-                    .contains(&aud.replace("{namespace}", namespace))
-            })
+            self.audiences
+                .iter()
+                .any(|aud| claims.aud.contains(&aud.replace("{namespace}", namespace)))
         })
     }
 
@@ -94,11 +92,7 @@ impl JwtConfig {
     /// (read only once the claims are, as an accepted audience may name the
     /// namespace): the principal acts in the namespaces accepted, and there
     /// is none if no namespace is.
-    fn verified(
-        &self,
-        token: &str,
-        accepts: impl Fn(&Claims, &str) -> bool,
-    ) -> Option<Principal> {
+    fn verified(&self, token: &str, accepts: impl Fn(&Claims, &str) -> bool) -> Option<Principal> {
         let header = jsonwebtoken::decode_header(token).ok()?;
         let jwk = match &header.kid {
             Some(kid) => self.keys.find(kid)?,
@@ -120,10 +114,7 @@ impl JwtConfig {
         {
             return None;
         }
-        let accepted = claimed
-            .iter()
-            .filter(|ns| accepts(&claims, ns))
-            .cloned();
+        let accepted = claimed.iter().filter(|ns| accepts(&claims, ns)).cloned();
         Some(Principal {
             kind: PrincipalKind::Jwt,
             namespaces: Namespaces::several(accepted)?,
@@ -318,7 +309,10 @@ mod tests {
             idp.principal(&token).map(|p| p.namespaces)
         };
         let both = Namespaces::Only(vec!["sales".to_owned(), "support".to_owned()]);
-        assert_eq!(namespaces(json!(BASE), json!(["support", "sales"])), Some(both));
+        assert_eq!(
+            namespaces(json!(BASE), json!(["support", "sales"])),
+            Some(both)
+        );
         let support_mcp = json!("https://joch.example/v1/namespaces/support/mcp");
         assert_eq!(
             namespaces(support_mcp.clone(), json!(["support", "sales"])),

@@ -68,8 +68,7 @@ impl Engine {
         tasks.push(self.spawn_mcp_session_expiry());
         tasks.push(self.inner.identity.spawn_sign_in_sweeper());
         tasks.push(self.spawn_mcp_refresher(workers.mcp_refresh_tick));
-        tasks.push(self.spawn_hook_result_sweeper(workers.hook_result_timeout));
-        tasks.push(self.spawn_input_sweeper(workers.hook_result_timeout));
+        tasks.push(self.spawn_overdue_sweeper(workers.hook_result_timeout));
         let signer = workers
             .checkpoint_signing
             .map(|signing| self.audit().spawn_checkpoint_signer(signing));

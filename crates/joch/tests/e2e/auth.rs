@@ -330,7 +330,12 @@ async fn a_jwt_acts_in_each_namespace_it_claims() {
         .args(&["--jwt-jwks", &jwks])
         .start()
         .await;
-    let both = idp.jwt_with("joch", 600, "approver", json!({"namespace": [NS, "payments"]}));
+    let both = idp.jwt_with(
+        "joch",
+        600,
+        "approver",
+        json!({"namespace": [NS, "payments"]}),
+    );
     for (ns, expected) in [
         (NS, StatusCode::OK),
         ("payments", StatusCode::OK),

@@ -69,7 +69,11 @@ async fn an_approved_call_never_retried_never_runs_and_ends_at_the_stated_deadli
     assert_eq!(approval["status"]["phase"], "Approved", "{approval}");
     let deadline = approval["status"]["deadline"].as_str().unwrap();
     let (deadline, retry_by_at) = (instant(deadline), instant(&retry_by));
-    assert_eq!((retry_by_at - deadline).num_milliseconds(), 2000, "{retry_by}");
+    assert_eq!(
+        (retry_by_at - deadline).num_milliseconds(),
+        2000,
+        "{retry_by}"
+    );
 
     // Approved, not retried: it waits, and nothing ran.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -83,7 +87,10 @@ async fn an_approved_call_never_retried_never_runs_and_ends_at_the_stated_deadli
     assert_eq!(ended["status"]["error"]["code"], "not_retried", "{ended}");
     assert!(ended["status"].get("startedAt").is_none(), "{ended}");
     let settled = instant(ended["status"]["completedAt"].as_str().unwrap());
-    assert!(settled >= retry_by_at, "settled {settled} before {retry_by}");
+    assert!(
+        settled >= retry_by_at,
+        "settled {settled} before {retry_by}"
+    );
     assert_eq!(webhook.recorded().len(), 0, "it never ran");
 
     // A late retry hears that outcome, and still nothing runs.

@@ -170,7 +170,13 @@ async fn viewer(
         .filter(|ns| principal.namespaces.contains(ns))
         .unwrap_or_else(|| home.to_owned());
     let offered = match joch_engine::acts_in_several(&principal) {
-        true => state.engine.resources().offered_namespaces(&principal).await?,
+        true => {
+            state
+                .engine
+                .resources()
+                .offered_namespaces(&principal)
+                .await?
+        }
         false => Vec::new(),
     };
     Ok(Some(Viewer {

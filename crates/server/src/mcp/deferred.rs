@@ -219,8 +219,9 @@ impl JochMcp {
             .await
             .ok()
             .and_then(|a| a.retry_deadline());
-        Ok(Err(InputRequiredResult::from_request_state(state)
-            .with_meta(approval_meta(&url, retry_by))))
+        Ok(Err(
+            InputRequiredResult::from_request_state(state).with_meta(approval_meta(&url, retry_by))
+        ))
     }
 
     /// The call `name` resumed by `retry` (see `Calls::resume`): a

@@ -157,7 +157,12 @@ impl ServerHandler for JochMcp {
             }
             Ok(Ran::Deferred(approval)) => {
                 return Ok(self
-                    .input_required(&approval, tool.as_deref(), &context, joch_core::RunsOn::Retry)
+                    .input_required(
+                        &approval,
+                        tool.as_deref(),
+                        &context,
+                        joch_core::RunsOn::Retry,
+                    )
                     .into());
             }
             Err(e) => {

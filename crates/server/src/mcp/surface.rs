@@ -260,7 +260,12 @@ impl JochMcp {
         let settled = match ran {
             Ok(Ran::Settled(settled)) => *settled,
             Ok(Ran::Deferred(approval)) => {
-                return Ok(Err(self.input_required(&approval, None, context, joch_core::RunsOn::Retry)));
+                return Ok(Err(self.input_required(
+                    &approval,
+                    None,
+                    context,
+                    joch_core::RunsOn::Retry,
+                )));
             }
             Err(e) => {
                 let e = crate::ApiError::from(e);

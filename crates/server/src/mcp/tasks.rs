@@ -120,7 +120,12 @@ impl JochMcp {
                     .get(&namespace, &call.metadata.name)
                     .await
                     .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-                let asked = self.input_required(&approval, tool.as_deref(), context, joch_core::RunsOn::Approval);
+                let asked = self.input_required(
+                    &approval,
+                    tool.as_deref(),
+                    context,
+                    joch_core::RunsOn::Approval,
+                );
                 let link = asked
                     .meta
                     .as_ref()

@@ -210,7 +210,11 @@ async fn updated(
     let mut firsts = HashSet::new();
     let (mut bulk, mut repeats) = (Vec::new(), Vec::new());
     for (i, request) in batch.iter().enumerate() {
-        if let Write::Update { record: r, expected } = &request.write {
+        if let Write::Update {
+            record: r,
+            expected,
+        } = &request.write
+        {
             match firsts.insert((r.kind.as_str(), r.namespace.as_str(), r.name.as_str())) {
                 true => bulk.push((i, r, *expected)),
                 false => repeats.push((i, r, *expected)),

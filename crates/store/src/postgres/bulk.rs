@@ -43,7 +43,11 @@ async fn unnested(
         .iter()
         .map(|r| serde_json::to_string(&r.labels).unwrap_or_else(|_| "{}".to_owned()))
         .collect();
-    let extras: Vec<Option<i64>> = records.iter().enumerate().map(|(i, r)| extra(i, r)).collect();
+    let extras: Vec<Option<i64>> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| extra(i, r))
+        .collect();
     // Planned for each batch, with its arrays: a plan cached while the
     // table was small would join by scanning all of it ever after.
     query(sql)

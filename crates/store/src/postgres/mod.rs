@@ -239,7 +239,11 @@ impl Store for PostgresStore {
         _: Durability,
     ) -> Result<u64, StoreError> {
         let changed = owned_key(&record);
-        let written = timed(self.batches.write(batches::Write::Create(record), Some(audit))).await;
+        let written = timed(
+            self.batches
+                .write(batches::Write::Create(record), Some(audit)),
+        )
+        .await;
         self.announce(borrowed(&changed), written)
     }
 

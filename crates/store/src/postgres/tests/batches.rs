@@ -109,8 +109,7 @@ async fn refused_audited_writes_leave_the_others_of_their_batch_alone() {
 /// answered `NotFound`, alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_batched_updates_of_the_same_records_never_deadlock() {
-    let Some(server) = server("replicas_batched_updates_of_the_same_records_never_deadlock")
-    else {
+    let Some(server) = server("replicas_batched_updates_of_the_same_records_never_deadlock") else {
         return;
     };
     let databases = Databases::new(server);
@@ -124,7 +123,10 @@ async fn replicas_batched_updates_of_the_same_records_never_deadlock() {
     const ROUNDS: usize = 10;
     for i in 0..RECORDS {
         let created = record("ToolCall", "a", &format!("r{i}"));
-        replicas[0].create(created, Durability::Sync).await.expect("create");
+        replicas[0]
+            .create(created, Durability::Sync)
+            .await
+            .expect("create");
     }
     // Each task walks the records in its own order, bumping each one once
     // per round from the version it reads, retrying on a conflict.
@@ -142,7 +144,12 @@ async fn replicas_batched_updates_of_the_same_records_never_deadlock() {
                             next.resource_version = stored.resource_version + 1;
                             let entry = format!("t{t} round {round} {name}");
                             match store
-                                .update_audited(next, stored.resource_version, entry, Durability::Sync)
+                                .update_audited(
+                                    next,
+                                    stored.resource_version,
+                                    entry,
+                                    Durability::Sync,
+                                )
                                 .await
                             {
                                 Ok(_) => break,
@@ -159,11 +166,18 @@ async fn replicas_batched_updates_of_the_same_records_never_deadlock() {
         task.await.expect("no update failed");
     }
     for i in 0..RECORDS {
-        let stored = replicas[1].get("ToolCall", "a", &format!("r{i}")).await.expect("get");
+        let stored = replicas[1]
+            .get("ToolCall", "a", &format!("r{i}"))
+            .await
+            .expect("get");
         assert_eq!(stored.resource_version, 1 + 8 * ROUNDS as u64, "r{i}");
     }
     let chain = replicas[0].list_audit("a", 0, 10_000).await.expect("list");
-    assert_eq!(chain.len(), 8 * ROUNDS * RECORDS, "one entry per update that landed");
+    assert_eq!(
+        chain.len(),
+        8 * ROUNDS * RECORDS,
+        "one entry per update that landed"
+    );
 
     let mut missing = record("ToolCall", "a", "never-made");
     missing.resource_version = 2;
