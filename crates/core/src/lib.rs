@@ -46,6 +46,7 @@ pub mod template;
 pub mod token;
 pub mod tool;
 pub mod toolcall;
+pub mod traceparent;
 
 pub use approval::{Approval, ApprovalPhase, StandingApproval};
 pub use artifact::{Artifact, ArtifactRef, ArtifactRole};

@@ -100,7 +100,7 @@ fn take_traceparent_header(headers: &HeaderMap, call: &mut ToolCall) {
     call.spec.traceparent = headers
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
-        .filter(|v| joch_core::toolcall::is_traceparent(v))
+        .filter(|v| joch_core::traceparent::is_traceparent(v))
         .map(str::to_owned);
 }
 
