@@ -536,3 +536,13 @@ pub fn assert_error(answer: &(StatusCode, Value), status: StatusCode, code: &str
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// What a test MCP server lists: one read-only tool `name` that takes any
+/// object.
+pub fn one_read_only_tool(name: &str) -> rmcp::model::ListToolsResult {
+    let tool = serde_json::json!({"name": name, "inputSchema": {"type": "object"},
+                                  "annotations": {"readOnlyHint": true}});
+    rmcp::model::ListToolsResult::with_all_items(vec![
+        serde_json::from_value(tool).expect("a tool"),
+    ])
+}

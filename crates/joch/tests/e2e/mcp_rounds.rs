@@ -43,11 +43,7 @@ impl ServerHandler for Surveyor {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tool = json!({"name": "survey", "inputSchema": {"type": "object"},
-                          "annotations": {"readOnlyHint": true}});
-        Ok(ListToolsResult::with_all_items(vec![
-            serde_json::from_value(tool).unwrap(),
-        ]))
+        Ok(crate::harness::one_read_only_tool("survey"))
     }
 
     async fn call_tool(
@@ -355,11 +351,7 @@ mod roots {
             _: Option<PaginatedRequestParams>,
             _: RequestContext<RoleServer>,
         ) -> Result<ListToolsResult, ErrorData> {
-            let tool = json!({"name": "where", "inputSchema": {"type": "object"},
-                          "annotations": {"readOnlyHint": true}});
-            Ok(ListToolsResult::with_all_items(vec![
-                serde_json::from_value(tool).unwrap(),
-            ]))
+            Ok(crate::harness::one_read_only_tool("where"))
         }
 
         async fn call_tool(

@@ -98,11 +98,7 @@ impl ServerHandler for Greeter {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tool = json!({"name": "greet", "inputSchema": {"type": "object"},
-                          "annotations": {"readOnlyHint": true}});
-        Ok(ListToolsResult::with_all_items(vec![
-            serde_json::from_value(tool).unwrap(),
-        ]))
+        Ok(crate::harness::one_read_only_tool("greet"))
     }
 
     async fn call_tool(
