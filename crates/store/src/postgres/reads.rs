@@ -284,11 +284,15 @@ fn audit_rows(namespace: &str, rows: &[PgRow]) -> Result<Vec<AuditRecord>, Store
 }
 
 pub(super) async fn audit_heads(pool: &PgPool) -> Result<Vec<AuditRecord>, StoreError> {
-    // From the entries themselves, not `audit_heads`, which only orders
-    // appends: a verifier's view of the chain is its entries.
+    // The entries themselves, not `audit_heads`' copy of their hash (a
+    // verifier's view of the chain is its entries); `audit_heads` only
+    // names the namespaces, so that this reads one entry per namespace
+    // rather than walking them all.
     let rows = query(
-        "SELECT DISTINCT ON (namespace) namespace, seq, prev, hash, body FROM audit
-         ORDER BY namespace, seq DESC",
+        "SELECT a.namespace, a.seq, a.prev, a.hash, a.body FROM audit_heads AS h
+         CROSS JOIN LATERAL (SELECT * FROM audit WHERE namespace = h.namespace
+                             ORDER BY seq DESC LIMIT 1) AS a
+         ORDER BY a.namespace",
     )
     .fetch_all(pool)
     .await

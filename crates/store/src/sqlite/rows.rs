@@ -471,8 +471,17 @@ pub(super) fn audit_of(
 pub(super) fn audit_heads(conn: &Connection) -> Result<Vec<AuditRecord>, StoreError> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT namespace, seq, prev, hash, body FROM audit AS a
-             WHERE seq = (SELECT MAX(seq) FROM audit WHERE namespace = a.namespace)",
+            // Namespace by namespace down the primary key (a skip scan):
+            // a read per namespace, not a walk of every entry.
+            "WITH RECURSIVE ns(n) AS (
+                 SELECT MIN(namespace) FROM audit
+                 UNION ALL
+                 SELECT (SELECT MIN(namespace) FROM audit WHERE namespace > n) FROM ns
+                 WHERE n IS NOT NULL
+             )
+             SELECT a.namespace, a.seq, a.prev, a.hash, a.body FROM ns
+             JOIN audit AS a ON a.namespace = ns.n
+              AND a.seq = (SELECT MAX(seq) FROM audit WHERE namespace = ns.n)",
         )
         .map_err(unavailable)?;
     let rows = stmt

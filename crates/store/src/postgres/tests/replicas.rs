@@ -334,13 +334,15 @@ async fn each_replica_hears_the_others_commits() {
         .append_event(event, Durability::Sync)
         .await
         .expect("append");
-    // Changes of "c" the loop made after the one it heard may come first.
+    // Changes of "c" the loop made after the one it heard may come first,
+    // and so may the "anything may have changed" of a listener that
+    // connected late (seen once under load).
     let change = loop {
         let change = tokio::time::timeout_at(deadline, heard.recv())
             .await
             .expect("no event heard")
             .expect("receive");
-        if change != expected {
+        if change != expected && change != crate::Change::anything() {
             break change;
         }
     };
