@@ -4,7 +4,8 @@
 //! One task per store takes every write waiting, applies them all in one
 //! transaction and commits once, so that concurrent calls share a commit
 //! and its WAL flush instead of each waiting for its own; the batch grows
-//! with load by itself. An audit entry is linked to its namespace's last
+//! with load by itself. While a batch commits, the next one is applied
+//! ([`IN_FLIGHT`]). An audit entry is linked to its namespace's last
 //! one under a lock on the chain's head row, held until commit, so the
 //! chain cannot fork: the lock is taken once per batch and namespace.
 //!
@@ -20,11 +21,18 @@ use sqlx_core::row::Row;
 use sqlx_postgres::{PgConnection, PgPool};
 use tokio::sync::{mpsc, oneshot};
 
+use super::statistics::FirstStatistics;
 use super::{bulk, unavailable, writes};
 use crate::{Record, StoreError};
 
 /// Most writes in one transaction.
 const MAX_BATCH: usize = 256;
+/// Batches in flight at once: while one waits for its commit to be
+/// flushed, the next applies its writes. They lock what they share in the
+/// one order every batch uses, so they wait for each other only where
+/// they meet (always on an audit chain's head, whose order they keep),
+/// never in a circle.
+const IN_FLIGHT: usize = 2;
 /// Writes that may wait for the batcher before submitters feel back-pressure.
 const QUEUE: usize = 4096;
 
@@ -98,10 +106,22 @@ impl Batcher {
 }
 
 async fn run(pool: PgPool, mut receiver: mpsc::Receiver<Request>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while receiver.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        commit_batch(&pool, std::mem::take(&mut batch)).await;
+    let mut statistics = FirstStatistics::new(pool.clone());
+    // Dropped with this task, which aborts the batches it holds.
+    let mut committing = tokio::task::JoinSet::new();
+    loop {
+        while committing.len() >= IN_FLIGHT {
+            committing.join_next().await;
+        }
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        if receiver.recv_many(&mut batch, MAX_BATCH).await == 0 {
+            break;
+        }
+        statistics.written(batch.len());
+        let pool = pool.clone();
+        committing.spawn(async move { commit_batch(&pool, batch).await });
     }
+    while committing.join_next().await.is_some() {}
 }
 
 async fn commit_batch(pool: &PgPool, mut batch: Vec<Request>) {

@@ -112,12 +112,13 @@ pub(super) async fn insert_all(
 }
 
 /// Replaces each of `records` (of distinct names) whose stored version is
-/// the one paired with it, in two statements; whether each was replaced.
+/// the one paired with it, in one statement; whether each was replaced.
 ///
-/// The first locks the rows in (namespace, kind, name) order, the order in
-/// which every batch of every replica takes its locks, so two batches
-/// cannot deadlock (one `UPDATE ... FROM` locks rows in whatever order its
-/// plan meets them). The second, holding every lock, waits for none.
+/// Its first part locks the rows in (namespace, kind, name) order, the
+/// order in which every batch of every replica takes its locks, so two
+/// batches cannot deadlock (an `UPDATE ... FROM` alone locks rows in
+/// whatever order its plan meets them). The update touches only rows that
+/// part has returned, so locked, whatever its plan: it waits for none.
 pub(super) async fn replace_all(
     conn: &mut PgConnection,
     records: &[(&Record, u64)],
@@ -130,18 +131,17 @@ pub(super) async fn replace_all(
         .into_iter()
         .map(version_to_sql)
         .collect::<Result<Vec<_>, _>>()?;
-    let locks = format!(
-        "SELECT o.kind FROM objects o JOIN {UNNESTED}
-         ON o.kind = u.k AND o.namespace = u.ns AND o.name = u.n
-         ORDER BY o.namespace, o.kind, o.name FOR UPDATE OF o"
-    );
-    unnested(conn, &locks, &records, |i, _| Some(expected[i])).await?;
     let sql = format!(
-        "UPDATE objects o SET resource_version = u.v, labels = u.l::jsonb, tool = u.t,
+        "WITH locked AS MATERIALIZED (
+           SELECT o.seq FROM objects o JOIN {UNNESTED}
+           ON o.kind = u.k AND o.namespace = u.ns AND o.name = u.n
+           ORDER BY o.namespace, o.kind, o.name FOR UPDATE OF o)
+         UPDATE objects o SET resource_version = u.v, labels = u.l::jsonb, tool = u.t,
          phase = u.p, execution = u.e, checksum = u.c, agent = u.a, cost_micros = u.cm,
          cost_currency = u.cc, cost_at = u.ca, body = u.b
          FROM {UNNESTED}
-         WHERE o.kind = u.k AND o.namespace = u.ns AND o.name = u.n AND o.resource_version = u.x
+         WHERE o.seq IN (SELECT seq FROM locked)
+           AND o.kind = u.k AND o.namespace = u.ns AND o.name = u.n AND o.resource_version = u.x
          RETURNING o.kind, o.namespace, o.name"
     );
     let rows = unnested(conn, &sql, &records, |i, _| Some(expected[i])).await?;

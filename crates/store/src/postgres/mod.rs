@@ -31,6 +31,7 @@ mod bulk;
 mod changes;
 mod migrate;
 mod reads;
+mod statistics;
 mod writes;
 
 use std::time::Duration;
