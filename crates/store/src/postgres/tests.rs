@@ -201,5 +201,5 @@ async fn an_unreachable_server_is_unavailable_and_its_password_unsaid() {
 }
 
 mod batches;
-mod statistics;
 mod replicas;
+mod statistics;

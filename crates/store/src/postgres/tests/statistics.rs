@@ -51,12 +51,19 @@ async fn a_new_database_is_analyzed_once_its_first_records_are_written() {
     };
     write(0, 10).await;
     assert!(
-        missing(&pool).await.expect("read").contains(&"objects".to_owned()),
+        missing(&pool)
+            .await
+            .expect("read")
+            .contains(&"objects".to_owned()),
         "a new database has no statistics yet"
     );
     write(10, AFTER_WRITES * 3).await;
     let deadline = Instant::now() + Duration::from_secs(20);
-    while missing(&pool).await.expect("read").contains(&"objects".to_owned()) {
+    while missing(&pool)
+        .await
+        .expect("read")
+        .contains(&"objects".to_owned())
+    {
         assert!(Instant::now() < deadline, "objects was never analyzed");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
