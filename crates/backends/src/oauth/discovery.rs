@@ -30,6 +30,10 @@ pub(crate) struct Discovered {
     pub issuer: String,
     /// Whether its authorization responses carry `iss` (RFC 9207).
     pub iss_supported: bool,
+    /// Whether a client secret goes in the token request's body: the
+    /// metadata lists `client_secret_post` and not `client_secret_basic`
+    /// (RFC 8414 §2; without the list, `client_secret_basic`).
+    pub secret_in_body: bool,
 }
 
 #[derive(Deserialize)]
@@ -49,6 +53,15 @@ struct ServerMetadata {
     authorization_endpoint: Option<String>,
     #[serde(default)]
     authorization_response_iss_parameter_supported: bool,
+    #[serde(default)]
+    token_endpoint_auth_methods_supported: Vec<String>,
+}
+
+impl ServerMetadata {
+    fn secret_in_body(&self) -> bool {
+        let supports = |m: &str| self.token_endpoint_auth_methods_supported.iter().any(|s| s == m);
+        supports("client_secret_post") && !supports("client_secret_basic")
+    }
 }
 
 /// Discovers the token endpoint of `upstream` (an MCP endpoint or any
@@ -60,6 +73,7 @@ pub(crate) async fn discover(client: &Client, upstream: &str) -> Result<Discover
     })?;
     for candidate in server_metadata_urls(issuer)? {
         if let Some(server) = get_json::<ServerMetadata>(client, &candidate).await? {
+            let secret_in_body = server.secret_in_body();
             let said = server.issuer.unwrap_or_default();
             if !same_issuer(issuer, &said) {
                 return Err(format!(
@@ -73,6 +87,7 @@ pub(crate) async fn discover(client: &Client, upstream: &str) -> Result<Discover
                 resource: resource.resource,
                 issuer: said,
                 iss_supported: server.authorization_response_iss_parameter_supported,
+                secret_in_body,
             });
         }
     }
@@ -302,6 +317,27 @@ mod tests {
         ));
         assert!(!same_issuer("https://as.example", "HTTPS://as.example"));
         assert!(!same_issuer("https://as.example", ""));
+    }
+
+    #[test]
+    fn a_secret_goes_in_the_body_only_where_basic_is_not_offered() {
+        let metadata = |methods: &[&str]| ServerMetadata {
+            issuer: None,
+            token_endpoint: "https://as.example/token".to_owned(),
+            authorization_endpoint: None,
+            authorization_response_iss_parameter_supported: false,
+            token_endpoint_auth_methods_supported: methods.iter().map(|m| (*m).to_owned()).collect(),
+        };
+        assert!(metadata(&["client_secret_post"]).secret_in_body());
+        assert!(metadata(&["none", "client_secret_post"]).secret_in_body());
+        for basic in [
+            &[][..],
+            &["client_secret_basic"],
+            &["client_secret_post", "client_secret_basic"],
+            &["none"],
+        ] {
+            assert!(!metadata(basic).secret_in_body(), "{basic:?}");
+        }
     }
 
     #[test]
