@@ -95,12 +95,17 @@ def run_scenario(modules: Path, joch_url: str, scenario: str, revision: str, out
 
 
 def passed(out: Path) -> str:
-    """`passed/scored` of a run's saved checks (the suite's INFO lines,
-    one per request seen, are not scored), and its warnings."""
-    checks = [c for f in out.rglob("checks.json") for c in json.loads(f.read_text())]
-    scored = [c["status"] for c in checks if c["status"] != "INFO"]
-    warned = scored.count("WARNING")
-    return f"{scored.count('SUCCESS')}/{len(scored)}" + (f" ({warned} warning)" if warned else "")
+    """`passed/checks` of a run's saved results, each check id once (the
+    suite logs `valid-bearer-token` per request, joch's listings too, and
+    an INFO line per request, which is not scored), and its warnings."""
+    statuses: dict[str, set[str]] = {}
+    for f in out.rglob("checks.json"):
+        for c in json.loads(f.read_text()):
+            if c["status"] != "INFO":
+                statuses.setdefault(c["id"], set()).add(c["status"])
+    ok = sum(s == {"SUCCESS"} for s in statuses.values())
+    warned = sum("WARNING" in s for s in statuses.values())
+    return f"{ok}/{len(statuses)}" + (f" ({warned} warning)" if warned else "")
 
 
 def expected(run: str) -> set[str]:
