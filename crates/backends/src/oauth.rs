@@ -170,6 +170,7 @@ impl TokenEndpoint for HttpTokenEndpoint {
                 resource: oauth2.resource.clone(),
                 issuer: None,
                 iss_required: false,
+                scopes: Vec::new(),
             });
         }
         let found = self.discovered(upstream_url).await?;
@@ -183,6 +184,7 @@ impl TokenEndpoint for HttpTokenEndpoint {
             resource: oauth2.resource.clone().or(found.resource),
             issuer: Some(found.issuer),
             iss_required: found.iss_supported,
+            scopes: found.scopes,
         })
     }
 
@@ -194,7 +196,11 @@ impl TokenEndpoint for HttpTokenEndpoint {
     ) -> Result<IssuedToken, String> {
         let (url, resource, secret_in_body) = self.token_url(oauth2, upstream_url).await?;
         crate::outbound::check_url(&url)?;
-        let secret = oauth2.client_secret.as_ref().map(crate::secret).transpose()?;
+        let secret = oauth2
+            .client_secret
+            .as_ref()
+            .map(crate::secret)
+            .transpose()?;
         let in_body = secret.as_deref().filter(|_| secret_in_body);
         let mut request = self
             .client

@@ -315,6 +315,10 @@ pub struct AuthorizationTarget {
     /// Its metadata says its authorization responses carry `iss`: one
     /// without is refused.
     pub iss_required: bool,
+    /// The scopes to ask for when none are configured, as discovered: the
+    /// upstream's 401 challenge's `scope`, else its protected-resource
+    /// metadata's `scopes_supported` (MCP's scope selection strategy).
+    pub scopes: Vec<String>,
 }
 
 /// Asks an authorization server's token endpoint for a token. Implemented
