@@ -45,7 +45,8 @@ CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
 REVISION = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "")
 # A namespace of each run's own: the user's token kept from another run
 # of the scenario would spare joch the flow under test.
-NAMESPACE = "conf-" + "".join(c if c.isalnum() else "-" for c in f"{SCENARIO}-{REVISION}").strip("-")[:42] + f"-{os.getpid()}"
+SLUG = "".join(c if c.isalnum() else "-" for c in f"{SCENARIO}-{REVISION}").strip("-")[:42]
+NAMESPACE = f"conf-{SLUG}-{os.getpid()}"
 BASE = f"/v1/namespaces/{NAMESPACE}"
 # A pre-registered client (the suite's token endpoints take any id).
 CLIENT_ID = "joch-conformance"
