@@ -7,10 +7,10 @@ name the issuer it was asked for (RFC 8414 §3.3); and the authorization
 response's `iss` must be that issuer, exactly, and present when the
 server says it sends one (RFC 9207). Without configured scopes, a
 consent asks for the challenge's `scope`, else the metadata's
-`scopes_supported` (MCP's scope selection strategy). Every refusal is an error the user
-(the callback) and the caller (the call) see; nothing is discovered from
-configuration: a real loopback authorization server and a protected
-endpoint serve each case. One joch serves every case (a fresh endpoint
+`scopes_supported` (MCP's scope selection strategy). Every refusal is an
+error the user (the callback) and the caller (the call) see; nothing is
+discovered from configuration: a real loopback authorization server and a
+protected endpoint serve each case. One joch serves every case (a fresh endpoint
 each), so the file takes seconds."""
 
 from __future__ import annotations
