@@ -5,10 +5,12 @@ upstream (RFC 9728 §3.3), found at the path-suffixed well-known URL or,
 without one, at the origin's; the authorization server's metadata must
 name the issuer it was asked for (RFC 8414 §3.3); and the authorization
 response's `iss` must be that issuer, exactly, and present when the
-server says it sends one (RFC 9207). Every refusal is an error the user
-(the callback) and the caller (the call) see; nothing is discovered from
-configuration: a real loopback authorization server and a protected
-endpoint serve each case. One joch serves every case (a fresh endpoint
+server says it sends one (RFC 9207). Without configured scopes, a
+consent asks for the challenge's `scope`, else the metadata's
+`scopes_supported` (MCP's scope selection strategy). Every refusal is an
+error the user (the callback) and the caller (the call) see; nothing is
+discovered from configuration: a real loopback authorization server and a
+protected endpoint serve each case. One joch serves every case (a fresh endpoint
 each), so the file takes seconds."""
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from urllib.parse import parse_qsl, urlsplit
 from http.server import BaseHTTPRequestHandler
 
 import httpx2
@@ -36,7 +39,8 @@ class Guarded:
     by the 401's challenge only with `challenge`."""
 
     def __init__(self, authorization: AuthorizationServer, prm: str = "path",
-                 resource: str | None = None, challenge: bool = True) -> None:
+                 resource: str | None = None, challenge: bool = True,
+                 scope: str | None = None, scopes_supported: list[str] | None = None) -> None:
         self.authorization = authorization
         self.server = _serve(self._serve)
         base = f"http://127.0.0.1:{self.server.server_port}"
@@ -45,13 +49,17 @@ class Guarded:
         self.prm_url = base + self.prm_path
         self.resource = resource or self.url
         self.challenge = challenge
+        self.scope = scope
+        self.scopes_supported = scopes_supported
         self.seen: list[str] = []
 
     def _serve(self, request: BaseHTTPRequestHandler, method: str) -> None:
         self.seen.append(request.path)
         if (method, request.path) == ("GET", self.prm_path):
-            return _answer(request, 200, {"resource": self.resource,
-                                          "authorization_servers": [self.authorization.issuer]})
+            metadata = {"resource": self.resource, "authorization_servers": [self.authorization.issuer]}
+            if self.scopes_supported is not None:
+                metadata["scopes_supported"] = self.scopes_supported
+            return _answer(request, 200, metadata)
         token = request.headers.get("authorization", "").removeprefix("Bearer ")
         if method == "POST" and request.path == "/echo" and self.authorization.valid(token):
             request.rfile.read(int(request.headers.get("content-length") or 0))
@@ -60,7 +68,8 @@ class Guarded:
             return _answer(request, 404, {"error": "not_found"})
         request.send_response(401)
         if self.challenge:
-            request.send_header("www-authenticate", f'Bearer resource_metadata="{self.prm_url}"')
+            scope = f', scope="{self.scope}"' if self.scope else ""
+            request.send_header("www-authenticate", f'Bearer resource_metadata="{self.prm_url}"{scope}')
         request.send_header("content-length", "0")
         request.end_headers()
 
@@ -212,5 +221,24 @@ def test_resource_metadata_is_found_at_the_origin_without_a_challenge(joch, auth
                              "/.well-known/oauth-protected-resource"], tried
         (asked,) = [r for r in authorization.requests if r.get("grant_type") == "authorization_code"]
         assert asked["resource"] == upstream.url
+    finally:
+        upstream.stop()
+
+
+@pytest.mark.parametrize("guarded,asked", [
+    ({"scope": "mcp:basic", "scopes_supported": ["mcp:read", "mcp:write"]}, "mcp:basic"),
+    ({"scopes_supported": ["mcp:read", "mcp:write"]}, "mcp:read mcp:write"),
+    ({}, None),
+])
+def test_without_configured_scopes_the_consent_asks_for_the_upstreams(joch, authorization, guarded, asked):
+    """MCP's scope selection strategy: the challenge's `scope`, else the
+    protected-resource metadata's `scopes_supported`, else none."""
+    upstream, thread, answers = begin(joch, authorization, **guarded)
+    try:
+        url = consent_url(joch, authorization)
+        query = dict(parse_qsl(urlsplit(url).query))
+        assert query.get("scope") == asked, url
+        assert consent(url, "alice").status_code == 200
+        assert ended(thread, answers)["status"]["phase"] == "Succeeded"
     finally:
         upstream.stop()

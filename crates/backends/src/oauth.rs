@@ -60,7 +60,15 @@ struct ErrorAnswer {
     error_description: Option<String>,
 }
 
-fn form(oauth2: &OAuth2, resource: Option<&str>, grant: &TokenGrant) -> Result<String, String> {
+/// The token request's body; `secret_in_body`: the client secret, where
+/// the server takes it there (`client_secret_post`, RFC 6749 §2.3.1)
+/// rather than with HTTP Basic.
+fn form(
+    oauth2: &OAuth2,
+    resource: Option<&str>,
+    grant: &TokenGrant,
+    secret_in_body: Option<&str>,
+) -> Result<String, String> {
     let mut fields = match grant {
         TokenGrant::ClientCredentials => vec![("grant_type", "client_credentials".to_owned())],
         TokenGrant::Code {
@@ -91,9 +99,12 @@ fn form(oauth2: &OAuth2, resource: Option<&str>, grant: &TokenGrant) -> Result<S
     if let Some(resource) = resource {
         fields.push(("resource", resource.to_owned()));
     }
-    if oauth2.client_secret.is_none() {
+    if oauth2.client_secret.is_none() || secret_in_body.is_some() {
         // A public client identifies itself in the body (RFC 6749 §2.3.1).
         fields.push(("client_id", oauth2.client_id.clone()));
+    }
+    if let Some(secret) = secret_in_body {
+        fields.push(("client_secret", secret.to_owned()));
     }
     serde_urlencoded::to_string(fields).map_err(|e| e.to_string())
 }
@@ -107,18 +118,20 @@ fn basic(client_id: &str, secret: &str) -> String {
 }
 
 impl HttpTokenEndpoint {
-    /// The token endpoint and resource indicator for `oauth2`: as written,
-    /// or discovered from the upstream (once per upstream URL).
+    /// The token endpoint and resource indicator for `oauth2`, and whether
+    /// its client secret goes in the body: as written (with HTTP Basic), or
+    /// discovered from the upstream (once per upstream URL).
     async fn token_url(
         &self,
         oauth2: &OAuth2,
         upstream_url: &str,
-    ) -> Result<(String, Option<String>), String> {
+    ) -> Result<(String, Option<String>, bool), String> {
         if let Some(url) = &oauth2.token_url {
-            return Ok((url.clone(), oauth2.resource.clone()));
+            return Ok((url.clone(), oauth2.resource.clone(), false));
         }
         let found = self.discovered(upstream_url).await?;
-        Ok((found.token_url, oauth2.resource.clone().or(found.resource)))
+        let resource = oauth2.resource.clone().or(found.resource);
+        Ok((found.token_url, resource, found.secret_in_body))
     }
 
     /// What discovery found for `upstream_url`, asked once while joch runs.
@@ -157,6 +170,7 @@ impl TokenEndpoint for HttpTokenEndpoint {
                 resource: oauth2.resource.clone(),
                 issuer: None,
                 iss_required: false,
+                scopes: Vec::new(),
             });
         }
         let found = self.discovered(upstream_url).await?;
@@ -170,6 +184,7 @@ impl TokenEndpoint for HttpTokenEndpoint {
             resource: oauth2.resource.clone().or(found.resource),
             issuer: Some(found.issuer),
             iss_required: found.iss_supported,
+            scopes: found.scopes,
         })
     }
 
@@ -179,18 +194,23 @@ impl TokenEndpoint for HttpTokenEndpoint {
         upstream_url: &str,
         grant: &TokenGrant,
     ) -> Result<IssuedToken, String> {
-        let (url, resource) = self.token_url(oauth2, upstream_url).await?;
+        let (url, resource, secret_in_body) = self.token_url(oauth2, upstream_url).await?;
         crate::outbound::check_url(&url)?;
+        let secret = oauth2
+            .client_secret
+            .as_ref()
+            .map(crate::secret)
+            .transpose()?;
+        let in_body = secret.as_deref().filter(|_| secret_in_body);
         let mut request = self
             .client
             .post(&url)
             .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(ACCEPT, "application/json")
             .timeout(TOKEN_TIMEOUT)
-            .body(form(oauth2, resource.as_deref(), grant)?);
-        if let Some(source) = &oauth2.client_secret {
-            let secret = crate::secret(source)?;
-            request = request.header(AUTHORIZATION, basic(&oauth2.client_id, &secret));
+            .body(form(oauth2, resource.as_deref(), grant, in_body)?);
+        if let (Some(secret), None) = (&secret, in_body) {
+            request = request.header(AUTHORIZATION, basic(&oauth2.client_id, secret));
         }
         let response = request
             .send()
@@ -260,6 +280,25 @@ mod tests {
         assert_eq!(
             basic("a b", "p:w"),
             format!("Basic {}", STANDARD.encode("a+b:p%3Aw"))
+        );
+    }
+
+    #[test]
+    fn a_secret_in_the_body_comes_with_the_client_id() {
+        let oauth2: OAuth2 = serde_json::from_value(serde_json::json!({
+            "grant": "client_credentials",
+            "clientId": "joch",
+            "clientSecret": {"env": "UNUSED"},
+        }))
+        .unwrap();
+        let grant = TokenGrant::ClientCredentials;
+        assert_eq!(
+            form(&oauth2, None, &grant, None).unwrap(),
+            "grant_type=client_credentials"
+        );
+        assert_eq!(
+            form(&oauth2, None, &grant, Some("p&w")).unwrap(),
+            "grant_type=client_credentials&client_id=joch&client_secret=p%26w"
         );
     }
 }

@@ -47,7 +47,8 @@ pub struct OAuth2 {
     /// allows; a public client (no secret).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub client_metadata: bool,
-    /// joch's client secret, sent with HTTP Basic (RFC 6749 §2.3.1).
+    /// joch's client secret, sent with HTTP Basic (RFC 6749 §2.3.1), or in
+    /// the body where a discovered server offers only `client_secret_post`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<SecretSource>,
     /// Scopes asked for.
@@ -314,6 +315,10 @@ pub struct AuthorizationTarget {
     /// Its metadata says its authorization responses carry `iss`: one
     /// without is refused.
     pub iss_required: bool,
+    /// The scopes to ask for when none are configured, as discovered: the
+    /// upstream's 401 challenge's `scope`, else its protected-resource
+    /// metadata's `scopes_supported` (MCP's scope selection strategy).
+    pub scopes: Vec<String>,
 }
 
 /// Asks an authorization server's token endpoint for a token. Implemented

@@ -30,6 +30,13 @@ pub(crate) struct Discovered {
     pub issuer: String,
     /// Whether its authorization responses carry `iss` (RFC 9207).
     pub iss_supported: bool,
+    /// Whether a client secret goes in the token request's body: the
+    /// metadata lists `client_secret_post` and not `client_secret_basic`
+    /// (RFC 8414 §2; without the list, `client_secret_basic`).
+    pub secret_in_body: bool,
+    /// The scopes the upstream asks for: its challenge's `scope`, else its
+    /// metadata's `scopes_supported` (MCP's scope selection strategy).
+    pub scopes: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -38,6 +45,8 @@ struct ResourceMetadata {
     resource: Option<String>,
     #[serde(default)]
     authorization_servers: Vec<String>,
+    #[serde(default)]
+    scopes_supported: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -49,17 +58,32 @@ struct ServerMetadata {
     authorization_endpoint: Option<String>,
     #[serde(default)]
     authorization_response_iss_parameter_supported: bool,
+    #[serde(default)]
+    token_endpoint_auth_methods_supported: Vec<String>,
+}
+
+impl ServerMetadata {
+    fn secret_in_body(&self) -> bool {
+        let supports = |m: &str| {
+            self.token_endpoint_auth_methods_supported
+                .iter()
+                .any(|s| s == m)
+        };
+        supports("client_secret_post") && !supports("client_secret_basic")
+    }
 }
 
 /// Discovers the token endpoint of `upstream` (an MCP endpoint or any
 /// protected URL).
 pub(crate) async fn discover(client: &Client, upstream: &str) -> Result<Discovered, String> {
-    let (metadata_url, resource) = resource_metadata(client, upstream).await?;
+    let (metadata_url, resource, challenged) = resource_metadata(client, upstream).await?;
+    let scopes = scopes_asked(challenged.as_deref(), &resource.scopes_supported);
     let issuer = resource.authorization_servers.first().ok_or_else(|| {
         format!("the protected-resource metadata {metadata_url} names no authorization server")
     })?;
     for candidate in server_metadata_urls(issuer)? {
         if let Some(server) = get_json::<ServerMetadata>(client, &candidate).await? {
+            let secret_in_body = server.secret_in_body();
             let said = server.issuer.unwrap_or_default();
             if !same_issuer(issuer, &said) {
                 return Err(format!(
@@ -73,6 +97,8 @@ pub(crate) async fn discover(client: &Client, upstream: &str) -> Result<Discover
                 resource: resource.resource,
                 issuer: said,
                 iss_supported: server.authorization_response_iss_parameter_supported,
+                secret_in_body,
+                scopes,
             });
         }
     }
@@ -81,15 +107,26 @@ pub(crate) async fn discover(client: &Client, upstream: &str) -> Result<Discover
     ))
 }
 
+/// The scopes to ask for (MCP's scope selection strategy): the 401
+/// challenge's `scope`, else all the protected-resource metadata's
+/// `scopes_supported`, else none.
+fn scopes_asked(challenged: Option<&str>, supported: &[String]) -> Vec<String> {
+    match challenged {
+        Some(scope) => scope.split_whitespace().map(str::to_owned).collect(),
+        None => supported.to_vec(),
+    }
+}
+
 /// `upstream`'s protected-resource metadata and where it was found: where
 /// its 401 challenge says, else at the well-known URL with the upstream's
 /// path, else at the one of its origin (RFC 9728 §3.1). Refused unless it
-/// describes `upstream`.
+/// describes `upstream`. With the challenge's `scope`, if it gave one.
 async fn resource_metadata(
     client: &Client,
     upstream: &str,
-) -> Result<(String, ResourceMetadata), String> {
-    let candidates = match challenge(client, upstream).await? {
+) -> Result<(String, ResourceMetadata, Option<String>), String> {
+    let Challenge { metadata, scope } = challenge(client, upstream).await?;
+    let candidates = match metadata {
         Some(url) => vec![url],
         None => {
             let mut urls = vec![well_known(upstream, "oauth-protected-resource")?];
@@ -108,7 +145,7 @@ async fn resource_metadata(
                     "the protected-resource metadata at {url} is for resource {resource:?}, not {upstream}: joch does not use it (RFC 9728 §3.3)"
                 ));
             }
-            return Ok((url.clone(), found));
+            return Ok((url.clone(), found, scope));
         }
     }
     Err(format!(
@@ -154,8 +191,17 @@ fn same_issuer(asked: &str, said: &str) -> bool {
     matches!((bare(asked), bare(said)), (Some(a), Some(b)) if a == b)
 }
 
-/// The `resource_metadata` of `upstream`'s 401 challenge, if it gives one.
-async fn challenge(client: &Client, upstream: &str) -> Result<Option<String>, String> {
+/// What `upstream`'s 401 challenge says (RFC 6750 §3, RFC 9728 §5.1).
+#[derive(Default)]
+struct Challenge {
+    /// `resource_metadata`: where its protected-resource metadata is.
+    metadata: Option<String>,
+    /// `scope`: the scopes a token needs.
+    scope: Option<String>,
+}
+
+/// What `upstream`'s 401 challenge says, if it answers one.
+async fn challenge(client: &Client, upstream: &str) -> Result<Challenge, String> {
     crate::outbound::check_url(upstream)?;
     // What an MCP client's first request looks like, without a token.
     let response = client
@@ -168,20 +214,28 @@ async fn challenge(client: &Client, upstream: &str) -> Result<Option<String>, St
         .await
         .map_err(|e| format!("{upstream} cannot be reached: {e}"))?;
     if response.status() != StatusCode::UNAUTHORIZED {
-        return Ok(None);
+        return Ok(Challenge::default());
     }
-    Ok(response
+    let values: Vec<&str> = response
         .headers()
         .get_all(WWW_AUTHENTICATE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find_map(|v| parameter(v, "resource_metadata")))
+        .collect();
+    let find = |name: &str| values.iter().find_map(|v| parameter(v, name));
+    Ok(Challenge {
+        metadata: find("resource_metadata"),
+        scope: find("scope").filter(|s| !s.trim().is_empty()),
+    })
 }
 
 /// A parameter of a `WWW-Authenticate` value (`name="value"` or `name=value`).
 fn parameter(header: &str, name: &str) -> Option<String> {
-    let start = header.find(&format!("{name}="))? + name.len() + 1;
-    let rest = &header[start..];
+    // Its own name, not the end of another's (`x_scope=`).
+    let (at, _) = header
+        .match_indices(&format!("{name}="))
+        .find(|(i, _)| header[..*i].ends_with([' ', ',']))?;
+    let rest = &header[at + name.len() + 1..];
     let value = match rest.strip_prefix('"') {
         Some(quoted) => &quoted[..quoted.find('"')?],
         None => rest.split([',', ' ']).next()?,
@@ -261,6 +315,8 @@ mod tests {
             Some("https://x/m")
         );
         assert_eq!(parameter("Bearer realm=\"x\"", "resource_metadata"), None);
+        let step_up = r#"Bearer error="insufficient_scope", x_scope="no", scope="mcp:a mcp:b""#;
+        assert_eq!(parameter(step_up, "scope").as_deref(), Some("mcp:a mcp:b"));
     }
 
     #[test]
@@ -302,6 +358,41 @@ mod tests {
         ));
         assert!(!same_issuer("https://as.example", "HTTPS://as.example"));
         assert!(!same_issuer("https://as.example", ""));
+    }
+
+    #[test]
+    fn the_challenges_scope_comes_first_then_the_metadatas() {
+        let supported = ["mcp:read".to_owned(), "mcp:write".to_owned()];
+        assert_eq!(
+            scopes_asked(Some("mcp:basic  mcp:x"), &supported),
+            ["mcp:basic", "mcp:x"]
+        );
+        assert_eq!(scopes_asked(None, &supported), supported);
+        assert!(scopes_asked(None, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_secret_goes_in_the_body_only_where_basic_is_not_offered() {
+        let metadata = |methods: &[&str]| ServerMetadata {
+            issuer: None,
+            token_endpoint: "https://as.example/token".to_owned(),
+            authorization_endpoint: None,
+            authorization_response_iss_parameter_supported: false,
+            token_endpoint_auth_methods_supported: methods
+                .iter()
+                .map(|m| (*m).to_owned())
+                .collect(),
+        };
+        assert!(metadata(&["client_secret_post"]).secret_in_body());
+        assert!(metadata(&["none", "client_secret_post"]).secret_in_body());
+        for basic in [
+            &[][..],
+            &["client_secret_basic"],
+            &["client_secret_post", "client_secret_basic"],
+            &["none"],
+        ] {
+            assert!(!metadata(basic).secret_in_body(), "{basic:?}");
+        }
     }
 
     #[test]

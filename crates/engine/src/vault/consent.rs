@@ -198,8 +198,13 @@ impl Credentials {
             ("code_challenge", challenge),
             ("code_challenge_method", "S256".to_owned()),
         ];
-        if !oauth2.scopes.is_empty() {
-            query.push(("scope", oauth2.scopes.join(" ")));
+        // The scopes configured, else those the upstream asks for.
+        let scopes = match oauth2.scopes.is_empty() {
+            true => &target.scopes,
+            false => &oauth2.scopes,
+        };
+        if !scopes.is_empty() {
+            query.push(("scope", scopes.join(" ")));
         }
         if let Some(resource) = target.resource {
             query.push(("resource", resource));
