@@ -188,3 +188,48 @@ async fn a_call_stream_dropped_on_one_replica_resumes_on_another() {
     assert_eq!(calls[0]["status"]["phase"], "Succeeded");
     assert_eq!(webhook.recorded().len(), 1);
 }
+
+#[tokio::test]
+async fn a_resumed_stream_waits_for_a_call_a_person_decides() {
+    let joch = Joch::start().await;
+    joch.create_tool(json!({"metadata": {"name": "refund"}, "spec": {
+        "description": "", "inputSchema": {"type": "object"},
+        "sideEffects": {"requiresApproval": true}, "backend": {"type": "noop"}}}))
+        .await;
+    let session = Session::open(&joch, "patient").await;
+    session.request(&joch, 1, "tools/list", json!({})).await;
+    let last = call_and_drop(&joch, &session, 2, "refund").await;
+    // The id names the call: the Approval has its name.
+    let call = last.split('.').nth(1).expect("the call's name").to_owned();
+    // Recorded and waiting, though its client dropped the stream at once.
+    let path = format!("/v1/namespaces/{NS}/toolcalls/{call}");
+    let mut phase = Value::Null;
+    for _ in 0..250 {
+        phase = joch.get(&path).await.1["status"]["phase"].clone();
+        if phase == "AwaitingApproval" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(phase, "AwaitingApproval");
+    let waiting = {
+        let (joch, session, last) = (&joch, &session, last.clone());
+        async move { resumed_answer(joch, session, &last, 2).await }
+    };
+    let approve = async {
+        // The resumed stream is open and waiting when the person decides.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (status, decided) = joch
+            .send(
+                reqwest::Method::POST,
+                &format!("/v1/namespaces/{NS}/approvals/{call}/approve"),
+                Some(json!({"approvedBy": "alice"})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{decided}");
+    };
+    let (answer, ()) = tokio::join!(waiting, approve);
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let record = joch.get_call(&call).await;
+    assert_eq!(record["status"]["phase"], "Succeeded", "{record}");
+}

@@ -180,7 +180,7 @@ impl Sessions {
         let call = self.in_flight.start(id, request.id.clone());
         let ct = call.ct.clone();
         let answer =
-            direct::serve(served, request, ct, direct::Disconnect::Ignored).map(move |message| {
+            direct::serve(served, request, ct, direct::Disconnect::Finishes).map(move |message| {
                 let _in_flight = &call;
                 ServerSseMessage::from_message(message)
             });
