@@ -138,8 +138,9 @@ pub(crate) fn tag_call(
     if !matches!(request.request, ClientRequest::CallToolRequest(_)) {
         return None;
     }
+    let signer = signer?;
     let name = engine.calls().mint_name("mcp-");
-    let ids = Ids::new(signer?, name.as_str(), &request.id)?;
+    let ids = Ids::new(signer, name.as_str(), &request.id)?;
     request
         .request
         .extensions_mut()
