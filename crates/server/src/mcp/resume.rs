@@ -341,6 +341,42 @@ mod tests {
         assert_eq!(parse("jc1.call.d.n1.extra.tag"), Some(None));
     }
 
+    fn signer(key: &str) -> StreamSigner {
+        let session: joch_engine::McpSession = serde_json::from_value(json!({
+            "namespace": "default", "principal": "p", "client": {}, "lastSeenMs": 0,
+            "streamKey": key,
+        }))
+        .expect("a session record");
+        session.stream_signer().expect("a keyed session")
+    }
+
+    #[test]
+    fn an_id_verifies_for_the_session_that_gave_it_only() {
+        let request = NumberOrString::String("req.1".into());
+        let ids = Ids::new(signer("k"), "mcp-1", &request).expect("resumable");
+        let priming = ids.priming();
+        assert_eq!(priming.retry, Some(RETRY));
+        let id = priming.event_id.expect("an id");
+        let parsed = parse(&id).flatten().expect("parses");
+        assert_eq!((parsed.call.as_str(), &parsed.request), ("mcp-1", &request));
+        assert_eq!(parsed.worker, None);
+        assert!(parsed.verified(&signer("k")).is_some());
+        assert!(parsed.verified(&signer("another")).is_none());
+
+        let numbered = ids.worker(ServerSseMessage::priming("2/0", RETRY));
+        let parsed = parse(&numbered.event_id.expect("an id"))
+            .flatten()
+            .expect("parses");
+        assert_eq!(parsed.worker.as_deref(), Some("2/0"));
+        assert!(parsed.verified(&signer("k")).is_some());
+
+        let long = NumberOrString::String("x".repeat(MAX_REQUEST_ID + 1).into());
+        assert!(
+            Ids::new(signer("k"), "mcp-1", &long).is_none(),
+            "too long to carry"
+        );
+    }
+
     #[test]
     fn an_id_carries_its_call_position_and_request() {
         let parsed = parse("jc1.mcp-0190.w2/0.n42.abc")
