@@ -14,6 +14,7 @@
 
 mod admission;
 mod artifact_tools;
+mod awaited;
 mod batches;
 mod cancels;
 mod chunks;

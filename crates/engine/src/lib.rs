@@ -61,7 +61,8 @@ pub use lifecycle::{Running, Workers};
 pub use lists::ListParams;
 pub use mcp::{
     AttachedClient, MAX_CLIENT_BYTES, MAX_SUBSCRIPTIONS, MCP_SESSION_KIND, McpSession,
-    McpSessionLimits, TOO_MANY_SESSIONS, UpstreamNotice, drift_timeline, principal_key,
+    McpSessionLimits, StreamSigner, TOO_MANY_SESSIONS, UpstreamNotice, drift_timeline,
+    principal_key,
 };
 pub use policies::{Policies, Progress};
 pub use resources::{Configurable, Resources};

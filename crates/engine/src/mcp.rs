@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 pub use discovery::drift_timeline;
 pub use sessions::{
     MAX_CLIENT_BYTES, MAX_SUBSCRIPTIONS, MCP_SESSION_KIND, McpSession, McpSessionLimits,
-    TOO_MANY_SESSIONS, principal_key,
+    StreamSigner, TOO_MANY_SESSIONS, principal_key,
 };
 pub use surface::{AttachedClient, UpstreamNotice};
 

@@ -64,6 +64,7 @@ api_words! {
         SessionNotFound = "session_not_found",
         StoreUnavailable = "store_unavailable",
         TooManyStreams = "too_many_streams",
+        UnknownEventId = "unknown_event_id",
         Unauthenticated = "unauthenticated",
         Unauthorized = "unauthorized",
         UnsupportedHookEvent = "unsupported_hook_event",

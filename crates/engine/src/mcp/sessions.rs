@@ -86,6 +86,10 @@ pub struct McpSession {
     /// The level it set with `logging/setLevel`, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_level: Option<String>,
+    /// 128 random bits that sign the ids of its calls' SSE events
+    /// (`streams.rs`); never sent to the client.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    stream_key: String,
     #[serde(skip)]
     version: u64,
 }
@@ -242,6 +246,7 @@ impl Mcp<'_> {
             last_seen_ms: now().0.timestamp_millis(),
             subscribed: BTreeSet::new(),
             log_level: None,
+            stream_key: uuid::Uuid::new_v4().simple().to_string(),
             version: 1,
         };
         let record = session_record(&session)?;
@@ -419,5 +424,7 @@ fn unavailable(message: String) -> EngineError {
     EngineError::Store(joch_store::StoreError::Unavailable(message))
 }
 
+mod streams;
+pub use streams::StreamSigner;
 #[cfg(test)]
 mod tests;

@@ -46,6 +46,7 @@ mod mcp_direct;
 mod mcp_front;
 mod mcp_front_listen;
 mod mcp_listen;
+mod mcp_resume;
 mod mcp_rounds;
 mod mcp_sessions;
 mod mcp_stateless;

@@ -118,9 +118,12 @@ pub(crate) async fn eligible(
 /// What a client's disconnect means for a request served directly.
 #[derive(Clone, Copy, PartialEq)]
 pub(crate) enum Disconnect {
-    /// Nothing: the call goes on (a session's request; the session's
-    /// `notifications/cancelled` cancels it).
-    Ignored,
+    /// Nothing: its handler runs on to the answer, as in rmcp's session
+    /// worker, so that a call is recorded and carried out and the client
+    /// that resumes the stream gets its answer (a session's request; the
+    /// session's `notifications/cancelled` cancels it while its stream is
+    /// open).
+    Finishes,
     /// The request is cancelled, and its handler runs on to see it (a
     /// request without a session, as rmcp serves one).
     Cancels,
@@ -141,7 +144,10 @@ pub(crate) fn serve(
     let sent = Sent::default();
     let counted = sent.clone();
     let client_id = opened.client_id.clone();
-    let on_disconnect = (disconnect == Disconnect::Cancels).then(|| ct.clone());
+    let on_disconnect = match disconnect {
+        Disconnect::Cancels => Some(Some(ct.clone())),
+        Disconnect::Finishes => Some(None),
+    };
     let answer = async move {
         let JsonRpcRequest {
             id, mut request, ..
@@ -195,19 +201,21 @@ pub(crate) fn serve(
 }
 
 /// A direct request's answer, not yet given. Dropped unanswered (its
-/// client went away) with `on_disconnect`, the request is cancelled and
-/// its handler left to run on, so that it sees the cancellation (an
-/// upstream MCP call is told, the record says `cancelled`) as it would
-/// under rmcp.
+/// client went away), its handler is left to run on to its end, after
+/// the request is cancelled if `on_disconnect` holds a token: it then sees
+/// the cancellation (an upstream MCP call is told, the record says
+/// `cancelled`) as it would under rmcp.
 struct Unanswered<F: Future<Output = ServerJsonRpcMessage> + Send + 'static> {
     answer: Option<std::pin::Pin<Box<F>>>,
-    on_disconnect: Option<CancellationToken>,
+    on_disconnect: Option<Option<CancellationToken>>,
 }
 
 impl<F: Future<Output = ServerJsonRpcMessage> + Send + 'static> Drop for Unanswered<F> {
     fn drop(&mut self) {
-        if let (Some(answer), Some(ct)) = (self.answer.take(), self.on_disconnect.take()) {
-            ct.cancel();
+        if let (Some(answer), Some(cancel)) = (self.answer.take(), self.on_disconnect.take()) {
+            if let Some(ct) = cancel {
+                ct.cancel();
+            }
             // Not when the runtime itself is going (nothing to run it on).
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(answer);

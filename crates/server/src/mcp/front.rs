@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use super::direct;
 use super::handler::{JochMcp, NAMESPACE_HEADER};
+use super::resume;
 use super::sessions::{Known, Sessions};
 use super::stateless::{self, Stateless};
 use crate::ApiError;
@@ -50,6 +51,8 @@ pub(crate) struct Front {
     pub(crate) max_body_bytes: usize,
     /// What serves stateless requests without rmcp's tasks (`direct.rs`).
     pub(crate) stateless: Stateless,
+    /// Resumed call streams waiting for their call here (`resume.rs`).
+    pub(crate) waiting: resume::Waiting,
 }
 
 /// What joch reads of a JSON-RPC message before passing it on.
@@ -238,6 +241,9 @@ impl Front {
                 .map_err(session_error)?;
             return Ok(self.pass(request).await);
         }
+        if let Some(last) = resumes_call(&request) {
+            return self.resume(&last, id, by, namespace).await;
+        }
         if matches!(known, Known::Hot) {
             return Ok(self.pass(request).await);
         }
@@ -262,6 +268,51 @@ impl Front {
         Ok(self
             .pass(Request::from_parts(parts, Body::from(bytes)))
             .await)
+    }
+
+    /// A `GET` with the `Last-Event-ID` of a call's stream (`resume.rs`):
+    /// the rest of the stream from the session's worker here, else the
+    /// call's answer from its record. An id this session did not give is
+    /// `404 unknown_event_id`.
+    async fn resume(
+        &self,
+        last: &str,
+        id: &str,
+        by: &Principal,
+        namespace: &str,
+    ) -> Result<Response, ApiError> {
+        let session = self
+            .engine
+            .mcp()
+            .session(by, namespace, id)
+            .await
+            .map_err(session_error)?;
+        let signer = session.stream_signer();
+        let parsed = resume::parse(last).flatten();
+        let verified = parsed.and_then(|p| Some((p.verified(signer.as_ref()?)?, p)));
+        let Some((ids, parsed)) = verified else {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                ApiWord::UnknownEventId,
+                "Last-Event-ID names no stream of this MCP session",
+            ));
+        };
+        if session.last_seen_ms < chrono::Utc::now().timestamp_millis() - self.touch_every_ms() {
+            self.touch(session);
+        }
+        if let Some(event) = &parsed.worker
+            && let Some(rest) = self.manager.resume_worker(id, event, ids).await
+        {
+            return Ok(resume::respond(last, rest));
+        }
+        let rest = resume::from_record(
+            self.engine.clone(),
+            &self.waiting,
+            by.clone(),
+            namespace.to_owned(),
+            parsed,
+        );
+        Ok(resume::respond(last, rest))
     }
 
     fn touch_every_ms(&self) -> i64 {
@@ -296,6 +347,16 @@ impl Front {
             })?;
         Ok((parts, bytes))
     }
+}
+
+/// The `Last-Event-ID` of a `GET` that resumes a call's stream: one of
+/// joch's call stream ids (`resume.rs`), not the notification stream's.
+fn resumes_call(request: &Request) -> Option<String> {
+    if request.method() != Method::GET {
+        return None;
+    }
+    let last = request.headers().get("last-event-id")?.to_str().ok()?;
+    resume::parse(last).map(|_| last.to_owned())
 }
 
 /// `/v1/namespaces/{ns}/mcp`, else the `Joch-Namespace` header, else `default`.

@@ -246,7 +246,7 @@ impl JochMcp {
                 .filter(|n| validate_name(field, n).is_ok())
                 .map(ObjectRef::new)
         };
-        let name = self.engine.calls().mint_name("mcp-");
+        let name = super::resume::call_name(&self.engine, &context.extensions);
         let mut call = ToolCall::of(name.as_str(), tool, input);
         call.spec.execution_ref = as_ref(execution, "spec.executionRef.name");
         call.spec.agent_ref = as_ref(agent, "spec.agentRef.name");

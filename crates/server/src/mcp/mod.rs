@@ -14,6 +14,7 @@ mod listen;
 mod methods;
 mod outbox;
 mod relay;
+mod resume;
 mod rounds;
 mod sessions;
 mod stateless;
@@ -42,7 +43,11 @@ pub(crate) fn front(
 ) -> Front {
     let idle = engine.mcp().session_limits().idle;
     let running = Arc::new(sessions::Running::default());
-    let manager = Arc::new(sessions::Sessions::new(idle, running.clone()));
+    let manager = Arc::new(sessions::Sessions::new(
+        engine.clone(),
+        idle,
+        running.clone(),
+    ));
     let mut config = StreamableHttpServerConfig::default()
         .with_max_request_body_bytes(max_body_bytes)
         .disable_allowed_hosts();
@@ -76,6 +81,7 @@ pub(crate) fn front(
         engine,
         max_body_bytes,
         stateless,
+        waiting: resume::Waiting::default(),
     }
 }
 

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use futures_util::{Stream, StreamExt};
 use joch_engine::{Engine, McpSession};
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonRpcRequest, ServerJsonRpcMessage,
-    ServerNotification, ToolListChangedNotification,
+    ClientCapabilities, ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonRpcRequest,
+    ServerJsonRpcMessage, ServerNotification, ToolListChangedNotification,
 };
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::streamable_http_server::session::local::{
@@ -29,6 +29,7 @@ use rmcp::transport::streamable_http_server::session::{
 };
 
 use super::direct::{self, InFlight, Served};
+use super::resume;
 
 /// How long a session's in-memory worker outlives its last request. An
 /// open notification stream without events ends then too; the client
@@ -78,6 +79,8 @@ pub(crate) struct Sessions {
     idle: Duration,
     /// Requests served directly, which the client may cancel.
     in_flight: Arc<InFlight>,
+    /// Mints the names of calls whose streams are resumable (`resume.rs`).
+    engine: Engine,
 }
 
 /// What the front knows of a session a request names.
@@ -89,7 +92,7 @@ pub(crate) enum Known {
 }
 
 impl Sessions {
-    pub(crate) fn new(idle: Duration, running: Arc<Running>) -> Self {
+    pub(crate) fn new(engine: Engine, idle: Duration, running: Arc<Running>) -> Self {
         let mut local = LocalSessionManager::default();
         local.session_config.keep_alive = Some(HOT_IDLE.min(idle));
         Self {
@@ -98,6 +101,7 @@ impl Sessions {
             restoring: Mutex::default(),
             idle,
             in_flight: Arc::default(),
+            engine,
         }
     }
 
@@ -153,9 +157,9 @@ impl Sessions {
             if poke {
                 hot.poked = Instant::now();
             }
-            Some((served, poke))
+            Some((served, poke, hot.session.stream_signer()))
         });
-        let Some((served, poke)) = found else {
+        let Some((served, poke, signer)) = found else {
             return Err(request);
         };
         if !direct::eligible(&served, &request, true).await {
@@ -169,14 +173,77 @@ impl Sessions {
                 .accept_message(id, direct::keep_alive(&request.id))
                 .await;
         }
+        let mut request = request;
+        // A call's stream starts with an event whose id resumes it (`resume.rs`).
+        let priming =
+            resume::tag_call(&served.mcp.engine, signer, &mut request).map(|ids| ids.priming());
         let call = self.in_flight.start(id, request.id.clone());
         let ct = call.ct.clone();
-        Ok(
-            direct::serve(served, request, ct, direct::Disconnect::Ignored).map(move |message| {
+        let answer =
+            direct::serve(served, request, ct, direct::Disconnect::Finishes).map(move |message| {
                 let _in_flight = &call;
                 ServerSseMessage::from_message(message)
-            }),
-        )
+            });
+        Ok(futures_util::stream::iter(priming).chain(answer))
+    }
+
+    /// A request for rmcp's worker: a `tools/call`'s stream gets joch's
+    /// event ids, which resume it here or, from its record, anywhere
+    /// (`resume.rs`). Not one run as a task (its answer is the task).
+    fn tag_for_worker(
+        &self,
+        id: &SessionId,
+        message: &mut ClientJsonRpcMessage,
+    ) -> Option<resume::Ids> {
+        let ClientJsonRpcMessage::Request(request) = message else {
+            return None;
+        };
+        let signer = {
+            let hot = self.hot();
+            let session = &hot.get(id)?.session;
+            let capabilities = session.client.get("capabilities").cloned();
+            let capabilities: ClientCapabilities = serde_json::from_value(capabilities?).ok()?;
+            if capabilities.supports_tasks() {
+                return None;
+            }
+            session.stream_signer()
+        };
+        resume::tag_call(&self.engine, signer, request)
+    }
+
+    /// Resumes, after rmcp's event `event`, the stream of a request that
+    /// session `id`'s worker serves here; `None` if it does not. (rmcp's
+    /// resumed stream borrows the session id it was asked with: it is
+    /// read in a task that owns both.)
+    pub(crate) async fn resume_worker(
+        self: &Arc<Self>,
+        id: &str,
+        event: &str,
+        ids: resume::Ids,
+    ) -> Option<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static> {
+        let id: SessionId = id.into();
+        if !self.local.has_session(&id).await.ok()? {
+            return None;
+        }
+        let (resumed, answer) = tokio::sync::oneshot::channel();
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let (this, event) = (self.clone(), event.to_owned());
+        tokio::spawn(async move {
+            let stream = match through(&this.local).resume(&id, event).await {
+                Ok(stream) => stream,
+                Err(_) => return,
+            };
+            let _ = resumed.send(());
+            let mut stream = std::pin::pin!(stream);
+            while let Some(message) = stream.next().await {
+                if tx.send(ids.worker(message)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        answer.await.ok()?;
+        let mut rx = rx;
+        Some(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)))
     }
 
     /// Ends the worker of a session whose record is gone (closed on
@@ -235,7 +302,13 @@ impl SessionManager for Sessions {
             },
             Err(message) => message,
         };
+        let mut message = message;
+        let ids = self.tag_for_worker(id, &mut message);
         let stream = through(&self.local).create_stream(id, message).await?;
+        let stream = stream.map(move |m| match &ids {
+            Some(ids) => ids.worker(m),
+            None => m,
+        });
         Ok(stream.right_stream())
     }
 

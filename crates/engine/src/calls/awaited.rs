@@ -1,0 +1,49 @@
+//! The outcome of a call whose caller lost the answer on its way (MCP: a
+//! `tools/call` stream that dropped, resumed with `Last-Event-ID` on any
+//! replica). Nothing runs: the answer is read from the record, once the
+//! call has settled.
+
+use std::time::Duration;
+
+use joch_core::{Principal, ToolCall};
+
+use crate::Calls;
+use crate::EngineError;
+use crate::calls::CallOutcome;
+use crate::identity::rules::acts_in;
+
+impl Calls<'_> {
+    /// Call `name` that `by` made, as the calling agent receives it, once
+    /// settled; `None` if it has not settled within `wait`. Only the
+    /// principal that made the call may read it so (another gets
+    /// `NotFound`, as for no call at all). A call not recorded (yet) is
+    /// `NotFound` after a few seconds. Its output is the record's: what a
+    /// tool's `observability` settings keep of it.
+    pub async fn outcome_within(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        name: &str,
+        wait: Duration,
+    ) -> Result<Option<ToolCall>, EngineError> {
+        acts_in(by, namespace)?;
+        let call = self.key_holder(namespace, name).await?;
+        let made_it =
+            !by.is_authenticated() || call.status.principal.as_ref().is_some_and(|p| by.is(p));
+        if !made_it {
+            return Err(EngineError::NotFound {
+                kind: crate::NotFoundKind::ToolCall,
+                name: name.to_owned(),
+            });
+        }
+        let settled = if call.status.phase.is_terminal() {
+            call
+        } else {
+            match tokio::time::timeout(wait, self.wait_settled(namespace, name)).await {
+                Ok(settled) => settled?,
+                Err(_) => return Ok(None),
+            }
+        };
+        Ok(Some(CallOutcome::stored(settled, false).into_response()))
+    }
+}
