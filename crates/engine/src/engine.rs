@@ -17,6 +17,7 @@ use crate::events::Events;
 use crate::identity::Identity;
 use crate::identity::rules::Visibility;
 use crate::lists::Lists;
+use crate::mcp::Mcp;
 use crate::policies::{Policies, PolicyEngine};
 use crate::resources::Resources;
 use crate::resources::catalog::Catalog;
@@ -140,7 +141,7 @@ pub(crate) struct Inner {
     pub(crate) catalog: Arc<Catalog>,
     /// What each principal may see of the ledger.
     pub(crate) visibility: Visibility,
-    pub(crate) events: Events,
+    pub(crate) events: Arc<Events>,
     pub(crate) resources: Arc<Resources>,
     pub(crate) identity: Arc<Identity>,
     pub(crate) audit: Audit,
@@ -152,7 +153,7 @@ pub(crate) struct Inner {
     /// Deadline timers and the inbox's signal.
     pub(crate) approvals: crate::approvals::State,
     /// Upstream listings and relays.
-    pub(crate) mcp: crate::mcp::State,
+    pub(crate) mcp: Mcp,
 }
 
 impl Inner {
@@ -195,7 +196,7 @@ impl Engine {
         policy: Arc<dyn PolicyEngine>,
         config: EngineConfig,
     ) -> Self {
-        let backends = backends.into_iter().map(|b| (b.kind(), b)).collect();
+        let backends: HashMap<_, _> = backends.into_iter().map(|b| (b.kind(), b)).collect();
         let catalog = Arc::new(Catalog::new(store.clone()));
         let lists = Lists::new(
             store.clone(),
@@ -203,7 +204,7 @@ impl Engine {
             config.max_list_limit,
         );
         let visibility = Visibility::new(store.clone(), catalog.clone());
-        let events = Events::new(store.clone(), visibility.clone());
+        let events = Arc::new(Events::new(store.clone(), visibility.clone()));
         let resources = Arc::new(Resources::new(
             store.clone(),
             catalog.clone(),
@@ -222,6 +223,15 @@ impl Engine {
         ));
         let vault = Vault::new(store.clone(), config.credentials.clone());
         let policies = Policies::new(store.clone(), catalog.clone(), policy);
+        let mcp = Mcp::new(
+            store.clone(),
+            backends.clone(),
+            catalog.clone(),
+            resources.clone(),
+            events.clone(),
+            config.mcp_sessions.clone(),
+            config.host_access.clone(),
+        );
         let artifacts = Artifacts::new(
             store.clone(),
             config.artifacts.clone(),
@@ -245,7 +255,7 @@ impl Engine {
                 artifacts,
                 calls: Default::default(),
                 approvals: Default::default(),
-                mcp: Default::default(),
+                mcp,
             }),
         }
     }

@@ -9,7 +9,7 @@
 use std::ops::Deref;
 
 use crate::policies::Policies;
-use crate::{Artifacts, Audit, Engine, Identity, Resources, Vault};
+use crate::{Artifacts, Audit, Engine, Identity, Mcp, Resources, Vault};
 
 macro_rules! parts {
     ($($(#[$doc:meta])* $accessor:ident -> $part:ident;)*) => {$(
@@ -38,8 +38,6 @@ parts! {
     calls -> Calls;
     /// Approvals: the inbox, and the decisions people make.
     approvals -> Approvals;
-    /// MCP: upstream servers, the front's sessions, relays to attached clients.
-    mcp -> Mcp;
 }
 
 /// The parts with walls: each a type owning its state, built by
@@ -68,6 +66,11 @@ impl Engine {
     /// Who a request is: tokens, console sessions, OIDC sign-in.
     pub fn identity(&self) -> &Identity {
         &self.inner.identity
+    }
+
+    /// MCP: upstream servers, the front's sessions, relays to attached clients.
+    pub fn mcp(&self) -> &Mcp {
+        &self.inner.mcp
     }
 
     /// Artifacts: large results kept by handle, and the tools that read them.

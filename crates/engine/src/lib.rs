@@ -49,7 +49,7 @@ pub use calls::{
 pub use engine::{Engine, EngineConfig};
 pub use error::{EngineError, NotFoundKind};
 pub use events::Event;
-pub use facade::{Approvals, Calls, Mcp};
+pub use facade::{Approvals, Calls};
 pub use identity::{
     Action, ActionKind, Allowance, Collection, ConsoleSession, HostAccess, Identity, JwtConfig,
     SessionOpened, SignInLimits, SignInPending, SignInStarted, TOO_MANY_SIGN_INS, action_table,
@@ -60,7 +60,7 @@ pub use joch_store::{CostGroup, CostTotal, ObjectList};
 pub use lifecycle::{Running, Workers};
 pub use lists::ListParams;
 pub use mcp::{
-    AttachedClient, MAX_CLIENT_BYTES, MAX_SUBSCRIPTIONS, MCP_SESSION_KIND, McpSession,
+    AttachedClient, MAX_CLIENT_BYTES, Mcp, MAX_SUBSCRIPTIONS, MCP_SESSION_KIND, McpSession,
     McpSessionLimits, TOO_MANY_SESSIONS, UpstreamNotice, drift_timeline, principal_key,
 };
 pub use policies::{Policies, Progress};

@@ -152,7 +152,7 @@ impl Engine {
         namespace: &str,
         call: &ToolCall,
     ) -> Result<Arc<Tool>, EngineError> {
-        if let Some(tool) = self.resolve_surface_tool(namespace, call).await? {
+        if let Some(tool) = self.inner.mcp.resolve_surface_tool(namespace, call).await? {
             return Ok(tool);
         }
         let found = self.inner.catalog.tool(namespace, call.tool_name()).await;

@@ -182,7 +182,7 @@ impl Engine {
         let started = Instant::now();
         let relay = self.relay_chunks(call);
         let client = matches!(tool.spec.backend, Backend::Mcp(_))
-            .then(|| self.call_client(call, tool, running.watch()));
+            .then(|| self.inner.mcp.call_client(call, tool, running.watch()));
         let invocation = Invocation {
             namespace: &call.metadata.namespace,
             call_id: &call.metadata.name,

@@ -76,7 +76,7 @@ impl Engine {
                         };
                         let (namespace, name) = (change.namespace.clone(), change.name.clone());
                         tokio::spawn(async move {
-                            engine.mcp_server_changed(&namespace, &name).await;
+                            engine.inner.mcp.mcp_server_changed(&namespace, &name).await;
                         });
                     }
                     _ => {}

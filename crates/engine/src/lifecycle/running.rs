@@ -65,9 +65,9 @@ impl Engine {
         tasks.extend(self.spawn_replica_lease(workers.lease_ttl));
         tasks.push(self.spawn_artifact_collector(workers.artifact_grace));
         tasks.push(self.spawn_key_purger(workers.key_purge_every));
-        tasks.push(self.spawn_mcp_session_expiry());
+        tasks.push(self.inner.mcp.spawn_mcp_session_expiry());
         tasks.push(self.inner.identity.spawn_sign_in_sweeper());
-        tasks.push(self.spawn_mcp_refresher(workers.mcp_refresh_tick));
+        tasks.push(self.inner.mcp.spawn_mcp_refresher(workers.mcp_refresh_tick));
         tasks.push(self.spawn_overdue_sweeper(workers.hook_result_timeout));
         let signer = workers
             .checkpoint_signing

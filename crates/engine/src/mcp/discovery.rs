@@ -13,10 +13,10 @@ use joch_core::{
 use joch_store::{Durability, ListQuery};
 use serde_json::{Value, json};
 
-use crate::Mcp;
+use super::Mcp;
 use crate::clock::now;
 use crate::resources::Configurable;
-use crate::{Engine, EngineError};
+use crate::EngineError;
 
 /// The event timeline a server's drift warnings go to:
 /// `GET /v1/namespaces/{ns}/executions/mcpserver.{name}/events`.
@@ -45,7 +45,7 @@ impl Configurable for McpServer {
     }
 }
 
-impl Engine {
+impl Mcp {
     fn discovery(&self) -> Option<&dyn ToolDiscovery> {
         self.inner.backends.get("mcp").and_then(|b| b.discovery())
     }
@@ -226,7 +226,7 @@ impl Engine {
         match existing {
             None => {
                 // joch itself adopts its upstream's tool.
-                self.resources()
+                self.inner.resources
                     .create(&Principal::local(), namespace, tool)
                     .await?;
             }
@@ -240,7 +240,7 @@ impl Engine {
             Some(existing) => {
                 let mut tool = tool;
                 tool.metadata.resource_version = existing.metadata.resource_version;
-                self.resources()
+                self.inner.resources
                     .replace(
                         &Principal::local(),
                         namespace,
@@ -303,7 +303,7 @@ impl Engine {
     pub(crate) fn spawn_mcp_refresher(&self, tick: Duration) -> tokio::task::JoinHandle<()> {
         // Servers that say their tools changed are re-listed at once, even
         // before any MCP session listens (see `mcp_surface.rs`).
-        drop(self.mcp().upstream_notices());
+        drop(self.upstream_notices());
         let engine = self.clone();
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(tick);
@@ -347,7 +347,7 @@ impl Engine {
             };
             if due {
                 let (ns, name) = (&server.metadata.namespace, &server.metadata.name);
-                if let Err(e) = self.mcp().sync_server(ns, name).await {
+                if let Err(e) = self.sync_server(ns, name).await {
                     tracing::warn!(namespace = %ns, server = %name, error = %e, "MCP server refresh failed");
                 }
             }
@@ -356,7 +356,7 @@ impl Engine {
     }
 }
 
-impl Mcp<'_> {
+impl Mcp {
     /// Lists the server's tools and brings its Tools in line: new tools are
     /// made, unchanged ones refreshed from the resource's overrides, changed
     /// ones adopted or held back, vanished ones removed. A server that
@@ -384,7 +384,6 @@ impl Mcp<'_> {
         let lock = {
             let mut syncs = self
                 .inner
-                .mcp
                 .syncs
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
@@ -455,7 +454,7 @@ impl Mcp<'_> {
         // Checked before anything is started or asked upstream.
         crate::resources::admit(namespace, &mut candidate, replacing)?;
         candidate.check()?;
-        crate::identity::may_use_host(by, &self.inner.config.host_access, &candidate.host_uses())?;
+        crate::identity::may_use_host(by, &self.inner.host_access, &candidate.host_uses())?;
         if let Some(Ok(definitions)) = match self.discovery() {
             Some(discovery) => Some(discovery.list_tools(&candidate).await),
             None => None,
@@ -463,9 +462,9 @@ impl Mcp<'_> {
             self.refuse_collisions(&candidate, &definitions).await?;
         }
         let stored = match replacing {
-            None => self.resources().create(by, namespace, server).await?,
+            None => self.inner.resources.create(by, namespace, server).await?,
             Some(name) => {
-                self.resources()
+                self.inner.resources
                     .replace(by, namespace, name, server)
                     .await?
             }
@@ -541,8 +540,8 @@ impl Mcp<'_> {
         name: &str,
         resource_version: Option<&str>,
     ) -> Result<McpServer, EngineError> {
-        let server: McpServer = self
-            .resources()
+        let server: McpServer = self.inner
+            .resources
             .delete(by, namespace, name, resource_version)
             .await?;
         for upstream in server.status.tools.keys() {

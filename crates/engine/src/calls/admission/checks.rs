@@ -38,7 +38,7 @@ impl Engine {
         &self,
         a: &mut Admitting<'_>,
     ) -> Result<Verdict, EngineError> {
-        let Some(reason) = self.drift_block(&a.tool).await? else {
+        let Some(reason) = self.inner.mcp.drift_block(&a.tool).await? else {
             return Ok(Verdict::Continue);
         };
         telemetry::record_decisions(
