@@ -10,9 +10,10 @@ use joch_core::{
 };
 use joch_store::{Change, Store};
 
-use crate::EngineError;
+use crate::approvals::Approvals;
 use crate::artifacts::Artifacts;
 use crate::audit::Audit;
+use crate::calls::{self, Calls};
 use crate::events::Events;
 use crate::identity::Identity;
 use crate::identity::rules::Visibility;
@@ -133,25 +134,19 @@ pub struct Engine {
 /// (calls, approvals, mcp; lifecycle keeps none).
 pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) backends: HashMap<&'static str, Arc<dyn ToolBackend>>,
     pub(crate) config: EngineConfig,
-    /// Pages of the store's objects as clients ask for them.
-    pub(crate) lists: Lists,
     /// The configuration calls read, and its snapshots.
     pub(crate) catalog: Arc<Catalog>,
-    /// What each principal may see of the ledger.
-    pub(crate) visibility: Visibility,
     pub(crate) events: Arc<Events>,
     pub(crate) resources: Arc<Resources>,
     pub(crate) identity: Arc<Identity>,
     pub(crate) audit: Audit,
     pub(crate) vault: Vault,
-    pub(crate) policies: Policies,
-    pub(crate) artifacts: Artifacts,
-    /// The call path's signals and followers.
-    pub(crate) calls: crate::calls::State,
-    /// Deadline timers and the inbox's signal.
-    pub(crate) approvals: crate::approvals::State,
+    pub(crate) policies: Arc<Policies>,
+    pub(crate) artifacts: Arc<Artifacts>,
+    /// The call path, which owns the approvals part.
+    pub(crate) calls: Calls,
+    pub(crate) approvals: Approvals,
     /// Upstream listings and relays.
     pub(crate) mcp: Mcp,
 }
@@ -222,7 +217,7 @@ impl Engine {
             config.sign_ins.clone(),
         ));
         let vault = Vault::new(store.clone(), config.credentials.clone());
-        let policies = Policies::new(store.clone(), catalog.clone(), policy);
+        let policies = Arc::new(Policies::new(store.clone(), catalog.clone(), policy));
         let mcp = Mcp::new(
             store.clone(),
             backends.clone(),
@@ -232,20 +227,43 @@ impl Engine {
             config.mcp_sessions.clone(),
             config.host_access.clone(),
         );
-        let artifacts = Artifacts::new(
+        let artifacts = Arc::new(Artifacts::new(
             store.clone(),
             config.artifacts.clone(),
             catalog.clone(),
             visibility.clone(),
-        );
+        ));
+        let needs = calls::Needs {
+            store: store.clone(),
+            backends: backends.clone(),
+            config: config.clone(),
+            lists: lists.clone(),
+            catalog: catalog.clone(),
+            visibility: visibility.clone(),
+            events: events.clone(),
+            resources: resources.clone(),
+            policies: policies.clone(),
+            artifacts: artifacts.clone(),
+            mcp: mcp.clone(),
+        };
+        let calls = Calls::new(needs, |decided| {
+            Approvals::new(
+                store.clone(),
+                catalog.clone(),
+                visibility.clone(),
+                lists.clone(),
+                resources.clone(),
+                config.credentials.clone(),
+                config.replica.clone(),
+                decided,
+            )
+        });
+        let approvals = calls.approvals().clone();
         Self {
             inner: Arc::new(Inner {
                 store,
-                backends,
                 config,
-                lists,
                 catalog,
-                visibility,
                 events,
                 resources,
                 identity,
@@ -253,29 +271,11 @@ impl Engine {
                 vault,
                 policies,
                 artifacts,
-                calls: Default::default(),
-                approvals: Default::default(),
+                calls,
+                approvals,
                 mcp,
             }),
         }
-    }
-
-    /// Runs `work` as a task of its own and waits for it. A caller that goes
-    /// away (its connection closed, its future dropped) cannot stop what it
-    /// started halfway: between a call's record and its settlement, it would
-    /// leave the call `Pending` or `Running` on a live replica with nothing
-    /// to finish it.
-    pub(crate) async fn to_completion<T, F>(
-        &self,
-        what: &'static str,
-        work: impl FnOnce(Engine) -> F,
-    ) -> Result<T, EngineError>
-    where
-        T: Send + 'static,
-        F: Future<Output = Result<T, EngineError>> + Send + 'static,
-    {
-        let work = tracing::Instrument::in_current_span(work(self.clone()));
-        tokio::spawn(work).await.map_err(EngineError::task(what))?
     }
 
     /// The store, for health checks.

@@ -6,43 +6,22 @@
 //! of the engine (a handle holding nothing but the engine, made per use),
 //! until each becomes a type of its own.
 
-use std::ops::Deref;
-
 use crate::policies::Policies;
-use crate::{Artifacts, Audit, Engine, Identity, Mcp, Resources, Vault};
-
-macro_rules! parts {
-    ($($(#[$doc:meta])* $accessor:ident -> $part:ident;)*) => {$(
-        $(#[$doc])*
-        pub struct $part<'e>(pub(crate) &'e Engine);
-
-        impl Deref for $part<'_> {
-            type Target = Engine;
-
-            fn deref(&self) -> &Engine {
-                self.0
-            }
-        }
-
-        impl Engine {
-            $(#[$doc])*
-            pub fn $accessor(&self) -> $part<'_> {
-                $part(self)
-            }
-        }
-    )*};
-}
-
-parts! {
-    /// Tool calls: make, submit, batch, hook, resume, replay, read and follow them.
-    calls -> Calls;
-    /// Approvals: the inbox, and the decisions people make.
-    approvals -> Approvals;
-}
+use crate::{Approvals, Artifacts, Audit, Calls, Engine, Identity, Mcp, Resources, Vault};
 
 /// The parts with walls: each a type owning its state, built by
 /// `Engine::new` with the parts it needs, and handed out by reference.
 impl Engine {
+    /// Tool calls: make, submit, batch, hook, resume, replay, read and follow them.
+    pub fn calls(&self) -> &Calls {
+        &self.inner.calls
+    }
+
+    /// Approvals: the inbox, and the decisions people make.
+    pub fn approvals(&self) -> &Approvals {
+        &self.inner.approvals
+    }
+
     /// The tamper-evident audit: its entries, checkpoints and verification.
     pub fn audit(&self) -> &Audit {
         &self.inner.audit

@@ -35,21 +35,21 @@ mod telemetry;
 mod tracing_spans;
 pub mod vault;
 
-pub use approvals::{ApprovalDecision, ConsentReply, InboxItem};
+pub use approvals::{ApprovalDecision, Approvals, ConsentReply, InboxItem};
 pub use artifacts::Artifacts;
 pub use audit::{
     Audit, AuditLine, AuditProblem, AuditReport, CheckedEntry, CheckpointSigner, CheckpointSigning,
     RecordAudit,
 };
 pub use calls::{
-    BATCH_LABEL, Batch, CallBucket, CallOutcome, CallWindow, ChunkFollower, Deferred, FOLLOW_QUEUE,
+    BATCH_LABEL, Batch, CallBucket, Calls, CallOutcome, CallWindow, ChunkFollower, Deferred, FOLLOW_QUEUE,
     HookResult, HookVerdict, MAX_KEY_LEN, MintedName, RecoveryReport, Replay, ReplayMode, Resolve,
     Retry, named_values, validate_key,
 };
 pub use engine::{Engine, EngineConfig};
 pub use error::{EngineError, NotFoundKind};
 pub use events::Event;
-pub use facade::{Approvals, Calls};
+
 pub use identity::{
     Action, ActionKind, Allowance, Collection, ConsoleSession, HostAccess, Identity, JwtConfig,
     SessionOpened, SignInLimits, SignInPending, SignInStarted, TOO_MANY_SIGN_INS, action_table,

@@ -3,7 +3,6 @@
 //! (`calls/recovery.rs`), and sharing one store with other replicas: their
 //! leases, and the writes heard from them (`replicas.rs`).
 
-mod orphans;
 mod replicas;
 mod running;
 

@@ -28,10 +28,10 @@ async fn an_approval_deadline_is_armed_once_per_process() {
     };
     let before = timers();
     let (first, second) = (approval("a"), approval("b"));
-    engine.arm_deadline(&first);
-    engine.arm_deadline(&first);
-    engine.arm_deadline(&second);
-    engine.arm_deadline(&first);
+    engine.approvals().arm_deadline(&first);
+    engine.approvals().arm_deadline(&first);
+    engine.approvals().arm_deadline(&second);
+    engine.approvals().arm_deadline(&first);
     assert_eq!(timers() - before, 2, "one timer per approval");
-    assert_eq!(engine.inner.approvals.armed().len(), 2);
+    assert_eq!(engine.approvals().armed().len(), 2);
 }

@@ -14,7 +14,7 @@ use crate::EngineError;
 use crate::calls::CallOutcome;
 use crate::resources::admit;
 
-impl Calls<'_> {
+impl Calls {
     /// Runs an artifact tool as a recorded call (`spec.fromArtifactTool:
     /// true`), as `by` ([`call`](Self::call) runs one too). Its answer is a bounded plain value; a `callId` that is not
     /// a visible handle of the call's execution settles the call `Failed`.

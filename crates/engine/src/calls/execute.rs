@@ -23,7 +23,7 @@ use crate::policies::{self, Effect, Facts};
 use crate::resources::schema::Compiled;
 use crate::telemetry;
 use crate::tracing_spans;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 use joch_core::redact::recorded_value;
 
 /// What the backend gave, and how long it took.
@@ -35,19 +35,19 @@ struct Invoked {
 }
 
 /// What settling a result needs besides the call and the tool.
-pub(crate) struct Concluding<'a> {
-    pub(crate) schemas: Option<&'a Compiled>,
-    pub(crate) policies: &'a Arc<Vec<Policy>>,
-    pub(crate) facts: Option<&'a Facts>,
+pub(in crate::calls) struct Concluding<'a> {
+    pub(in crate::calls) schemas: Option<&'a Compiled>,
+    pub(in crate::calls) policies: &'a Arc<Vec<Policy>>,
+    pub(in crate::calls) facts: Option<&'a Facts>,
     /// A failed declarative tool still answers the model (its `on_failure`).
-    pub(crate) answers_on_failure: bool,
-    pub(crate) latency_ms: Option<u64>,
+    pub(in crate::calls) answers_on_failure: bool,
+    pub(in crate::calls) latency_ms: Option<u64>,
     /// The media type of a result that came as text, not JSON (JSON lines,
     /// CSV), for the artifact it may become.
-    pub(crate) text_type: Option<String>,
+    pub(in crate::calls) text_type: Option<String>,
 }
 
-impl Engine {
+impl Calls {
     /// Takes a recorded call (`Pending`, `AwaitingApproval` once approved,
     /// or `Running` after a crash) to a terminal phase.
     /// Runs within the caller's `execute_tool` span (see `tracing_spans`).

@@ -18,7 +18,7 @@ use crate::Calls;
 use crate::calls::Recorded;
 use crate::clock::now;
 use crate::policies::Facts;
-use crate::{Engine, EngineError};
+use crate::EngineError;
 
 /// What recovery does with one unfinished call.
 enum Verdict {
@@ -76,7 +76,7 @@ pub struct Resolve {
     pub reason: String,
 }
 
-impl Engine {
+impl Calls {
     pub(crate) async fn reconcile(
         &self,
         call: ToolCall,
@@ -164,7 +164,7 @@ impl Engine {
     }
 
     /// Runs a recovered call again, under today's policies.
-    pub(crate) async fn run_again(&self, call: ToolCall, tool: Tool) -> Result<(), EngineError> {
+    pub(in crate::calls) async fn run_again(&self, call: ToolCall, tool: Tool) -> Result<(), EngineError> {
         let ns = call.metadata.namespace.clone();
         let args = call.spec.input.as_object().cloned().unwrap_or_default();
         let schemas = self.inner.catalog.schemas(&tool).ok();
@@ -214,7 +214,7 @@ impl Engine {
                 if approval.status.phase != ApprovalPhase::Pending
                     && left_by(&approval.status.replica)
                 {
-                    self.carry_out(&approval).await?;
+                    self.inner.approvals.carry_out(&approval).await?;
                     report.decided += 1;
                 }
             }
@@ -257,7 +257,7 @@ impl Engine {
     }
 }
 
-impl Calls<'_> {
+impl Calls {
     /// Reconciles every call left `Pending` or `Running` by a previous run.
     /// Call before serving. Calls that are run again run in the background.
     ///
@@ -268,7 +268,7 @@ impl Calls<'_> {
     pub async fn recover(&self) -> Result<RecoveryReport, EngineError> {
         let mut report = RecoveryReport::default();
         if self.inner.config.replica.is_some() {
-            report.approvals_pending = self.rearm_pending_approvals().await?;
+            report.approvals_pending = self.inner.approvals.rearm_pending_approvals().await?;
             return Ok(report);
         }
         for phase in [Phase::Running, Phase::Pending] {
@@ -279,7 +279,7 @@ impl Calls<'_> {
         for call in self.calls_in(Phase::AwaitingApproval).await? {
             self.reconcile_awaiting(call, None, &mut report).await?;
         }
-        report.approvals_pending = self.rearm_pending_approvals().await?;
+        report.approvals_pending = self.inner.approvals.rearm_pending_approvals().await?;
         if report != RecoveryReport::default() {
             tracing::warn!(
                 ?report,
@@ -329,7 +329,7 @@ impl Calls<'_> {
             _ => None,
         };
         self.store_settled(&mut call).await?;
-        self.inner.calls.settled();
+        self.settled();
         Ok(call)
     }
 }

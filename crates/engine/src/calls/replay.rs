@@ -10,7 +10,7 @@ use crate::Calls;
 use crate::calls::CallOutcome;
 use crate::clock::now;
 use crate::policies::REPLAY_OVERRIDE_ANNOTATION;
-use crate::{Engine, EngineError};
+use crate::EngineError;
 
 /// How to replay.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -36,7 +36,7 @@ pub struct Replay {
     pub override_writes: bool,
 }
 
-impl Engine {
+impl Calls {
     /// Stores the replay already settled with the original's outcome; nothing runs.
     async fn replay_from_record(
         &self,
@@ -78,7 +78,7 @@ impl Engine {
     }
 }
 
-impl Calls<'_> {
+impl Calls {
     /// Replays a settled call as a new ToolCall linked by `spec.replayOf`.
     pub async fn replay(
         &self,

@@ -46,7 +46,7 @@ pub struct CallBucket {
     pub sample: Vec<ToolCall>,
 }
 
-impl Calls<'_> {
+impl Calls {
     /// The namespace's calls over `window`, bucket by bucket, oldest first.
     /// Costs `2 × buckets` indexed store reads: counts of at most
     /// `count_cap` index entries, lists of at most `sample` rows.

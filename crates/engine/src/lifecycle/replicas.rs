@@ -62,21 +62,16 @@ impl Engine {
                 let Some(inner) = inner.upgrade() else { return };
                 match change.kind.as_str() {
                     crate::calls::CANCEL_KIND => {
-                        inner.calls.cancels.heard(&change.namespace, &change.name);
+                        inner.calls.cancel_heard(&change.namespace, &change.name);
                     }
-                    Change::ANYTHING => Engine {
-                        inner: inner.clone(),
-                    }
-                    .recheck_cancels(),
+                    Change::ANYTHING => inner.calls.recheck_cancels(),
                     McpServer::KIND => {
                         // Another replica wrote or deleted it: connections
                         // here to what it no longer is are closed.
-                        let engine = Engine {
-                            inner: inner.clone(),
-                        };
+                        let mcp = inner.mcp.clone();
                         let (namespace, name) = (change.namespace.clone(), change.name.clone());
                         tokio::spawn(async move {
-                            engine.inner.mcp.mcp_server_changed(&namespace, &name).await;
+                            mcp.mcp_server_changed(&namespace, &name).await;
                         });
                     }
                     _ => {}
@@ -161,7 +156,7 @@ impl Engine {
             // It may have died between a commit and that commit's change
             // notification: everything here waiting or cached re-reads.
             self.inner.touched_kind(Change::ANYTHING);
-            self.recheck_cancels();
+            self.calls().recheck_cancels();
             let version = lease.resource_version;
             lease.resource_version += 1;
             lease.body = Lease::body(now_ms.saturating_add(millis(ttl)), Some(me));
@@ -200,20 +195,20 @@ impl Engine {
     ) -> Result<RecoveryReport, EngineError> {
         let mut report = RecoveryReport::default();
         for phase in [Phase::Running, Phase::Pending] {
-            for call in self.calls_in(phase).await? {
+            for call in self.calls().calls_in(phase).await? {
                 if call.status.replica.as_deref() == Some(replica) {
-                    self.reconcile(call, &mut report).await?;
+                    self.calls().reconcile(call, &mut report).await?;
                 }
             }
         }
         // Any replica may decide an approval: those it decided but did not
         // act on are found by the decider, not by who recorded the call.
-        for call in self.calls_in(Phase::AwaitingApproval).await? {
-            self.reconcile_awaiting(call, Some(replica), &mut report)
+        for call in self.calls().calls_in(Phase::AwaitingApproval).await? {
+            self.calls().reconcile_awaiting(call, Some(replica), &mut report)
                 .await?;
         }
         // Its approvals' deadlines were timers in its memory.
-        report.approvals_pending = self.rearm_pending_approvals().await?;
+        report.approvals_pending = self.approvals().rearm_pending_approvals().await?;
         Ok(report)
     }
 }

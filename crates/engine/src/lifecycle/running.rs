@@ -64,11 +64,11 @@ impl Engine {
         tasks.extend(self.follow_store_changes());
         tasks.extend(self.spawn_replica_lease(workers.lease_ttl));
         tasks.push(self.spawn_artifact_collector(workers.artifact_grace));
-        tasks.push(self.spawn_key_purger(workers.key_purge_every));
+        tasks.push(self.calls().spawn_key_purger(workers.key_purge_every));
         tasks.push(self.inner.mcp.spawn_mcp_session_expiry());
         tasks.push(self.inner.identity.spawn_sign_in_sweeper());
         tasks.push(self.inner.mcp.spawn_mcp_refresher(workers.mcp_refresh_tick));
-        tasks.push(self.spawn_overdue_sweeper(workers.hook_result_timeout));
+        tasks.push(self.calls().spawn_overdue_sweeper(workers.hook_result_timeout));
         let signer = workers
             .checkpoint_signing
             .map(|signing| self.audit().spawn_checkpoint_signer(signing));

@@ -2,7 +2,7 @@
 //!
 //! - Resource reads and prompt gets are calls of a server's surface tool
 //!   (`<server>:resource`, `<server>:prompt`, see `joch_core::mcp_surface`):
-//!   [`Mcp::resolve_surface_tool`] makes that tool from the `McpServer`,
+//!   the catalog (`Catalog::resolve_tool`) makes that tool from the `McpServer`,
 //!   and the call then takes the ordinary path (admission, policies,
 //!   record, metrics, audit).
 //! - Listing, completion, subscriptions and the log level are not calls:
@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use joch_core::mcp_surface::{
-    CallClient, ClientCapabilities, McpOperation, McpSurface, UpstreamNotices, surface_server,
+    CallClient, ClientCapabilities, McpOperation, McpSurface, UpstreamNotices,
 };
 use joch_core::redact::recorded_value;
 use joch_core::{
@@ -159,30 +159,6 @@ impl Mcp {
                 }
             }
         });
-    }
-
-    /// The surface tool a `resources/read` or `prompts/get` call names,
-    /// made from its server; `None` for a call of a stored tool.
-    pub(crate) async fn resolve_surface_tool(
-        &self,
-        namespace: &str,
-        call: &ToolCall,
-    ) -> Result<Option<Arc<Tool>>, EngineError> {
-        let operation = call.spec.operation;
-        if operation == McpOperation::CallTool {
-            return Ok(None);
-        }
-        let not_found = || EngineError::NotFound {
-            kind: crate::NotFoundKind::Tool,
-            name: call.tool_name().to_owned(),
-        };
-        let server = surface_server(call.tool_name(), operation).ok_or_else(not_found)?;
-        let server: McpServer = match self.inner.store.get_object(namespace, server).await {
-            Ok(server) => server,
-            Err(joch_store::StoreError::NotFound { .. }) => return Err(not_found()),
-            Err(e) => return Err(e.into()),
-        };
-        Ok(server.surface_tool(operation).map(Arc::new))
     }
 }
 

@@ -10,10 +10,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use joch_core::detect::Detectors;
+use joch_core::mcp_surface::{McpOperation, surface_server};
 use joch_core::token::ApiToken;
 use joch_core::{
-    Budget, Endpoint, McpServer, Namespace, Object, Policy, Principal, PrincipalKind, Tool,
-    ValidationError,
+    Budget, CallMode, Endpoint, McpServer, Namespace, Object, Policy, Principal, PrincipalKind, Tool,
+    ToolCall, ValidationError,
 };
 use joch_store::{ListQuery, Store, StoreError, StoreErrorKind};
 use tokio::sync::watch;
@@ -273,4 +274,40 @@ pub(crate) fn index(tokens: Vec<ApiToken>) -> TokenIndex {
             (t.spec.hash, principal)
         })
         .collect()
+}
+
+impl Catalog {
+    /// The Tool `call` names: the namespace's Tool of that name; for an MCP
+    /// `resources/read` or `prompts/get`, the surface tool made from its
+    /// server (read from the store, not a snapshot); or, in hook mode, an
+    /// unregistered one: the agent may run tools joch has never heard of.
+    pub(crate) async fn resolve_tool(
+        &self,
+        namespace: &str,
+        call: &ToolCall,
+    ) -> Result<Arc<Tool>, EngineError> {
+        let operation = call.spec.operation;
+        if operation != McpOperation::CallTool {
+            let not_found = || EngineError::NotFound {
+                kind: crate::NotFoundKind::Tool,
+                name: call.tool_name().to_owned(),
+            };
+            let server = surface_server(call.tool_name(), operation).ok_or_else(not_found)?;
+            let server: McpServer = match self.store.get_object(namespace, server).await {
+                Ok(server) => server,
+                Err(StoreError::NotFound { .. }) => return Err(not_found()),
+                Err(e) => return Err(e.into()),
+            };
+            if let Some(tool) = server.surface_tool(operation) {
+                return Ok(Arc::new(tool));
+            }
+        }
+        match self.tool(namespace, call.tool_name()).await {
+            Ok(tool) => Ok(tool),
+            Err(StoreError::NotFound { .. }) if call.spec.mode == CallMode::Hook => {
+                Ok(Arc::new(Tool::unregistered(namespace, call.tool_name())))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
 }

@@ -8,14 +8,14 @@ use joch_core::{
 use serde_json::{Value, json};
 
 use super::admitting::{Admitting, Verdict};
-use crate::approvals::deferral::Deferral;
+use crate::calls::deferral::Deferral;
 use crate::calls::Rejection;
 use crate::identity::rules;
 use crate::mcp::SCHEMA_DRIFT_POLICY;
 use crate::telemetry;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
-impl Engine {
+impl Calls {
     /// A tool outside the principal's tool selector does not exist for it.
     /// A gateway call of one is recorded refused and answered `NotFound`; a
     /// hook's caller runs the tool itself, so it is told no, as for a tool
@@ -121,7 +121,7 @@ impl Engine {
         };
         let namespace = a.call.metadata.namespace.clone();
         let Some(standing) = self
-            .standing_decision(&namespace, a.call.tool_name())
+            .inner.approvals.standing_decision(&namespace, a.call.tool_name())
             .await?
             .filter(|s| rules::stands_for(&s.spec, by))
         else {
@@ -259,7 +259,7 @@ fn unseen(call: &ToolCall) -> Rejection {
     )
 }
 
-impl Engine {
+impl Calls {
     /// Records a gateway call of a tool the principal may not see as
     /// refused (so the ledger shows the attempt and who made it) and
     /// answers as for a tool that does not exist.

@@ -21,11 +21,11 @@ use joch_store::StoreErrorKind;
 
 use super::admitting::{Admitting, Verdict};
 use crate::approvals::deadline;
-use crate::approvals::deferral::Deferral;
+use crate::calls::deferral::Deferral;
 use crate::calls::Rejection;
 use crate::identity::rules;
 use crate::vault::ConsentAsk;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
 /// An upstream of the tool that takes each end user's own token.
 struct PerUser {
@@ -34,7 +34,7 @@ struct PerUser {
     oauth2: OAuth2,
 }
 
-impl Engine {
+impl Calls {
     /// The upstreams of `tool` taking per-user tokens: the Endpoints of a
     /// declarative tool, or an MCP tool's server (missing ones are left to
     /// the run, which reports them).
@@ -171,7 +171,7 @@ impl Engine {
     /// its per-user upstreams. Asked after the approval, not before, so
     /// that a call a person rejects never sent its user to an
     /// authorization server, and no consent is under way for it.
-    pub(crate) async fn consent_after_approval(
+    pub(in crate::calls) async fn consent_after_approval(
         &self,
         a: &Admitting<'_>,
     ) -> Result<Option<Deferral>, EngineError> {

@@ -121,7 +121,7 @@ async fn checked<'a>(
     call.metadata.namespace = "ns".to_owned();
     call.metadata.name = "c1".to_owned();
     let mut a = Admitting::new(by, call, tool, stopped).expect("admitting");
-    let verdict = engine.check(&mut a, checks).await;
+    let verdict = engine.calls().check(&mut a, checks).await;
     (a, verdict)
 }
 
