@@ -13,9 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use joch_core::approval::PolicyRef;
-use joch_core::{
-    Approval, ApprovalPhase, Principal, ToolCall,
-};
+use joch_core::{Approval, ApprovalPhase, Principal, ToolCall};
 use joch_store::{Durability, Store, StoreErrorKind};
 use serde_json::Value;
 
@@ -53,8 +51,7 @@ pub(crate) trait Decided: Send + Sync {
     /// caller's retry: how long is left until the retry deadline, or, once
     /// it passed, the call ends `TimedOut` (`not_retried`). `None` when
     /// nothing is left to wait for.
-    async fn expire_unretried(&self, approval: &Approval)
-    -> Result<Option<Duration>, EngineError>;
+    async fn expire_unretried(&self, approval: &Approval) -> Result<Option<Duration>, EngineError>;
 }
 
 /// The approvals part: the Approvals people decide, their deadlines, the
@@ -249,7 +246,12 @@ impl Approvals {
             &rules::Action::Read(rules::Collection::ToolCalls),
         )?;
         let call = self.call(namespace, name).await?;
-        if !self.inner.visibility.sees_call(by, namespace, &call).await? {
+        if !self
+            .inner
+            .visibility
+            .sees_call(by, namespace, &call)
+            .await?
+        {
             return Err(EngineError::NotFound {
                 kind: crate::NotFoundKind::ToolCall,
                 name: name.clone(),
@@ -284,10 +286,7 @@ impl Approvals {
             approval.status.decider = Some(decider.principal);
             approval.status.asked_user = decider.asked_user;
         }
-        approval
-            .status
-            .replica
-            .clone_from(&self.inner.replica);
+        approval.status.replica.clone_from(&self.inner.replica);
         approval.status.decided_by = Some(decision.by.clone());
         approval.status.decided_at = Some(now());
         approval.status.rationale = decision.rationale.clone();
@@ -496,7 +495,7 @@ mod standing;
 mod tests;
 mod waiting;
 
-pub use consent::ConsentReply;
 pub(crate) use carried::stored_decision;
-use standing::Standing;
+pub use consent::ConsentReply;
 pub use inbox::InboxItem;
+use standing::Standing;

@@ -67,7 +67,7 @@ use crate::approvals::{Approvals, Decided};
 use crate::artifacts::Artifacts;
 use crate::calls::admission::{Admission, Intent};
 use crate::calls::hooks::refusal;
-use crate::engine::EngineConfig;
+use crate::config::EngineConfig;
 use crate::events::Events;
 use crate::identity::rules::Visibility;
 use crate::lists::Lists;
@@ -132,10 +132,7 @@ impl Calls {
     /// The calls part over `needs`, and the approvals part it owns, built
     /// by `approvals` with the seam back to this one (see `decided.rs`):
     /// deferred calls wait on approvals, and decisions resume calls.
-    pub(crate) fn new(
-        needs: Needs,
-        approvals: impl FnOnce(Arc<dyn Decided>) -> Approvals,
-    ) -> Self {
+    pub(crate) fn new(needs: Needs, approvals: impl FnOnce(Arc<dyn Decided>) -> Approvals) -> Self {
         let inner = Arc::new_cyclic(|me| Parts {
             approvals: approvals(Arc::new(decided::Back(me.clone()))),
             store: needs.store,

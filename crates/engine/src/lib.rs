@@ -19,10 +19,10 @@ mod artifacts;
 mod audit;
 mod calls;
 mod clock;
+mod config;
 mod engine;
 mod error;
 mod events;
-mod facade;
 mod glob;
 mod identity;
 mod lifecycle;
@@ -42,11 +42,12 @@ pub use audit::{
     RecordAudit,
 };
 pub use calls::{
-    BATCH_LABEL, Batch, CallBucket, Calls, CallOutcome, CallWindow, ChunkFollower, Deferred, FOLLOW_QUEUE,
-    HookResult, HookVerdict, MAX_KEY_LEN, MintedName, RecoveryReport, Replay, ReplayMode, Resolve,
-    Retry, named_values, validate_key,
+    BATCH_LABEL, Batch, CallBucket, CallOutcome, CallWindow, Calls, ChunkFollower, Deferred,
+    FOLLOW_QUEUE, HookResult, HookVerdict, MAX_KEY_LEN, MintedName, RecoveryReport, Replay,
+    ReplayMode, Resolve, Retry, named_values, validate_key,
 };
-pub use engine::{Engine, EngineConfig};
+pub use config::EngineConfig;
+pub use engine::{Engine, Running};
 pub use error::{EngineError, NotFoundKind};
 pub use events::Event;
 
@@ -57,10 +58,10 @@ pub use identity::{
 };
 pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};
-pub use lifecycle::{Running, Workers};
+pub use lifecycle::Workers;
 pub use lists::ListParams;
 pub use mcp::{
-    AttachedClient, MAX_CLIENT_BYTES, Mcp, MAX_SUBSCRIPTIONS, MCP_SESSION_KIND, McpSession,
+    AttachedClient, MAX_CLIENT_BYTES, MAX_SUBSCRIPTIONS, MCP_SESSION_KIND, Mcp, McpSession,
     McpSessionLimits, TOO_MANY_SESSIONS, UpstreamNotice, drift_timeline, principal_key,
 };
 pub use policies::{Policies, Progress};

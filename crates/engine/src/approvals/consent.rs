@@ -15,9 +15,9 @@ use joch_core::{Principal, ToolCall};
 use serde_json::Value;
 
 use super::ApprovalDecision;
-use crate::vault::{ConsentFailed, ConsentGiven};
 use super::Approvals;
 use crate::EngineError;
+use crate::vault::{ConsentFailed, ConsentGiven};
 use joch_core::ApprovalActionKind;
 
 /// What the authorization server sent back to `/oauth/callback`.

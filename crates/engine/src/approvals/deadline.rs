@@ -10,10 +10,10 @@ use joch_core::{Approval, ApprovalPhase, Time, Tool, ValidationError};
 use joch_store::ListQuery;
 
 use super::ApprovalDecision;
-use crate::clock::now;
-use crate::telemetry;
 use super::Approvals;
 use crate::EngineError;
+use crate::clock::now;
+use crate::telemetry;
 
 /// How long an approval waits: the policy's deadline, else the tool's,
 /// else the server's `default`; a value over the accepted range (stored
@@ -127,10 +127,7 @@ impl Approvals {
             }
             other => other?,
         }
-        self.inner
-            .decided
-            .carry_out(&approval, &decision)
-            .await?;
+        self.inner.decided.carry_out(&approval, &decision).await?;
         // Approved by the fallback, it may wait for its caller's retry.
         self.inner.decided.expire_unretried(&approval).await
     }

@@ -24,7 +24,8 @@ impl Approvals {
                 ValidationError::field("input", "the arguments must be a JSON object").into(),
             );
         }
-        let call = self.call(namespace, &approval.spec.action.tool_call_ref.name)
+        let call = self
+            .call(namespace, &approval.spec.action.tool_call_ref.name)
             .await?;
         let tool = self.inner.catalog.resolve_tool(namespace, &call).await?;
         // A tool whose schema does not compile is checked nowhere (the

@@ -44,7 +44,8 @@ impl Approvals {
         };
         let mut items = Vec::new();
         for approval in self.list(namespace, params).await?.items {
-            let call = self.call(namespace, &approval.spec.action.tool_call_ref.name)
+            let call = self
+                .call(namespace, &approval.spec.action.tool_call_ref.name)
                 .await
                 .ok();
             // The approval of a call `by` cannot see does not exist for it.

@@ -10,9 +10,9 @@ use std::time::Duration;
 use joch_core::{Approval, ApprovalPhase, Phase, Principal};
 use serde_json::Value;
 
-use crate::identity::rules;
 use super::Approvals;
 use crate::EngineError;
+use crate::identity::rules;
 
 /// How often the Approval is read again besides its change signal. The
 /// signal carries other replicas' writes too (a change feed that lost some

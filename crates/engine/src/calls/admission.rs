@@ -22,8 +22,8 @@ mod steps;
 mod tests;
 
 use joch_core::{
-    Approval, CallApproval, CallError, ErrorCode, EventKind, Object, Phase, Principal,
-    Tool, ToolCall,
+    Approval, CallApproval, CallError, ErrorCode, EventKind, Object, Phase, Principal, Tool,
+    ToolCall,
 };
 use joch_store::{Durability, StoreError};
 use serde_json::{Value, json};

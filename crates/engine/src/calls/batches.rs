@@ -19,10 +19,10 @@ use serde_json::json;
 use tokio::task::JoinSet;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::calls::admission::{Admission, Intent};
 use crate::calls::{CallOutcome, Recorded, Rejection};
 use crate::telemetry;
-use crate::EngineError;
 
 /// Label carrying a call's batch number within its execution.
 pub const BATCH_LABEL: &str = "joch.dev/batch";
@@ -211,11 +211,7 @@ impl Calls {
                 )),
                 // A read of a stored artifact, settled as it is answered.
                 Slot::ArtifactRead(call) => {
-                    calls.push((
-                        index,
-                        self.call_artifact_tool(by, namespace, *call)
-                            .await?,
-                    ));
+                    calls.push((index, self.call_artifact_tool(by, namespace, *call).await?));
                 }
                 Slot::Admitted(recorded) if !wait => {
                     calls.push((index, CallOutcome::stored(recorded.call.clone(), false)));
@@ -297,7 +293,8 @@ impl Calls {
             status: Default::default(),
         };
         match self
-            .inner.resources
+            .inner
+            .resources
             .create(&Principal::local(), namespace, fresh)
             .await
         {
@@ -315,7 +312,9 @@ impl Calls {
         }
         let call = &recorded.call;
         if call.status.phase == Phase::AwaitingApproval {
-            self.inner.approvals.withdraw_approval(&call.metadata.namespace, &call.metadata.name, reason)
+            self.inner
+                .approvals
+                .withdraw_approval(&call.metadata.namespace, &call.metadata.name, reason)
                 .await?;
         }
         recorded.rejection = Some(Rejection::skipped(call, reason.to_owned()));

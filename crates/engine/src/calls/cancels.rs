@@ -29,9 +29,9 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::clock::now;
 use crate::identity::rules::{Action, may};
-use crate::EngineError;
 
 /// The kind of a cancel mark, which no API serves.
 pub(crate) const CANCEL_KIND: &str = "ToolCallCancel";
@@ -165,7 +165,10 @@ impl Calls {
     }
 
     /// True when the call carries a cancel mark (read from the store).
-    pub(in crate::calls) async fn cancel_marked(&self, call: &ToolCall) -> Result<bool, EngineError> {
+    pub(in crate::calls) async fn cancel_marked(
+        &self,
+        call: &ToolCall,
+    ) -> Result<bool, EngineError> {
         let (ns, name) = (&call.metadata.namespace, &call.metadata.name);
         match self.inner.store.get(CANCEL_KIND, ns, name).await {
             Ok(_) => Ok(true),

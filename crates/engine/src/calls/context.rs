@@ -57,7 +57,8 @@ impl Calls {
                 .cloned();
             let from_run = match (from_call.is_none(), execution) {
                 (true, Some(name)) => self
-                    .inner.resources
+                    .inner
+                    .resources
                     .get::<Execution>(ns, name)
                     .await
                     .ok()

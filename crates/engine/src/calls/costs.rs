@@ -8,8 +8,8 @@ use joch_store::{CostGroup, CostQuery, CostTotal};
 use serde_json::{Value, json};
 
 use crate::Calls;
-use crate::identity::rules::{Action, Collection, may_in};
 use crate::EngineError;
+use crate::identity::rules::{Action, Collection, may_in};
 
 /// What the namespace's budgets say about a call about to run.
 #[derive(Debug, Default)]

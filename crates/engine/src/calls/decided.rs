@@ -26,10 +26,10 @@ use joch_core::{
 use serde_json::{Map, Value, json};
 
 use super::{Admitting, Calls, Parts, RESUMPTION, Rejection};
+use crate::EngineError;
 use crate::approvals::{ApprovalDecision, Decided};
 use crate::policies::Facts;
 use crate::telemetry;
-use crate::EngineError;
 use joch_core::ApprovalActionKind;
 
 /// The approvals part's way back to the calls part that owns it: a weak
@@ -58,10 +58,7 @@ impl Decided for Back {
         self.calls()?.carry_out(approval, decision).await
     }
 
-    async fn expire_unretried(
-        &self,
-        approval: &Approval,
-    ) -> Result<Option<Duration>, EngineError> {
+    async fn expire_unretried(&self, approval: &Approval) -> Result<Option<Duration>, EngineError> {
         self.calls()?.expire_unretried(approval).await
     }
 }

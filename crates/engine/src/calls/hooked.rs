@@ -15,13 +15,13 @@ use serde_json::{Map, Value};
 use tracing::Instrument;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::calls::CallOutcome;
 use crate::calls::admission::{Admission, Intent};
 use crate::calls::execute::Concluding;
 use crate::clock::now;
 use crate::identity::rules;
 use crate::policies::Facts;
-use crate::EngineError;
 
 /// What joch tells the agent: run it as asked, run it with these
 /// arguments (or use this result), or don't.
@@ -142,7 +142,9 @@ impl Calls {
                 always: false,
                 for_user: true,
             };
-            match self.inner.approvals
+            match self
+                .inner
+                .approvals
                 .approve(by, namespace, name, decision)
                 .await
             {

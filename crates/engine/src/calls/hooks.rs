@@ -11,7 +11,10 @@ impl Calls {
     /// `toolCallCount`: calls with this checksum in the call's execution,
     /// this one included. Without an execution, every call counts once.
     /// An indexed count: a long run does not make each call slower.
-    pub(in crate::calls) async fn tool_call_count(&self, call: &ToolCall) -> Result<usize, EngineError> {
+    pub(in crate::calls) async fn tool_call_count(
+        &self,
+        call: &ToolCall,
+    ) -> Result<usize, EngineError> {
         let Some(execution) = &call.spec.execution_ref else {
             return Ok(1);
         };

@@ -15,10 +15,10 @@ use joch_store::{ListQuery, StoreErrorKind};
 use serde_json::Value;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::calls::Recorded;
 use crate::clock::now;
 use crate::policies::Facts;
-use crate::EngineError;
 
 /// What recovery does with one unfinished call.
 enum Verdict {
@@ -164,7 +164,11 @@ impl Calls {
     }
 
     /// Runs a recovered call again, under today's policies.
-    pub(in crate::calls) async fn run_again(&self, call: ToolCall, tool: Tool) -> Result<(), EngineError> {
+    pub(in crate::calls) async fn run_again(
+        &self,
+        call: ToolCall,
+        tool: Tool,
+    ) -> Result<(), EngineError> {
         let ns = call.metadata.namespace.clone();
         let args = call.spec.input.as_object().cloned().unwrap_or_default();
         let schemas = self.inner.catalog.schemas(&tool).ok();

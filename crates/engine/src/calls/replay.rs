@@ -7,10 +7,10 @@ use joch_store::Durability;
 use serde::Deserialize;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::calls::CallOutcome;
 use crate::clock::now;
 use crate::policies::REPLAY_OVERRIDE_ANNOTATION;
-use crate::EngineError;
 
 /// How to replay.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

@@ -20,9 +20,9 @@ use joch_core::{
 use serde_json::Value;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::calls::{CallOutcome, Rejection};
 use crate::identity::rules::acts_in;
-use crate::EngineError;
 
 impl Calls {
     /// The call, if `by` made it; else `NotFound`, as for no call at all.
@@ -185,7 +185,9 @@ impl Calls {
     /// caller's retry, approved and not yet retried, ends so too).
     pub(in crate::calls) async fn withdraw(&self, call: ToolCall) -> Result<ToolCall, EngineError> {
         let (namespace, name) = (&call.metadata.namespace, &call.metadata.name);
-        self.inner.approvals.withdraw_approval(namespace, name, "cancelled by the caller")
+        self.inner
+            .approvals
+            .withdraw_approval(namespace, name, "cancelled by the caller")
             .await?;
         // Withdrawn by us, not decided by an approver first, the call is
         // ours to end; so is one approved that waits for our retry to run.

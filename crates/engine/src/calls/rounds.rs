@@ -30,9 +30,9 @@ use joch_store::{Durability, StoreErrorKind};
 use serde_json::Value;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::calls::{CallOutcome, Retry};
 use crate::clock::now;
-use crate::EngineError;
 use joch_core::redact::recorded_value;
 
 impl Calls {

@@ -94,7 +94,10 @@ impl Calls {
     /// Stores a settled call, durably; the store appends its audit entry in
     /// the same write. Its first write, for a call written only once it
     /// settled (see `admission::Intent`).
-    pub(in crate::calls) async fn store_settled(&self, call: &mut ToolCall) -> Result<(), EngineError> {
+    pub(in crate::calls) async fn store_settled(
+        &self,
+        call: &mut ToolCall,
+    ) -> Result<(), EngineError> {
         let store = &self.inner.store;
         if call.metadata.resource_version.is_empty() {
             store.create_object(call, Durability::Sync).await?;

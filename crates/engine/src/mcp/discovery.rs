@@ -14,9 +14,9 @@ use joch_store::{Durability, ListQuery};
 use serde_json::{Value, json};
 
 use super::Mcp;
+use crate::EngineError;
 use crate::clock::now;
 use crate::resources::Configurable;
-use crate::EngineError;
 
 /// The event timeline a server's drift warnings go to:
 /// `GET /v1/namespaces/{ns}/executions/mcpserver.{name}/events`.
@@ -226,7 +226,8 @@ impl Mcp {
         match existing {
             None => {
                 // joch itself adopts its upstream's tool.
-                self.inner.resources
+                self.inner
+                    .resources
                     .create(&Principal::local(), namespace, tool)
                     .await?;
             }
@@ -240,7 +241,8 @@ impl Mcp {
             Some(existing) => {
                 let mut tool = tool;
                 tool.metadata.resource_version = existing.metadata.resource_version;
-                self.inner.resources
+                self.inner
+                    .resources
                     .replace(
                         &Principal::local(),
                         namespace,
@@ -382,11 +384,7 @@ impl Mcp {
         name: &str,
     ) -> Result<McpServer, EngineError> {
         let lock = {
-            let mut syncs = self
-                .inner
-                .syncs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut syncs = self.inner.syncs.lock().unwrap_or_else(|e| e.into_inner());
             syncs
                 .entry(format!("{namespace}/{name}"))
                 .or_default()
@@ -464,7 +462,8 @@ impl Mcp {
         let stored = match replacing {
             None => self.inner.resources.create(by, namespace, server).await?,
             Some(name) => {
-                self.inner.resources
+                self.inner
+                    .resources
                     .replace(by, namespace, name, server)
                     .await?
             }
@@ -540,7 +539,8 @@ impl Mcp {
         name: &str,
         resource_version: Option<&str>,
     ) -> Result<McpServer, EngineError> {
-        let server: McpServer = self.inner
+        let server: McpServer = self
+            .inner
             .resources
             .delete(by, namespace, name, resource_version)
             .await?;

@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Mcp;
-use crate::clock::now;
 use crate::EngineError;
+use crate::clock::now;
 
 /// The kind session records are stored under; no API serves it.
 pub const MCP_SESSION_KIND: &str = "McpSession";
@@ -161,8 +161,7 @@ impl Mcp {
 
     async fn expire_mcp_sessions(&self) -> Result<usize, EngineError> {
         let store = &self.inner.store;
-        let idle_ms =
-            i64::try_from(self.inner.sessions.idle.as_millis()).unwrap_or(i64::MAX);
+        let idle_ms = i64::try_from(self.inner.sessions.idle.as_millis()).unwrap_or(i64::MAX);
         let cutoff = now().0.timestamp_millis().saturating_sub(idle_ms);
         let mut expired = Vec::new();
         let mut continue_from = None;
@@ -284,8 +283,7 @@ impl Mcp {
             Err(e) => return Err(e.into()),
         };
         let session = parse_session(record)?;
-        let idle_ms =
-            i64::try_from(self.inner.sessions.idle.as_millis()).unwrap_or(i64::MAX);
+        let idle_ms = i64::try_from(self.inner.sessions.idle.as_millis()).unwrap_or(i64::MAX);
         if session.last_seen_ms.saturating_add(idle_ms) < now().0.timestamp_millis() {
             return Err(session_not_found(id));
         }

@@ -30,8 +30,8 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
 use super::Mcp;
-use crate::identity::rules;
 use crate::EngineError;
+use crate::identity::rules;
 
 /// Notices kept for a slow front session before it misses some.
 const NOTICE_QUEUE: usize = 256;

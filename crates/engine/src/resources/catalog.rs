@@ -13,8 +13,8 @@ use joch_core::detect::Detectors;
 use joch_core::mcp_surface::{McpOperation, surface_server};
 use joch_core::token::ApiToken;
 use joch_core::{
-    Budget, CallMode, Endpoint, McpServer, Namespace, Object, Policy, Principal, PrincipalKind, Tool,
-    ToolCall, ValidationError,
+    Budget, CallMode, Endpoint, McpServer, Namespace, Object, Policy, Principal, PrincipalKind,
+    Tool, ToolCall, ValidationError,
 };
 use joch_store::{ListQuery, Store, StoreError, StoreErrorKind};
 use tokio::sync::watch;

@@ -2,19 +2,17 @@
 //! would run, before the call is recorded, and opened by the approvals
 //! part (`Approvals::open_approval`) once it is.
 
-use joch_core::approval::{
-    ApprovalAction, ApprovalSpec, ApprovalStatus, Binding, Risk,
-};
+use joch_core::approval::{ApprovalAction, ApprovalSpec, ApprovalStatus, Binding, Risk};
 use joch_core::{Approval, ApprovalActionKind, ObjectMeta, ObjectRef};
 use serde_json::json;
 
 use super::Admitting;
+use crate::EngineError;
 use crate::approvals::deadline;
-use crate::calls::deferral::Deferral;
 use crate::calls::Calls;
+use crate::calls::deferral::Deferral;
 use crate::clock::now;
 use crate::policies;
-use crate::EngineError;
 
 impl Calls {
     /// The pending Approval `deferral` asks for on the call being admitted

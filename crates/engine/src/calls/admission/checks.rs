@@ -8,8 +8,8 @@ use joch_core::{
 use serde_json::{Value, json};
 
 use super::admitting::{Admitting, Verdict};
-use crate::calls::deferral::Deferral;
 use crate::calls::Rejection;
+use crate::calls::deferral::Deferral;
 use crate::identity::rules;
 use crate::mcp::SCHEMA_DRIFT_POLICY;
 use crate::telemetry;
@@ -121,7 +121,9 @@ impl Calls {
         };
         let namespace = a.call.metadata.namespace.clone();
         let Some(standing) = self
-            .inner.approvals.standing_decision(&namespace, a.call.tool_name())
+            .inner
+            .approvals
+            .standing_decision(&namespace, a.call.tool_name())
             .await?
             .filter(|s| rules::stands_for(&s.spec, by))
         else {

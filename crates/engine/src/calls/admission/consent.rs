@@ -21,8 +21,8 @@ use joch_store::StoreErrorKind;
 
 use super::admitting::{Admitting, Verdict};
 use crate::approvals::deadline;
-use crate::calls::deferral::Deferral;
 use crate::calls::Rejection;
+use crate::calls::deferral::Deferral;
 use crate::identity::rules;
 use crate::vault::ConsentAsk;
 use crate::{Calls, EngineError};

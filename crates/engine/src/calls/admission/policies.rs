@@ -7,8 +7,8 @@ use joch_core::{DecisionKind, Hook, Policy};
 use serde_json::{Map, Value};
 
 use super::admitting::{Admitting, Verdict};
-use crate::calls::deferral::Deferral;
 use crate::calls::Rejection;
+use crate::calls::deferral::Deferral;
 use crate::policies::{self, Effect, Facts, REPLAY_OVERRIDE_ANNOTATION};
 use crate::telemetry;
 use crate::{Calls, EngineError};

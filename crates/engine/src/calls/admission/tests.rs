@@ -61,7 +61,7 @@ async fn a_call_whose_approval_cannot_be_opened_is_settled_not_stuck() {
     // An Approval of the call's name is there already: the call's own
     // cannot be created once the call is recorded.
     let mut squatter = approval("stuck");
-    let store = &engine.inner.store;
+    let store = engine.store();
     store
         .create_object(&mut squatter, Durability::Sync)
         .await

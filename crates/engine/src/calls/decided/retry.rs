@@ -75,7 +75,10 @@ impl Calls {
     /// deadline's fallback did), once the checks of a resumption pass.
     /// Nothing happens for a pending or refusing decision, or a call that
     /// no longer waits (carrying out twice runs it once).
-    pub(in crate::calls) async fn carry_out_retried(&self, approval: &Approval) -> Result<(), EngineError> {
+    pub(in crate::calls) async fn carry_out_retried(
+        &self,
+        approval: &Approval,
+    ) -> Result<(), EngineError> {
         let approves = match approval.status.phase {
             ApprovalPhase::Approved => true,
             ApprovalPhase::Expired => self.falls_back_to_approve(approval),
