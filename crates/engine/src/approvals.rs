@@ -17,12 +17,12 @@ use joch_core::{Approval, ApprovalPhase, Principal, ToolCall};
 use joch_store::{Durability, Store, StoreErrorKind};
 use serde_json::Value;
 
+use crate::catalog::Catalog;
 use crate::clock::now;
-use crate::identity::rules::{self, Decider, Visibility};
 use crate::lists::Lists;
 use crate::policies;
 use crate::resources::Resources;
-use crate::resources::catalog::Catalog;
+use crate::rules::{self, Decider, Visibility};
 use crate::signal::Signal;
 use crate::telemetry;
 use crate::vault::Credentials;

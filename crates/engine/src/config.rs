@@ -30,7 +30,7 @@ pub struct EngineConfig {
     pub jwt: Option<crate::identity::JwtConfig>,
     /// This process's name among several sharing one store (default none:
     /// the store is this process's alone). Recorded on the calls it runs;
-    /// see `replicas.rs`.
+    /// see `lifecycle/replicas.rs`.
     pub replica: Option<String>,
     /// Where artifact contents are kept (the binary's defaults: files in
     /// `<db>.artifacts` with SQLite, the database itself with PostgreSQL);

@@ -14,16 +14,16 @@ use crate::approvals::Approvals;
 use crate::artifacts::Artifacts;
 use crate::audit::Audit;
 use crate::calls::{self, Calls, RecoveryReport};
+use crate::catalog::Catalog;
 use crate::config::EngineConfig;
 use crate::events::Events;
 use crate::identity::Identity;
-use crate::identity::rules::Visibility;
 use crate::lifecycle::{self, Lifecycle, Started, Workers};
 use crate::lists::Lists;
 use crate::mcp::Mcp;
 use crate::policies::{Policies, PolicyEngine};
 use crate::resources::Resources;
-use crate::resources::catalog::Catalog;
+use crate::rules::Visibility;
 use crate::vault::Vault;
 
 /// The call path and the resource operations, over one store and a set of

@@ -20,10 +20,10 @@ use crate::approvals::Approvals;
 use crate::artifacts::Artifacts;
 use crate::audit::Audit;
 use crate::calls::Calls;
+use crate::catalog::Catalog;
 use crate::events::Events;
 use crate::identity::Identity;
 use crate::mcp::Mcp;
-use crate::resources::catalog::Catalog;
 
 /// The parts the lifecycle starts and keeps in step with other replicas,
 /// handed to [`Lifecycle::new`] by the engine.

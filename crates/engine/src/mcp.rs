@@ -17,10 +17,10 @@ use std::sync::{Arc, Mutex};
 use joch_core::ToolBackend;
 use joch_store::Store;
 
+use crate::catalog::Catalog;
 use crate::events::Events;
 use crate::identity::HostAccess;
 use crate::resources::Resources;
-use crate::resources::catalog::Catalog;
 
 pub use discovery::drift_timeline;
 pub use sessions::{

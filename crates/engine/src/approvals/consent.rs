@@ -113,7 +113,7 @@ impl Approvals {
         namespace: &str,
         name: &str,
     ) -> Result<Option<String>, EngineError> {
-        crate::identity::rules::acts_in(by, namespace)?;
+        crate::rules::acts_in(by, namespace)?;
         let call: ToolCall = self.call(namespace, name).await?;
         if call.status.phase != joch_core::Phase::AwaitingApproval {
             return Ok(None);

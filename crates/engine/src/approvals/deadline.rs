@@ -95,7 +95,7 @@ impl Approvals {
     /// Applies the fallback of the pending approval `name`, if its deadline
     /// passed; answers how long is left if it was moved later. A decided
     /// Approval whose call waits for its caller's retry waits on until its
-    /// retry deadline (`retry.rs`).
+    /// retry deadline (`calls/decided/retry.rs`).
     async fn expire(&self, namespace: &str, name: &str) -> Result<Option<Duration>, EngineError> {
         let mut approval = match self.get(namespace, name).await {
             Ok(approval) => approval,

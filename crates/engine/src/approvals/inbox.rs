@@ -7,7 +7,7 @@ use joch_core::{Approval, ApprovalPhase, Principal, ToolCall};
 use tokio::sync::watch;
 
 use super::Approvals;
-use crate::identity::rules;
+use crate::rules;
 use crate::{EngineError, ListParams};
 
 /// Most pending approvals an inbox shows at once.

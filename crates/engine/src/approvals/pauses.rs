@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::Approvals;
 use crate::EngineError;
-use crate::identity::rules;
+use crate::rules;
 
 /// How often the Approval is read again besides its change signal. The
 /// signal carries other replicas' writes too (a change feed that lost some

@@ -9,7 +9,7 @@ use joch_store::ListQuery;
 
 use super::Approvals;
 use crate::EngineError;
-use crate::identity::rules;
+use crate::rules;
 
 /// Most pending approvals counted at once, over every namespace.
 const WAITING_LIMIT: usize = 1000;

@@ -33,8 +33,8 @@ pub(in crate::calls) use steps::RESUMPTION;
 
 use crate::calls::Recorded;
 use crate::calls::idempotency;
-use crate::identity::rules;
 use crate::resources::admit;
+use crate::rules;
 use crate::{Calls, EngineError};
 use steps::ADMISSION;
 

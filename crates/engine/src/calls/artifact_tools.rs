@@ -24,7 +24,7 @@ impl Calls {
         namespace: &str,
         mut call: ToolCall,
     ) -> Result<CallOutcome, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::CallTool)?;
+        crate::rules::may_in(by, namespace, &crate::rules::Action::CallTool)?;
         let tool = call.tool_name().to_owned();
         if !is_artifact_tool(&tool) {
             return Err(EngineError::NotFound {

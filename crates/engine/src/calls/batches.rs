@@ -333,7 +333,7 @@ impl Calls {
         calls: Vec<ToolCall>,
         wait: bool,
     ) -> Result<Batch, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::CallTool)?;
+        crate::rules::may_in(by, namespace, &crate::rules::Action::CallTool)?;
         let (by, namespace, execution) = (by.clone(), namespace.to_owned(), execution.to_owned());
         self.to_completion("a batch", move |engine| async move {
             engine
@@ -350,11 +350,7 @@ impl Calls {
         namespace: &str,
         name: &str,
     ) -> Result<Execution, EngineError> {
-        crate::identity::rules::may_in(
-            by,
-            namespace,
-            &crate::identity::rules::Action::CompleteExecution,
-        )?;
+        crate::rules::may_in(by, namespace, &crate::rules::Action::CompleteExecution)?;
         let mut run: Execution = self.inner.resources.get(namespace, name).await?;
         if run.status.phase == ExecutionPhase::Running
             || run.status.phase == ExecutionPhase::Degraded

@@ -31,7 +31,7 @@ use tokio::sync::watch;
 use crate::Calls;
 use crate::EngineError;
 use crate::clock::now;
-use crate::identity::rules::{Action, may};
+use crate::rules::{Action, may};
 
 /// The kind of a cancel mark, which no API serves.
 pub(crate) const CANCEL_KIND: &str = "ToolCallCancel";

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::Calls;
 use crate::EngineError;
-use crate::identity::rules::{Action, Collection, may_in};
+use crate::rules::{Action, Collection, may_in};
 
 /// What the namespace's budgets say about a call about to run.
 #[derive(Debug, Default)]

@@ -20,8 +20,8 @@ use crate::calls::CallOutcome;
 use crate::calls::admission::{Admission, Intent};
 use crate::calls::execute::Concluding;
 use crate::clock::now;
-use crate::identity::rules;
 use crate::policies::Facts;
+use crate::rules;
 
 /// What joch tells the agent: run it as asked, run it with these
 /// arguments (or use this result), or don't.

@@ -4,8 +4,8 @@
 use joch_core::{Principal, ToolCall, ValidationError};
 use joch_store::Durability;
 
-use crate::identity::rules::{Action, Collection, may_in};
 use crate::resources::{admit, valid_namespace};
+use crate::rules::{Action, Collection, may_in};
 use crate::{Calls, EngineError, ListParams, ObjectList};
 
 impl Calls {

@@ -268,7 +268,7 @@ impl Calls {
     /// With a shared store (`EngineConfig::replica` set), the calls left
     /// unfinished belong to replicas that may still be running them: only
     /// approval deadlines are armed here, and a lapsed replica's calls are
-    /// reconciled when its lease is reaped (`replicas.rs`).
+    /// reconciled when its lease is reaped (`lifecycle/replicas.rs`).
     pub async fn recover(&self) -> Result<RecoveryReport, EngineError> {
         let mut report = RecoveryReport::default();
         if self.inner.config.replica.is_some() {
@@ -301,11 +301,7 @@ impl Calls {
         name: &str,
         resolve: Resolve,
     ) -> Result<ToolCall, EngineError> {
-        crate::identity::rules::may_in(
-            by,
-            namespace,
-            &crate::identity::rules::Action::ResolveCall,
-        )?;
+        crate::rules::may_in(by, namespace, &crate::rules::Action::ResolveCall)?;
         let mut call = self.record(namespace, name).await?;
         if call.status.phase != Phase::Unknown {
             return Err(EngineError::Refused {

@@ -87,7 +87,7 @@ impl Calls {
         name: &str,
         replay: Replay,
     ) -> Result<CallOutcome, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::ReplayCall)?;
+        crate::rules::may_in(by, namespace, &crate::rules::Action::ReplayCall)?;
         let original = self.record(namespace, name).await?;
         if !original.status.phase.is_terminal() {
             return Err(refused(

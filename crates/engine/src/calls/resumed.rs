@@ -3,7 +3,7 @@
 //! retried with its `requestState`). The retry names the call; what it
 //! gets is the call's record, on whichever replica it reaches: the tool
 //! runs once, and every retry reads that outcome. A call that runs on its
-//! caller's retry (`spec.runsOn: retry`, see `approvals/retry.rs`) runs
+//! caller's retry (`spec.runsOn: retry`, see `decided/retry.rs`) runs
 //! when a retry finds it approved, or sees it approved while it waits;
 //! any other ran when the decision was made. The name is not a
 //! credential: only the principal that made the call may resume it
@@ -22,7 +22,7 @@ use serde_json::Value;
 use crate::Calls;
 use crate::EngineError;
 use crate::calls::{CallOutcome, Rejection};
-use crate::identity::rules::acts_in;
+use crate::rules::acts_in;
 
 impl Calls {
     /// The call, if `by` made it; else `NotFound`, as for no call at all.

@@ -369,10 +369,10 @@ impl Mcp {
         namespace: &str,
         name: &str,
     ) -> Result<McpServer, EngineError> {
-        crate::identity::rules::may_in(
+        crate::rules::may_in(
             by,
             namespace,
-            &crate::identity::rules::Action::Write(crate::identity::rules::Collection::McpServers),
+            &crate::rules::Action::Write(crate::rules::Collection::McpServers),
         )?;
         self.sync_server(namespace, name).await
     }
@@ -443,10 +443,10 @@ impl Mcp {
         replacing: Option<&str>,
         server: McpServer,
     ) -> Result<McpServer, EngineError> {
-        crate::identity::rules::may_in(
+        crate::rules::may_in(
             by,
             namespace,
-            &crate::identity::rules::Action::Write(crate::identity::rules::Collection::McpServers),
+            &crate::rules::Action::Write(crate::rules::Collection::McpServers),
         )?;
         let mut candidate = server.clone();
         // Checked before anything is started or asked upstream.
@@ -485,11 +485,7 @@ impl Mcp {
         name: &str,
         tool: Option<&str>,
     ) -> Result<McpServer, EngineError> {
-        crate::identity::rules::may_in(
-            by,
-            namespace,
-            &crate::identity::rules::Action::AcceptToolChange,
-        )?;
+        crate::rules::may_in(by, namespace, &crate::rules::Action::AcceptToolChange)?;
         let mut server: McpServer = self.inner.store.get_object(namespace, name).await?;
         if let Some(tool) = tool {
             if !server.status.tools.contains_key(tool) {

@@ -31,7 +31,7 @@ use tokio::sync::{broadcast, watch};
 
 use super::Mcp;
 use crate::EngineError;
-use crate::identity::rules;
+use crate::rules;
 
 /// Notices kept for a slow front session before it misses some.
 const NOTICE_QUEUE: usize = 256;

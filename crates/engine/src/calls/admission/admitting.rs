@@ -13,8 +13,8 @@ use crate::EngineError;
 use crate::calls::deferral::Deferral;
 use crate::calls::idempotency;
 use crate::calls::{Recorded, Rejection};
+use crate::catalog::schema::Compiled;
 use crate::policies::Facts;
-use crate::resources::schema::Compiled;
 
 /// What a check may answer.
 pub(in crate::calls) enum Verdict {

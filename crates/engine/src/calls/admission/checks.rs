@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use super::admitting::{Admitting, Verdict};
 use crate::calls::Rejection;
 use crate::calls::deferral::Deferral;
-use crate::identity::rules;
 use crate::mcp::SCHEMA_DRIFT_POLICY;
+use crate::rules;
 use crate::telemetry;
 use crate::{Calls, EngineError};
 
@@ -199,7 +199,7 @@ impl Calls {
         }
         Verdict::Reject(Rejection {
             phase: Phase::Failed,
-            answer: Some(crate::resources::schema::invalid_arguments_answer(
+            answer: Some(crate::catalog::schema::invalid_arguments_answer(
                 &a.call.metadata.name,
                 &e,
             )),

@@ -23,7 +23,7 @@ use super::admitting::{Admitting, Verdict};
 use crate::approvals::deadline;
 use crate::calls::Rejection;
 use crate::calls::deferral::Deferral;
-use crate::identity::rules;
+use crate::rules;
 use crate::vault::ConsentAsk;
 use crate::{Calls, EngineError};
 

@@ -1,7 +1,9 @@
 //! The catalog: the configuration every call reads (tools and their
 //! compiled schemas, policies, budgets, namespace settings, rate limits and
-//! API tokens), written through `writes.rs` and read through snapshots
-//! of the store (`snapshots.rs`), so that a call pays no store read for each.
+//! API tokens), written through `resources/writes.rs` and read through
+//! snapshots of the store (`snapshots.rs`), so that a call pays no store
+//! read for each; with the compiled schemas (`schema.rs`) and rate limiters
+//! (`limits.rs`). Below every part that reads configuration.
 //!
 //! Its state is its own: other parts ask it for a snapshot and tell it when
 //! a kind was written ([`Catalog::touched`]), here or on another replica.
@@ -19,10 +21,14 @@ use joch_core::{
 use joch_store::{ListQuery, Store, StoreError, StoreErrorKind};
 use tokio::sync::watch;
 
-use super::limits::Limiters;
-use super::schema::{Compiled, SchemaCache};
-use super::snapshots::Snapshots;
+mod limits;
+pub(crate) mod schema;
+mod snapshots;
+
 use crate::EngineError;
+use limits::Limiters;
+use schema::{Compiled, SchemaCache};
+use snapshots::Snapshots;
 
 /// Most items of one kind a namespace's snapshot holds.
 const MAX_LISTED: usize = 1000;
