@@ -6,6 +6,10 @@
 //! `resourceVersion`, so only one decision wins, and the approved call moves
 //! `AwaitingApproval → Running` conditionally too, so it runs once even if
 //! two replicas (or a decision and a timeout) race.
+//!
+//! A part with walls, built by the calls part: it stores decisions, and
+//! leaves acting on the call to the call path, through the one seam it is
+//! built with ([`Decided`], `calls/decided.rs`); it never imports `calls`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -3,14 +3,19 @@
 //! The path, top to bottom: the entry points here (run a call and wait for
 //! it, `call`; or record it and let it run, `submit`) and what passes
 //! between its stages; `admission.rs` (resolve the tool, the checks of
-//! `admission/`, request policies, the idempotency key of
-//! `idempotency.rs`, the record); `execute.rs` (what `prepare.rs` and
+//! `admission/`, request policies and why a call waits (`deferral.rs`),
+//! the idempotency key of `idempotency.rs`, the record, the Approval a
+//! deferred call waits with); `execute.rs` (what `prepare.rs` and
 //! `context.rs` load, the backend, output chunks, cancels, the result
 //! hook); `settle.rs` (the terminal phase, stored durably). Beside it:
-//! hook mode (`hooked.rs`), calls resumed after a person answered
-//! (`resumed.rs`), batches, replays, recovery after a crash
-//! (`recovery.rs`); and reads: records, events, costs, the overview's
-//! window.
+//! a person's decision carried out (`decided.rs`, `decided/`), hook mode
+//! (`hooked.rs`), calls resumed by their caller's retry (`resumed.rs`),
+//! batches, replays, recovery after a crash (`recovery.rs`) or a failed
+//! store write (`orphans.rs`); and reads: records, events, costs, the
+//! overview's window.
+//!
+//! A part with walls: [`Calls::new`] names the parts it uses, and builds
+//! the approvals part it owns, handing it the `Decided` seam back.
 
 mod admission;
 mod artifact_tools;
@@ -57,6 +62,7 @@ use admission::{Admitting, RESUMPTION};
 pub(crate) use cancels::CANCEL_KIND;
 pub(in crate::calls) use chunks::Followers;
 
+use joch_core::policy::OnTimeout;
 use joch_core::{CallError, ErrorCode, Phase, Policy, Principal, Tool, ToolBackend, ToolCall};
 use joch_store::{Durability, Store, timing};
 use serde_json::{Map, Value};
@@ -79,6 +85,7 @@ use crate::rules::Visibility;
 use crate::signal::Signal;
 use crate::telemetry;
 use crate::tracing_spans;
+use crate::vault::Credentials;
 
 /// The calls part: the call path and the ledger's records. Cheap to
 /// clone; clones share everything.
@@ -91,7 +98,7 @@ pub struct Calls {
 pub(crate) struct Needs {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) backends: HashMap<&'static str, Arc<dyn ToolBackend>>,
-    pub(crate) config: EngineConfig,
+    pub(crate) settings: Settings,
     pub(crate) lists: Lists,
     pub(crate) catalog: Arc<Catalog>,
     pub(crate) visibility: Visibility,
@@ -102,11 +109,42 @@ pub(crate) struct Needs {
     pub(crate) mcp: Mcp,
 }
 
+/// The settings the call path reads (see `EngineConfig` for each).
+pub(crate) struct Settings {
+    pub(crate) idempotency_window: Duration,
+    pub(crate) approval_timeout: Duration,
+    pub(crate) approval_fallback: OnTimeout,
+    pub(crate) intent_grace: Duration,
+    pub(crate) trace_content: bool,
+    /// This replica's name, recorded on the calls it runs.
+    pub(crate) replica: Option<String>,
+    /// The token vault, for upstreams that take a user's own token.
+    pub(crate) credentials: Option<Arc<Credentials>>,
+    /// Under which consents come back.
+    pub(crate) public_url: Option<String>,
+}
+
+impl Settings {
+    /// The call path's share of the engine's settings.
+    pub(crate) fn of(config: &EngineConfig) -> Self {
+        Self {
+            idempotency_window: config.idempotency_window,
+            approval_timeout: config.approval_timeout,
+            approval_fallback: config.approval_fallback,
+            intent_grace: config.intent_grace,
+            trace_content: config.trace_content,
+            replica: config.replica.clone(),
+            credentials: config.credentials.clone(),
+            public_url: config.public_url.clone(),
+        }
+    }
+}
+
 /// What the calls part uses and keeps.
 struct Parts {
     store: Arc<dyn Store>,
     backends: HashMap<&'static str, Arc<dyn ToolBackend>>,
-    config: EngineConfig,
+    settings: Settings,
     lists: Lists,
     catalog: Arc<Catalog>,
     visibility: Visibility,
@@ -137,7 +175,7 @@ impl Calls {
             approvals: approvals(Arc::new(decided::Back(me.clone()))),
             store: needs.store,
             backends: needs.backends,
-            config: needs.config,
+            settings: needs.settings,
             lists: needs.lists,
             catalog: needs.catalog,
             visibility: needs.visibility,

@@ -103,7 +103,7 @@ impl Engine {
         let needs = calls::Needs {
             store: store.clone(),
             backends: backends.clone(),
-            config: config.clone(),
+            settings: calls::Settings::of(&config),
             lists: lists.clone(),
             catalog: catalog.clone(),
             visibility: visibility.clone(),

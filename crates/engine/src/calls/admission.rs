@@ -118,7 +118,7 @@ impl Calls {
                 ..Default::default()
             });
         }
-        call.status.replica.clone_from(&self.inner.config.replica);
+        call.status.replica.clone_from(&self.inner.settings.replica);
         let written_when_settled = intent == Intent::WhenSettled
             && a.key.is_none()
             && !awaits_approval

@@ -71,7 +71,7 @@ impl Calls {
 
     async fn run_recorded(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
         tracing_spans::record_tool(&recorded.tool);
-        if self.inner.config.trace_content {
+        if self.inner.settings.trace_content {
             tracing_spans::record_content(
                 "gen_ai.tool.call.arguments",
                 &Value::Object(recorded.args.clone()),
@@ -156,7 +156,7 @@ impl Calls {
         }
         call.status.attempts += 1;
         call.status.started_at = Some(now());
-        call.status.replica.clone_from(&self.inner.config.replica);
+        call.status.replica.clone_from(&self.inner.settings.replica);
         let durability = if tool.spec.side_effects.is_repeatable() {
             Durability::Deferred
         } else {
@@ -264,7 +264,7 @@ impl Calls {
         tokio::select! {
             biased;
             done = &mut invoke => return (done, None),
-            () = tokio::time::sleep(self.inner.config.intent_grace) => {}
+            () = tokio::time::sleep(self.inner.settings.intent_grace) => {}
         }
         let mut running = call.clone();
         let write = self

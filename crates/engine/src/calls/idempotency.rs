@@ -81,7 +81,7 @@ impl Calls {
         Ok(settings
             .spec
             .idempotency_window_seconds
-            .map_or(self.inner.config.idempotency_window, Duration::from_secs))
+            .map_or(self.inner.settings.idempotency_window, Duration::from_secs))
     }
 
     /// Starts a background task that removes expired idempotency keys every

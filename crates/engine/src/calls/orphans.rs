@@ -51,7 +51,7 @@ impl Calls {
             Err(e) => return Err(e.into()),
         };
         let unfinished = matches!(call.status.phase, Phase::Pending | Phase::Running);
-        if !unfinished || call.status.replica != self.inner.config.replica {
+        if !unfinished || call.status.replica != self.inner.settings.replica {
             return Ok(());
         }
         let mut report = RecoveryReport::default();

@@ -271,7 +271,7 @@ impl Calls {
     /// reconciled when its lease is reaped (`lifecycle/replicas.rs`).
     pub async fn recover(&self) -> Result<RecoveryReport, EngineError> {
         let mut report = RecoveryReport::default();
-        if self.inner.config.replica.is_some() {
+        if self.inner.settings.replica.is_some() {
             report.approvals_pending = self.inner.approvals.rearm_pending_approvals().await?;
             return Ok(report);
         }

@@ -44,7 +44,7 @@ impl Calls {
         if let Some(error) = &error {
             tracing_spans::record_error(&error.code);
         }
-        if self.inner.config.trace_content {
+        if self.inner.settings.trace_content {
             if let Some(answer) = &answer {
                 tracing_spans::record_content("gen_ai.tool.call.result", answer);
             }

@@ -31,7 +31,7 @@ impl Calls {
             policies: policies::in_force(&a.policies, call.tool_name(), &call.metadata.labels),
         };
         let mut routing = deferral.routing;
-        let timeout = deadline::timeout(&routing, tool, self.inner.config.approval_timeout);
+        let timeout = deadline::timeout(&routing, tool, self.inner.settings.approval_timeout);
         routing.timeout_seconds = Some(timeout.as_secs());
         let deadline = deadline::deadline(now(), timeout)?;
         let (kind, options) = match (&deferral.user_input, &deferral.consent_url) {

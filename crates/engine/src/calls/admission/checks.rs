@@ -272,7 +272,7 @@ impl Calls {
         };
         call.spec.input = input;
         let refusal = unseen(&call);
-        call.status.replica.clone_from(&self.inner.config.replica);
+        call.status.replica.clone_from(&self.inner.settings.replica);
         call.status.error = Some(refusal.error);
         call.status.completed_at = Some(crate::clock::now());
         if let Err(e) = call.transition(Phase::Denied) {

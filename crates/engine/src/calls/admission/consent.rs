@@ -218,7 +218,7 @@ impl Calls {
                 ),
             ));
         };
-        let Some(credentials) = self.inner.config.credentials.as_ref() else {
+        let Some(credentials) = self.inner.settings.credentials.as_ref() else {
             return Err(CallError::new(
                 ErrorCode::UpstreamAuthFailed,
                 "this joch has no token vault",
@@ -243,7 +243,7 @@ impl Calls {
         user: &str,
     ) -> Result<Option<Deferral>, CallError> {
         use joch_core::credential::UpstreamCredentials as _;
-        let Some(credentials) = self.inner.config.credentials.as_ref() else {
+        let Some(credentials) = self.inner.settings.credentials.as_ref() else {
             return Ok(None);
         };
         let ns = &a.call.metadata.namespace;
@@ -256,12 +256,12 @@ impl Calls {
         if error.code != ErrorCode::ConsentRequired.as_str() {
             return Ok(None);
         }
-        let Some(public_url) = self.inner.config.public_url.as_deref() else {
+        let Some(public_url) = self.inner.settings.public_url.as_deref() else {
             return Ok(None);
         };
         let redirect_uri = &crate::vault::callback_url(public_url);
         let routing = joch_core::policy::ApprovalRouting::default();
-        let timeout = deadline::timeout(&routing, &a.tool, self.inner.config.approval_timeout);
+        let timeout = deadline::timeout(&routing, &a.tool, self.inner.settings.approval_timeout);
         let Ok(expires_at) = deadline::deadline(crate::clock::now(), timeout) else {
             return Ok(None);
         };

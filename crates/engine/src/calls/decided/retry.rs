@@ -102,7 +102,7 @@ impl Calls {
                 .spec
                 .routing
                 .on_timeout
-                .unwrap_or(self.inner.config.approval_fallback)
+                .unwrap_or(self.inner.settings.approval_fallback)
                 == OnTimeout::Approve
     }
 }
