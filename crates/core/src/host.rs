@@ -1,7 +1,7 @@
 //! What a resource asks of joch's host: a command to run (a stdio
 //! `McpServer`) and the environment variables and files its secret
 //! references read. Who may ask for what is the engine's rule
-//! (`identity/rules.rs`, `may_use_host`): the host is the operator's.
+//! (`engine/src/rules/host.rs`, `may_use_host`): the host is the operator's.
 
 use std::collections::BTreeMap;
 

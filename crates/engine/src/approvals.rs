@@ -6,31 +6,79 @@
 //! `resourceVersion`, so only one decision wins, and the approved call moves
 //! `AwaitingApproval → Running` conditionally too, so it runs once even if
 //! two replicas (or a decision and a timeout) race.
+//!
+//! A part with walls, built by the calls part: it stores decisions, and
+//! leaves acting on the call to the call path, through the one seam it is
+//! built with ([`Decided`], `calls/decided.rs`); it never imports `calls`.
 
 use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use joch_core::approval::{
-    ApprovalAction, ApprovalSpec, ApprovalStatus, Binding, PolicyRef, Risk, StandingApprovalSpec,
-};
-use joch_core::{Approval, ApprovalPhase, ObjectMeta, ObjectRef, Principal, StandingApproval};
-use joch_store::{Durability, StoreErrorKind};
-use serde_json::{Value, json};
+use async_trait::async_trait;
+use joch_core::approval::PolicyRef;
+use joch_core::{Approval, ApprovalPhase, Principal, ToolCall};
+use joch_store::{Durability, Store, StoreErrorKind};
+use serde_json::Value;
 
-use crate::Approvals;
-use crate::calls::Admitting;
+use crate::catalog::Catalog;
 use crate::clock::now;
-use crate::identity::rules::{self, Decider};
+use crate::lists::Lists;
 use crate::policies;
+use crate::resources::Resources;
+use crate::rules::{self, Decider, Visibility};
 use crate::signal::Signal;
 use crate::telemetry;
-use crate::{Engine, EngineError, ListParams, ObjectList};
-use deferral::Deferral;
+use crate::vault::Credentials;
+use crate::{EngineError, ListParams, ObjectList};
 use joch_core::ApprovalActionKind;
 
-/// What the approvals part keeps besides the store.
-#[derive(Default)]
-pub(crate) struct State {
+/// What the approvals part needs done with a call once its Approval is
+/// decided: the call path carries the decision out. The calls part
+/// implements it, and hands it to the approvals part it builds (calls own
+/// approvals; approvals hold this seam back, never the calls part itself).
+#[async_trait]
+pub(crate) trait Decided: Send + Sync {
+    /// Carries `approval`'s stored decision (`decision`, as its decider
+    /// made it) out on its call, if the call still waits: runs it
+    /// (approved), settles it `Denied` (rejected), applies the fallback
+    /// (expired at its deadline) or settles it `Skipped` (withdrawn).
+    /// Answers the Approval as it waits again when the approved call went
+    /// back for a new decision (`calls/decided/binding.rs`).
+    async fn carry_out(
+        &self,
+        approval: &Approval,
+        decision: &ApprovalDecision,
+    ) -> Result<Option<Approval>, EngineError>;
+
+    /// For the deadline timer of a decided Approval whose call runs on its
+    /// caller's retry: how long is left until the retry deadline, or, once
+    /// it passed, the call ends `TimedOut` (`not_retried`). `None` when
+    /// nothing is left to wait for.
+    async fn expire_unretried(&self, approval: &Approval) -> Result<Option<Duration>, EngineError>;
+}
+
+/// The approvals part: the Approvals people decide, their deadlines, the
+/// inbox and standing decisions. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Approvals {
+    inner: Arc<Parts>,
+}
+
+/// What the approvals part uses and keeps.
+struct Parts {
+    store: Arc<dyn Store>,
+    catalog: Arc<Catalog>,
+    visibility: Visibility,
+    lists: Lists,
+    /// Where standing decisions are written, through each kind's checks.
+    resources: Arc<Resources>,
+    /// The token vault, for consents (none without one).
+    credentials: Option<Arc<Credentials>>,
+    /// This replica's name, recorded on the decisions made here.
+    replica: Option<String>,
+    /// The call path, which carries decisions out.
+    decided: Arc<dyn Decided>,
     /// Approvals (namespace, name) whose deadline timer runs in this
     /// process, so that re-arming (at start, or on taking over a dead
     /// replica's work) starts no second timer.
@@ -40,25 +88,53 @@ pub(crate) struct State {
     changed: Signal,
 }
 
-impl State {
+impl Approvals {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        catalog: Arc<Catalog>,
+        visibility: Visibility,
+        lists: Lists,
+        resources: Arc<Resources>,
+        credentials: Option<Arc<Credentials>>,
+        replica: Option<String>,
+        decided: Arc<dyn Decided>,
+    ) -> Self {
+        let inner = Parts {
+            store,
+            catalog,
+            visibility,
+            lists,
+            resources,
+            credentials,
+            replica,
+            decided,
+            armed: Mutex::default(),
+            changed: Signal::default(),
+        };
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
     /// An Approval opened or was decided.
     pub(crate) fn changed(&self) {
-        self.changed.bump();
+        self.inner.changed.bump();
     }
 
     fn armed(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
         // The set stays consistent under a panic elsewhere: inserts and removes are single calls.
-        self.armed.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .armed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
-}
 
-/// What an `always` decision does to a standing decision already there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Standing {
-    /// The new decision stands instead (a person deciding now).
-    Replace,
-    /// The one there stands (a decision carried out late may be older).
-    Keep,
+    /// Reads a ToolCall for the approvals' own use, whoever asks.
+    async fn call(&self, namespace: &str, name: &str) -> Result<ToolCall, EngineError> {
+        crate::resources::valid_namespace(namespace)?;
+        Ok(self.inner.store.get_object(namespace, name).await?)
+    }
 }
 
 /// A person's decision.
@@ -82,7 +158,7 @@ pub struct ApprovalDecision {
     pub for_user: bool,
 }
 
-impl Engine {
+impl Approvals {
     /// Stores an approval's decision, durably; the store appends its audit
     /// entry in the same write.
     pub(crate) async fn store_decided(
@@ -111,7 +187,7 @@ impl Engine {
 
     /// Stores `approval`, a decided Approval made pending again in place
     /// (an Approval is named by its call), if nobody changed it meanwhile.
-    pub(super) async fn reopen(&self, approval: &mut Approval) -> Result<(), EngineError> {
+    pub(crate) async fn reopen(&self, approval: &mut Approval) -> Result<(), EngineError> {
         self.inner
             .store
             .update_object(approval, Durability::Sync)
@@ -123,101 +199,8 @@ impl Engine {
     /// An Approval waits (again): counted, told to inboxes, its deadline armed.
     fn opened(&self, approval: &Approval) {
         telemetry::approvals_pending(1.0);
-        self.inner.approvals.changed();
+        self.changed();
         self.arm_deadline(approval);
-    }
-
-    /// The pending Approval `deferral` asks for on the call being admitted
-    /// (or resumed), its deadline computed and bound to the call as it
-    /// would run: made before the call is recorded, so that a deadline that
-    /// cannot be kept refuses the call before anything is written.
-    pub(crate) fn approval_for(
-        &self,
-        a: &Admitting<'_>,
-        deferral: Deferral,
-    ) -> Result<Approval, EngineError> {
-        let (call, tool) = (&a.call, &*a.tool);
-        let binding = Binding {
-            digest: a.run_digest(),
-            tool_version: a.tool_version().map(str::to_owned),
-            policies: policies::in_force(&a.policies, call.tool_name(), &call.metadata.labels),
-        };
-        let mut routing = deferral.routing;
-        let timeout = deadline::timeout(&routing, tool, self.inner.config.approval_timeout);
-        routing.timeout_seconds = Some(timeout.as_secs());
-        let deadline = deadline::deadline(now(), timeout)?;
-        let (kind, options) = match (&deferral.user_input, &deferral.consent_url) {
-            (_, Some(_)) => (ApprovalActionKind::Consent, vec!["consent", "reject"]),
-            (Some(_), None) => (ApprovalActionKind::UserInput, vec!["provide", "reject"]),
-            (None, None) => (
-                ApprovalActionKind::ToolCall,
-                vec!["approve", "reject", "edit"],
-            ),
-        };
-        let mut payload = json!({"tool": tool.metadata.name, "input": call.spec.input, "reason": deferral.reason});
-        if let Some(input) = &deferral.user_input {
-            payload["userInput"] = json!(input);
-        }
-        if let Some(url) = &deferral.consent_url {
-            payload["consentUrl"] = json!(url);
-        }
-        Ok(Approval {
-            api_version: joch_core::API_VERSION.to_owned(),
-            kind: "Approval".to_owned(),
-            metadata: ObjectMeta {
-                name: call.metadata.name.clone(),
-                namespace: call.metadata.namespace.clone(),
-                uid: uuid::Uuid::new_v4().to_string(),
-                creation_timestamp: Some(now()),
-                labels: call.metadata.labels.clone(),
-                ..ObjectMeta::default()
-            },
-            spec: ApprovalSpec {
-                binding: Some(binding),
-                action: ApprovalAction {
-                    kind: kind.to_owned(),
-                    tool_call_ref: ObjectRef::new(&call.metadata.name),
-                },
-                policy_ref: deferral.policy,
-                risk: Risk {
-                    level: tool.spec.side_effects.level,
-                    summary: deferral
-                        .approver_reason
-                        .or(deferral.reason)
-                        .unwrap_or_else(|| "needs approval".to_owned()),
-                },
-                routing,
-                options: options.into_iter().map(str::to_owned).collect(),
-                payload,
-            },
-            status: ApprovalStatus {
-                deadline: Some(deadline),
-                ..ApprovalStatus::default()
-            },
-        })
-    }
-
-    /// Turns the decided Approval `approved` of a call a person approved
-    /// into the consent Approval `deferral` asks for, in place (an Approval
-    /// is named by its call): pending again, with its own deadline; the
-    /// person's decision stays on it as `spec.payload.approved`, and on
-    /// the call as `spec.approval.approvedBy`/`approvedAt`.
-    pub(crate) async fn reopen_for_consent(
-        &self,
-        a: &Admitting<'_>,
-        approved: &Approval,
-        deferral: Deferral,
-    ) -> Result<Approval, EngineError> {
-        let mut approval = self.approval_for(a, deferral)?;
-        approval.metadata = approved.metadata.clone();
-        let status = &approved.status;
-        approval.spec.payload["approved"] = json!({
-            "by": status.decided_by,
-            "at": status.decided_at,
-            "rationale": status.rationale,
-        });
-        self.reopen(&mut approval).await?;
-        Ok(approval)
     }
 
     /// Withdraws a pending approval whose call will not run (its batch was
@@ -257,14 +240,27 @@ impl Engine {
         decision: &mut ApprovalDecision,
     ) -> Result<Decider, EngineError> {
         rules::acts_in(by, &approval.metadata.namespace)?;
-        let call = self
-            .calls()
-            .get(
-                by,
-                &approval.metadata.namespace,
-                &approval.spec.action.tool_call_ref.name,
-            )
-            .await?;
+        let (namespace, name) = (
+            &approval.metadata.namespace,
+            &approval.spec.action.tool_call_ref.name,
+        );
+        rules::may_in(
+            by,
+            namespace,
+            &rules::Action::Read(rules::Collection::ToolCalls),
+        )?;
+        let call = self.call(namespace, name).await?;
+        if !self
+            .inner
+            .visibility
+            .sees_call(by, namespace, &call)
+            .await?
+        {
+            return Err(EngineError::NotFound {
+                kind: crate::NotFoundKind::ToolCall,
+                name: name.clone(),
+            });
+        }
         let decider = rules::decider(&call, approval, by, &decision.by, decision.for_user)?;
         if decision.always && !decider.asked_user {
             rules::may(by, &rules::Action::DecideStanding)?;
@@ -274,7 +270,7 @@ impl Engine {
     }
 
     async fn pending_approval(&self, namespace: &str, name: &str) -> Result<Approval, EngineError> {
-        let approval = self.approvals().get(namespace, name).await?;
+        let approval = self.get(namespace, name).await?;
         if approval.status.phase != ApprovalPhase::Pending {
             return Err(decided(name, approval.status.phase));
         }
@@ -294,10 +290,7 @@ impl Engine {
             approval.status.decider = Some(decider.principal);
             approval.status.asked_user = decider.asked_user;
         }
-        approval
-            .status
-            .replica
-            .clone_from(&self.inner.config.replica);
+        approval.status.replica.clone_from(&self.inner.replica);
         approval.status.decided_by = Some(decision.by.clone());
         approval.status.decided_at = Some(now());
         approval.status.rationale = decision.rationale.clone();
@@ -310,7 +303,7 @@ impl Engine {
             other => other?,
         }
         telemetry::approvals_pending(-1.0);
-        self.inner.approvals.changed();
+        self.changed();
         if let (Some(opened), Some(decided)) = (
             approval.metadata.creation_timestamp,
             approval.status.decided_at,
@@ -331,64 +324,9 @@ impl Engine {
         let policies = self.inner.catalog.policies(&meta.namespace).await?;
         Ok(policies::in_force(&policies, tool, &meta.labels))
     }
-
-    /// Records an `always` decision for the approval's tool.
-    pub(super) async fn stand_by(
-        &self,
-        approval: &Approval,
-        verb: &str,
-        decision: &ApprovalDecision,
-        existing: Standing,
-    ) -> Result<(), EngineError> {
-        let Some(tool) = approval.spec.payload.get("tool").and_then(Value::as_str) else {
-            return Ok(());
-        };
-        let standing = StandingApproval {
-            api_version: joch_core::API_VERSION.to_owned(),
-            kind: "StandingApproval".to_owned(),
-            metadata: ObjectMeta {
-                name: tool.to_owned(),
-                ..ObjectMeta::default()
-            },
-            spec: StandingApprovalSpec {
-                decision: verb.to_owned(),
-                decided_by: decision.by.clone(),
-                decider: approval.status.decider.clone(),
-                approval_ref: ObjectRef::new(&approval.metadata.name),
-                rationale: decision.rationale.clone(),
-            },
-        };
-        let ns = &approval.metadata.namespace;
-        match self
-            .resources()
-            .create(&Principal::local(), ns, standing.clone())
-            .await
-        {
-            Err(EngineError::AlreadyExists { .. }) if existing == Standing::Replace => self
-                .resources()
-                .replace(&Principal::local(), ns, tool, standing)
-                .await
-                .map(drop),
-            Err(EngineError::AlreadyExists { .. }) => Ok(()),
-            other => other.map(drop),
-        }
-    }
-
-    /// The standing decision for `tool` in `namespace`, if an approver made one.
-    pub(crate) async fn standing_decision(
-        &self,
-        namespace: &str,
-        tool: &str,
-    ) -> Result<Option<StandingApproval>, EngineError> {
-        match self.inner.store.get_object(namespace, tool).await {
-            Ok(standing) => Ok(Some(standing)),
-            Err(e) if e.kind() == StoreErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    }
 }
 
-impl Approvals<'_> {
+impl Approvals {
     /// Reads an Approval as `by` may: the approval of a call that does not
     /// exist for `by` (a tool outside its selector) answers as one that
     /// does not exist.
@@ -512,7 +450,8 @@ impl Approvals<'_> {
         self.decide(&mut approval, verb, &decision, Some(decider))
             .await?;
         // Gone back for a new decision: what was approved is not what would run.
-        Ok(self.resume(&approval, &decision).await?.unwrap_or(approval))
+        let carried = self.inner.decided.carry_out(&approval, &decision).await?;
+        Ok(carried.unwrap_or(approval))
     }
 
     /// Rejects: the call ends `Denied`, and the model gets the message.
@@ -537,7 +476,7 @@ impl Approvals<'_> {
         approval.status.message = decision.message.clone();
         self.decide(&mut approval, "reject", &decision, Some(decider))
             .await?;
-        self.deny_rejected(&approval).await?;
+        self.inner.decided.carry_out(&approval, &decision).await?;
         Ok(approval)
     }
 }
@@ -549,18 +488,18 @@ fn decided(name: &str, phase: ApprovalPhase) -> EngineError {
     }
 }
 
-mod binding;
+mod carried;
 mod consent;
 pub(crate) mod deadline;
-pub(crate) mod deferral;
 mod edit;
 mod inbox;
-mod outcome;
 mod pauses;
-mod retry;
+mod standing;
 #[cfg(test)]
 mod tests;
 mod waiting;
 
+pub(crate) use carried::stored_decision;
 pub use consent::ConsentReply;
 pub use inbox::InboxItem;
+use standing::Standing;

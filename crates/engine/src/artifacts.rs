@@ -22,9 +22,9 @@ use joch_store::{Blobs, Durability, ListQuery, Store, StoreError};
 use serde_json::{Map, Value, json};
 
 use crate::EngineError;
+use crate::catalog::Catalog;
 use crate::clock::now;
-use crate::identity::rules::{Action, Collection, Visibility, may_in};
-use crate::resources::catalog::Catalog;
+use crate::rules::{Action, Collection, Visibility, may_in};
 
 /// What a settled result becomes: what the caller gets, and what the
 /// record keeps instead of the result when any of it became an artifact.

@@ -16,7 +16,7 @@ use joch_store::Store;
 use serde::Serialize;
 
 use crate::EngineError;
-use crate::identity::rules::{Action, Collection, Visibility, may_in};
+use crate::rules::{Action, Collection, Visibility, may_in};
 
 pub use of_record::{CheckedEntry, RecordAudit};
 pub use signer::{CheckpointSigner, CheckpointSigning};

@@ -3,14 +3,19 @@
 //! The path, top to bottom: the entry points here (run a call and wait for
 //! it, `call`; or record it and let it run, `submit`) and what passes
 //! between its stages; `admission.rs` (resolve the tool, the checks of
-//! `admission/`, request policies, the idempotency key of
-//! `idempotency.rs`, the record); `execute.rs` (what `prepare.rs` and
+//! `admission/`, request policies and why a call waits (`deferral.rs`),
+//! the idempotency key of `idempotency.rs`, the record, the Approval a
+//! deferred call waits with); `execute.rs` (what `prepare.rs` and
 //! `context.rs` load, the backend, output chunks, cancels, the result
 //! hook); `settle.rs` (the terminal phase, stored durably). Beside it:
-//! hook mode (`hooked.rs`), calls resumed after a person answered
-//! (`resumed.rs`), batches, replays, recovery after a crash
-//! (`recovery.rs`); and reads: records, events, costs, the overview's
-//! window.
+//! a person's decision carried out (`decided.rs`, `decided/`), hook mode
+//! (`hooked.rs`), calls resumed by their caller's retry (`resumed.rs`),
+//! batches, replays, recovery after a crash (`recovery.rs`) or a failed
+//! store write (`orphans.rs`); and reads: records, events, costs, the
+//! overview's window.
+//!
+//! A part with walls: [`Calls::new`] names the parts it uses, and builds
+//! the approvals part it owns, handing it the `Decided` seam back.
 
 mod admission;
 mod artifact_tools;
@@ -20,12 +25,15 @@ mod cancels;
 mod chunks;
 mod context;
 mod costs;
+mod decided;
+mod deferral;
 mod events;
 mod execute;
 mod hooked;
 mod hooks;
 mod idempotency;
 mod minted;
+mod orphans;
 mod overdue;
 mod prepare;
 mod ratelimit;
@@ -37,6 +45,7 @@ mod rounds;
 mod settle;
 mod window;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,43 +59,171 @@ pub use replay::{Replay, ReplayMode};
 pub use resumed::Retry;
 pub use window::{CallBucket, CallWindow};
 
-pub(crate) use admission::{Admitting, RESUMPTION};
+use admission::{Admitting, RESUMPTION};
 pub(crate) use cancels::CANCEL_KIND;
-pub(crate) use chunks::Followers;
+pub(in crate::calls) use chunks::Followers;
 
-use joch_core::{CallError, ErrorCode, Phase, Policy, Principal, Tool, ToolCall};
-use joch_store::{Durability, timing};
+use joch_core::policy::OnTimeout;
+use joch_core::{CallError, ErrorCode, Phase, Policy, Principal, Tool, ToolBackend, ToolCall};
+use joch_store::{Durability, Store, timing};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use crate::Calls;
+use crate::EngineError;
+use crate::approvals::{Approvals, Decided};
+use crate::artifacts::Artifacts;
 use crate::calls::admission::{Admission, Intent};
 use crate::calls::hooks::refusal;
-use crate::policies::{Decision, Facts};
-use crate::resources::schema::Compiled;
+use crate::catalog::Catalog;
+use crate::catalog::schema::Compiled;
+use crate::config::EngineConfig;
+use crate::events::Events;
+use crate::lists::Lists;
+use crate::mcp::Mcp;
+use crate::policies::{Decision, Facts, Policies};
+use crate::resources::Resources;
+use crate::rules::Visibility;
 use crate::signal::Signal;
 use crate::telemetry;
 use crate::tracing_spans;
-use crate::{Engine, EngineError};
+use crate::vault::Credentials;
 
-/// What the call path keeps besides the store.
-#[derive(Default)]
-pub(crate) struct State {
+/// The calls part: the call path and the ledger's records. Cheap to
+/// clone; clones share everything.
+#[derive(Clone)]
+pub struct Calls {
+    inner: Arc<Parts>,
+}
+
+/// The parts the call path uses, handed to [`Calls::new`] by the engine.
+pub(crate) struct Needs {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) backends: HashMap<&'static str, Arc<dyn ToolBackend>>,
+    pub(crate) settings: Settings,
+    pub(crate) lists: Lists,
+    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) visibility: Visibility,
+    pub(crate) events: Arc<Events>,
+    pub(crate) resources: Arc<Resources>,
+    pub(crate) policies: Arc<Policies>,
+    pub(crate) artifacts: Arc<Artifacts>,
+    pub(crate) mcp: Mcp,
+}
+
+/// The settings the call path reads (see `EngineConfig` for each).
+pub(crate) struct Settings {
+    pub(crate) idempotency_window: Duration,
+    pub(crate) approval_timeout: Duration,
+    pub(crate) approval_fallback: OnTimeout,
+    pub(crate) intent_grace: Duration,
+    pub(crate) trace_content: bool,
+    /// This replica's name, recorded on the calls it runs.
+    pub(crate) replica: Option<String>,
+    /// The token vault, for upstreams that take a user's own token.
+    pub(crate) credentials: Option<Arc<Credentials>>,
+    /// Under which consents come back.
+    pub(crate) public_url: Option<String>,
+}
+
+impl Settings {
+    /// The call path's share of the engine's settings.
+    pub(crate) fn of(config: &EngineConfig) -> Self {
+        Self {
+            idempotency_window: config.idempotency_window,
+            approval_timeout: config.approval_timeout,
+            approval_fallback: config.approval_fallback,
+            intent_grace: config.intent_grace,
+            trace_content: config.trace_content,
+            replica: config.replica.clone(),
+            credentials: config.credentials.clone(),
+            public_url: config.public_url.clone(),
+        }
+    }
+}
+
+/// What the calls part uses and keeps.
+struct Parts {
+    store: Arc<dyn Store>,
+    backends: HashMap<&'static str, Arc<dyn ToolBackend>>,
+    settings: Settings,
+    lists: Lists,
+    catalog: Arc<Catalog>,
+    visibility: Visibility,
+    events: Arc<Events>,
+    resources: Arc<Resources>,
+    policies: Arc<Policies>,
+    artifacts: Arc<Artifacts>,
+    mcp: Mcp,
+    /// The Approvals deferred calls wait with; built by [`Calls::new`].
+    approvals: Approvals,
     /// Bumped whenever a call settles, so callers waiting on another call's
     /// outcome (same idempotency key) re-read the store at once.
     settled: Signal,
     /// Surfaces following running calls' output chunks (see `chunks.rs`).
     followers: Followers,
     /// Calls running here, and the cancel marks heard (see `cancels.rs`).
-    pub(crate) cancels: cancels::Cancels,
+    cancels: cancels::Cancels,
     /// Names minted for surfaces and not yet recorded (see `minted.rs`).
-    pub(crate) minted: minted::Minted,
+    minted: minted::Minted,
 }
 
-impl State {
+impl Calls {
+    /// The calls part over `needs`, and the approvals part it owns, built
+    /// by `approvals` with the seam back to this one (see `decided.rs`):
+    /// deferred calls wait on approvals, and decisions resume calls.
+    pub(crate) fn new(needs: Needs, approvals: impl FnOnce(Arc<dyn Decided>) -> Approvals) -> Self {
+        let inner = Arc::new_cyclic(|me| Parts {
+            approvals: approvals(Arc::new(decided::Back(me.clone()))),
+            store: needs.store,
+            backends: needs.backends,
+            settings: needs.settings,
+            lists: needs.lists,
+            catalog: needs.catalog,
+            visibility: needs.visibility,
+            events: needs.events,
+            resources: needs.resources,
+            policies: needs.policies,
+            artifacts: needs.artifacts,
+            mcp: needs.mcp,
+            settled: Signal::default(),
+            followers: Followers::default(),
+            cancels: cancels::Cancels::default(),
+            minted: minted::Minted::default(),
+        });
+        Self { inner }
+    }
+
+    /// The approvals part this one built.
+    pub(crate) fn approvals(&self) -> &Approvals {
+        &self.inner.approvals
+    }
+
     /// A call settled, here or (heard from the store) on another replica.
     pub(crate) fn settled(&self) {
-        self.settled.bump();
+        self.inner.settled.bump();
+    }
+
+    /// Another replica marked `namespace/name` cancelled (see `cancels.rs`).
+    pub(crate) fn cancel_heard(&self, namespace: &str, name: &str) {
+        self.inner.cancels.heard(namespace, name);
+    }
+
+    /// Runs `work` as a task of its own and waits for it. A caller that goes
+    /// away (its connection closed, its future dropped) cannot stop what it
+    /// started halfway: between a call's record and its settlement, it would
+    /// leave the call `Pending` or `Running` on a live replica with nothing
+    /// to finish it.
+    async fn to_completion<T, F>(
+        &self,
+        what: &'static str,
+        work: impl FnOnce(Calls) -> F,
+    ) -> Result<T, EngineError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, EngineError>> + Send + 'static,
+    {
+        let work = tracing::Instrument::in_current_span(work(self.clone()));
+        tokio::spawn(work).await.map_err(EngineError::task(what))?
     }
 }
 
@@ -212,7 +349,7 @@ enum Reached {
     KeyHeldBy(String),
 }
 
-impl Engine {
+impl Calls {
     /// Records the call and, unless it waits, runs it to its settlement.
     async fn admit_and_run(
         &self,
@@ -222,14 +359,14 @@ impl Engine {
         paused: Option<tokio::sync::oneshot::Sender<joch_core::Approval>>,
     ) -> Result<Reached, EngineError> {
         match self
-            .record(by, namespace, call, Intent::WhenSettled, None)
+            .admit(by, namespace, call, Intent::WhenSettled, None)
             .await?
         {
             Admission::New(recorded) if recorded.call.status.phase == Phase::AwaitingApproval => {
                 let name = recorded.call.metadata.name.clone();
                 if let Some(paused) = paused.filter(|p| !p.is_closed()) {
                     // The Approval was written (synced) before `record` returned.
-                    match self.approvals().get(namespace, &name).await {
+                    match self.inner.approvals.get(namespace, &name).await {
                         Ok(approval) => drop(paused.send(approval)),
                         Err(e) => {
                             tracing::warn!(call = %name, error = %e, "the pending approval could not be read")
@@ -251,10 +388,10 @@ impl Engine {
     ) -> Result<CallOutcome, EngineError> {
         gateway_only(&call)?;
         if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
-            return self.calls().call_artifact_tool(by, namespace, call).await;
+            return self.call_artifact_tool(by, namespace, call).await;
         }
         let recorded = match self
-            .record(by, namespace, call, Intent::Now(Durability::Sync), None)
+            .admit(by, namespace, call, Intent::Now(Durability::Sync), None)
             .await?
         {
             Admission::New(recorded) => *recorded,
@@ -296,7 +433,7 @@ impl Engine {
         namespace: &str,
         name: &str,
     ) -> Result<ToolCall, EngineError> {
-        let mut settled = self.inner.calls.settled.subscribe();
+        let mut settled = self.inner.settled.subscribe();
         loop {
             let call = self.key_holder(namespace, name).await?;
             if call.status.phase.is_terminal() {
@@ -318,7 +455,7 @@ impl Engine {
     ) -> Result<ToolCall, EngineError> {
         let mut waited = Duration::ZERO;
         loop {
-            match self.calls().record(namespace, name).await {
+            match self.record(namespace, name).await {
                 Err(EngineError::NotFound { .. }) if waited < Duration::from_secs(5) => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     waited += Duration::from_millis(5);
@@ -329,7 +466,7 @@ impl Engine {
     }
 }
 
-impl Calls<'_> {
+impl Calls {
     /// Records a call, runs it and returns it settled. The answer is durable
     /// when this returns; the record was durable before the tool's side
     /// effect could happen. A call deferred for approval is answered once
@@ -359,7 +496,7 @@ impl Calls<'_> {
         gateway_only(&call)?;
         // The artifact tools' names are reserved: they read handles, not a Tool.
         if joch_core::artifact_tools::is_artifact_tool(call.tool_name()) {
-            return self.calls().call_artifact_tool(by, namespace, call).await;
+            return self.call_artifact_tool(by, namespace, call).await;
         }
         let span = tracing_spans::call_span(namespace, &call);
         let (owned_by, owned_namespace, task_span) =

@@ -1,189 +1,52 @@
-//! The engine: its parts and its settings.
+//! The engine: a facade over its parts. `Engine::new` builds them bottom
+//! up, each handed the parts it needs; one accessor per part hands it out,
+//! so that a caller reads `engine.approvals().approve(..)`; `start` starts
+//! their workers. No part reaches back to `Engine`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use joch_core::token::ApiToken;
-use joch_core::{
-    Approval, Budget, Endpoint, McpServer, Namespace, Object, Policy, Tool, ToolBackend, ToolCall,
-};
-use joch_store::{Change, Store};
+use joch_core::ToolBackend;
+use joch_store::Store;
 
 use crate::EngineError;
+use crate::approvals::Approvals;
 use crate::artifacts::Artifacts;
 use crate::audit::Audit;
+use crate::calls::{self, Calls, RecoveryReport};
+use crate::catalog::Catalog;
+use crate::config::EngineConfig;
 use crate::events::Events;
 use crate::identity::Identity;
-use crate::identity::rules::Visibility;
+use crate::lifecycle::{self, Lifecycle, Started, Workers};
 use crate::lists::Lists;
+use crate::mcp::Mcp;
 use crate::policies::{Policies, PolicyEngine};
 use crate::resources::Resources;
-use crate::resources::catalog::Catalog;
+use crate::rules::Visibility;
 use crate::vault::Vault;
-
-/// Engine settings, each with a documented default.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// Items per list page when the client gives no `limit` (default 500).
-    pub default_list_limit: usize,
-    /// Largest `limit` a client may ask for (default 5 000).
-    pub max_list_limit: usize,
-    /// How long an idempotency key collapses repeats when the tool sets no
-    /// window of its own (default 24 h).
-    pub idempotency_window: Duration,
-    /// How long a deferred call waits for a person when its policy sets no
-    /// deadline (default 300 s); then the fallback applies.
-    pub approval_timeout: Duration,
-    /// What an expired approval decides when its policy names no
-    /// `onTimeout` (default deny: the call ends `TimedOut`).
-    pub approval_fallback: joch_core::policy::OnTimeout,
-    /// Put calls' arguments and results on their trace spans (default
-    /// false: traces leave the ledger's trust boundary).
-    pub trace_content: bool,
-    /// sha256 of the root token, which acts as admin in every namespace
-    /// (default none: without it and without tokens, no authentication).
-    pub root_token_hash: Option<String>,
-    /// An identity provider whose JWTs authenticate (default none).
-    pub jwt: Option<crate::identity::JwtConfig>,
-    /// This process's name among several sharing one store (default none:
-    /// the store is this process's alone). Recorded on the calls it runs;
-    /// see `replicas.rs`.
-    pub replica: Option<String>,
-    /// Where artifact contents are kept (the binary's defaults: files in
-    /// `<db>.artifacts` with SQLite, the database itself with PostgreSQL);
-    /// `None` keeps no artifacts: every result inline.
-    pub artifacts: Option<Arc<dyn joch_store::Blobs>>,
-    /// How long a call that needs no durable intent may run before its
-    /// `Running` record is written (default 100 ms); one that settles
-    /// sooner is written once, settled. Zero writes every call as it
-    /// starts. See `admission::Intent`.
-    pub intent_grace: Duration,
-    /// Bounds on MCP sessions (see `mcp/sessions.rs`).
-    pub mcp_sessions: crate::McpSessionLimits,
-    /// The token vault's keys (default none: no upstream token can be kept,
-    /// and `spec.auth.oauth2` upstreams fail saying so).
-    pub vault: Option<crate::VaultKeys>,
-    /// The token vault the backends use, built by the opener from `vault`
-    /// (default none: credentials list empty).
-    pub credentials: Option<Arc<crate::Credentials>>,
-    /// joch's public URL (`--public-url`), under which users' consents
-    /// come back (`/oauth/callback`) and joch's Client ID Metadata
-    /// Document is served (default none: per-user upstreams cannot ask
-    /// for consent, and their calls fail with `consent_required`).
-    pub public_url: Option<String>,
-    /// How many connections to upstream MCP servers that take each user's
-    /// own token are kept open at most, over all users (default 64): the
-    /// least recently used idle one closes for a new user.
-    pub mcp_user_connections: usize,
-    /// How long a connection to an upstream MCP server carrying one user's
-    /// token stays open unused before it is closed (default 2 minutes).
-    pub mcp_user_connection_idle: Duration,
-    /// What namespaces may take from joch's host: stdio commands, secret
-    /// variables and files (default: nothing; the operator, anything but
-    /// joch's own secrets).
-    pub host_access: crate::HostAccess,
-    /// What one policy's evaluation for one call may spend (the standard
-    /// policy engine's budget; `joch_tools::start` hands it over).
-    pub policy_budget: crate::policies::PolicyBudget,
-    /// Bounds on console sign-ins through the identity provider, and how
-    /// often expired ones and expired console sessions are swept (see
-    /// `identity/pending.rs`).
-    pub sign_ins: crate::SignInLimits,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        Self {
-            default_list_limit: 500,
-            max_list_limit: 5_000,
-            idempotency_window: Duration::from_secs(24 * 60 * 60),
-            approval_timeout: Duration::from_secs(300),
-            approval_fallback: joch_core::policy::OnTimeout::Deny,
-            trace_content: false,
-            root_token_hash: None,
-            jwt: None,
-            replica: None,
-            artifacts: None,
-            intent_grace: Duration::from_millis(100),
-            mcp_sessions: crate::McpSessionLimits::default(),
-            vault: None,
-            credentials: None,
-            public_url: None,
-            mcp_user_connections: 64,
-            mcp_user_connection_idle: Duration::from_secs(120),
-            host_access: crate::HostAccess::default(),
-            policy_budget: crate::policies::PolicyBudget::default(),
-            sign_ins: crate::SignInLimits::default(),
-        }
-    }
-}
 
 /// The call path and the resource operations, over one store and a set of
 /// backends. Cheap to clone; clones share everything.
 #[derive(Clone)]
 pub struct Engine {
-    pub(crate) inner: Arc<Inner>,
+    inner: Arc<Inner>,
 }
 
-/// The parts, bottom up: what the store and configuration give, the parts
-/// with walls (each built with the parts it needs, see `Engine::new`),
-/// then the state of the parts still written as methods of `Engine`
-/// (calls, approvals, mcp; lifecycle keeps none).
-pub(crate) struct Inner {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) backends: HashMap<&'static str, Arc<dyn ToolBackend>>,
-    pub(crate) config: EngineConfig,
-    /// Pages of the store's objects as clients ask for them.
-    pub(crate) lists: Lists,
-    /// The configuration calls read, and its snapshots.
-    pub(crate) catalog: Arc<Catalog>,
-    /// What each principal may see of the ledger.
-    pub(crate) visibility: Visibility,
-    pub(crate) events: Events,
-    pub(crate) resources: Arc<Resources>,
-    pub(crate) identity: Arc<Identity>,
-    pub(crate) audit: Audit,
-    pub(crate) vault: Vault,
-    pub(crate) policies: Policies,
-    pub(crate) artifacts: Artifacts,
-    /// The call path's signals and followers.
-    pub(crate) calls: crate::calls::State,
-    /// Deadline timers and the inbox's signal.
-    pub(crate) approvals: crate::approvals::State,
-    /// Upstream listings and relays.
-    pub(crate) mcp: crate::mcp::State,
-}
-
-impl Inner {
-    /// Drops what the parts cached of `kind` and wakes whoever waits on it;
-    /// for a write by this process or, heard from the store
-    /// (`lifecycle/replicas.rs`), another.
-    pub(crate) fn touched_kind(&self, kind: &str) {
-        self.catalog.touched(kind);
-        match kind {
-            ToolCall::KIND => self.calls.settled(),
-            "Event" => self.events.appended(),
-            Approval::KIND => self.approvals.changed(),
-            Change::ANYTHING => {
-                for kind in [
-                    Tool::KIND,
-                    Policy::KIND,
-                    Budget::KIND,
-                    Namespace::KIND,
-                    ApiToken::KIND,
-                    Endpoint::KIND,
-                    McpServer::KIND,
-                    ToolCall::KIND,
-                    "Event",
-                    Approval::KIND,
-                ] {
-                    self.touched_kind(kind);
-                }
-            }
-            _ => {}
-        }
-    }
+/// The parts the facade hands out (the others are inside them).
+struct Inner {
+    store: Arc<dyn Store>,
+    resources: Arc<Resources>,
+    identity: Arc<Identity>,
+    audit: Audit,
+    vault: Vault,
+    policies: Arc<Policies>,
+    artifacts: Arc<Artifacts>,
+    /// The call path, which owns the approvals part.
+    calls: Calls,
+    approvals: Approvals,
+    mcp: Mcp,
+    lifecycle: Lifecycle,
 }
 
 impl Engine {
@@ -195,7 +58,7 @@ impl Engine {
         policy: Arc<dyn PolicyEngine>,
         config: EngineConfig,
     ) -> Self {
-        let backends = backends.into_iter().map(|b| (b.kind(), b)).collect();
+        let backends: HashMap<_, _> = backends.into_iter().map(|b| (b.kind(), b)).collect();
         let catalog = Arc::new(Catalog::new(store.clone()));
         let lists = Lists::new(
             store.clone(),
@@ -203,7 +66,7 @@ impl Engine {
             config.max_list_limit,
         );
         let visibility = Visibility::new(store.clone(), catalog.clone());
-        let events = Events::new(store.clone(), visibility.clone());
+        let events = Arc::new(Events::new(store.clone(), visibility.clone()));
         let resources = Arc::new(Resources::new(
             store.clone(),
             catalog.clone(),
@@ -221,56 +84,169 @@ impl Engine {
             config.sign_ins.clone(),
         ));
         let vault = Vault::new(store.clone(), config.credentials.clone());
-        let policies = Policies::new(store.clone(), catalog.clone(), policy);
-        let artifacts = Artifacts::new(
+        let policies = Arc::new(Policies::new(store.clone(), catalog.clone(), policy));
+        let mcp = Mcp::new(
+            store.clone(),
+            backends.clone(),
+            catalog.clone(),
+            resources.clone(),
+            events.clone(),
+            config.mcp_sessions.clone(),
+            config.host_access.clone(),
+        );
+        let artifacts = Arc::new(Artifacts::new(
             store.clone(),
             config.artifacts.clone(),
             catalog.clone(),
             visibility.clone(),
-        );
+        ));
+        let needs = calls::Needs {
+            store: store.clone(),
+            backends: backends.clone(),
+            settings: calls::Settings::of(&config),
+            lists: lists.clone(),
+            catalog: catalog.clone(),
+            visibility: visibility.clone(),
+            events: events.clone(),
+            resources: resources.clone(),
+            policies: policies.clone(),
+            artifacts: artifacts.clone(),
+            mcp: mcp.clone(),
+        };
+        let calls = Calls::new(needs, |decided| {
+            Approvals::new(
+                store.clone(),
+                catalog.clone(),
+                visibility.clone(),
+                lists.clone(),
+                resources.clone(),
+                config.credentials.clone(),
+                config.replica.clone(),
+                decided,
+            )
+        });
+        let approvals = calls.approvals().clone();
+        let lifecycle = Lifecycle::new(lifecycle::Needs {
+            store: store.clone(),
+            replica: config.replica.clone(),
+            catalog,
+            events,
+            calls: calls.clone(),
+            approvals: approvals.clone(),
+            mcp: mcp.clone(),
+            identity: identity.clone(),
+            audit: audit.clone(),
+            artifacts: artifacts.clone(),
+        });
+        let inner = Inner {
+            store,
+            resources,
+            identity,
+            audit,
+            vault,
+            policies,
+            artifacts,
+            calls,
+            approvals,
+            mcp,
+            lifecycle,
+        };
         Self {
-            inner: Arc::new(Inner {
-                store,
-                backends,
-                config,
-                lists,
-                catalog,
-                visibility,
-                events,
-                resources,
-                identity,
-                audit,
-                vault,
-                policies,
-                artifacts,
-                calls: Default::default(),
-                approvals: Default::default(),
-                mcp: Default::default(),
-            }),
+            inner: Arc::new(inner),
         }
-    }
-
-    /// Runs `work` as a task of its own and waits for it. A caller that goes
-    /// away (its connection closed, its future dropped) cannot stop what it
-    /// started halfway: between a call's record and its settlement, it would
-    /// leave the call `Pending` or `Running` on a live replica with nothing
-    /// to finish it.
-    pub(crate) async fn to_completion<T, F>(
-        &self,
-        what: &'static str,
-        work: impl FnOnce(Engine) -> F,
-    ) -> Result<T, EngineError>
-    where
-        T: Send + 'static,
-        F: Future<Output = Result<T, EngineError>> + Send + 'static,
-    {
-        let work = tracing::Instrument::in_current_span(work(self.clone()));
-        tokio::spawn(work).await.map_err(EngineError::task(what))?
     }
 
     /// The store, for health checks.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
+    }
+
+    /// Starts joch on this engine: reconciles the calls a crash left
+    /// unfinished (re-arming approval deadlines), then starts `workers`
+    /// (`lifecycle/running.rs`). Nothing is answered before recovery is done.
+    pub async fn start(self, workers: Workers) -> Result<Running, EngineError> {
+        let started = self.inner.lifecycle.start(workers).await?;
+        Ok(Running {
+            engine: self,
+            started,
+        })
+    }
+
+    /// Tool calls: make, submit, batch, hook, resume, replay, read and follow them.
+    pub fn calls(&self) -> &Calls {
+        &self.inner.calls
+    }
+
+    /// Approvals: the inbox, and the decisions people make.
+    pub fn approvals(&self) -> &Approvals {
+        &self.inner.approvals
+    }
+
+    /// MCP: upstream servers, the front's sessions, relays to attached clients.
+    pub fn mcp(&self) -> &Mcp {
+        &self.inner.mcp
+    }
+
+    /// The tamper-evident audit: its entries, checkpoints and verification.
+    pub fn audit(&self) -> &Audit {
+        &self.inner.audit
+    }
+
+    /// Upstream credentials in the token vault.
+    pub fn vault(&self) -> &Vault {
+        &self.inner.vault
+    }
+
+    /// Policies tried before they are enforced: back-testing on the ledger.
+    pub fn policies(&self) -> &Policies {
+        &self.inner.policies
+    }
+
+    /// Configured resources (Tools, Policies, Endpoints, Budgets, Namespaces...).
+    pub fn resources(&self) -> &Resources {
+        &self.inner.resources
+    }
+
+    /// Who a request is: tokens, console sessions, OIDC sign-in.
+    pub fn identity(&self) -> &Identity {
+        &self.inner.identity
+    }
+
+    /// Artifacts: large results kept by handle, and the tools that read them.
+    pub fn artifacts(&self) -> &Artifacts {
+        &self.inner.artifacts
+    }
+
+    /// The lifecycle part, for the engine's own tests.
+    #[cfg(test)]
+    pub(crate) fn lifecycle(&self) -> &Lifecycle {
+        &self.inner.lifecycle
+    }
+}
+
+/// A started engine and the workers it owns. Dropping it stops them;
+/// [`Running::shutdown`] also signs the audit chains' last heads.
+pub struct Running {
+    engine: Engine,
+    started: Started,
+}
+
+impl Running {
+    /// The engine: cheap to clone, for every surface to call.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// What recovery found and did at start.
+    pub fn recovered(&self) -> &RecoveryReport {
+        self.started.recovered()
+    }
+
+    /// Stops the workers; with a checkpoint signer, signs the audit
+    /// chains' last heads first (so that a tail cut after this stop is
+    /// caught) and answers how many it signed.
+    pub async fn shutdown(self) -> Result<usize, EngineError> {
+        self.started.shutdown().await
     }
 }
 

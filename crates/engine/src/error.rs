@@ -47,7 +47,8 @@ impl NotFoundKind {
             NotFoundKind::Namespace => "Namespace",
             NotFoundKind::Policy => "Policy",
             NotFoundKind::Execution => "Execution",
-            NotFoundKind::McpSession => crate::MCP_SESSION_KIND,
+            // `mcp::MCP_SESSION_KIND`, which a test holds equal to this.
+            NotFoundKind::McpSession => "McpSession",
             NotFoundKind::UpstreamTool => "upstream tool",
             NotFoundKind::Stored(kind) => kind,
         }

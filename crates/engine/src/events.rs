@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use crate::EngineError;
 use crate::clock::now;
-use crate::identity::rules::{Action, Collection, Visibility, may_in};
+use crate::rules::{Action, Collection, Visibility, may_in};
 use crate::signal::Signal;
 
 /// One event of an execution.

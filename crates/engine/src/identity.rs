@@ -1,24 +1,22 @@
 //! The identity part: who a request is (API tokens and JWTs in
 //! `tokens.rs`, console sessions in `sessions.rs`, OIDC sign-in in
 //! `signin.rs`, its caps in `pending.rs`, the sweep of both in
-//! `sweep.rs`), and the rulebook of what each principal may do
-//! (`rules.rs`), which every other part asks with the caller's principal.
+//! `sweep.rs`). The rulebook of what each principal may do is a module of
+//! its own (`crate::rules`), below every part, re-exported here.
 
-pub(crate) mod host;
 mod pending;
-pub(crate) mod rules;
 mod sessions;
 mod signin;
 mod sweep;
 mod tokens;
 
-pub use host::HostAccess;
-pub(crate) use host::may_use_host;
-pub use pending::{SignInLimits, TOO_MANY_SIGN_INS};
-pub use rules::{
+pub use crate::rules::host::HostAccess;
+pub(crate) use crate::rules::host::may_use_host;
+pub use crate::rules::{
     Action, ActionKind, Allowance, Collection, acts_in_several, is_operator, may, may_in,
     table as action_table,
 };
+pub use pending::{SignInLimits, TOO_MANY_SIGN_INS};
 pub use sessions::{ConsoleSession, SessionOpened};
 pub use signin::{SignInPending, SignInStarted, pkce_challenge};
 pub use tokens::JwtConfig;
@@ -27,8 +25,8 @@ use std::sync::Arc;
 
 use joch_store::Store;
 
+use crate::catalog::Catalog;
 use crate::resources::Resources;
-use crate::resources::catalog::Catalog;
 use pending::Turns;
 
 /// The identity part: authenticates tokens and JWTs, opens console

@@ -18,11 +18,12 @@ mod approvals;
 mod artifacts;
 mod audit;
 mod calls;
+mod catalog;
 mod clock;
+mod config;
 mod engine;
 mod error;
 mod events;
-mod facade;
 mod glob;
 mod identity;
 mod lifecycle;
@@ -30,26 +31,28 @@ mod lists;
 mod mcp;
 pub mod policies;
 mod resources;
+mod rules;
 mod signal;
 mod telemetry;
 mod tracing_spans;
 pub mod vault;
 
-pub use approvals::{ApprovalDecision, ConsentReply, InboxItem};
+pub use approvals::{ApprovalDecision, Approvals, ConsentReply, InboxItem};
 pub use artifacts::Artifacts;
 pub use audit::{
     Audit, AuditLine, AuditProblem, AuditReport, CheckedEntry, CheckpointSigner, CheckpointSigning,
     RecordAudit,
 };
 pub use calls::{
-    BATCH_LABEL, Batch, CallBucket, CallOutcome, CallWindow, ChunkFollower, Deferred, FOLLOW_QUEUE,
-    HookResult, HookVerdict, MAX_KEY_LEN, MintedName, RecoveryReport, Replay, ReplayMode, Resolve,
-    Retry, named_values, validate_key,
+    BATCH_LABEL, Batch, CallBucket, CallOutcome, CallWindow, Calls, ChunkFollower, Deferred,
+    FOLLOW_QUEUE, HookResult, HookVerdict, MAX_KEY_LEN, MintedName, RecoveryReport, Replay,
+    ReplayMode, Resolve, Retry, named_values, validate_key,
 };
-pub use engine::{Engine, EngineConfig};
+pub use config::EngineConfig;
+pub use engine::{Engine, Running};
 pub use error::{EngineError, NotFoundKind};
 pub use events::Event;
-pub use facade::{Approvals, Calls, Mcp};
+
 pub use identity::{
     Action, ActionKind, Allowance, Collection, ConsoleSession, HostAccess, Identity, JwtConfig,
     SessionOpened, SignInLimits, SignInPending, SignInStarted, TOO_MANY_SIGN_INS, action_table,
@@ -57,10 +60,10 @@ pub use identity::{
 };
 pub use joch_core::{Principal, PrincipalKind, PrincipalRef, ToolSelector};
 pub use joch_store::{CostGroup, CostTotal, ObjectList};
-pub use lifecycle::{Running, Workers};
+pub use lifecycle::Workers;
 pub use lists::ListParams;
 pub use mcp::{
-    AttachedClient, MAX_CLIENT_BYTES, MAX_SUBSCRIPTIONS, MCP_SESSION_KIND, McpSession,
+    AttachedClient, MAX_CLIENT_BYTES, MAX_SUBSCRIPTIONS, MCP_SESSION_KIND, Mcp, McpSession,
     McpSessionLimits, StreamSigner, TOO_MANY_SESSIONS, UpstreamNotice, drift_timeline,
     principal_key,
 };

@@ -24,7 +24,7 @@ use joch_core::{DecisionKind, HookDecision, LabelSelector, Policy};
 use joch_store::Store;
 use serde_json::Value;
 
-use crate::resources::catalog::Catalog;
+use crate::catalog::Catalog;
 
 pub use backtest::Progress;
 pub(crate) use detections::{apply_patches, redact_detected};

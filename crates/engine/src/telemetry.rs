@@ -9,7 +9,7 @@
 use joch_core::{HookDecision, Phase, ToolCall};
 use metrics::{counter, gauge, histogram};
 
-use crate::resources::catalog::Catalog;
+use crate::catalog::Catalog;
 
 /// The label value of a name a client chose rather than configured.
 pub(crate) const UNREGISTERED: &str = "unregistered";

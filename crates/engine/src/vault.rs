@@ -20,7 +20,7 @@ use joch_store::{Durability, ListQuery, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 use crate::EngineError;
-use crate::identity::rules::{Action, Collection, may_in};
+use crate::rules::{Action, Collection, may_in};
 
 mod client;
 mod consent;

@@ -11,14 +11,13 @@
 //! to the call and the user, is what authorizes it.
 
 use joch_core::approval::ApprovalPhase;
-use joch_core::{Approval, EventKind, Principal, ToolCall};
-use joch_store::Durability;
-use serde_json::{Value, json};
+use joch_core::{Principal, ToolCall};
+use serde_json::Value;
 
-use super::{ApprovalDecision, Deferral};
-use crate::calls::Admitting;
+use super::ApprovalDecision;
+use super::Approvals;
+use crate::EngineError;
 use crate::vault::{ConsentFailed, ConsentGiven};
-use crate::{Approvals, Engine, EngineError};
 use joch_core::ApprovalActionKind;
 
 /// What the authorization server sent back to `/oauth/callback`.
@@ -38,7 +37,7 @@ fn failed(message: String) -> EngineError {
     }
 }
 
-impl Approvals<'_> {
+impl Approvals {
     /// Completes the consent `state` names: with a code, the user's token
     /// is kept and the waiting call runs (once, here); declined, the call
     /// ends `Denied`. A state joch did not issue, or used or expired,
@@ -50,7 +49,6 @@ impl Approvals<'_> {
     ) -> Result<ConsentGiven, EngineError> {
         let credentials = self
             .inner
-            .config
             .credentials
             .as_ref()
             .ok_or_else(|| failed("this joch has no token vault".to_owned()))?;
@@ -115,8 +113,8 @@ impl Approvals<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<Option<String>, EngineError> {
-        crate::identity::rules::acts_in(by, namespace)?;
-        let call: ToolCall = self.calls().record(namespace, name).await?;
+        crate::rules::acts_in(by, namespace)?;
+        let call: ToolCall = self.call(namespace, name).await?;
         if call.status.phase != joch_core::Phase::AwaitingApproval {
             return Ok(None);
         }
@@ -136,38 +134,7 @@ impl Approvals<'_> {
     }
 }
 
-impl Engine {
-    /// Pauses `call`, which a person approved (`approved`), again for its
-    /// user's consent: the call stays `AwaitingApproval`, with the consent
-    /// URL on its record, and its Approval becomes the consent's.
-    pub(super) async fn wait_for_consent(
-        &self,
-        mut a: Admitting<'_>,
-        approved: &Approval,
-        deferral: Deferral,
-    ) -> Result<(), EngineError> {
-        if let Some(marked) = a.call.spec.approval.as_mut() {
-            marked.status = Some("pending".to_owned());
-            marked.consent_url = deferral.consent_url().map(str::to_owned);
-        }
-        self.inner
-            .store
-            .update_object(&mut a.call, Durability::Sync)
-            .await?;
-        let approval = self.reopen_for_consent(&a, approved, deferral).await?;
-        let call = &a.call;
-        let reason = approval.spec.payload.get("reason").cloned();
-        let payload = json!({"approval": approval.metadata.name, "options": approval.spec.options});
-        self.inner
-            .events
-            .emit_for(
-                call,
-                EventKind::RunPaused,
-                json!({"reason": reason, "payload": payload}),
-            )
-            .await
-    }
-
+impl Approvals {
     /// Decides the consent approval of `given`'s call, if it still waits,
     /// and carries the decision out. Racing decisions: the first wins.
     async fn decide_consent(
@@ -197,17 +164,14 @@ impl Engine {
             Err(EngineError::Refused { .. }) => return Ok(()),
             other => other?,
         }
-        if approved {
-            self.resume(&approval, &decision).await.map(drop)
-        } else {
-            self.deny_rejected(&approval).await
-        }
+        let carried = self.inner.decided.carry_out(&approval, &decision).await;
+        carried.map(drop)
     }
 
     /// Withdraws the consents under way for a consent approval's call
     /// that will not run on them (rejected, or past its deadline).
-    pub(super) async fn withdraw_consents(&self, approval: &joch_core::Approval) {
-        let credentials = self.inner.config.credentials.as_ref();
+    pub(crate) async fn withdraw_consents(&self, approval: &joch_core::Approval) {
+        let credentials = self.inner.credentials.as_ref();
         if let (ApprovalActionKind::Consent, Some(credentials)) =
             (approval.spec.action.kind, credentials)
         {

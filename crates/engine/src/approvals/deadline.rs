@@ -10,9 +10,10 @@ use joch_core::{Approval, ApprovalPhase, Time, Tool, ValidationError};
 use joch_store::ListQuery;
 
 use super::ApprovalDecision;
+use super::Approvals;
+use crate::EngineError;
 use crate::clock::now;
 use crate::telemetry;
-use crate::{Engine, EngineError};
 
 /// How long an approval waits: the policy's deadline, else the tool's,
 /// else the server's `default`; a value over the accepted range (stored
@@ -39,9 +40,9 @@ pub(crate) fn deadline(from: Time, timeout: Duration) -> Result<Time, EngineErro
     })
 }
 
-impl Engine {
+impl Approvals {
     /// Applies the fallback when the deadline passes, unless decided before.
-    pub(in crate::approvals) fn arm_deadline(&self, approval: &Approval) {
+    pub(crate) fn arm_deadline(&self, approval: &Approval) {
         let Some(deadline) = approval.status.deadline else {
             return;
         };
@@ -49,7 +50,7 @@ impl Engine {
             approval.metadata.namespace.clone(),
             approval.metadata.name.clone(),
         );
-        if !self.inner.approvals.armed().insert(key.clone()) {
+        if !self.armed().insert(key.clone()) {
             return;
         }
         let wait = (deadline.0 - now().0).to_std().unwrap_or(Duration::ZERO);
@@ -69,7 +70,7 @@ impl Engine {
                     }
                 }
             }
-            engine.inner.approvals.armed().remove(&key);
+            engine.armed().remove(&key);
         });
     }
 
@@ -94,15 +95,15 @@ impl Engine {
     /// Applies the fallback of the pending approval `name`, if its deadline
     /// passed; answers how long is left if it was moved later. A decided
     /// Approval whose call waits for its caller's retry waits on until its
-    /// retry deadline (`retry.rs`).
+    /// retry deadline (`calls/decided/retry.rs`).
     async fn expire(&self, namespace: &str, name: &str) -> Result<Option<Duration>, EngineError> {
-        let mut approval = match self.approvals().get(namespace, name).await {
+        let mut approval = match self.get(namespace, name).await {
             Ok(approval) => approval,
             Err(EngineError::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
         if approval.status.phase != ApprovalPhase::Pending {
-            return self.expire_unretried(&approval).await;
+            return self.inner.decided.expire_unretried(&approval).await;
         }
         if let Some(left) = approval
             .status
@@ -121,14 +122,14 @@ impl Engine {
         match self.decide(&mut approval, "timeout", &decision, None).await {
             Err(EngineError::Refused { .. }) => {
                 // Decided meanwhile: its call may wait for a retry.
-                let decided = self.approvals().get(namespace, name).await?;
-                return self.expire_unretried(&decided).await;
+                let decided = self.get(namespace, name).await?;
+                return self.inner.decided.expire_unretried(&decided).await;
             }
             other => other?,
         }
-        self.fall_back(&approval, &decision).await?;
+        self.inner.decided.carry_out(&approval, &decision).await?;
         // Approved by the fallback, it may wait for its caller's retry.
-        self.expire_unretried(&approval).await
+        self.inner.decided.expire_unretried(&approval).await
     }
 }
 

@@ -7,9 +7,10 @@
 use joch_core::{Approval, ValidationError};
 use serde_json::Value;
 
-use crate::{Engine, EngineError};
+use super::Approvals;
+use crate::EngineError;
 
-impl Engine {
+impl Approvals {
     /// Refuses (422 `invalid_resource`, naming the violation) edited
     /// arguments that are not an object or break the tool's inputSchema.
     pub(super) async fn check_edit(
@@ -24,10 +25,9 @@ impl Engine {
             );
         }
         let call = self
-            .calls()
-            .record(namespace, &approval.spec.action.tool_call_ref.name)
+            .call(namespace, &approval.spec.action.tool_call_ref.name)
             .await?;
-        let tool = self.resolve_tool(namespace, &call).await?;
+        let tool = self.inner.catalog.resolve_tool(namespace, &call).await?;
         // A tool whose schema does not compile is checked nowhere (the
         // call path runs it unchecked too); its admission reported it.
         let Ok(compiled) = self.inner.catalog.schemas(&tool) else {

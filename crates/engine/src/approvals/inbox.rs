@@ -6,8 +6,8 @@
 use joch_core::{Approval, ApprovalPhase, Principal, ToolCall};
 use tokio::sync::watch;
 
-use crate::Approvals;
-use crate::identity::rules;
+use super::Approvals;
+use crate::rules;
 use crate::{EngineError, ListParams};
 
 /// Most pending approvals an inbox shows at once.
@@ -24,7 +24,7 @@ pub struct InboxItem {
     pub may_decide: Result<(), String>,
 }
 
-impl Approvals<'_> {
+impl Approvals {
     /// The pending approvals of `namespace` that `by` may see, nearest
     /// deadline first, each marked with whether `by` may decide it.
     pub async fn inbox(
@@ -45,8 +45,7 @@ impl Approvals<'_> {
         let mut items = Vec::new();
         for approval in self.list(namespace, params).await?.items {
             let call = self
-                .calls()
-                .record(namespace, &approval.spec.action.tool_call_ref.name)
+                .call(namespace, &approval.spec.action.tool_call_ref.name)
                 .await
                 .ok();
             // The approval of a call `by` cannot see does not exist for it.
@@ -75,6 +74,6 @@ impl Approvals<'_> {
 
     /// A receiver that changes whenever an Approval opens or is decided.
     pub fn changes(&self) -> watch::Receiver<u64> {
-        self.inner.approvals.changed.subscribe()
+        self.inner.changed.subscribe()
     }
 }

@@ -10,8 +10,9 @@ use std::time::Duration;
 use joch_core::{Approval, ApprovalPhase, Phase, Principal};
 use serde_json::Value;
 
-use crate::identity::rules;
-use crate::{Approvals, EngineError};
+use super::Approvals;
+use crate::EngineError;
+use crate::rules;
 
 /// How often the Approval is read again besides its change signal. The
 /// signal carries other replicas' writes too (a change feed that lost some
@@ -19,7 +20,7 @@ use crate::{Approvals, EngineError};
 /// reads once per period, and approvals change at a person's pace.
 const REREAD: Duration = Duration::from_secs(15);
 
-impl Approvals<'_> {
+impl Approvals {
     /// Waits until the call `name` pauses again after `seen`, the Approval
     /// it was last reported waiting on: returns the Approval as reopened
     /// (pending, asking something else: another kind, or another consent
@@ -42,7 +43,7 @@ impl Approvals<'_> {
                 return Ok(Some(approval));
             }
             if approval.status.phase != ApprovalPhase::Pending {
-                let call = self.calls().record(namespace, name).await?;
+                let call = self.call(namespace, name).await?;
                 if call.status.phase != Phase::AwaitingApproval {
                     return Ok(None);
                 }

@@ -7,14 +7,14 @@ use joch_core::object::IndexFields;
 use joch_core::{Approval, ApprovalPhase, Principal};
 use joch_store::ListQuery;
 
-use crate::Approvals;
+use super::Approvals;
 use crate::EngineError;
-use crate::identity::rules;
+use crate::rules;
 
 /// Most pending approvals counted at once, over every namespace.
 const WAITING_LIMIT: usize = 1000;
 
-impl Approvals<'_> {
+impl Approvals {
     /// The number of pending approvals `by` may see in each namespace it
     /// acts in where any wait, by namespace name; `shown` (which `by` must
     /// act in) is always there, with 0 if none wait. A principal bound to

@@ -106,10 +106,10 @@ impl Artifacts {
         execution: &str,
     ) -> Result<Vec<ToolCall>, EngineError> {
         crate::resources::valid_namespace(namespace)?;
-        crate::identity::rules::may_in(
+        crate::rules::may_in(
             by,
             namespace,
-            &crate::identity::rules::Action::Read(crate::identity::rules::Collection::Executions),
+            &crate::rules::Action::Read(crate::rules::Collection::Executions),
         )?;
         let mut visible = Vec::new();
         let mut continue_from = None;

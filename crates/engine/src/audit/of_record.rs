@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::{Audit, AuditLine};
 use crate::EngineError;
 use crate::clock::now;
-use crate::identity::rules::{Action, Collection, may_in};
+use crate::rules::{Action, Collection, may_in};
 
 /// One entry and what was checked of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

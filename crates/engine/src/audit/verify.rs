@@ -86,7 +86,7 @@ impl Audit {
         by: &joch_core::Principal,
         namespace: &str,
     ) -> Result<AuditReport, EngineError> {
-        use crate::identity::rules::{Action, Collection, may_in};
+        use crate::rules::{Action, Collection, may_in};
         may_in(by, namespace, &Action::Read(Collection::Audit))?;
         crate::resources::valid_namespace(namespace)?;
         let store = &self.store;

@@ -13,6 +13,7 @@
 //! (Pending, Running, settled): see [`Intent`].
 
 mod admitting;
+mod approval;
 mod checks;
 mod consent;
 mod policies;
@@ -20,28 +21,26 @@ mod steps;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
-
 use joch_core::{
-    Approval, CallApproval, CallError, CallMode, ErrorCode, EventKind, Object, Phase, Principal,
-    Tool, ToolCall,
+    Approval, CallApproval, CallError, ErrorCode, EventKind, Object, Phase, Principal, Tool,
+    ToolCall,
 };
 use joch_store::{Durability, StoreError};
 use serde_json::{Value, json};
 
-pub(crate) use admitting::Admitting;
-pub(crate) use steps::RESUMPTION;
+pub(in crate::calls) use admitting::Admitting;
+pub(in crate::calls) use steps::RESUMPTION;
 
 use crate::calls::Recorded;
 use crate::calls::idempotency;
-use crate::identity::rules;
 use crate::resources::admit;
-use crate::{Engine, EngineError};
+use crate::rules;
+use crate::{Calls, EngineError};
 use steps::ADMISSION;
 
 /// When a call's record is first written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Intent {
+pub(in crate::calls) enum Intent {
     /// At admission, with this durability: the caller reads the record
     /// back before the call ends (`submit`), or the call must be stored
     /// before anything else happens (hook mode).
@@ -55,17 +54,17 @@ pub(crate) enum Intent {
 }
 
 /// Either a new record, or the call already holding the idempotency key.
-pub(crate) enum Admission {
+pub(in crate::calls) enum Admission {
     New(Box<Recorded>),
     KeyHeldBy(String),
 }
 
-impl Engine {
+impl Calls {
     /// Resolves the tool, runs the admission checks (request policies
     /// included), claims the idempotency key, and stores the call
     /// (`Pending`, or `AwaitingApproval` with its Approval). `stopped` says
     /// why the call's batch stopped before it: the call is recorded skipped.
-    pub(crate) async fn record(
+    pub(in crate::calls) async fn admit(
         &self,
         by: &Principal,
         namespace: &str,
@@ -75,7 +74,7 @@ impl Engine {
     ) -> Result<Admission, EngineError> {
         rules::may_in(by, namespace, &rules::Action::CallTool)?;
         let named_by_caller = !call.metadata.name.is_empty();
-        let minted = !named_by_caller || self.inner.calls.minted.take(&call.metadata.name);
+        let minted = !named_by_caller || self.inner.minted.take(&call.metadata.name);
         if !named_by_caller {
             call.metadata.name = crate::clock::new_call_name();
             crate::tracing_spans::record_call_id(&call.metadata.name);
@@ -85,7 +84,7 @@ impl Engine {
         admit(namespace, &mut call, None)?;
         // Only joch marks a call as an artifact tool's (see artifact_tools.rs).
         call.spec.from_artifact_tool = false;
-        let tool = self.resolve_tool(namespace, &call).await?;
+        let tool = self.inner.catalog.resolve_tool(namespace, &call).await?;
         let mut a = Admitting::new(by, call, tool, stopped)?;
         let rejection = self.check(&mut a, ADMISSION).await?;
         if a.schemas.is_none() {
@@ -119,7 +118,7 @@ impl Engine {
                 ..Default::default()
             });
         }
-        call.status.replica.clone_from(&self.inner.config.replica);
+        call.status.replica.clone_from(&self.inner.settings.replica);
         let written_when_settled = intent == Intent::WhenSettled
             && a.key.is_none()
             && !awaits_approval
@@ -143,26 +142,6 @@ impl Engine {
             self.pause(call, approval).await?;
         }
         Ok(Admission::New(Box::new(a.into_recorded(rejection))))
-    }
-
-    /// The namespace's Tool of that name or, in hook mode, an unregistered
-    /// one: the agent may run tools joch has never heard of.
-    pub(crate) async fn resolve_tool(
-        &self,
-        namespace: &str,
-        call: &ToolCall,
-    ) -> Result<Arc<Tool>, EngineError> {
-        if let Some(tool) = self.resolve_surface_tool(namespace, call).await? {
-            return Ok(tool);
-        }
-        let found = self.inner.catalog.tool(namespace, call.tool_name()).await;
-        match found {
-            Ok(tool) => Ok(tool),
-            Err(joch_store::StoreError::NotFound { .. }) if call.spec.mode == CallMode::Hook => {
-                Ok(Arc::new(Tool::unregistered(namespace, call.tool_name())))
-            }
-            Err(e) => Err(e.into()),
-        }
     }
 
     /// Stores an admitted call, claiming its idempotency key if it has one;
@@ -201,7 +180,7 @@ impl Engine {
     /// `AwaitingApproval`, nobody could decide it and its key would hold
     /// retries off until its window ends.
     async fn pause(&self, call: &ToolCall, approval: Approval) -> Result<(), EngineError> {
-        let approval = match self.open_approval(approval).await {
+        let approval = match self.inner.approvals.open_approval(approval).await {
             Ok(approval) => approval,
             Err(e) => {
                 self.abandon(call, &e).await;
@@ -230,7 +209,7 @@ impl Admitting<'_> {
     /// Puts the input on the record as the tool's `observability` says: the
     /// arguments, or what the caller sent when it was no object; notes on the
     /// record whether any of it was withheld.
-    pub(crate) fn record_input(&mut self) {
+    pub(in crate::calls) fn record_input(&mut self) {
         let observability = &self.tool.spec.observability;
         let args = Value::Object(std::mem::take(&mut self.args));
         let (log_args, redact) = (observability.log_args, &observability.redact_fields);
@@ -251,7 +230,7 @@ impl Admitting<'_> {
     }
 }
 
-impl Engine {
+impl Calls {
     /// Settles `call`, recorded `AwaitingApproval`, as `Failed` because its
     /// Approval could not be opened (`why`): a retry with its key then gets
     /// this outcome. If even that write fails, recovery settles it the

@@ -14,7 +14,7 @@ use crate::EngineError;
 use crate::calls::CallOutcome;
 use crate::resources::admit;
 
-impl Calls<'_> {
+impl Calls {
     /// Runs an artifact tool as a recorded call (`spec.fromArtifactTool:
     /// true`), as `by` ([`call`](Self::call) runs one too). Its answer is a bounded plain value; a `callId` that is not
     /// a visible handle of the call's execution settles the call `Failed`.
@@ -24,7 +24,7 @@ impl Calls<'_> {
         namespace: &str,
         mut call: ToolCall,
     ) -> Result<CallOutcome, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::CallTool)?;
+        crate::rules::may_in(by, namespace, &crate::rules::Action::CallTool)?;
         let tool = call.tool_name().to_owned();
         if !is_artifact_tool(&tool) {
             return Err(EngineError::NotFound {

@@ -10,9 +10,9 @@ use joch_core::{Principal, ToolCall};
 use crate::Calls;
 use crate::EngineError;
 use crate::calls::CallOutcome;
-use crate::identity::rules::acts_in;
+use crate::rules::{Action, may_in};
 
-impl Calls<'_> {
+impl Calls {
     /// Call `name` that `by` made, as the calling agent receives it, once
     /// settled; `None` if it has not settled within `wait`. Only the
     /// principal that made the call may read it so (another gets
@@ -26,7 +26,8 @@ impl Calls<'_> {
         name: &str,
         wait: Duration,
     ) -> Result<Option<ToolCall>, EngineError> {
-        acts_in(by, namespace)?;
+        // The answer of a call is the caller's: asked as the call was.
+        may_in(by, namespace, &Action::CallTool)?;
         let call = self.key_holder(namespace, name).await?;
         let made_it =
             !by.is_authenticated() || call.status.principal.as_ref().is_some_and(|p| by.is(p));

@@ -19,10 +19,10 @@ use serde_json::json;
 use tokio::task::JoinSet;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::calls::admission::{Admission, Intent};
 use crate::calls::{CallOutcome, Recorded, Rejection};
 use crate::telemetry;
-use crate::{Engine, EngineError};
 
 /// Label carrying a call's batch number within its execution.
 pub const BATCH_LABEL: &str = "joch.dev/batch";
@@ -45,7 +45,7 @@ enum Slot {
     ArtifactRead(Box<ToolCall>),
 }
 
-impl Engine {
+impl Calls {
     async fn run_batch_now(
         &self,
         by: &Principal,
@@ -80,7 +80,7 @@ impl Engine {
             failures,
             started.elapsed().as_secs_f64() * 1000.0,
         );
-        let execution = self.resources().get(namespace, execution).await?;
+        let execution = self.inner.resources.get(namespace, execution).await?;
         Ok(Batch {
             execution,
             number,
@@ -120,7 +120,7 @@ impl Engine {
                 continue;
             }
             let admitted = self
-                .record(by, namespace, call, Intent::WhenSettled, stopped.as_deref())
+                .admit(by, namespace, call, Intent::WhenSettled, stopped.as_deref())
                 .await?;
             let recorded = match admitted {
                 Admission::KeyHeldBy(holder) => {
@@ -211,12 +211,7 @@ impl Engine {
                 )),
                 // A read of a stored artifact, settled as it is answered.
                 Slot::ArtifactRead(call) => {
-                    calls.push((
-                        index,
-                        self.calls()
-                            .call_artifact_tool(by, namespace, *call)
-                            .await?,
-                    ));
+                    calls.push((index, self.call_artifact_tool(by, namespace, *call).await?));
                 }
                 Slot::Admitted(recorded) if !wait => {
                     calls.push((index, CallOutcome::stored(recorded.call.clone(), false)));
@@ -277,7 +272,7 @@ impl Engine {
 
     /// The execution, created with the defaults if it does not exist yet
     /// (an execution starts with its first batch or call).
-    pub(crate) async fn execution(
+    pub(in crate::calls) async fn execution(
         &self,
         namespace: &str,
         name: &str,
@@ -298,7 +293,8 @@ impl Engine {
             status: Default::default(),
         };
         match self
-            .resources()
+            .inner
+            .resources
             .create(&Principal::local(), namespace, fresh)
             .await
         {
@@ -316,7 +312,9 @@ impl Engine {
         }
         let call = &recorded.call;
         if call.status.phase == Phase::AwaitingApproval {
-            self.withdraw_approval(&call.metadata.namespace, &call.metadata.name, reason)
+            self.inner
+                .approvals
+                .withdraw_approval(&call.metadata.namespace, &call.metadata.name, reason)
                 .await?;
         }
         recorded.rejection = Some(Rejection::skipped(call, reason.to_owned()));
@@ -324,7 +322,7 @@ impl Engine {
     }
 }
 
-impl Calls<'_> {
+impl Calls {
     /// Runs one LLM turn's calls in `execution` (created with the default
     /// fail-safe if it does not exist). With `wait`, answers once all settled.
     pub async fn run_batch(
@@ -335,7 +333,7 @@ impl Calls<'_> {
         calls: Vec<ToolCall>,
         wait: bool,
     ) -> Result<Batch, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::CallTool)?;
+        crate::rules::may_in(by, namespace, &crate::rules::Action::CallTool)?;
         let (by, namespace, execution) = (by.clone(), namespace.to_owned(), execution.to_owned());
         self.to_completion("a batch", move |engine| async move {
             engine
@@ -352,12 +350,8 @@ impl Calls<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<Execution, EngineError> {
-        crate::identity::rules::may_in(
-            by,
-            namespace,
-            &crate::identity::rules::Action::CompleteExecution,
-        )?;
-        let mut run: Execution = self.resources().get(namespace, name).await?;
+        crate::rules::may_in(by, namespace, &crate::rules::Action::CompleteExecution)?;
+        let mut run: Execution = self.inner.resources.get(namespace, name).await?;
         if run.status.phase == ExecutionPhase::Running
             || run.status.phase == ExecutionPhase::Degraded
         {

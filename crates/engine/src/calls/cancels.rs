@@ -29,9 +29,9 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::clock::now;
-use crate::identity::rules::{Action, may};
-use crate::{Engine, EngineError};
+use crate::rules::{Action, may};
 
 /// The kind of a cancel mark, which no API serves.
 pub(crate) const CANCEL_KIND: &str = "ToolCallCancel";
@@ -41,12 +41,12 @@ const HEARD_FOR: Duration = Duration::from_secs(60);
 const SETTLE_WAIT: Duration = Duration::from_secs(10);
 /// How long an upstream MCP call is given to end by itself once cancelled
 /// (it tells the server, then returns) before its request is dropped.
-pub(crate) const MCP_GRACE: Duration = Duration::from_secs(2);
+pub(in crate::calls) const MCP_GRACE: Duration = Duration::from_secs(2);
 
 /// The calls running in this process, and marks heard for calls not (yet)
 /// running here, by `namespace/name`.
 #[derive(Default)]
-pub(crate) struct Cancels {
+pub(in crate::calls) struct Cancels {
     running: Mutex<HashMap<String, watch::Sender<bool>>>,
     heard: Mutex<HashMap<String, Instant>>,
 }
@@ -58,7 +58,7 @@ fn key(namespace: &str, name: &str) -> String {
 impl Cancels {
     /// A cancel mark for the call was written (here or, heard from the
     /// store, by another replica).
-    pub(crate) fn heard(&self, namespace: &str, name: &str) {
+    pub(in crate::calls) fn heard(&self, namespace: &str, name: &str) {
         let key = key(namespace, name);
         // Locks in the order `register` takes them, holding `running`
         // throughout: a mark is either seen by the running call or kept.
@@ -97,26 +97,26 @@ impl Cancels {
 }
 
 /// A call running in this process; dropping it forgets the call.
-pub(crate) struct Running {
-    engine: Engine,
+pub(in crate::calls) struct Running {
+    engine: Calls,
     key: String,
     cancelled: watch::Receiver<bool>,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.engine.inner.calls.cancels.forget(&self.key);
+        self.engine.inner.cancels.forget(&self.key);
     }
 }
 
 impl Running {
     /// A receiver that turns `true` when the call is cancelled.
-    pub(crate) fn watch(&self) -> watch::Receiver<bool> {
+    pub(in crate::calls) fn watch(&self) -> watch::Receiver<bool> {
         self.cancelled.clone()
     }
 
     /// Resolves once the call is cancelled (never, if it is not).
-    pub(crate) async fn cancelled(&self) {
+    pub(in crate::calls) async fn cancelled(&self) {
         let mut cancelled = self.cancelled.clone();
         if cancelled.wait_for(|c| *c).await.is_err() {
             std::future::pending::<()>().await;
@@ -124,7 +124,7 @@ impl Running {
     }
 
     /// The failure a call stopped by its cancel records.
-    pub(crate) fn failure() -> CallError {
+    pub(in crate::calls) fn failure() -> CallError {
         CallError::new(
             ErrorCode::Cancelled,
             "the call was cancelled while it ran; its request was dropped",
@@ -132,11 +132,11 @@ impl Running {
     }
 }
 
-impl Engine {
+impl Calls {
     /// Registers the call as running here, until the guard is dropped.
-    pub(crate) fn running(&self, call: &ToolCall) -> Running {
+    pub(in crate::calls) fn running(&self, call: &ToolCall) -> Running {
         let key = key(&call.metadata.namespace, &call.metadata.name);
-        let cancelled = self.inner.calls.cancels.register(&key);
+        let cancelled = self.inner.cancels.register(&key);
         Running {
             engine: self.clone(),
             key,
@@ -146,7 +146,7 @@ impl Engine {
 
     /// The change feed lost changes: each call running here reads its mark.
     pub(crate) fn recheck_cancels(&self) {
-        let keys = self.inner.calls.cancels.running_keys();
+        let keys = self.inner.cancels.running_keys();
         if keys.is_empty() {
             return;
         }
@@ -158,14 +158,17 @@ impl Engine {
                 };
                 let marked = engine.inner.store.get(CANCEL_KIND, namespace, name).await;
                 if marked.is_ok() {
-                    engine.inner.calls.cancels.heard(namespace, name);
+                    engine.inner.cancels.heard(namespace, name);
                 }
             }
         });
     }
 
     /// True when the call carries a cancel mark (read from the store).
-    pub(crate) async fn cancel_marked(&self, call: &ToolCall) -> Result<bool, EngineError> {
+    pub(in crate::calls) async fn cancel_marked(
+        &self,
+        call: &ToolCall,
+    ) -> Result<bool, EngineError> {
         let (ns, name) = (&call.metadata.namespace, &call.metadata.name);
         match self.inner.store.get(CANCEL_KIND, ns, name).await {
             Ok(_) => Ok(true),
@@ -192,7 +195,7 @@ impl Engine {
             Err(e) if e.kind() == StoreErrorKind::AlreadyExists => {}
             Err(e) => return Err(e.into()),
         }
-        self.inner.calls.cancels.heard(ns, name);
+        self.inner.cancels.heard(ns, name);
         Ok(())
     }
 
@@ -208,7 +211,7 @@ impl Engine {
     }
 }
 
-impl Calls<'_> {
+impl Calls {
     /// Cancels the call `name`, whichever replica runs it, for `by` if it
     /// made the call (or is an admin; else `Forbidden`). A call waiting for
     /// a person is withdrawn and never runs; a pending or running one is
@@ -309,6 +312,7 @@ mod tests {
             .await
             .expect("create");
         engine
+            .calls()
             .mark_cancelled(&Principal::local(), &call)
             .await
             .expect("mark");

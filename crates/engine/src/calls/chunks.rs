@@ -24,7 +24,6 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::Calls;
-use crate::Engine;
 
 /// Most bytes of chunks one event carries.
 const EVENT_BYTES: usize = 64 * 1024;
@@ -35,11 +34,11 @@ const EVENTS_PER_CALL: usize = 1000;
 pub const FOLLOW_QUEUE: usize = 64;
 
 /// Followers of running calls, by `namespace/call`.
-pub(crate) type Followers = Mutex<HashMap<String, mpsc::Sender<Value>>>;
+pub(in crate::calls) type Followers = Mutex<HashMap<String, mpsc::Sender<Value>>>;
 
 /// One call's chunks as they arrive, for as long as this lives.
 pub struct ChunkFollower {
-    engine: Engine,
+    engine: Calls,
     key: String,
     chunks: mpsc::Receiver<Value>,
 }
@@ -63,10 +62,9 @@ impl Drop for ChunkFollower {
     }
 }
 
-fn followers(engine: &Engine) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<Value>>> {
+fn followers(engine: &Calls) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<Value>>> {
     engine
         .inner
-        .calls
         .followers
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -76,7 +74,7 @@ fn followers(engine: &Engine) -> std::sync::MutexGuard<'_, HashMap<String, mpsc:
 /// outside an execution: only its follower hears them).
 #[derive(Clone)]
 struct Timeline {
-    engine: Engine,
+    engine: Calls,
     namespace: String,
     execution: Option<String>,
     tool: String,
@@ -84,7 +82,7 @@ struct Timeline {
 }
 
 /// The backend's side: queues chunks for the task appending them.
-pub(crate) struct ChunkRelay {
+pub(in crate::calls) struct ChunkRelay {
     timeline: Timeline,
     started: Mutex<Option<(mpsc::UnboundedSender<Value>, JoinHandle<()>)>>,
     /// The call's follower, looked up at the first chunk.
@@ -120,7 +118,7 @@ impl OutputChunks for ChunkRelay {
 
 impl ChunkRelay {
     /// Waits until every chunk reported is written.
-    pub(crate) async fn finish(self) {
+    pub(in crate::calls) async fn finish(self) {
         let started = self.started.into_inner().unwrap_or_else(|e| e.into_inner());
         if let Some((queue, task)) = started {
             drop(queue);
@@ -129,7 +127,7 @@ impl ChunkRelay {
     }
 }
 
-impl Engine {
+impl Calls {
     /// A relay for `call`'s chunks; `None` for a call outside an execution
     /// (it has no timeline to show them on) that nobody follows (a client
     /// of protocol 2026-07-28, which has no session, follows its call's).
@@ -153,7 +151,7 @@ impl Engine {
     }
 }
 
-impl Calls<'_> {
+impl Calls {
     /// Follows the chunks of the call `name` that is about to run in this
     /// process, until the follower is dropped.
     pub fn follow_chunks(&self, namespace: &str, name: &str) -> ChunkFollower {
@@ -161,7 +159,7 @@ impl Calls<'_> {
         let (feed, chunks) = mpsc::channel(FOLLOW_QUEUE);
         followers(self).insert(key.clone(), feed);
         ChunkFollower {
-            engine: self.0.clone(),
+            engine: self.clone(),
             key,
             chunks,
         }

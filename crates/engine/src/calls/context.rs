@@ -11,12 +11,12 @@ use joch_core::{ActionInputs, CallError, ErrorCode, Execution, ObjectMeta, ToolC
 use joch_store::{Durability, StoreErrorKind};
 use serde_json::{Map, Value, json};
 
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
 /// Attempts at a conditional context write before giving up.
 const MAX_RETRIES: usize = 100;
 
-impl Engine {
+impl Calls {
     /// Loads the Endpoints a declarative tool names and its execution's context.
     pub(in crate::calls) async fn action_inputs(
         &self,
@@ -57,7 +57,8 @@ impl Engine {
                 .cloned();
             let from_run = match (from_call.is_none(), execution) {
                 (true, Some(name)) => self
-                    .resources()
+                    .inner
+                    .resources
                     .get::<Execution>(ns, name)
                     .await
                     .ok()
@@ -195,7 +196,7 @@ impl Engine {
 }
 
 /// A declarative tool whose Endpoint vanished after it was created.
-pub(crate) fn missing_endpoints(
+pub(in crate::calls) fn missing_endpoints(
     backend: &ActionsBackend,
     inputs: &ActionInputs,
 ) -> Option<CallError> {

@@ -8,19 +8,19 @@ use joch_store::{CostGroup, CostQuery, CostTotal};
 use serde_json::{Value, json};
 
 use crate::Calls;
-use crate::identity::rules::{Action, Collection, may_in};
-use crate::{Engine, EngineError};
+use crate::EngineError;
+use crate::rules::{Action, Collection, may_in};
 
 /// What the namespace's budgets say about a call about to run.
 #[derive(Debug, Default)]
-pub(crate) struct BudgetCheck {
+pub(in crate::calls) struct BudgetCheck {
     /// The decision to record and the reason, when a hard limit denies it.
-    pub(crate) denial: Option<(HookDecision, String)>,
+    pub(in crate::calls) denial: Option<(HookDecision, String)>,
     /// `warning` event data for soft limits crossed (and hard ones that only alert).
-    pub(crate) warnings: Vec<Value>,
+    pub(in crate::calls) warnings: Vec<Value>,
 }
 
-impl Engine {
+impl Calls {
     /// Checks the call against every Budget of its namespace whose scope
     /// it falls in: its tool's per-call price is what it would add.
     pub(in crate::calls) async fn budget_check(
@@ -158,7 +158,7 @@ impl Engine {
     }
 }
 
-impl Calls<'_> {
+impl Calls {
     /// Cost totals of `namespace` (every namespace when empty: the
     /// operator's alone) since `since`, if `by` may read costs. The totals
     /// of a principal with a tool selector count the tools it sees only.

@@ -7,7 +7,7 @@ use joch_core::Principal;
 
 use crate::{Calls, EngineError, Event};
 
-impl Calls<'_> {
+impl Calls {
     /// The execution's events numbered above `after`, oldest first.
     /// Events about a call of a tool `by` cannot see are left out, as if
     /// the call did not exist (their numbers skip).

@@ -18,12 +18,12 @@ use crate::calls::cancels::{MCP_GRACE, Running};
 use crate::calls::hooks::refusal;
 use crate::calls::prepare::Prepared;
 use crate::calls::{CallOutcome, Recorded};
+use crate::catalog::schema::Compiled;
 use crate::clock::now;
 use crate::policies::{self, Effect, Facts};
-use crate::resources::schema::Compiled;
 use crate::telemetry;
 use crate::tracing_spans;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 use joch_core::redact::recorded_value;
 
 /// What the backend gave, and how long it took.
@@ -35,19 +35,19 @@ struct Invoked {
 }
 
 /// What settling a result needs besides the call and the tool.
-pub(crate) struct Concluding<'a> {
-    pub(crate) schemas: Option<&'a Compiled>,
-    pub(crate) policies: &'a Arc<Vec<Policy>>,
-    pub(crate) facts: Option<&'a Facts>,
+pub(in crate::calls) struct Concluding<'a> {
+    pub(in crate::calls) schemas: Option<&'a Compiled>,
+    pub(in crate::calls) policies: &'a Arc<Vec<Policy>>,
+    pub(in crate::calls) facts: Option<&'a Facts>,
     /// A failed declarative tool still answers the model (its `on_failure`).
-    pub(crate) answers_on_failure: bool,
-    pub(crate) latency_ms: Option<u64>,
+    pub(in crate::calls) answers_on_failure: bool,
+    pub(in crate::calls) latency_ms: Option<u64>,
     /// The media type of a result that came as text, not JSON (JSON lines,
     /// CSV), for the artifact it may become.
-    pub(crate) text_type: Option<String>,
+    pub(in crate::calls) text_type: Option<String>,
 }
 
-impl Engine {
+impl Calls {
     /// Takes a recorded call (`Pending`, `AwaitingApproval` once approved,
     /// or `Running` after a crash) to a terminal phase.
     /// Runs within the caller's `execute_tool` span (see `tracing_spans`).
@@ -71,7 +71,7 @@ impl Engine {
 
     async fn run_recorded(&self, recorded: Recorded) -> Result<CallOutcome, EngineError> {
         tracing_spans::record_tool(&recorded.tool);
-        if self.inner.config.trace_content {
+        if self.inner.settings.trace_content {
             tracing_spans::record_content(
                 "gen_ai.tool.call.arguments",
                 &Value::Object(recorded.args.clone()),
@@ -156,7 +156,7 @@ impl Engine {
         }
         call.status.attempts += 1;
         call.status.started_at = Some(now());
-        call.status.replica.clone_from(&self.inner.config.replica);
+        call.status.replica.clone_from(&self.inner.settings.replica);
         let durability = if tool.spec.side_effects.is_repeatable() {
             Durability::Deferred
         } else {
@@ -182,7 +182,7 @@ impl Engine {
         let started = Instant::now();
         let relay = self.relay_chunks(call);
         let client = matches!(tool.spec.backend, Backend::Mcp(_))
-            .then(|| self.call_client(call, tool, running.watch()));
+            .then(|| self.inner.mcp.call_client(call, tool, running.watch()));
         let invocation = Invocation {
             namespace: &call.metadata.namespace,
             call_id: &call.metadata.name,
@@ -264,7 +264,7 @@ impl Engine {
         tokio::select! {
             biased;
             done = &mut invoke => return (done, None),
-            () = tokio::time::sleep(self.inner.config.intent_grace) => {}
+            () = tokio::time::sleep(self.inner.settings.intent_grace) => {}
         }
         let mut running = call.clone();
         let write = self

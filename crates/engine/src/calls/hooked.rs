@@ -15,13 +15,13 @@ use serde_json::{Map, Value};
 use tracing::Instrument;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::calls::CallOutcome;
 use crate::calls::admission::{Admission, Intent};
 use crate::calls::execute::Concluding;
 use crate::clock::now;
-use crate::identity::rules;
 use crate::policies::Facts;
-use crate::{Engine, EngineError};
+use crate::rules;
 
 /// What joch tells the agent: run it as asked, run it with these
 /// arguments (or use this result), or don't.
@@ -60,7 +60,7 @@ pub enum HookResult {
     Failed(CallError),
 }
 
-impl Engine {
+impl Calls {
     async fn hook_request_traced(
         &self,
         by: &Principal,
@@ -69,7 +69,7 @@ impl Engine {
         deferred: Deferred,
     ) -> Result<HookVerdict, EngineError> {
         let name = match self
-            .record(by, namespace, call, Intent::Now(Durability::Deferred), None)
+            .admit(by, namespace, call, Intent::Now(Durability::Deferred), None)
             .await?
         {
             Admission::New(recorded) => {
@@ -103,7 +103,7 @@ impl Engine {
             let call = self.key_holder(namespace, &name).await?;
             if call.status.phase == Phase::AwaitingApproval
                 && (!by.is_authenticated()
-                    || rules::asks_user(&self.approvals().get(namespace, &name).await?))
+                    || rules::asks_user(&self.inner.approvals.get(namespace, &name).await?))
             {
                 let mut verdict = request_verdict(call);
                 verdict.decision = HookAnswer::Ask;
@@ -125,7 +125,7 @@ impl Engine {
         result: HookResult,
     ) -> Result<HookVerdict, EngineError> {
         rules::acts_in(by, namespace)?;
-        let mut call = self.calls().record(namespace, name).await?;
+        let mut call = self.record(namespace, name).await?;
         rules::may(by, &rules::Action::ReportResult(&call))?;
         if call.spec.mode == CallMode::Hook && call.status.phase == Phase::AwaitingApproval {
             // Asked in the agent's own prompt, and it ran: its user approved.
@@ -143,7 +143,8 @@ impl Engine {
                 for_user: true,
             };
             match self
-                .approvals()
+                .inner
+                .approvals
                 .approve(by, namespace, name, decision)
                 .await
             {
@@ -168,7 +169,7 @@ impl Engine {
                 ));
             }
         }
-        let tool = self.resolve_tool(namespace, &call).await?;
+        let tool = self.inner.catalog.resolve_tool(namespace, &call).await?;
         let args = call.spec.input.as_object().cloned().unwrap_or_default();
         let policies = self.inner.catalog.policies(namespace).await?;
         let facts = match policies.is_empty() {
@@ -223,13 +224,13 @@ impl Engine {
             .store
             .update_object(&mut call, Durability::Sync)
             .await?;
-        self.inner.calls.settled();
+        self.settled();
         Ok(CallOutcome::stored(call, false))
     }
 
     /// Waits until nobody is deciding on the call any more.
     async fn wait_decided(&self, namespace: &str, name: &str) -> Result<ToolCall, EngineError> {
-        let mut changed = self.inner.calls.settled.subscribe();
+        let mut changed = self.inner.settled.subscribe();
         loop {
             let call = self.key_holder(namespace, name).await?;
             if !matches!(call.status.phase, Phase::Pending | Phase::AwaitingApproval) {
@@ -240,7 +241,7 @@ impl Engine {
     }
 }
 
-impl Calls<'_> {
+impl Calls {
     /// `steps/toolCallRequest`: records the call and decides on it. A call
     /// deferred to a person is answered once decided (or timed out). An
     /// allowed call is `Running` when this returns, durably: the agent may

@@ -5,13 +5,16 @@ use joch_core::ToolCall;
 use joch_store::ListQuery;
 use serde_json::{Value, json};
 
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
-impl Engine {
+impl Calls {
     /// `toolCallCount`: calls with this checksum in the call's execution,
     /// this one included. Without an execution, every call counts once.
     /// An indexed count: a long run does not make each call slower.
-    pub(crate) async fn tool_call_count(&self, call: &ToolCall) -> Result<usize, EngineError> {
+    pub(in crate::calls) async fn tool_call_count(
+        &self,
+        call: &ToolCall,
+    ) -> Result<usize, EngineError> {
         let Some(execution) = &call.spec.execution_ref else {
             return Ok(1);
         };
@@ -29,7 +32,7 @@ impl Engine {
 
 /// What the model receives for a call that did not run (seed 003): it can
 /// see why and adapt.
-pub(crate) fn refusal(call: &ToolCall, error: &str, reason: Option<&str>) -> Value {
+pub(in crate::calls) fn refusal(call: &ToolCall, error: &str, reason: Option<&str>) -> Value {
     let mut answer = json!({"success": false, "error": error, "tool_call_id": call.metadata.name});
     if let Some(reason) = reason {
         answer["reason"] = json!(reason);

@@ -10,7 +10,7 @@ use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value as TemplateValu
 use serde_json::{Map, Value, json};
 
 use crate::clock::now;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
 /// Longest accepted key, in characters.
 pub const MAX_KEY_LEN: usize = 255;
@@ -18,7 +18,7 @@ pub const MAX_KEY_LEN: usize = 255;
 /// The call's idempotency key: the caller's (body or `Idempotency-Key`
 /// header, set into `spec.sideEffects.idempotencyKey` by the server), else
 /// the tool's `idempotencyKeyTemplate` rendered over the call, else none.
-pub(crate) fn key_of(
+pub(in crate::calls) fn key_of(
     call: &ToolCall,
     tool: &Tool,
     args: &Map<String, Value>,
@@ -49,7 +49,7 @@ pub fn validate_key(key: &str) -> Result<(), EngineError> {
 }
 
 /// The claim for `key`, living for the tool's window or the default.
-pub(crate) fn claim(
+pub(in crate::calls) fn claim(
     tool: &Tool,
     key: String,
     checksum: &str,
@@ -71,7 +71,7 @@ pub(crate) fn claim(
     }
 }
 
-impl Engine {
+impl Calls {
     /// The namespace's key window when its `Namespace` sets one, else the server's.
     pub(in crate::calls) async fn idempotency_window(
         &self,
@@ -81,7 +81,7 @@ impl Engine {
         Ok(settings
             .spec
             .idempotency_window_seconds
-            .map_or(self.inner.config.idempotency_window, Duration::from_secs))
+            .map_or(self.inner.settings.idempotency_window, Duration::from_secs))
     }
 
     /// Starts a background task that removes expired idempotency keys every

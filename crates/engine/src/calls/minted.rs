@@ -15,7 +15,7 @@ use crate::Calls;
 
 /// The names minted and not yet recorded.
 #[derive(Default)]
-pub(crate) struct Minted(Arc<Mutex<HashSet<String>>>);
+pub(in crate::calls) struct Minted(Arc<Mutex<HashSet<String>>>);
 
 impl Minted {
     fn names(&self) -> MutexGuard<'_, HashSet<String>> {
@@ -23,7 +23,7 @@ impl Minted {
     }
 
     /// Whether `name` was minted and not yet used; it is used up either way.
-    pub(crate) fn take(&self, name: &str) -> bool {
+    pub(in crate::calls) fn take(&self, name: &str) -> bool {
         self.names().remove(name)
     }
 }
@@ -50,12 +50,12 @@ impl Drop for MintedName {
     }
 }
 
-impl Calls<'_> {
+impl Calls {
     /// A fresh call name, `prefix` and a UUIDv7: a call given it (while
     /// this is held) is recorded without reading whether its name is taken.
     pub fn mint_name(&self, prefix: &str) -> MintedName {
         let name = format!("{prefix}{}", uuid::Uuid::now_v7().simple());
-        let minted = &self.inner.calls.minted;
+        let minted = &self.inner.minted;
         minted.names().insert(name.clone());
         MintedName {
             name,
@@ -70,7 +70,7 @@ mod tests {
     fn a_minted_name_spares_one_read_while_it_is_held() {
         let dir = tempfile::tempdir().expect("tempdir");
         let engine = crate::engine::test_engine(&dir);
-        let minted = &engine.inner.calls.minted;
+        let minted = &engine.calls().inner.minted;
         let name = engine.calls().mint_name("mcp-");
         assert!(name.as_str().starts_with("mcp-"));
         assert_ne!(name.as_str(), engine.calls().mint_name("mcp-").as_str());

@@ -9,12 +9,12 @@ use joch_core::{CallError, ErrorCode, Phase, Time, ToolCall};
 use joch_store::ListQuery;
 
 use crate::clock::now;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
 /// Most `Running` calls one sweep reads.
 const SWEPT: usize = 1000;
 
-impl Engine {
+impl Calls {
     /// Sweeps the calls overdue by `timeout` every quarter of it (100 ms to
     /// 5 s). Runs until the runtime stops.
     pub(crate) fn spawn_overdue_sweeper(&self, timeout: Duration) -> tokio::task::JoinHandle<()> {

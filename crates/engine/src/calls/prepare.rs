@@ -10,7 +10,7 @@ use joch_core::{
 };
 
 use crate::calls::context::missing_endpoints;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
 /// A call ready to run.
 pub(in crate::calls) struct Prepared {
@@ -22,7 +22,7 @@ pub(in crate::calls) struct Prepared {
     pub(in crate::calls) mcp_server: Option<McpServer>,
 }
 
-impl Engine {
+impl Calls {
     /// What `call` of `tool` needs to run, or why it cannot (`Ok(Err(..))`).
     pub(in crate::calls) async fn prepare(
         &self,

@@ -7,15 +7,15 @@
 use joch_core::namespace::RateScope;
 use joch_core::{DecisionKind, Hook, HookDecision, ToolCall};
 
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
 /// A call over a limit: the decision to record, and when to try again.
-pub(crate) struct Limited {
-    pub(crate) decision: HookDecision,
-    pub(crate) retry_after_seconds: u64,
+pub(in crate::calls) struct Limited {
+    pub(in crate::calls) decision: HookDecision,
+    pub(in crate::calls) retry_after_seconds: u64,
 }
 
-impl Engine {
+impl Calls {
     /// Counts the call against its namespace's limits; `Some` when one is spent.
     pub(in crate::calls) async fn rate_limit(
         &self,

@@ -4,11 +4,11 @@
 use joch_core::{Principal, ToolCall, ValidationError};
 use joch_store::Durability;
 
-use crate::identity::rules::{Action, Collection, may_in};
 use crate::resources::{admit, valid_namespace};
+use crate::rules::{Action, Collection, may_in};
 use crate::{Calls, EngineError, ListParams, ObjectList};
 
-impl Calls<'_> {
+impl Calls {
     /// Reads a ToolCall as `by` may: a call of a tool that does not exist
     /// for `by` (its tool selector) answers as a call that does not exist.
     pub async fn get(
@@ -35,7 +35,7 @@ impl Calls<'_> {
 
     /// Reads a ToolCall for the engine's own use, whoever asks: the rules
     /// that need it are asked by its caller.
-    pub(crate) async fn record(
+    pub(in crate::calls) async fn record(
         &self,
         namespace: &str,
         name: &str,

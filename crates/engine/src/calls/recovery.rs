@@ -15,10 +15,10 @@ use joch_store::{ListQuery, StoreErrorKind};
 use serde_json::Value;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::calls::Recorded;
 use crate::clock::now;
 use crate::policies::Facts;
-use crate::{Engine, EngineError};
 
 /// What recovery does with one unfinished call.
 enum Verdict {
@@ -76,7 +76,7 @@ pub struct Resolve {
     pub reason: String,
 }
 
-impl Engine {
+impl Calls {
     pub(crate) async fn reconcile(
         &self,
         call: ToolCall,
@@ -164,7 +164,11 @@ impl Engine {
     }
 
     /// Runs a recovered call again, under today's policies.
-    pub(crate) async fn run_again(&self, call: ToolCall, tool: Tool) -> Result<(), EngineError> {
+    pub(in crate::calls) async fn run_again(
+        &self,
+        call: ToolCall,
+        tool: Tool,
+    ) -> Result<(), EngineError> {
         let ns = call.metadata.namespace.clone();
         let args = call.spec.input.as_object().cloned().unwrap_or_default();
         let schemas = self.inner.catalog.schemas(&tool).ok();
@@ -214,7 +218,7 @@ impl Engine {
                 if approval.status.phase != ApprovalPhase::Pending
                     && left_by(&approval.status.replica)
                 {
-                    self.carry_out(&approval).await?;
+                    self.inner.approvals.carry_out(&approval).await?;
                     report.decided += 1;
                 }
             }
@@ -257,18 +261,18 @@ impl Engine {
     }
 }
 
-impl Calls<'_> {
+impl Calls {
     /// Reconciles every call left `Pending` or `Running` by a previous run.
     /// Call before serving. Calls that are run again run in the background.
     ///
     /// With a shared store (`EngineConfig::replica` set), the calls left
     /// unfinished belong to replicas that may still be running them: only
     /// approval deadlines are armed here, and a lapsed replica's calls are
-    /// reconciled when its lease is reaped (`replicas.rs`).
+    /// reconciled when its lease is reaped (`lifecycle/replicas.rs`).
     pub async fn recover(&self) -> Result<RecoveryReport, EngineError> {
         let mut report = RecoveryReport::default();
-        if self.inner.config.replica.is_some() {
-            report.approvals_pending = self.rearm_pending_approvals().await?;
+        if self.inner.settings.replica.is_some() {
+            report.approvals_pending = self.inner.approvals.rearm_pending_approvals().await?;
             return Ok(report);
         }
         for phase in [Phase::Running, Phase::Pending] {
@@ -279,7 +283,7 @@ impl Calls<'_> {
         for call in self.calls_in(Phase::AwaitingApproval).await? {
             self.reconcile_awaiting(call, None, &mut report).await?;
         }
-        report.approvals_pending = self.rearm_pending_approvals().await?;
+        report.approvals_pending = self.inner.approvals.rearm_pending_approvals().await?;
         if report != RecoveryReport::default() {
             tracing::warn!(
                 ?report,
@@ -297,11 +301,7 @@ impl Calls<'_> {
         name: &str,
         resolve: Resolve,
     ) -> Result<ToolCall, EngineError> {
-        crate::identity::rules::may_in(
-            by,
-            namespace,
-            &crate::identity::rules::Action::ResolveCall,
-        )?;
+        crate::rules::may_in(by, namespace, &crate::rules::Action::ResolveCall)?;
         let mut call = self.record(namespace, name).await?;
         if call.status.phase != Phase::Unknown {
             return Err(EngineError::Refused {
@@ -329,7 +329,7 @@ impl Calls<'_> {
             _ => None,
         };
         self.store_settled(&mut call).await?;
-        self.inner.calls.settled();
+        self.settled();
         Ok(call)
     }
 }

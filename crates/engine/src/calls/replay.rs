@@ -7,10 +7,10 @@ use joch_store::Durability;
 use serde::Deserialize;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::calls::CallOutcome;
 use crate::clock::now;
 use crate::policies::REPLAY_OVERRIDE_ANNOTATION;
-use crate::{Engine, EngineError};
 
 /// How to replay.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -36,7 +36,7 @@ pub struct Replay {
     pub override_writes: bool,
 }
 
-impl Engine {
+impl Calls {
     /// Stores the replay already settled with the original's outcome; nothing runs.
     async fn replay_from_record(
         &self,
@@ -78,7 +78,7 @@ impl Engine {
     }
 }
 
-impl Calls<'_> {
+impl Calls {
     /// Replays a settled call as a new ToolCall linked by `spec.replayOf`.
     pub async fn replay(
         &self,
@@ -87,7 +87,7 @@ impl Calls<'_> {
         name: &str,
         replay: Replay,
     ) -> Result<CallOutcome, EngineError> {
-        crate::identity::rules::may_in(by, namespace, &crate::identity::rules::Action::ReplayCall)?;
+        crate::rules::may_in(by, namespace, &crate::rules::Action::ReplayCall)?;
         let original = self.record(namespace, name).await?;
         if !original.status.phase.is_terminal() {
             return Err(refused(

@@ -3,7 +3,7 @@
 //! retried with its `requestState`). The retry names the call; what it
 //! gets is the call's record, on whichever replica it reaches: the tool
 //! runs once, and every retry reads that outcome. A call that runs on its
-//! caller's retry (`spec.runsOn: retry`, see `approvals/retry.rs`) runs
+//! caller's retry (`spec.runsOn: retry`, see `decided/retry.rs`) runs
 //! when a retry finds it approved, or sees it approved while it waits;
 //! any other ran when the decision was made. The name is not a
 //! credential: only the principal that made the call may resume it
@@ -20,11 +20,11 @@ use joch_core::{
 use serde_json::Value;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::calls::{CallOutcome, Rejection};
-use crate::identity::rules::acts_in;
-use crate::{Engine, EngineError};
+use crate::rules::acts_in;
 
-impl Engine {
+impl Calls {
     /// The call, if `by` made it; else `NotFound`, as for no call at all.
     async fn own_call(
         &self,
@@ -33,7 +33,7 @@ impl Engine {
         name: &str,
     ) -> Result<ToolCall, EngineError> {
         acts_in(by, namespace)?;
-        let call = self.calls().record(namespace, name).await?;
+        let call = self.record(namespace, name).await?;
         let made_it =
             !by.is_authenticated() || call.status.principal.as_ref().is_some_and(|p| by.is(p));
         if !made_it {
@@ -84,7 +84,7 @@ impl Retry<'_> {
     }
 }
 
-impl Calls<'_> {
+impl Calls {
     /// The call `name` that `by` made, once settled; if it has not settled
     /// within `wait`, as it stands then (still `AwaitingApproval`, most
     /// likely). The output comes as the calling agent receives it. The
@@ -123,8 +123,8 @@ impl Calls<'_> {
         if call.spec.runs_on != RunsOn::Retry {
             return self.wait_settled(&namespace, &name).await;
         }
-        let mut settled = self.inner.calls.settled.subscribe();
-        let mut decided = self.approvals().changes();
+        let mut settled = self.inner.settled.subscribe();
+        let mut decided = self.inner.approvals.changes();
         // The decision last carried out, by its Approval's version.
         let mut carried: Option<String> = None;
         loop {
@@ -134,7 +134,7 @@ impl Calls<'_> {
             if call.status.phase.is_terminal() || super::rounds::waits_on_client(&call, 1) {
                 return Ok(call);
             }
-            let approval = match self.approvals().get(&namespace, &name).await {
+            let approval = match self.inner.approvals.get(&namespace, &name).await {
                 Ok(approval) => Some(approval),
                 Err(EngineError::NotFound { .. }) => None,
                 Err(e) => return Err(e),
@@ -185,11 +185,13 @@ impl Calls<'_> {
     /// caller's retry, approved and not yet retried, ends so too).
     pub(in crate::calls) async fn withdraw(&self, call: ToolCall) -> Result<ToolCall, EngineError> {
         let (namespace, name) = (&call.metadata.namespace, &call.metadata.name);
-        self.withdraw_approval(namespace, name, "cancelled by the caller")
+        self.inner
+            .approvals
+            .withdraw_approval(namespace, name, "cancelled by the caller")
             .await?;
         // Withdrawn by us, not decided by an approver first, the call is
         // ours to end; so is one approved that waits for our retry to run.
-        let approval = self.approvals().get(namespace, name).await?;
+        let approval = self.inner.approvals.get(namespace, name).await?;
         let call = self.record(namespace, name).await?;
         let ours =
             approval.status.phase == ApprovalPhase::Expired || call.spec.runs_on == RunsOn::Retry;

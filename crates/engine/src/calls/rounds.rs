@@ -30,12 +30,12 @@ use joch_store::{Durability, StoreErrorKind};
 use serde_json::Value;
 
 use crate::Calls;
+use crate::EngineError;
 use crate::calls::{CallOutcome, Retry};
 use crate::clock::now;
-use crate::{Engine, EngineError};
 use joch_core::redact::recorded_value;
 
-impl Engine {
+impl Calls {
     /// Parks `call`: the upstream asked its client `asked.details`
     /// (`{inputRequests, requestState}`), the next round.
     pub(in crate::calls) async fn park(
@@ -64,7 +64,7 @@ impl Engine {
         });
         self.store_settled(&mut call).await?;
         // Whoever waits on the call hears that it now waits on its client.
-        self.inner.calls.settled();
+        self.settled();
         tracing::info!(call = %call.metadata.name, round, "tool call waits for its client's input");
         Ok(CallOutcome::stored(call, false))
     }
@@ -125,9 +125,9 @@ impl Engine {
         wait: Duration,
     ) -> Result<ToolCall, EngineError> {
         let deadline = tokio::time::Instant::now() + wait;
-        let mut changed = self.inner.calls.settled.subscribe();
+        let mut changed = self.inner.settled.subscribe();
         loop {
-            let call = self.calls().record(namespace, name).await?;
+            let call = self.record(namespace, name).await?;
             if call.status.phase.is_terminal() || waits_on_client(&call, after) {
                 return Ok(call);
             }
@@ -153,7 +153,7 @@ pub(in crate::calls) fn waits_on_client(call: &ToolCall, after: u32) -> bool {
             .is_some_and(|r| r.answered_at.is_none() && r.round >= after)
 }
 
-impl Calls<'_> {
+impl Calls {
     /// A retry of call `name` that answers round `round` of its upstream's
     /// questions (`answers`: the client's `inputResponses`). The retry is
     /// checked as [`Calls::resume`] checks one (`by`'s call, the same tool
@@ -174,7 +174,7 @@ impl Calls<'_> {
             .await?;
         let mut call = self.record(namespace, name).await?;
         if self.claim(&mut call, round, answers).await? {
-            let tool = self.resolve_tool(namespace, &call).await?;
+            let tool = self.inner.catalog.resolve_tool(namespace, &call).await?;
             self.run_again(call, (*tool).clone()).await?;
         }
         let call = self

@@ -10,11 +10,11 @@ use crate::calls::{CallOutcome, Rejection};
 use crate::clock::now;
 use crate::telemetry;
 use crate::tracing_spans;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
-impl Engine {
+impl Calls {
     /// Settles a call that will not run, telling the model why.
-    pub(crate) async fn refuse(
+    pub(in crate::calls) async fn refuse(
         &self,
         mut call: ToolCall,
         rejection: Rejection,
@@ -32,7 +32,7 @@ impl Engine {
 
     /// Moves the call to its terminal phase and stores it durably.
     /// `answer` is what the caller gets as output.
-    pub(crate) async fn settle(
+    pub(in crate::calls) async fn settle(
         &self,
         mut call: ToolCall,
         phase: Phase,
@@ -44,7 +44,7 @@ impl Engine {
         if let Some(error) = &error {
             tracing_spans::record_error(&error.code);
         }
-        if self.inner.config.trace_content {
+        if self.inner.settings.trace_content {
             if let Some(answer) = &answer {
                 tracing_spans::record_content("gen_ai.tool.call.result", answer);
             }
@@ -68,7 +68,7 @@ impl Engine {
         call.status.latency_ms = latency_ms;
         call.status.error = error;
         self.store_settled(&mut call).await?;
-        self.inner.calls.settled();
+        self.settled();
         telemetry::call_settled(
             &call,
             telemetry::call_labels(&self.inner.catalog, &call).await,
@@ -94,7 +94,10 @@ impl Engine {
     /// Stores a settled call, durably; the store appends its audit entry in
     /// the same write. Its first write, for a call written only once it
     /// settled (see `admission::Intent`).
-    pub(crate) async fn store_settled(&self, call: &mut ToolCall) -> Result<(), EngineError> {
+    pub(in crate::calls) async fn store_settled(
+        &self,
+        call: &mut ToolCall,
+    ) -> Result<(), EngineError> {
         let store = &self.inner.store;
         if call.metadata.resource_version.is_empty() {
             store.create_object(call, Durability::Sync).await?;

@@ -10,8 +10,8 @@ use std::time::Duration;
 use joch_core::{Object, Principal, Time, ToolCall};
 use joch_store::ListQuery;
 
-use crate::identity::rules::{Action, Collection, may_in};
 use crate::resources::valid_namespace;
+use crate::rules::{Action, Collection, may_in};
 use crate::{Calls, EngineError};
 
 /// The window, cut into buckets of equal length ending at `until`.
@@ -46,7 +46,7 @@ pub struct CallBucket {
     pub sample: Vec<ToolCall>,
 }
 
-impl Calls<'_> {
+impl Calls {
     /// The namespace's calls over `window`, bucket by bucket, oldest first.
     /// Costs `2 × buckets` indexed store reads: counts of at most
     /// `count_cap` index entries, lists of at most `sample` rows.

@@ -147,7 +147,7 @@ mod tests {
             namespace: SESSION_NAMESPACE.to_owned(),
             ..ListQuery::default()
         };
-        engine.inner.store.count(query).await.expect("count")
+        engine.store().count(query).await.expect("count")
     }
 
     /// Beyond the cap, a client is refused saying how long to wait; another

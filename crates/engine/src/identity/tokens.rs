@@ -8,7 +8,7 @@ use joch_core::{Namespaces, Object, ObjectMeta, Principal, PrincipalKind, ToolSe
 
 use super::Identity;
 use crate::EngineError;
-use crate::identity::rules::{Action, Collection, may_in};
+use crate::rules::{Action, Collection, may_in};
 
 /// How JWTs of an identity provider (OIDC) are verified and mapped to a
 /// principal: signature by a key of `keys` (by `kid`), `iss` as configured,

@@ -14,14 +14,18 @@
 use std::time::Duration;
 
 use joch_core::object::IndexFields;
-use joch_core::{McpServer, Object, Phase};
+use joch_core::token::ApiToken;
+use joch_core::{
+    Approval, Budget, Endpoint, McpServer, Namespace, Object, Phase, Policy, Tool, ToolCall,
+};
 use joch_store::{Change, Durability, ListQuery, Record, StoreErrorKind};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
+use super::Lifecycle;
+use crate::EngineError;
 use crate::calls::RecoveryReport;
 use crate::clock::now;
-use crate::{Engine, EngineError};
 
 /// Kind and namespace of lease records, which no API serves.
 const LEASE_KIND: &str = "ReplicaLease";
@@ -46,11 +50,12 @@ impl Lease {
     }
 }
 
-impl Engine {
+impl Lifecycle {
     /// Acts on the writes of other processes sharing the store, as they
     /// commit. Does nothing for a store only this process writes.
     pub(in crate::lifecycle) fn follow_store_changes(&self) -> Option<tokio::task::JoinHandle<()>> {
         let mut changes = self.inner.store.changes()?;
+        // Weak: the task stops once the engine is dropped.
         let inner = std::sync::Arc::downgrade(&self.inner);
         Some(tokio::spawn(async move {
             loop {
@@ -60,28 +65,25 @@ impl Engine {
                     Err(RecvError::Closed) => return,
                 };
                 let Some(inner) = inner.upgrade() else { return };
+                let lifecycle = Lifecycle { inner };
+                let inner = &lifecycle.inner;
                 match change.kind.as_str() {
                     crate::calls::CANCEL_KIND => {
-                        inner.calls.cancels.heard(&change.namespace, &change.name);
+                        inner.calls.cancel_heard(&change.namespace, &change.name);
                     }
-                    Change::ANYTHING => Engine {
-                        inner: inner.clone(),
-                    }
-                    .recheck_cancels(),
+                    Change::ANYTHING => inner.calls.recheck_cancels(),
                     McpServer::KIND => {
                         // Another replica wrote or deleted it: connections
                         // here to what it no longer is are closed.
-                        let engine = Engine {
-                            inner: inner.clone(),
-                        };
+                        let mcp = inner.mcp.clone();
                         let (namespace, name) = (change.namespace.clone(), change.name.clone());
                         tokio::spawn(async move {
-                            engine.mcp_server_changed(&namespace, &name).await;
+                            mcp.mcp_server_changed(&namespace, &name).await;
                         });
                     }
                     _ => {}
                 }
-                inner.touched_kind(&change.kind);
+                lifecycle.touched_kind(&change.kind);
             }
         }))
     }
@@ -93,18 +95,18 @@ impl Engine {
         &self,
         ttl: Duration,
     ) -> Option<tokio::task::JoinHandle<()>> {
-        let me = self.inner.config.replica.clone()?;
-        let engine = self.clone();
+        let me = self.inner.replica.clone()?;
+        let lifecycle = self.clone();
         Some(tokio::spawn(async move {
             let mut tick = tokio::time::interval(ttl / 3);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                if let Err(e) = engine.renew_lease(&me, ttl).await {
+                if let Err(e) = lifecycle.renew_lease(&me, ttl).await {
                     tracing::warn!(error = %e, "cannot renew this replica's lease");
                     continue;
                 }
-                if let Err(e) = engine.reap_lapsed_replicas(&me, ttl).await {
+                if let Err(e) = lifecycle.reap_lapsed_replicas(&me, ttl).await {
                     tracing::warn!(error = %e, "cannot reconcile the calls of a lapsed replica");
                 }
             }
@@ -160,8 +162,8 @@ impl Engine {
             }
             // It may have died between a commit and that commit's change
             // notification: everything here waiting or cached re-reads.
-            self.inner.touched_kind(Change::ANYTHING);
-            self.recheck_cancels();
+            self.touched_kind(Change::ANYTHING);
+            self.inner.calls.recheck_cancels();
             let version = lease.resource_version;
             lease.resource_version += 1;
             lease.body = Lease::body(now_ms.saturating_add(millis(ttl)), Some(me));
@@ -200,21 +202,54 @@ impl Engine {
     ) -> Result<RecoveryReport, EngineError> {
         let mut report = RecoveryReport::default();
         for phase in [Phase::Running, Phase::Pending] {
-            for call in self.calls_in(phase).await? {
+            for call in self.inner.calls.calls_in(phase).await? {
                 if call.status.replica.as_deref() == Some(replica) {
-                    self.reconcile(call, &mut report).await?;
+                    self.inner.calls.reconcile(call, &mut report).await?;
                 }
             }
         }
         // Any replica may decide an approval: those it decided but did not
         // act on are found by the decider, not by who recorded the call.
-        for call in self.calls_in(Phase::AwaitingApproval).await? {
-            self.reconcile_awaiting(call, Some(replica), &mut report)
+        for call in self.inner.calls.calls_in(Phase::AwaitingApproval).await? {
+            self.inner
+                .calls
+                .reconcile_awaiting(call, Some(replica), &mut report)
                 .await?;
         }
         // Its approvals' deadlines were timers in its memory.
-        report.approvals_pending = self.rearm_pending_approvals().await?;
+        report.approvals_pending = self.inner.approvals.rearm_pending_approvals().await?;
         Ok(report)
+    }
+}
+
+impl Lifecycle {
+    /// Drops what the parts cached of `kind` and wakes whoever waits on
+    /// it, for a write heard from another replica.
+    fn touched_kind(&self, kind: &str) {
+        let parts = &self.inner;
+        parts.catalog.touched(kind);
+        match kind {
+            ToolCall::KIND => parts.calls.settled(),
+            "Event" => parts.events.appended(),
+            Approval::KIND => parts.approvals.changed(),
+            Change::ANYTHING => {
+                for kind in [
+                    Tool::KIND,
+                    Policy::KIND,
+                    Budget::KIND,
+                    Namespace::KIND,
+                    ApiToken::KIND,
+                    Endpoint::KIND,
+                    McpServer::KIND,
+                    ToolCall::KIND,
+                    "Event",
+                    Approval::KIND,
+                ] {
+                    self.touched_kind(kind);
+                }
+            }
+            _ => {}
+        }
     }
 }
 

@@ -1,13 +1,14 @@
-//! One start: [`Engine::start`] finishes what a crash left unfinished, then
+//! One start: `Engine::start` finishes what a crash left unfinished, then
 //! starts every worker that runs beside the call path, and answers a
-//! [`Running`] handle that owns them and stops them. `joch serve`,
+//! `Running` handle that owns them and stops them. `joch serve`,
 //! `joch mcp --db`, the embedded gateway and the bench all start joch so.
 
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::{CheckpointSigner, CheckpointSigning, Engine, EngineError, RecoveryReport};
+use super::Lifecycle;
+use crate::{CheckpointSigner, CheckpointSigning, EngineError, RecoveryReport};
 
 /// The workers beside the call path, and how often each runs. The
 /// defaults are `joch serve`'s.
@@ -45,35 +46,38 @@ impl Default for Workers {
     }
 }
 
-/// A started engine and the workers it owns. Dropping it stops them;
-/// [`Running::shutdown`] also signs the audit chains' last heads.
-pub struct Running {
-    engine: Engine,
+/// The workers a start left running, and what its recovery found.
+/// Dropping it stops them (the engine's `Running` holds it).
+pub(crate) struct Started {
     recovered: RecoveryReport,
     tasks: Vec<JoinHandle<()>>,
     signer: Option<CheckpointSigner>,
 }
 
-impl Engine {
-    /// Starts joch on this engine: reconciles the calls a crash left
-    /// unfinished (re-arming approval deadlines), then starts `workers`.
-    /// Nothing is answered before recovery is done.
-    pub async fn start(self, workers: Workers) -> Result<Running, EngineError> {
-        let recovered = self.calls().recover().await?;
+impl Lifecycle {
+    /// Reconciles the calls a crash left unfinished (re-arming approval
+    /// deadlines), then starts `workers`. Nothing is answered before
+    /// recovery is done.
+    pub(crate) async fn start(&self, workers: Workers) -> Result<Started, EngineError> {
+        let parts = &self.inner;
+        let recovered = parts.calls.recover().await?;
         let mut tasks = Vec::new();
         tasks.extend(self.follow_store_changes());
         tasks.extend(self.spawn_replica_lease(workers.lease_ttl));
         tasks.push(self.spawn_artifact_collector(workers.artifact_grace));
-        tasks.push(self.spawn_key_purger(workers.key_purge_every));
-        tasks.push(self.spawn_mcp_session_expiry());
-        tasks.push(self.inner.identity.spawn_sign_in_sweeper());
-        tasks.push(self.spawn_mcp_refresher(workers.mcp_refresh_tick));
-        tasks.push(self.spawn_overdue_sweeper(workers.hook_result_timeout));
+        tasks.push(parts.calls.spawn_key_purger(workers.key_purge_every));
+        tasks.push(parts.mcp.spawn_mcp_session_expiry());
+        tasks.push(parts.identity.spawn_sign_in_sweeper());
+        tasks.push(parts.mcp.spawn_mcp_refresher(workers.mcp_refresh_tick));
+        tasks.push(
+            parts
+                .calls
+                .spawn_overdue_sweeper(workers.hook_result_timeout),
+        );
         let signer = workers
             .checkpoint_signing
-            .map(|signing| self.audit().spawn_checkpoint_signer(signing));
-        Ok(Running {
-            engine: self,
+            .map(|signing| parts.audit.spawn_checkpoint_signer(signing));
+        Ok(Started {
             recovered,
             tasks,
             signer,
@@ -83,10 +87,10 @@ impl Engine {
     /// Deletes artifact files no record names, older than `grace`: once at
     /// start (after recovery, so a crash's orphans go), then every `grace`.
     fn spawn_artifact_collector(&self, grace: Duration) -> JoinHandle<()> {
-        let engine = self.clone();
+        let artifacts = self.inner.artifacts.clone();
         tokio::spawn(async move {
             loop {
-                match engine.artifacts().collect_orphans(grace).await {
+                match artifacts.collect_orphans(grace).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(removed = n, "collected orphan artifact files"),
                     Err(e) => tracing::warn!(error = %e, "cannot collect orphan artifact files"),
@@ -97,21 +101,15 @@ impl Engine {
     }
 }
 
-impl Running {
-    /// The engine: cheap to clone, for every surface to call.
-    pub fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
+impl Started {
     /// What recovery found and did at start.
-    pub fn recovered(&self) -> &RecoveryReport {
+    pub(crate) fn recovered(&self) -> &RecoveryReport {
         &self.recovered
     }
 
     /// Stops the workers; with a checkpoint signer, signs the audit
-    /// chains' last heads first (so that a tail cut after this stop is
-    /// caught) and answers how many it signed.
-    pub async fn shutdown(mut self) -> Result<usize, EngineError> {
+    /// chains' last heads first and answers how many it signed.
+    pub(crate) async fn shutdown(mut self) -> Result<usize, EngineError> {
         self.stop_tasks();
         match self.signer.take() {
             Some(signer) => signer.shutdown().await,
@@ -126,7 +124,7 @@ impl Running {
     }
 }
 
-impl Drop for Running {
+impl Drop for Started {
     fn drop(&mut self) {
         self.stop_tasks();
     }

@@ -13,10 +13,10 @@ use joch_core::{
 use joch_store::{Durability, ListQuery};
 use serde_json::{Value, json};
 
-use crate::Mcp;
+use super::Mcp;
+use crate::EngineError;
 use crate::clock::now;
 use crate::resources::Configurable;
-use crate::{Engine, EngineError};
 
 /// The event timeline a server's drift warnings go to:
 /// `GET /v1/namespaces/{ns}/executions/mcpserver.{name}/events`.
@@ -45,7 +45,7 @@ impl Configurable for McpServer {
     }
 }
 
-impl Engine {
+impl Mcp {
     fn discovery(&self) -> Option<&dyn ToolDiscovery> {
         self.inner.backends.get("mcp").and_then(|b| b.discovery())
     }
@@ -226,7 +226,8 @@ impl Engine {
         match existing {
             None => {
                 // joch itself adopts its upstream's tool.
-                self.resources()
+                self.inner
+                    .resources
                     .create(&Principal::local(), namespace, tool)
                     .await?;
             }
@@ -240,7 +241,8 @@ impl Engine {
             Some(existing) => {
                 let mut tool = tool;
                 tool.metadata.resource_version = existing.metadata.resource_version;
-                self.resources()
+                self.inner
+                    .resources
                     .replace(
                         &Principal::local(),
                         namespace,
@@ -303,7 +305,7 @@ impl Engine {
     pub(crate) fn spawn_mcp_refresher(&self, tick: Duration) -> tokio::task::JoinHandle<()> {
         // Servers that say their tools changed are re-listed at once, even
         // before any MCP session listens (see `mcp_surface.rs`).
-        drop(self.mcp().upstream_notices());
+        drop(self.upstream_notices());
         let engine = self.clone();
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(tick);
@@ -347,7 +349,7 @@ impl Engine {
             };
             if due {
                 let (ns, name) = (&server.metadata.namespace, &server.metadata.name);
-                if let Err(e) = self.mcp().sync_server(ns, name).await {
+                if let Err(e) = self.sync_server(ns, name).await {
                     tracing::warn!(namespace = %ns, server = %name, error = %e, "MCP server refresh failed");
                 }
             }
@@ -356,7 +358,7 @@ impl Engine {
     }
 }
 
-impl Mcp<'_> {
+impl Mcp {
     /// Lists the server's tools and brings its Tools in line: new tools are
     /// made, unchanged ones refreshed from the resource's overrides, changed
     /// ones adopted or held back, vanished ones removed. A server that
@@ -367,10 +369,10 @@ impl Mcp<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<McpServer, EngineError> {
-        crate::identity::rules::may_in(
+        crate::rules::may_in(
             by,
             namespace,
-            &crate::identity::rules::Action::Write(crate::identity::rules::Collection::McpServers),
+            &crate::rules::Action::Write(crate::rules::Collection::McpServers),
         )?;
         self.sync_server(namespace, name).await
     }
@@ -382,12 +384,7 @@ impl Mcp<'_> {
         name: &str,
     ) -> Result<McpServer, EngineError> {
         let lock = {
-            let mut syncs = self
-                .inner
-                .mcp
-                .syncs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut syncs = self.inner.syncs.lock().unwrap_or_else(|e| e.into_inner());
             syncs
                 .entry(format!("{namespace}/{name}"))
                 .or_default()
@@ -446,16 +443,16 @@ impl Mcp<'_> {
         replacing: Option<&str>,
         server: McpServer,
     ) -> Result<McpServer, EngineError> {
-        crate::identity::rules::may_in(
+        crate::rules::may_in(
             by,
             namespace,
-            &crate::identity::rules::Action::Write(crate::identity::rules::Collection::McpServers),
+            &crate::rules::Action::Write(crate::rules::Collection::McpServers),
         )?;
         let mut candidate = server.clone();
         // Checked before anything is started or asked upstream.
         crate::resources::admit(namespace, &mut candidate, replacing)?;
         candidate.check()?;
-        crate::identity::may_use_host(by, &self.inner.config.host_access, &candidate.host_uses())?;
+        crate::identity::may_use_host(by, &self.inner.host_access, &candidate.host_uses())?;
         if let Some(Ok(definitions)) = match self.discovery() {
             Some(discovery) => Some(discovery.list_tools(&candidate).await),
             None => None,
@@ -463,9 +460,10 @@ impl Mcp<'_> {
             self.refuse_collisions(&candidate, &definitions).await?;
         }
         let stored = match replacing {
-            None => self.resources().create(by, namespace, server).await?,
+            None => self.inner.resources.create(by, namespace, server).await?,
             Some(name) => {
-                self.resources()
+                self.inner
+                    .resources
                     .replace(by, namespace, name, server)
                     .await?
             }
@@ -487,11 +485,7 @@ impl Mcp<'_> {
         name: &str,
         tool: Option<&str>,
     ) -> Result<McpServer, EngineError> {
-        crate::identity::rules::may_in(
-            by,
-            namespace,
-            &crate::identity::rules::Action::AcceptToolChange,
-        )?;
+        crate::rules::may_in(by, namespace, &crate::rules::Action::AcceptToolChange)?;
         let mut server: McpServer = self.inner.store.get_object(namespace, name).await?;
         if let Some(tool) = tool {
             if !server.status.tools.contains_key(tool) {
@@ -542,7 +536,8 @@ impl Mcp<'_> {
         resource_version: Option<&str>,
     ) -> Result<McpServer, EngineError> {
         let server: McpServer = self
-            .resources()
+            .inner
+            .resources
             .delete(by, namespace, name, resource_version)
             .await?;
         for upstream in server.status.tools.keys() {

@@ -18,9 +18,9 @@ use joch_store::{Durability, ListQuery, Record, StoreErrorKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::Mcp;
+use super::Mcp;
+use crate::EngineError;
 use crate::clock::now;
-use crate::{Engine, EngineError};
 
 /// The kind session records are stored under; no API serves it.
 pub const MCP_SESSION_KIND: &str = "McpSession";
@@ -100,7 +100,7 @@ pub fn principal_key(by: &Principal) -> String {
     format!("{}:{namespace}/{}", by.kind.as_str(), by.name)
 }
 
-impl Engine {
+impl Mcp {
     async fn check_session_caps(
         &self,
         namespace: &str,
@@ -147,7 +147,7 @@ impl Engine {
     /// (at most every 30 s). Every replica may run it: removal is idempotent.
     pub(crate) fn spawn_mcp_session_expiry(&self) -> tokio::task::JoinHandle<()> {
         let engine = self.clone();
-        let idle = engine.inner.config.mcp_sessions.idle;
+        let idle = engine.inner.sessions.idle;
         let every = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(30));
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(every);
@@ -165,8 +165,7 @@ impl Engine {
 
     async fn expire_mcp_sessions(&self) -> Result<usize, EngineError> {
         let store = &self.inner.store;
-        let idle_ms =
-            i64::try_from(self.inner.config.mcp_sessions.idle.as_millis()).unwrap_or(i64::MAX);
+        let idle_ms = i64::try_from(self.inner.sessions.idle.as_millis()).unwrap_or(i64::MAX);
         let cutoff = now().0.timestamp_millis().saturating_sub(idle_ms);
         let mut expired = Vec::new();
         let mut continue_from = None;
@@ -216,10 +215,10 @@ impl Engine {
     }
 }
 
-impl Mcp<'_> {
+impl Mcp {
     /// The bounds MCP sessions are kept within.
     pub fn session_limits(&self) -> &McpSessionLimits {
-        &self.inner.config.mcp_sessions
+        &self.inner.sessions
     }
 
     /// Opens a session for `by` in `namespace`, keeping the client's
@@ -234,7 +233,7 @@ impl Mcp<'_> {
         namespace: &str,
         client: Value,
     ) -> Result<String, EngineError> {
-        let limits = &self.inner.config.mcp_sessions;
+        let limits = &self.inner.sessions;
         let key = principal_key(by);
         self.check_session_caps(namespace, &key, limits).await?;
         let id = uuid::Uuid::new_v4().simple().to_string();
@@ -289,8 +288,7 @@ impl Mcp<'_> {
             Err(e) => return Err(e.into()),
         };
         let session = parse_session(record)?;
-        let idle_ms =
-            i64::try_from(self.inner.config.mcp_sessions.idle.as_millis()).unwrap_or(i64::MAX);
+        let idle_ms = i64::try_from(self.inner.sessions.idle.as_millis()).unwrap_or(i64::MAX);
         if session.last_seen_ms.saturating_add(idle_ms) < now().0.timestamp_millis() {
             return Err(session_not_found(id));
         }

@@ -2,7 +2,7 @@
 //!
 //! - Resource reads and prompt gets are calls of a server's surface tool
 //!   (`<server>:resource`, `<server>:prompt`, see `joch_core::mcp_surface`):
-//!   [`Engine::resolve_surface_tool`] makes that tool from the `McpServer`,
+//!   the catalog (`Catalog::resolve_tool`) makes that tool from the `McpServer`,
 //!   and the call then takes the ordinary path (admission, policies,
 //!   record, metrics, audit).
 //! - Listing, completion, subscriptions and the log level are not calls:
@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use joch_core::mcp_surface::{
-    CallClient, ClientCapabilities, McpOperation, McpSurface, UpstreamNotices, surface_server,
+    CallClient, ClientCapabilities, McpOperation, McpSurface, UpstreamNotices,
 };
 use joch_core::redact::recorded_value;
 use joch_core::{
@@ -29,9 +29,9 @@ use joch_store::ListQuery;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
-use crate::Mcp;
-use crate::identity::rules;
-use crate::{Engine, EngineError};
+use super::Mcp;
+use crate::EngineError;
+use crate::rules;
 
 /// Notices kept for a slow front session before it misses some.
 const NOTICE_QUEUE: usize = 256;
@@ -73,7 +73,7 @@ impl UpstreamNotices for Broadcast {
 
 /// The client attached to a call while this lives.
 pub struct AttachedClient {
-    engine: Engine,
+    engine: Mcp,
     key: String,
 }
 
@@ -83,10 +83,9 @@ impl Drop for AttachedClient {
     }
 }
 
-impl Engine {
+impl Mcp {
     fn relays(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<dyn CallClient>>> {
         self.inner
-            .mcp
             .relays
             .clients
             .lock()
@@ -149,7 +148,7 @@ impl Engine {
                 if notice.method == "notifications/tools/list_changed" {
                     let (ns, server) = (&notice.namespace, &notice.server);
                     // A server being applied is listed before it is stored.
-                    let synced = engine.mcp().sync_server(ns, server).await;
+                    let synced = engine.sync_server(ns, server).await;
                     if let Some(e) = synced
                         .as_ref()
                         .err()
@@ -161,33 +160,9 @@ impl Engine {
             }
         });
     }
-
-    /// The surface tool a `resources/read` or `prompts/get` call names,
-    /// made from its server; `None` for a call of a stored tool.
-    pub(crate) async fn resolve_surface_tool(
-        &self,
-        namespace: &str,
-        call: &ToolCall,
-    ) -> Result<Option<Arc<Tool>>, EngineError> {
-        let operation = call.spec.operation;
-        if operation == McpOperation::CallTool {
-            return Ok(None);
-        }
-        let not_found = || EngineError::NotFound {
-            kind: crate::NotFoundKind::Tool,
-            name: call.tool_name().to_owned(),
-        };
-        let server = surface_server(call.tool_name(), operation).ok_or_else(not_found)?;
-        let server: McpServer = match self.inner.store.get_object(namespace, server).await {
-            Ok(server) => server,
-            Err(joch_store::StoreError::NotFound { .. }) => return Err(not_found()),
-            Err(e) => return Err(e.into()),
-        };
-        Ok(server.surface_tool(operation).map(Arc::new))
-    }
 }
 
-impl Mcp<'_> {
+impl Mcp {
     /// Attaches `client` to the call `name` about to run in this process:
     /// what its upstream asks during the call goes to the client, until the
     /// returned guard is dropped.
@@ -200,7 +175,7 @@ impl Mcp<'_> {
         let key = format!("{namespace}/{name}");
         self.relays().insert(key.clone(), client);
         AttachedClient {
-            engine: self.0.clone(),
+            engine: self.clone(),
             key,
         }
     }
@@ -209,7 +184,7 @@ impl Mcp<'_> {
     /// The first call also starts re-listing a server's tools whenever it
     /// says they changed (the front's sessions hear of it from the Tools).
     pub fn upstream_notices(&self) -> broadcast::Receiver<UpstreamNotice> {
-        let sender = self.inner.mcp.relays.notices.get_or_init(|| {
+        let sender = self.inner.relays.notices.get_or_init(|| {
             let (sender, _) = broadcast::channel(NOTICE_QUEUE);
             if let Ok(surface) = self.surface() {
                 surface.set_notices(Arc::new(Broadcast(sender.clone())));
@@ -304,7 +279,7 @@ pub(crate) struct RecordedClient {
 
 /// Writes a call's exchanges to its timeline.
 struct Recorder {
-    engine: Engine,
+    engine: Mcp,
     namespace: String,
     name: String,
     timeline: String,

@@ -18,8 +18,8 @@ use joch_store::{ListQuery, StoreError};
 use serde_json::{Value, json};
 
 use crate::EngineError;
-use crate::identity::rules;
 use crate::policies::{self, Facts, Policies, PolicyEngine, REPLAY_OVERRIDE_ANNOTATION};
+use crate::rules;
 
 /// Calls read from the store per page.
 const PAGE: usize = 1000;

@@ -15,10 +15,10 @@ impl Resources {
         by: &Principal,
         namespace: &str,
     ) -> Result<Namespace, EngineError> {
-        crate::identity::rules::may_in(
+        crate::rules::may_in(
             by,
             namespace,
-            &crate::identity::rules::Action::Read(crate::identity::rules::Collection::Namespaces),
+            &crate::rules::Action::Read(crate::rules::Collection::Namespaces),
         )?;
         crate::resources::valid_namespace(namespace)?;
         Ok(Namespace::clone(&*self.catalog.namespace(namespace).await?))
@@ -52,7 +52,7 @@ impl Resources {
     /// one with an audit chain (every namespace anything was written in)
     /// and `default`, sorted, at most [`NAMESPACES_OFFERED`].
     pub async fn offered_namespaces(&self, by: &Principal) -> Result<Vec<String>, EngineError> {
-        use crate::identity::rules::{Action, Collection, may};
+        use crate::rules::{Action, Collection, may};
         may(by, &Action::Read(Collection::Namespaces))?;
         if let Some(listed) = by.namespaces.listed() {
             return Ok(listed.to_vec());

@@ -6,7 +6,7 @@ use tokio::sync::watch;
 
 use super::Resources;
 use crate::EngineError;
-use crate::identity::rules::{acts_in, may_touch, sees};
+use crate::rules::{acts_in, may_touch, sees};
 
 impl Resources {
     /// A namespace's resources of kind `T`, newest first, if `by` may read

@@ -11,9 +11,9 @@ use serde_json::Value;
 
 use super::Resources;
 use crate::clock::now;
-use crate::identity::host::may_use_host;
-use crate::identity::rules::may_touch;
 use crate::lists::valid_namespace;
+use crate::rules::host::may_use_host;
+use crate::rules::may_touch;
 use crate::{EngineError, ListParams};
 use joch_core::Principal;
 
@@ -42,7 +42,7 @@ pub trait Configurable: Object {
 
 impl Configurable for Tool {
     fn check(&self) -> Result<(), ValidationError> {
-        crate::resources::schema::compile(self)?;
+        crate::catalog::schema::compile(self)?;
         match &self.spec.backend {
             Backend::Actions(actions) => check_actions(actions),
             _ => Ok(()),

@@ -1,6 +1,6 @@
 //! `serve`'s flags that keep joch the operator's: the host names it
 //! answers to and the origins that may write to it (`server/src/edge.rs`),
-//! what namespaces may take from its host (`engine/src/identity/host.rs`),
+//! what namespaces may take from its host (`engine/src/rules/host.rs`),
 //! and what one policy's evaluation may spend.
 
 use std::path::PathBuf;

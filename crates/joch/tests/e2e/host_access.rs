@@ -1,4 +1,4 @@
-//! The host is the operator's (`engine/src/identity/host.rs`): a namespace's
+//! The host is the operator's (`engine/src/rules/host.rs`): a namespace's
 //! admin names stdio commands, secret variables and secret files only within
 //! the operator's allow-lists, and no one reaches joch's own secrets.
 

@@ -20,7 +20,7 @@
 //!
 //! Such a client may never come back (the OpenAI Agents SDK tells its model
 //! the tool failed), so the call runs only on its retry (`spec.runsOn:
-//! retry`, `engine/src/approvals/retry.rs`): an approval alone leaves it
+//! retry`, `engine/src/calls/decided/retry.rs`): an approval alone leaves it
 //! waiting, and if no retry comes by `retryBy` it ends `TimedOut`
 //! (`not_retried`), never run. A client running the call as a task
 //! (`tasks.rs`) is not answered so: its call runs on approval.

@@ -10,14 +10,14 @@ use joch_core::{
 use serde_json::{Map, Value};
 
 use crate::EngineError;
-use crate::approvals::deferral::Deferral;
+use crate::calls::deferral::Deferral;
 use crate::calls::idempotency;
 use crate::calls::{Recorded, Rejection};
+use crate::catalog::schema::Compiled;
 use crate::policies::Facts;
-use crate::resources::schema::Compiled;
 
 /// What a check may answer.
-pub(crate) enum Verdict {
+pub(in crate::calls) enum Verdict {
     /// The call goes on to the next check.
     Continue,
     /// A person decides before it runs; later checks still apply.
@@ -27,37 +27,37 @@ pub(crate) enum Verdict {
 }
 
 /// A call on its way through the checks.
-pub(crate) struct Admitting<'a> {
+pub(in crate::calls) struct Admitting<'a> {
     /// Who makes the call; `None` for a call admitted before, resumed.
-    pub(crate) by: Option<&'a Principal>,
-    pub(crate) call: ToolCall,
-    pub(crate) tool: Arc<Tool>,
+    pub(in crate::calls) by: Option<&'a Principal>,
+    pub(in crate::calls) call: ToolCall,
+    pub(in crate::calls) tool: Arc<Tool>,
     /// The arguments, normalised and possibly modified by policies.
-    pub(crate) args: Map<String, Value>,
+    pub(in crate::calls) args: Map<String, Value>,
     /// The idempotency key the call claims, if any.
-    pub(crate) key: Option<String>,
+    pub(in crate::calls) key: Option<String>,
     /// Why the input is not an object, and what was sent instead.
-    pub(crate) malformed: Option<(String, Value)>,
+    pub(in crate::calls) malformed: Option<(String, Value)>,
     /// Why the call's batch stopped before it.
-    pub(crate) stopped: Option<&'a str>,
+    pub(in crate::calls) stopped: Option<&'a str>,
     /// The namespace's policies, once the request policies ran.
-    pub(crate) policies: Arc<Vec<Policy>>,
+    pub(in crate::calls) policies: Arc<Vec<Policy>>,
     /// The tool's compiled schemas, once they compiled.
-    pub(crate) schemas: Option<Arc<Compiled>>,
+    pub(in crate::calls) schemas: Option<Arc<Compiled>>,
     /// What the request policies saw, for the result hook.
-    pub(crate) facts: Option<Facts>,
-    pub(crate) deferral: Option<Deferral>,
+    pub(in crate::calls) facts: Option<Facts>,
+    pub(in crate::calls) deferral: Option<Deferral>,
     /// What the request hook decided, for the `policy_decision` event.
-    pub(crate) decided: Option<(DecisionKind, Option<String>)>,
+    pub(in crate::calls) decided: Option<(DecisionKind, Option<String>)>,
     /// A person approved the call already: a policy's defer is satisfied.
-    pub(crate) approved: bool,
+    pub(in crate::calls) approved: bool,
 }
 
 impl<'a> Admitting<'a> {
     /// Normalises the input and fills in what the record says of the call
     /// before any check: its checksum, the tool version, the principal,
     /// its side effects and idempotency key.
-    pub(crate) fn new(
+    pub(in crate::calls) fn new(
         by: &'a Principal,
         mut call: ToolCall,
         tool: Arc<Tool>,
@@ -106,7 +106,7 @@ impl<'a> Admitting<'a> {
 impl<'a> Admitting<'a> {
     /// An approved call, with its arguments as approved, edited or
     /// completed, on its way through [`RESUMPTION`]'s checks.
-    pub(crate) fn resumed(
+    pub(in crate::calls) fn resumed(
         call: ToolCall,
         tool: Arc<Tool>,
         args: Map<String, Value>,
@@ -134,12 +134,12 @@ impl<'a> Admitting<'a> {
 impl Admitting<'_> {
     /// The `resourceVersion` of the tool called (none for an unregistered
     /// tool in hook mode).
-    pub(crate) fn tool_version(&self) -> Option<&str> {
+    pub(in crate::calls) fn tool_version(&self) -> Option<&str> {
         Some(self.tool.metadata.resource_version.as_str()).filter(|v| !v.is_empty())
     }
 
     /// The digest of the call as it would run now (`status.runDigest`).
-    pub(crate) fn run_digest(&self) -> String {
+    pub(in crate::calls) fn run_digest(&self) -> String {
         joch_core::run_digest(
             self.call.tool_name(),
             self.tool_version(),
@@ -150,7 +150,7 @@ impl Admitting<'_> {
 
     /// The call as execution takes it, settling with `rejection` if set;
     /// one that will run records the digest of what runs.
-    pub(crate) fn into_recorded(mut self, rejection: Option<Rejection>) -> Recorded {
+    pub(in crate::calls) fn into_recorded(mut self, rejection: Option<Rejection>) -> Recorded {
         let deferred =
             !self.approved && self.call.status.phase == joch_core::Phase::AwaitingApproval;
         if rejection.is_none() && !deferred {

@@ -8,14 +8,14 @@ use joch_core::{
 use serde_json::{Value, json};
 
 use super::admitting::{Admitting, Verdict};
-use crate::approvals::deferral::Deferral;
 use crate::calls::Rejection;
-use crate::identity::rules;
+use crate::calls::deferral::Deferral;
 use crate::mcp::SCHEMA_DRIFT_POLICY;
+use crate::rules;
 use crate::telemetry;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
-impl Engine {
+impl Calls {
     /// A tool outside the principal's tool selector does not exist for it.
     /// A gateway call of one is recorded refused and answered `NotFound`; a
     /// hook's caller runs the tool itself, so it is told no, as for a tool
@@ -38,7 +38,7 @@ impl Engine {
         &self,
         a: &mut Admitting<'_>,
     ) -> Result<Verdict, EngineError> {
-        let Some(reason) = self.drift_block(&a.tool).await? else {
+        let Some(reason) = self.inner.mcp.drift_block(&a.tool).await? else {
             return Ok(Verdict::Continue);
         };
         telemetry::record_decisions(
@@ -121,6 +121,8 @@ impl Engine {
         };
         let namespace = a.call.metadata.namespace.clone();
         let Some(standing) = self
+            .inner
+            .approvals
             .standing_decision(&namespace, a.call.tool_name())
             .await?
             .filter(|s| rules::stands_for(&s.spec, by))
@@ -197,7 +199,7 @@ impl Engine {
         }
         Verdict::Reject(Rejection {
             phase: Phase::Failed,
-            answer: Some(crate::resources::schema::invalid_arguments_answer(
+            answer: Some(crate::catalog::schema::invalid_arguments_answer(
                 &a.call.metadata.name,
                 &e,
             )),
@@ -259,7 +261,7 @@ fn unseen(call: &ToolCall) -> Rejection {
     )
 }
 
-impl Engine {
+impl Calls {
     /// Records a gateway call of a tool the principal may not see as
     /// refused (so the ledger shows the attempt and who made it) and
     /// answers as for a tool that does not exist.
@@ -270,7 +272,7 @@ impl Engine {
         };
         call.spec.input = input;
         let refusal = unseen(&call);
-        call.status.replica.clone_from(&self.inner.config.replica);
+        call.status.replica.clone_from(&self.inner.settings.replica);
         call.status.error = Some(refusal.error);
         call.status.completed_at = Some(crate::clock::now());
         if let Err(e) = call.transition(Phase::Denied) {

@@ -21,11 +21,11 @@ use joch_store::StoreErrorKind;
 
 use super::admitting::{Admitting, Verdict};
 use crate::approvals::deadline;
-use crate::approvals::deferral::Deferral;
 use crate::calls::Rejection;
-use crate::identity::rules;
+use crate::calls::deferral::Deferral;
+use crate::rules;
 use crate::vault::ConsentAsk;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
 /// An upstream of the tool that takes each end user's own token.
 struct PerUser {
@@ -34,7 +34,7 @@ struct PerUser {
     oauth2: OAuth2,
 }
 
-impl Engine {
+impl Calls {
     /// The upstreams of `tool` taking per-user tokens: the Endpoints of a
     /// declarative tool, or an MCP tool's server (missing ones are left to
     /// the run, which reports them).
@@ -171,7 +171,7 @@ impl Engine {
     /// its per-user upstreams. Asked after the approval, not before, so
     /// that a call a person rejects never sent its user to an
     /// authorization server, and no consent is under way for it.
-    pub(crate) async fn consent_after_approval(
+    pub(in crate::calls) async fn consent_after_approval(
         &self,
         a: &Admitting<'_>,
     ) -> Result<Option<Deferral>, EngineError> {
@@ -218,7 +218,7 @@ impl Engine {
                 ),
             ));
         };
-        let Some(credentials) = self.inner.config.credentials.as_ref() else {
+        let Some(credentials) = self.inner.settings.credentials.as_ref() else {
             return Err(CallError::new(
                 ErrorCode::UpstreamAuthFailed,
                 "this joch has no token vault",
@@ -243,7 +243,7 @@ impl Engine {
         user: &str,
     ) -> Result<Option<Deferral>, CallError> {
         use joch_core::credential::UpstreamCredentials as _;
-        let Some(credentials) = self.inner.config.credentials.as_ref() else {
+        let Some(credentials) = self.inner.settings.credentials.as_ref() else {
             return Ok(None);
         };
         let ns = &a.call.metadata.namespace;
@@ -256,12 +256,12 @@ impl Engine {
         if error.code != ErrorCode::ConsentRequired.as_str() {
             return Ok(None);
         }
-        let Some(public_url) = self.inner.config.public_url.as_deref() else {
+        let Some(public_url) = self.inner.settings.public_url.as_deref() else {
             return Ok(None);
         };
         let redirect_uri = &crate::vault::callback_url(public_url);
         let routing = joch_core::policy::ApprovalRouting::default();
-        let timeout = deadline::timeout(&routing, &a.tool, self.inner.config.approval_timeout);
+        let timeout = deadline::timeout(&routing, &a.tool, self.inner.settings.approval_timeout);
         let Ok(expires_at) = deadline::deadline(crate::clock::now(), timeout) else {
             return Ok(None);
         };

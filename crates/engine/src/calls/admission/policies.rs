@@ -7,13 +7,13 @@ use joch_core::{DecisionKind, Hook, Policy};
 use serde_json::{Map, Value};
 
 use super::admitting::{Admitting, Verdict};
-use crate::approvals::deferral::Deferral;
 use crate::calls::Rejection;
+use crate::calls::deferral::Deferral;
 use crate::policies::{self, Effect, Facts, REPLAY_OVERRIDE_ANNOTATION};
 use crate::telemetry;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
-impl Engine {
+impl Calls {
     /// Decides on the call with the namespace's request policies. On an
     /// approved call, about to run, a defer is satisfied by that approval
     /// (a deny is not), and the detections were recorded at admission.

@@ -8,11 +8,11 @@
 
 use super::admitting::{Admitting, Verdict};
 use crate::calls::Rejection;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
 /// One check of the call path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Check {
+pub(in crate::calls) enum Check {
     /// The principal's tool selector shows the tool.
     Visible,
     /// The input is an object, or a JSON string of one.
@@ -41,7 +41,7 @@ pub(crate) enum Check {
 }
 
 /// The checks a new call passes, in order.
-pub(crate) const ADMISSION: &[Check] = &[
+pub(in crate::calls) const ADMISSION: &[Check] = &[
     Check::Visible,
     Check::WellFormed,
     Check::NotStopped,
@@ -60,10 +60,10 @@ pub(crate) const ADMISSION: &[Check] = &[
 /// the arguments as approved, edited or completed: the request policies in
 /// force then (a deny wins, modifications apply, a defer is satisfied by the
 /// approval) and the input schema.
-pub(crate) const RESUMPTION: &[Check] = &[Check::RequestPolicies, Check::InputSchema];
+pub(in crate::calls) const RESUMPTION: &[Check] = &[Check::RequestPolicies, Check::InputSchema];
 
 impl Check {
-    async fn run(self, engine: &Engine, a: &mut Admitting<'_>) -> Result<Verdict, EngineError> {
+    async fn run(self, engine: &Calls, a: &mut Admitting<'_>) -> Result<Verdict, EngineError> {
         match self {
             Check::Visible => engine.visible(a).await,
             Check::WellFormed => Ok(super::checks::well_formed(a)),
@@ -75,16 +75,16 @@ impl Check {
             Check::ToolApproval => Ok(super::checks::tool_approval(a)),
             Check::StandingDecision => engine.standing(a).await,
             Check::ToolConfig => Ok(engine.tool_config(a)),
-            Check::InputSchema => Ok(Engine::input_schema(a)),
+            Check::InputSchema => Ok(Calls::input_schema(a)),
             Check::UpstreamConsent => engine.upstream_consent(a).await,
         }
     }
 }
 
-impl Engine {
+impl Calls {
     /// Runs `checks` in order on the call; answers the refusal that ended
     /// them, if one did. A deferral is left on the call for the next checks.
-    pub(crate) async fn check(
+    pub(in crate::calls) async fn check(
         &self,
         a: &mut Admitting<'_>,
         checks: &[Check],

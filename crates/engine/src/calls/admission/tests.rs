@@ -61,7 +61,7 @@ async fn a_call_whose_approval_cannot_be_opened_is_settled_not_stuck() {
     // An Approval of the call's name is there already: the call's own
     // cannot be created once the call is recorded.
     let mut squatter = approval("stuck");
-    let store = &engine.inner.store;
+    let store = engine.store();
     store
         .create_object(&mut squatter, Durability::Sync)
         .await
@@ -121,7 +121,7 @@ async fn checked<'a>(
     call.metadata.namespace = "ns".to_owned();
     call.metadata.name = "c1".to_owned();
     let mut a = Admitting::new(by, call, tool, stopped).expect("admitting");
-    let verdict = engine.check(&mut a, checks).await;
+    let verdict = engine.calls().check(&mut a, checks).await;
     (a, verdict)
 }
 

@@ -74,7 +74,13 @@ async fn a_failed_reconciliation_is_taken_up_again_once_its_claim_lapses() {
         .expect("broken");
 
     let ttl = Duration::from_millis(50);
-    assert!(engine.reap_lapsed_replicas("survivor", ttl).await.is_err());
+    assert!(
+        engine
+            .lifecycle()
+            .reap_lapsed_replicas("survivor", ttl)
+            .await
+            .is_err()
+    );
     let claimed = store.get(LEASE_KIND, LEASE_NAMESPACE, "dead").await;
     let claimed = claimed.expect("the lease is kept while its calls are not reconciled");
     assert!(
@@ -89,6 +95,7 @@ async fn a_failed_reconciliation_is_taken_up_again_once_its_claim_lapses() {
         .expect("delete");
     tokio::time::sleep(ttl * 2).await;
     engine
+        .lifecycle()
         .reap_lapsed_replicas("survivor", ttl)
         .await
         .expect("reaped");

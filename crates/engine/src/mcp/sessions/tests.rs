@@ -54,3 +54,13 @@ async fn a_sessions_subscriptions_are_kept_bounded_and_survive_a_stale_touch() {
         "the touch was written"
     );
 }
+
+/// The store's kind of a session record is the kind a missing one is
+/// reported as (`error.rs` spells it without reaching into this part).
+#[test]
+fn a_missing_sessions_kind_is_the_records_kind() {
+    assert_eq!(
+        crate::NotFoundKind::McpSession.as_str(),
+        super::MCP_SESSION_KIND
+    );
+}

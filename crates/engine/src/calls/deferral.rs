@@ -10,18 +10,18 @@ use joch_core::{Approval, ApprovalActionKind};
 use crate::policies::{Decision, Effect};
 
 /// Why a call waits, and for what.
-pub(crate) struct Deferral {
-    pub(super) routing: ApprovalRouting,
-    pub(super) user_input: Option<UserInput>,
-    pub(super) policy: Option<PolicyRef>,
-    pub(super) reason: Option<String>,
-    pub(super) approver_reason: Option<String>,
+pub(in crate::calls) struct Deferral {
+    pub(in crate::calls) routing: ApprovalRouting,
+    pub(in crate::calls) user_input: Option<UserInput>,
+    pub(in crate::calls) policy: Option<PolicyRef>,
+    pub(in crate::calls) reason: Option<String>,
+    pub(in crate::calls) approver_reason: Option<String>,
     /// The authorization URL of a consent the call waits for.
-    pub(super) consent_url: Option<String>,
+    pub(in crate::calls) consent_url: Option<String>,
 }
 
 impl Deferral {
-    pub(crate) fn from_decision(d: &Decision) -> Self {
+    pub(in crate::calls) fn from_decision(d: &Decision) -> Self {
         let (routing, user_input) = match &d.verdict.effect {
             Effect::Defer(routing) => (routing.clone(), None),
             Effect::RequestUserInput(input) => (ApprovalRouting::default(), Some(input.clone())),
@@ -41,20 +41,20 @@ impl Deferral {
     }
 
     /// True for a yes/no approval (a user-input request needs a value each time).
-    pub(crate) fn is_approval(&self) -> bool {
+    pub(in crate::calls) fn is_approval(&self) -> bool {
         self.user_input.is_none()
     }
 
     /// The authorization URL of the consent the call waits for, if any.
-    pub(crate) fn consent_url(&self) -> Option<&str> {
+    pub(in crate::calls) fn consent_url(&self) -> Option<&str> {
         self.consent_url.as_deref()
     }
 
-    pub(crate) fn policy(&self) -> Option<&PolicyRef> {
+    pub(in crate::calls) fn policy(&self) -> Option<&PolicyRef> {
         self.policy.as_ref()
     }
 
-    pub(crate) fn tool_requires_approval() -> Self {
+    pub(in crate::calls) fn tool_requires_approval() -> Self {
         Deferral {
             routing: ApprovalRouting::default(),
             user_input: None,
@@ -67,7 +67,7 @@ impl Deferral {
 
     /// The call of `decided` goes back for a new decision, because `why`:
     /// asked as before (the same question, routing and policy), anew.
-    pub(crate) fn again(decided: &Approval, why: String) -> Self {
+    pub(in crate::calls) fn again(decided: &Approval, why: String) -> Self {
         let user_input = (decided.spec.action.kind == ApprovalActionKind::UserInput)
             .then(|| serde_json::from_value(decided.spec.payload.get("userInput")?.clone()).ok())
             .flatten();
@@ -82,7 +82,7 @@ impl Deferral {
     }
 
     /// The call waits for its user's consent at `url`, until `timeout`.
-    pub(crate) fn consent(url: String, reason: String, timeout: Duration) -> Self {
+    pub(in crate::calls) fn consent(url: String, reason: String, timeout: Duration) -> Self {
         Deferral {
             routing: ApprovalRouting {
                 timeout_seconds: Some(timeout.as_secs()),

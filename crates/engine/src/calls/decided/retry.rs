@@ -19,22 +19,22 @@ use std::time::Duration;
 use joch_core::policy::OnTimeout;
 use joch_core::{Approval, ApprovalActionKind, ApprovalPhase, ErrorCode, Phase, RunsOn, ToolCall};
 
-use super::outcome::stored_decision;
-use crate::calls::Rejection;
+use crate::EngineError;
+use crate::approvals::stored_decision;
+use crate::calls::{Calls, Rejection};
 use crate::clock::now;
-use crate::{Engine, EngineError};
 
 /// True when `call` runs only on its caller's retry, not on its approval.
 pub(super) fn runs_on_retry(call: &ToolCall) -> bool {
     call.spec.runs_on == RunsOn::Retry
 }
 
-impl Engine {
+impl Calls {
     /// The approved call of `approval` waits for its caller's retry: the
     /// Approval's deadline timer (armed here too, for a decision carried
     /// out after a restart) ends it at its retry deadline.
     pub(super) fn await_retry(&self, approval: &Approval) {
-        self.arm_deadline(approval);
+        self.inner.approvals.arm_deadline(approval);
     }
 
     /// For the deadline timer of a decided Approval: while its call waits
@@ -75,7 +75,10 @@ impl Engine {
     /// deadline's fallback did), once the checks of a resumption pass.
     /// Nothing happens for a pending or refusing decision, or a call that
     /// no longer waits (carrying out twice runs it once).
-    pub(crate) async fn carry_out_retried(&self, approval: &Approval) -> Result<(), EngineError> {
+    pub(in crate::calls) async fn carry_out_retried(
+        &self,
+        approval: &Approval,
+    ) -> Result<(), EngineError> {
         let approves = match approval.status.phase {
             ApprovalPhase::Approved => true,
             ApprovalPhase::Expired => self.falls_back_to_approve(approval),
@@ -99,7 +102,7 @@ impl Engine {
                 .spec
                 .routing
                 .on_timeout
-                .unwrap_or(self.inner.config.approval_fallback)
+                .unwrap_or(self.inner.settings.approval_fallback)
                 == OnTimeout::Approve
     }
 }

@@ -1,9 +1,21 @@
 //! Acting on a decision: run the approved call (with the approver's
 //! arguments or the value provided), deny the rejected one, apply the
-//! fallback of an expired one. Every step first checks the call still
-//! awaits the decision, so acting twice (a decider and recovery, two
-//! replicas) changes nothing the second time.
+//! fallback of an expired one, skip a withdrawn one. Every step first
+//! checks the call still awaits the decision, so acting twice (a decider
+//! and recovery, two replicas) changes nothing the second time.
+//!
+//! The approvals part stores decisions; it reaches this file through the
+//! [`Decided`] seam it was built with (`Back`, below), never through the
+//! calls part itself.
 
+mod binding;
+mod consent;
+mod retry;
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use async_trait::async_trait;
 use joch_core::approval::ApprovalPhase;
 use joch_core::normalize::normalize_args;
 use joch_core::patch::apply_patch;
@@ -13,18 +25,65 @@ use joch_core::{
 };
 use serde_json::{Map, Value, json};
 
-use super::{ApprovalDecision, Standing};
-use crate::calls::Rejection;
-use crate::calls::{Admitting, RESUMPTION};
+use super::{Admitting, Calls, Parts, RESUMPTION, Rejection};
+use crate::EngineError;
+use crate::approvals::{ApprovalDecision, Decided};
 use crate::policies::Facts;
 use crate::telemetry;
-use crate::{Engine, EngineError};
 use joch_core::ApprovalActionKind;
 
-impl Engine {
+/// The approvals part's way back to the calls part that owns it: a weak
+/// reference, so that neither keeps the other alive.
+pub(super) struct Back(pub(super) Weak<Parts>);
+
+impl Back {
+    fn calls(&self) -> Result<Calls, EngineError> {
+        // Gone only once the engine is dropped: nothing is left to run it.
+        let inner = self.0.upgrade().ok_or_else(|| {
+            EngineError::Store(joch_store::StoreError::Unavailable(
+                "the engine has stopped".to_owned(),
+            ))
+        })?;
+        Ok(Calls { inner })
+    }
+}
+
+#[async_trait]
+impl Decided for Back {
+    async fn carry_out(
+        &self,
+        approval: &Approval,
+        decision: &ApprovalDecision,
+    ) -> Result<Option<Approval>, EngineError> {
+        self.calls()?.carry_out(approval, decision).await
+    }
+
+    async fn expire_unretried(&self, approval: &Approval) -> Result<Option<Duration>, EngineError> {
+        self.calls()?.expire_unretried(approval).await
+    }
+}
+
+impl Calls {
+    /// Does with `approval`'s call what its stored decision says.
+    async fn carry_out(
+        &self,
+        approval: &Approval,
+        decision: &ApprovalDecision,
+    ) -> Result<Option<Approval>, EngineError> {
+        match (approval.status.phase, approval.status.decision.as_deref()) {
+            (ApprovalPhase::Pending, _) => Ok(None),
+            (ApprovalPhase::Approved, _) => self.resume_approved(approval, decision).await,
+            (ApprovalPhase::Rejected, _) => self.deny_rejected(approval).await.map(|()| None),
+            (ApprovalPhase::Expired, Some("timeout")) => {
+                self.fall_back(approval, decision).await.map(|()| None)
+            }
+            (ApprovalPhase::Expired, _) => self.skip_withdrawn(approval).await.map(|()| None),
+        }
+    }
+
     /// Settles a rejected approval's call `Denied`, with the approver's message.
-    pub(super) async fn deny_rejected(&self, approval: &Approval) -> Result<(), EngineError> {
-        self.withdraw_consents(approval).await;
+    async fn deny_rejected(&self, approval: &Approval) -> Result<(), EngineError> {
+        self.inner.approvals.withdraw_consents(approval).await;
         let Some(mut call) = self.awaiting_call(approval).await? else {
             return Ok(());
         };
@@ -56,41 +115,21 @@ impl Engine {
         approval: &Approval,
     ) -> Result<Option<ToolCall>, EngineError> {
         let meta = &approval.metadata;
-        let call = self.calls().record(&meta.namespace, &meta.name).await?;
+        let call = self.record(&meta.namespace, &meta.name).await?;
         Ok((call.status.phase == Phase::AwaitingApproval).then_some(call))
-    }
-
-    /// Does with the call what a stored decision says, if the call still
-    /// waits for it: what the decider would have done next, had it not
-    /// stopped between storing its decision and acting on it. A call that
-    /// already moved on is left alone, so carrying out twice is harmless.
-    pub(crate) async fn carry_out(&self, approval: &Approval) -> Result<(), EngineError> {
-        let decision = stored_decision(approval);
-        if let (true, Some(verb)) = (approval.status.always, approval.status.decision.as_deref()) {
-            // Written just after the decision: the decider may not have got to it.
-            self.stand_by(approval, verb, &decision, Standing::Keep)
-                .await?;
-        }
-        match (approval.status.phase, approval.status.decision.as_deref()) {
-            (ApprovalPhase::Pending, _) => Ok(()),
-            (ApprovalPhase::Approved, _) => self.resume(approval, &decision).await.map(drop),
-            (ApprovalPhase::Rejected, _) => self.deny_rejected(approval).await,
-            (ApprovalPhase::Expired, Some("timeout")) => self.fall_back(approval, &decision).await,
-            (ApprovalPhase::Expired, _) => self.skip_withdrawn(approval).await,
-        }
     }
 
     /// Applies an expired approval's fallback to its call: run it, or
     /// settle it `TimedOut`.
-    pub(super) async fn fall_back(
+    async fn fall_back(
         &self,
         approval: &Approval,
         decision: &ApprovalDecision,
     ) -> Result<(), EngineError> {
         if self.falls_back_to_approve(approval) {
-            return self.resume(approval, decision).await.map(drop);
+            return self.resume_approved(approval, decision).await.map(drop);
         }
-        self.withdraw_consents(approval).await;
+        self.inner.approvals.withdraw_consents(approval).await;
         let Some(mut call) = self.awaiting_call(approval).await? else {
             return Ok(());
         };
@@ -151,7 +190,7 @@ impl Engine {
     /// Runs an approved call (see [`run_approved`](Self::run_approved)),
     /// unless it runs only when its caller retries it: then it waits for
     /// that retry, or its retry deadline (`retry.rs`).
-    pub(super) async fn resume(
+    async fn resume_approved(
         &self,
         approval: &Approval,
         decision: &ApprovalDecision,
@@ -159,7 +198,7 @@ impl Engine {
         let Some(call) = self.awaiting_call(approval).await? else {
             return Ok(None);
         };
-        if super::retry::runs_on_retry(&call) {
+        if retry::runs_on_retry(&call) {
             self.await_retry(approval);
             return Ok(None);
         }
@@ -179,7 +218,7 @@ impl Engine {
         decision: &ApprovalDecision,
     ) -> Result<Option<Approval>, EngineError> {
         let namespace = call.metadata.namespace.clone();
-        let tool = self.resolve_tool(&namespace, &call).await?;
+        let tool = self.inner.catalog.resolve_tool(&namespace, &call).await?;
         let policies = self.inner.catalog.policies(&namespace).await?;
         let schemas = self.inner.catalog.schemas(&tool).ok();
         let (args, mut rejection) = decided_args(&mut call, approval, decision)?;
@@ -187,7 +226,7 @@ impl Engine {
         if rejection.is_none() {
             rejection = self.check(&mut a, RESUMPTION).await?;
         }
-        if let (None, Some(why)) = (&rejection, super::binding::unbound(approval, decision, &a)) {
+        if let (None, Some(why)) = (&rejection, binding::unbound(approval, decision, &a)) {
             return self.reconsider(a, approval, why).await;
         }
         self.mark_approved(&mut a.call, approval, decision).await?;
@@ -260,19 +299,6 @@ impl Engine {
             );
         }
         Ok(())
-    }
-}
-
-/// The decision `approval` stores, as its decider made it.
-pub(super) fn stored_decision(approval: &Approval) -> ApprovalDecision {
-    ApprovalDecision {
-        by: approval.status.decided_by.clone().unwrap_or_default(),
-        rationale: approval.status.rationale.clone(),
-        message: approval.status.message.clone(),
-        edited_input: approval.status.edited_input.clone(),
-        value: approval.status.value.clone(),
-        always: approval.status.always,
-        for_user: approval.status.asked_user,
     }
 }
 

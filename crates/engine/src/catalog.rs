@@ -1,7 +1,9 @@
 //! The catalog: the configuration every call reads (tools and their
 //! compiled schemas, policies, budgets, namespace settings, rate limits and
-//! API tokens), written through `writes.rs` and read through snapshots
-//! of the store (`snapshots.rs`), so that a call pays no store read for each.
+//! API tokens), written through `resources/writes.rs` and read through
+//! snapshots of the store (`snapshots.rs`), so that a call pays no store
+//! read for each; with the compiled schemas (`schema.rs`) and rate limiters
+//! (`limits.rs`). Below every part that reads configuration.
 //!
 //! Its state is its own: other parts ask it for a snapshot and tell it when
 //! a kind was written ([`Catalog::touched`]), here or on another replica.
@@ -10,18 +12,23 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use joch_core::detect::Detectors;
+use joch_core::mcp_surface::{McpOperation, surface_server};
 use joch_core::token::ApiToken;
 use joch_core::{
-    Budget, Endpoint, McpServer, Namespace, Object, Policy, Principal, PrincipalKind, Tool,
-    ValidationError,
+    Budget, CallMode, Endpoint, McpServer, Namespace, Object, Policy, Principal, PrincipalKind,
+    Tool, ToolCall, ValidationError,
 };
 use joch_store::{ListQuery, Store, StoreError, StoreErrorKind};
 use tokio::sync::watch;
 
-use super::limits::Limiters;
-use super::schema::{Compiled, SchemaCache};
-use super::snapshots::Snapshots;
+mod limits;
+pub(crate) mod schema;
+mod snapshots;
+
 use crate::EngineError;
+use limits::Limiters;
+use schema::{Compiled, SchemaCache};
+use snapshots::Snapshots;
 
 /// Most items of one kind a namespace's snapshot holds.
 const MAX_LISTED: usize = 1000;
@@ -273,4 +280,40 @@ pub(crate) fn index(tokens: Vec<ApiToken>) -> TokenIndex {
             (t.spec.hash, principal)
         })
         .collect()
+}
+
+impl Catalog {
+    /// The Tool `call` names: the namespace's Tool of that name; for an MCP
+    /// `resources/read` or `prompts/get`, the surface tool made from its
+    /// server (read from the store, not a snapshot); or, in hook mode, an
+    /// unregistered one: the agent may run tools joch has never heard of.
+    pub(crate) async fn resolve_tool(
+        &self,
+        namespace: &str,
+        call: &ToolCall,
+    ) -> Result<Arc<Tool>, EngineError> {
+        let operation = call.spec.operation;
+        if operation != McpOperation::CallTool {
+            let not_found = || EngineError::NotFound {
+                kind: crate::NotFoundKind::Tool,
+                name: call.tool_name().to_owned(),
+            };
+            let server = surface_server(call.tool_name(), operation).ok_or_else(not_found)?;
+            let server: McpServer = match self.store.get_object(namespace, server).await {
+                Ok(server) => server,
+                Err(StoreError::NotFound { .. }) => return Err(not_found()),
+                Err(e) => return Err(e.into()),
+            };
+            if let Some(tool) = server.surface_tool(operation) {
+                return Ok(Arc::new(tool));
+            }
+        }
+        match self.tool(namespace, call.tool_name()).await {
+            Ok(tool) => Ok(tool),
+            Err(StoreError::NotFound { .. }) if call.spec.mode == CallMode::Hook => {
+                Ok(Arc::new(Tool::unregistered(namespace, call.tool_name())))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
 }

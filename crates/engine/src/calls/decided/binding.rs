@@ -2,7 +2,7 @@
 //! Approval's `spec.binding`: the tool's version and the digest of tool,
 //! version, arguments after every modification, and principal). Just
 //! before the approved call runs, the request policies in force see it
-//! again (`outcome.rs`); then, if what would run is no longer what was
+//! again (`decided.rs`); then, if what would run is no longer what was
 //! approved, the call goes back for a new decision instead of running:
 //!
 //! - the Tool (or its McpServer's tool) changed while the call waited:
@@ -18,9 +18,10 @@ use joch_core::{Approval, EventKind};
 use joch_store::StoreErrorKind;
 use serde_json::json;
 
-use super::{ApprovalDecision, Deferral};
-use crate::calls::Admitting;
-use crate::{Engine, EngineError};
+use crate::EngineError;
+use crate::approvals::ApprovalDecision;
+use crate::calls::deferral::Deferral;
+use crate::calls::{Admitting, Calls};
 
 /// Why the call `a`, about to run on `approval`'s decision, is not what
 /// the approval binds; `None` when it is (or the Approval predates bindings).
@@ -45,7 +46,7 @@ pub(super) fn unbound(
     })
 }
 
-impl Engine {
+impl Calls {
     /// Sends the call `a`, decided on `decided` but no longer bound by it
     /// (`why`), back for a new decision: its Approval pending again in
     /// place, bound to the call as it would run now, the superseded
@@ -69,7 +70,7 @@ impl Engine {
             "editedInput": status.edited_input,
             "because": why,
         });
-        match self.reopen(&mut approval).await {
+        match self.inner.approvals.reopen(&mut approval).await {
             Err(EngineError::Conflict(_)) => return Ok(None),
             other => other?,
         }

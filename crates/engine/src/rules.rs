@@ -45,6 +45,7 @@ use joch_core::ApprovalActionKind;
 use joch_core::toolcall::CallMode;
 
 mod gate;
+pub(crate) mod host;
 mod visibility;
 
 pub use gate::{

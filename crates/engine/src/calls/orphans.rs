@@ -14,7 +14,7 @@ use joch_core::{Phase, ToolCall};
 use joch_store::StoreErrorKind;
 
 use crate::calls::RecoveryReport;
-use crate::{Engine, EngineError};
+use crate::{Calls, EngineError};
 
 /// How often the store is tried again.
 const RETRY: Duration = Duration::from_secs(1);
@@ -22,10 +22,10 @@ const RETRY: Duration = Duration::from_secs(1);
 /// recovery (or to a survivor, once this replica's lease lapses).
 const GIVE_UP: Duration = Duration::from_secs(600);
 
-impl Engine {
+impl Calls {
     /// `namespace/name`'s run failed on the store: reconcile it once the
     /// store is back, in a task of its own.
-    pub(crate) fn reconcile_when_back(&self, namespace: String, name: String) {
+    pub(in crate::calls) fn reconcile_when_back(&self, namespace: String, name: String) {
         let engine = self.clone();
         tokio::spawn(async move {
             let started = Instant::now();
@@ -51,7 +51,7 @@ impl Engine {
             Err(e) => return Err(e.into()),
         };
         let unfinished = matches!(call.status.phase, Phase::Pending | Phase::Running);
-        if !unfinished || call.status.replica != self.inner.config.replica {
+        if !unfinished || call.status.replica != self.inner.settings.replica {
             return Ok(());
         }
         let mut report = RecoveryReport::default();

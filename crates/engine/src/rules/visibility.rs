@@ -8,8 +8,8 @@ use joch_core::{Approval, LabelSelector, Principal, Tool, ToolCall};
 use joch_store::Store;
 
 use crate::EngineError;
+use crate::catalog::Catalog;
 use crate::glob::glob_matches;
-use crate::resources::catalog::Catalog;
 
 /// True when `tool` exists for `principal`: it matches one of the
 /// selector's name globs (if any) and its label selector (if any).

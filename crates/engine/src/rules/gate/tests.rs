@@ -3,7 +3,7 @@ use joch_core::{Object, ToolCall};
 
 use super::*;
 
-use crate::identity::rules::tests::{call_by, token};
+use crate::rules::tests::{call_by, token};
 
 /// The action of `kind`, about `call` where it names one.
 fn action(kind: ActionKind, call: &ToolCall) -> Action<'_> {
@@ -159,7 +159,7 @@ fn every_resource_kind_has_its_collection() {
 /// docs/identity.md prints the gate's table between two markers.
 #[test]
 fn the_docs_table_is_the_gates() {
-    let docs = include_str!("../../../../../../docs/identity.md");
+    let docs = include_str!("../../../../../docs/identity.md");
     let start = "<!-- gate table: generated from rules::gate::table(); keep equal -->\n";
     let end = "<!-- end of gate table -->";
     let from = docs.find(start).expect("the table's start marker") + start.len();

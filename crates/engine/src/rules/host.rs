@@ -13,7 +13,7 @@ use joch_core::host::{HostUse, OWN_ENV_PREFIX};
 use joch_core::{FieldError, Principal, ValidationError};
 
 use crate::EngineError;
-use crate::identity::rules::is_operator;
+use crate::rules::is_operator;
 
 /// What the operator lets namespaces take from joch's host (each list
 /// empty by default: nothing).

@@ -202,7 +202,7 @@ async fn a_hidden_tools_calls_leave_no_trace_in_any_read() {
 async fn a_verification_names_no_hidden_record() {
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = two_calls(&dir).await;
-    let store = &engine.inner.store;
+    let store = engine.store();
     let mut record = store.get("ToolCall", "ns", "hr-1").await.expect("hr-1");
     assert!(record.body.contains("123456"), "{}", record.body);
     record.body = record.body.replace("123456", "654321");
