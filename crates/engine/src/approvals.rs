@@ -250,17 +250,7 @@ impl Approvals {
             &rules::Action::Read(rules::Collection::ToolCalls),
         )?;
         let call = self.call(namespace, name).await?;
-        if !self
-            .inner
-            .visibility
-            .sees_call(by, namespace, &call)
-            .await?
-        {
-            return Err(EngineError::NotFound {
-                kind: crate::NotFoundKind::ToolCall,
-                name: name.clone(),
-            });
-        }
+        let call = self.inner.visibility.seen_call(by, namespace, call).await?;
         let decider = rules::decider(&call, approval, by, &decision.by, decision.for_user)?;
         if decision.always && !decider.asked_user {
             rules::may(by, &rules::Action::DecideStanding)?;

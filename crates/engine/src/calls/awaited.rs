@@ -10,6 +10,7 @@ use joch_core::{Principal, ToolCall};
 use crate::Calls;
 use crate::EngineError;
 use crate::calls::CallOutcome;
+use crate::calls::resumed::made_by;
 use crate::rules::{Action, may_in};
 
 impl Calls {
@@ -28,15 +29,7 @@ impl Calls {
     ) -> Result<Option<ToolCall>, EngineError> {
         // The answer of a call is the caller's: asked as the call was.
         may_in(by, namespace, &Action::CallTool)?;
-        let call = self.key_holder(namespace, name).await?;
-        let made_it =
-            !by.is_authenticated() || call.status.principal.as_ref().is_some_and(|p| by.is(p));
-        if !made_it {
-            return Err(EngineError::NotFound {
-                kind: crate::NotFoundKind::ToolCall,
-                name: name.to_owned(),
-            });
-        }
+        let call = made_by(by, self.key_holder(namespace, name).await?)?;
         let settled = if call.status.phase.is_terminal() {
             call
         } else {

@@ -19,18 +19,7 @@ impl Calls {
     ) -> Result<ToolCall, EngineError> {
         may_in(by, namespace, &Action::Read(Collection::ToolCalls))?;
         let call = self.record(namespace, name).await?;
-        if !self
-            .inner
-            .visibility
-            .sees_call(by, namespace, &call)
-            .await?
-        {
-            return Err(EngineError::NotFound {
-                kind: crate::NotFoundKind::ToolCall,
-                name: name.to_owned(),
-            });
-        }
-        Ok(call)
+        self.inner.visibility.seen_call(by, namespace, call).await
     }
 
     /// Reads a ToolCall for the engine's own use, whoever asks: the rules

@@ -33,16 +33,7 @@ impl Calls {
         name: &str,
     ) -> Result<ToolCall, EngineError> {
         acts_in(by, namespace)?;
-        let call = self.record(namespace, name).await?;
-        let made_it =
-            !by.is_authenticated() || call.status.principal.as_ref().is_some_and(|p| by.is(p));
-        if !made_it {
-            return Err(EngineError::NotFound {
-                kind: crate::NotFoundKind::ToolCall,
-                name: name.to_owned(),
-            });
-        }
-        Ok(call)
+        made_by(by, self.record(namespace, name).await?)
     }
 }
 
@@ -206,5 +197,17 @@ impl Calls {
             "the caller cancelled the call before it was decided".to_owned(),
         );
         Ok(self.refuse(call, rejection).await?.into_response())
+    }
+}
+
+/// `call`, if `by` made it (anyone, without authentication); else
+/// `NotFound`, as for no call at all.
+pub(in crate::calls) fn made_by(by: &Principal, call: ToolCall) -> Result<ToolCall, EngineError> {
+    match !by.is_authenticated() || call.status.principal.as_ref().is_some_and(|p| by.is(p)) {
+        true => Ok(call),
+        false => Err(EngineError::NotFound {
+            kind: crate::NotFoundKind::ToolCall,
+            name: call.metadata.name,
+        }),
     }
 }

@@ -60,6 +60,23 @@ impl Visibility {
         }
     }
 
+    /// `call`, if `by` sees it ([`sees_call`](Self::sees_call)); else
+    /// `NotFound`, as for no call at all.
+    pub(crate) async fn seen_call(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        call: ToolCall,
+    ) -> Result<ToolCall, EngineError> {
+        match self.sees_call(by, namespace, &call).await? {
+            true => Ok(call),
+            false => Err(EngineError::NotFound {
+                kind: crate::NotFoundKind::ToolCall,
+                name: call.metadata.name,
+            }),
+        }
+    }
+
     /// True when the ToolCall `call` exists for `by`: when the tool it
     /// records (by name) exists for `by` ([`sees_tool`](Self::sees_tool),
     /// which reads the Tool for its labels). A call of a tool that no
