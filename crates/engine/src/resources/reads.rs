@@ -1,5 +1,5 @@
 //! Reads of configured resources as a principal may make them: each asks
-//! the rulebook (`identity::rules`) with the caller's principal first.
+//! the rulebook (`rules`) with the caller's principal first.
 
 use joch_core::{Principal, Tool};
 use tokio::sync::watch;
