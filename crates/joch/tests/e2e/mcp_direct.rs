@@ -32,7 +32,7 @@ fn by_worker(text: &str) -> bool {
 /// which learns of its client a moment later (rmcp runs the handler of
 /// `notifications/initialized` in a task of its own), and rmcp serves the
 /// requests that come before. So: until a listing is served directly.
-async fn warm(joch: &Joch, client: &str, capabilities: Value) -> Session {
+pub(crate) async fn warm(joch: &Joch, client: &str, capabilities: Value) -> Session {
     let session = Session::open_declaring(joch, client, capabilities).await;
     for id in 1..=100 {
         let listing = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}});

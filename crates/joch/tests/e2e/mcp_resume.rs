@@ -97,9 +97,7 @@ async fn a_dropped_call_stream_resumes_with_its_answer_and_the_call_runs_once() 
         ("asking", json!({"elicitation": {}}), ".w"),
     ];
     for (n, (client, capabilities, position)) in clients.into_iter().enumerate() {
-        let session = Session::open_declaring(&joch, client, capabilities).await;
-        // The session's worker runs here once it served a request.
-        session.request(&joch, 1, "tools/list", json!({})).await;
+        let session = crate::mcp_direct::warm(&joch, client, capabilities).await;
         let id = 10 + n as u64;
         let last = call_and_drop(&joch, &session, id, "slow").await;
         assert!(last.starts_with("jc1."), "{last}");
