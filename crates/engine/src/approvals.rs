@@ -88,18 +88,29 @@ struct Parts {
     changed: Signal,
 }
 
+/// The parts the approvals part uses, handed to [`Approvals::new`].
+pub(crate) struct Needs {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) visibility: Visibility,
+    pub(crate) lists: Lists,
+    pub(crate) resources: Arc<Resources>,
+    pub(crate) credentials: Option<Arc<Credentials>>,
+    pub(crate) replica: Option<String>,
+}
+
 impl Approvals {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        store: Arc<dyn Store>,
-        catalog: Arc<Catalog>,
-        visibility: Visibility,
-        lists: Lists,
-        resources: Arc<Resources>,
-        credentials: Option<Arc<Credentials>>,
-        replica: Option<String>,
-        decided: Arc<dyn Decided>,
-    ) -> Self {
+    /// The part over `needs`, carrying decisions out through `decided`.
+    pub(crate) fn new(needs: Needs, decided: Arc<dyn Decided>) -> Self {
+        let Needs {
+            store,
+            catalog,
+            visibility,
+            lists,
+            resources,
+            credentials,
+            replica,
+        } = needs;
         let inner = Parts {
             store,
             catalog,

@@ -114,16 +114,16 @@ impl Engine {
             mcp: mcp.clone(),
         };
         let calls = Calls::new(needs, |decided| {
-            Approvals::new(
-                store.clone(),
-                catalog.clone(),
-                visibility.clone(),
-                lists.clone(),
-                resources.clone(),
-                config.credentials.clone(),
-                config.replica.clone(),
-                decided,
-            )
+            let needs = crate::approvals::Needs {
+                store: store.clone(),
+                catalog: catalog.clone(),
+                visibility: visibility.clone(),
+                lists: lists.clone(),
+                resources: resources.clone(),
+                credentials: config.credentials.clone(),
+                replica: config.replica.clone(),
+            };
+            Approvals::new(needs, decided)
         });
         let approvals = calls.approvals().clone();
         let lifecycle = Lifecycle::new(lifecycle::Needs {

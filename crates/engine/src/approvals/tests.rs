@@ -85,16 +85,16 @@ fn approvals_alone(
         lists.clone(),
         crate::HostAccess::default(),
     ));
-    let approvals = super::Approvals::new(
-        store.clone(),
+    let needs = super::Needs {
+        store: store.clone(),
         catalog,
         visibility,
         lists,
         resources,
-        None,
-        None,
-        asked,
-    );
+        credentials: None,
+        replica: None,
+    };
+    let approvals = super::Approvals::new(needs, asked);
     (approvals, store)
 }
 
