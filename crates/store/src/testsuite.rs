@@ -15,6 +15,7 @@ use crate::{Durability, ListQuery, Record, Store, StoreErrorKind};
 mod audit;
 mod costs;
 mod keys;
+mod lost_answers;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod ranges;
@@ -22,6 +23,7 @@ mod rates;
 pub use audit::*;
 pub use costs::*;
 pub use keys::*;
+pub use lost_answers::LostAnswers;
 pub use ranges::*;
 pub use rates::*;
 

@@ -25,7 +25,7 @@ use joch_core::{
     Approval, CallApproval, CallError, ErrorCode, EventKind, Object, Phase, Principal, Tool,
     ToolCall,
 };
-use joch_store::{Durability, StoreError};
+use joch_store::{Durability, StoreError, StoreErrorKind};
 use serde_json::{Value, json};
 
 pub(in crate::calls) use admitting::Admitting;
@@ -79,6 +79,32 @@ impl Calls {
             call.metadata.name = crate::clock::new_call_name();
             crate::tracing_spans::record_call_id(&call.metadata.name);
         }
+        let name = call.metadata.name.clone();
+        let admitted = self
+            .admit_named(by, namespace, call, intent, stopped, minted)
+            .await;
+        // The store went away while the call was being written: the write
+        // may have landed although its answer was lost, leaving a `Pending`
+        // record that no task of this replica runs, and a key that a retry
+        // would wait on for ever. Reconciled once the store is back.
+        if let Err(EngineError::Store(e)) = &admitted
+            && e.kind() == StoreErrorKind::Unavailable
+        {
+            self.reconcile_when_back(namespace.to_owned(), name);
+        }
+        admitted
+    }
+
+    /// [`admit`](Self::admit), for a call with its name.
+    async fn admit_named(
+        &self,
+        by: &Principal,
+        namespace: &str,
+        mut call: ToolCall,
+        intent: Intent,
+        stopped: Option<&str>,
+        minted: bool,
+    ) -> Result<Admission, EngineError> {
         // Set by the store when it writes the call: empty means not yet written.
         call.metadata.resource_version.clear();
         admit(namespace, &mut call, None)?;

@@ -1,5 +1,6 @@
 //! Calls left unfinished while this process lives on: a store write failed
-//! mid-call (PostgreSQL restarted or became unreachable; a disk error), so
+//! mid-call (PostgreSQL restarted or became unreachable; a disk error), or
+//! the write that recorded the call landed but its answer was lost, so
 //! the call's record may stand `Pending` or `Running` with this replica's
 //! name, and no one else will take it over (this replica's lease stays
 //! renewed). Once the store answers again, such a call is reconciled by the
@@ -58,5 +59,92 @@ impl Calls {
         self.reconcile(call, &mut report).await?;
         tracing::warn!(call = %name, ?report, "reconciled a call whose store write had failed");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use joch_core::{Invocation, Phase, Principal, Tool, ToolBackend, ToolCall, ToolFailure};
+    use joch_store::SqliteStore;
+    use joch_store::testsuite::LostAnswers;
+    use serde_json::{Value, json};
+
+    use crate::policies::StandardPolicyEngine;
+    use crate::{Engine, EngineConfig, EngineError};
+
+    /// Counts its runs.
+    #[derive(Default)]
+    struct Counted(AtomicUsize);
+
+    #[async_trait::async_trait]
+    impl ToolBackend for Counted {
+        fn kind(&self) -> &'static str {
+            "noop"
+        }
+
+        async fn invoke(&self, _: Invocation<'_>) -> Result<Value, ToolFailure> {
+            Ok(json!({"run": self.0.fetch_add(1, Ordering::SeqCst) + 1}))
+        }
+    }
+
+    fn keyed(name: Option<&str>) -> ToolCall {
+        let mut call = json!({"spec": {
+            "toolRef": {"name": "wire"},
+            "input": {},
+            "sideEffects": {"idempotencyKey": "k"}
+        }});
+        if let Some(name) = name {
+            call["metadata"] = json!({"name": name});
+        }
+        serde_json::from_value(call).expect("a call")
+    }
+
+    /// The store lost the answer to a call's first write, which landed: the
+    /// caller heard `Unavailable` and retries its key. The call is run once,
+    /// by reconciliation, and the retry hears its outcome instead of
+    /// waiting for ever on a `Pending` record no task runs.
+    #[tokio::test]
+    async fn a_call_whose_first_write_lost_its_answer_runs_once_and_answers_its_retry() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sqlite = SqliteStore::open(dir.path().join("joch.db")).expect("store");
+        let store = Arc::new(LostAnswers::new(sqlite));
+        let runs = Arc::new(Counted::default());
+        let engine = Engine::new(
+            store.clone(),
+            vec![runs.clone()],
+            Arc::new(StandardPolicyEngine::default()),
+            EngineConfig::default(),
+        );
+        let by = Principal::local();
+        let tool: Tool = serde_json::from_value(json!({
+            "metadata": {"name": "wire"},
+            "spec": {"sideEffects": {"level": "external_write"}, "backend": {"type": "noop"}}
+        }))
+        .expect("a tool");
+        engine
+            .resources()
+            .create(&by, "ns", tool)
+            .await
+            .expect("the tool");
+
+        store.lose(1);
+        let first = engine.calls().call(&by, "ns", keyed(Some("first"))).await;
+        assert!(
+            matches!(&first, Err(EngineError::Store(_))),
+            "the caller hears the store went away: {first:?}"
+        );
+        let retry = engine.calls().call(&by, "ns", keyed(None));
+        let retried = tokio::time::timeout(Duration::from_secs(20), retry)
+            .await
+            .expect("the retry is answered")
+            .expect("the retry");
+        assert_eq!(retried.record.metadata.name, "first");
+        assert_eq!(retried.record.status.phase, Phase::Succeeded);
+        assert!(retried.replayed, "the retry ran nothing itself");
+        assert_eq!(runs.0.load(Ordering::SeqCst), 1, "run once");
     }
 }

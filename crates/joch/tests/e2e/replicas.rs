@@ -202,11 +202,13 @@ pub(crate) async fn send_until_answered(
     call: Value,
 ) -> (StatusCode, Value) {
     let http = reqwest::Client::new();
-    for attempt in 0..100 {
-        let base = bases[(first + attempt) % bases.len()]
-            .read()
-            .unwrap()
-            .clone();
+    // A bound on the whole, so that a call nobody answers fails the test in
+    // minutes, not after a hundred request timeouts.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let mut next = first;
+    while tokio::time::Instant::now() < deadline {
+        let base = bases[next % bases.len()].read().unwrap().clone();
+        next += 1;
         let request = http
             .post(format!("{base}/v1/namespaces/{NS}/toolcalls"))
             .json(&call)
