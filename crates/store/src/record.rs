@@ -300,14 +300,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Inserts a new object and appends `audit` to its namespace's audit
     /// chain in the same write: both land, or neither (`AlreadyExists` if
-    /// the name is taken). Returns the entry's number. For a record written
-    /// once, already settled.
+    /// the name is taken). Once this returns, every reader of the chain
+    /// finds the entry in it. For a record written once, already settled.
     async fn create_audited(
         &self,
         record: Record,
         audit: String,
         durability: Durability,
-    ) -> Result<u64, StoreError>;
+    ) -> Result<(), StoreError>;
 
     /// Removes claims that expired before `now_ms`, and rate cells whose
     /// allowance is whole again by then (such a cell says nothing a missing
@@ -324,15 +324,15 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 
     /// Like [`Store::update`], and appends `audit` to the record's namespace's
-    /// audit chain in the same write: both land, or neither. Returns the
-    /// entry's number.
+    /// audit chain in the same write: both land, or neither. Once this
+    /// returns, every reader of the chain finds the entry in it.
     async fn update_audited(
         &self,
         record: Record,
         expected_version: u64,
         audit: String,
         durability: Durability,
-    ) -> Result<u64, StoreError>;
+    ) -> Result<(), StoreError>;
 
     /// Removes an object, if `expected_version` (when given) is current, and
     /// returns what was removed. Deletes are always synced.

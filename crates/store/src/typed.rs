@@ -35,10 +35,9 @@ impl dyn Store {
         object.metadata_mut().resource_version = "1".to_owned();
         let result = match (record_of(object), object.audit_entry(now())) {
             (Ok(record), None) => self.create(record, durability).await,
-            (Ok(record), Some(entry)) => self
-                .create_audited(record, entry.body(), durability)
-                .await
-                .map(drop),
+            (Ok(record), Some(entry)) => {
+                self.create_audited(record, entry.body(), durability).await
+            }
             (Err(e), _) => Err(e),
         };
         if result.is_err() {
@@ -81,10 +80,10 @@ impl dyn Store {
         object.metadata_mut().resource_version = (expected + 1).to_string();
         let result = match (record_of(object), object.audit_entry(now())) {
             (Ok(record), None) => self.update(record, expected, durability).await,
-            (Ok(record), Some(entry)) => self
-                .update_audited(record, expected, entry.body(), durability)
-                .await
-                .map(drop),
+            (Ok(record), Some(entry)) => {
+                self.update_audited(record, expected, entry.body(), durability)
+                    .await
+            }
             (Err(e), _) => Err(e),
         };
         if result.is_err() {

@@ -4,71 +4,63 @@
 //! One task per store takes every write waiting, applies them all in one
 //! transaction and commits once, so that concurrent calls share a commit
 //! and its WAL flush instead of each waiting for its own; the batch grows
-//! with load by itself. While a batch commits, the next one is applied
-//! ([`IN_FLIGHT`]). An audit entry is linked to its namespace's last
-//! one under a lock on the chain's head row, held until commit, so the
-//! chain cannot fork: the lock is taken once per batch and namespace.
+//! with load by itself. While batches commit, the next ones are applied
+//! ([`IN_FLIGHT`]). An audit entry is queued with its write, in the same
+//! transaction, and linked into its chain once committed (`chain.rs`): a
+//! batch locks no row but the records it writes.
 //!
 //! A write refused on its own (a stale version, a name taken) is answered
 //! with its refusal and leaves the rest of the batch alone: neither
 //! statement aborts the transaction. Anything else (the server gone) fails
 //! the whole batch, and nothing of it is kept.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 
-use sqlx_core::query::query;
-use sqlx_core::row::Row;
 use sqlx_postgres::{PgConnection, PgPool};
 use tokio::sync::{mpsc, oneshot};
 
+use super::chain::{self, Linker};
 use super::statistics::FirstStatistics;
 use super::{bulk, unavailable, writes};
 use crate::{Record, StoreError};
 
 /// Most writes in one transaction.
 const MAX_BATCH: usize = 256;
-/// Batches in flight at once: while one waits for its commit to be
-/// flushed, the next applies its writes. They lock what they share in the
-/// one order every batch uses, so they wait for each other only where
-/// they meet (always on an audit chain's head, whose order they keep),
-/// never in a circle.
-const IN_FLIGHT: usize = 2;
+/// Batches in flight at once: while some wait for their commits to be
+/// flushed, the next applies its writes. They lock only the records they
+/// write, in the one order every batch uses, so they wait for each other
+/// only where they write the same record, never in a circle.
+const IN_FLIGHT: usize = 4;
 /// Writes that may wait for the batcher before submitters feel back-pressure.
 const QUEUE: usize = 4096;
 
-/// What a write changes (besides appending its entry, if it has one).
+/// What a write changes.
 pub(super) enum Write {
     /// Inserts the record.
     Create(Record),
     /// Replaces the record if its version is still `expected`.
     Update { record: Record, expected: u64 },
-    /// Nothing: the entry alone, in `namespace`'s chain.
-    EntryOnly { namespace: String },
 }
 
 impl Write {
-    fn namespace(&self) -> &str {
+    fn record(&self) -> &Record {
         match self {
-            Write::Create(r) | Write::Update { record: r, .. } => &r.namespace,
-            Write::EntryOnly { namespace } => namespace,
+            Write::Create(r) | Write::Update { record: r, .. } => r,
         }
     }
 
     /// The order in which a batch takes its row locks. Every replica's
     /// batches take them in this one order, so two cannot deadlock.
     fn lock_order(&self) -> (&str, &str, &str) {
-        match self {
-            Write::Create(r) | Write::Update { record: r, .. } => (&r.namespace, &r.kind, &r.name),
-            Write::EntryOnly { namespace } => (namespace, "", ""),
-        }
+        let r = self.record();
+        (&r.namespace, &r.kind, &r.name)
     }
 }
 
 struct Request {
     write: Write,
     audit: Option<String>,
-    /// The entry's number in its chain (0 without an entry).
-    reply: oneshot::Sender<Result<u64, StoreError>>,
+    reply: oneshot::Sender<Result<(), StoreError>>,
 }
 
 /// The submitting side of a store's batcher; the task stops when it drops.
@@ -77,20 +69,19 @@ pub(super) struct Batcher {
 }
 
 impl Batcher {
-    pub(super) fn spawn(pool: PgPool) -> (Self, tokio::task::JoinHandle<()>) {
+    pub(super) fn spawn(pool: PgPool, linker: Linker) -> (Self, tokio::task::JoinHandle<()>) {
         let (requests, receiver) = mpsc::channel(QUEUE);
-        let task = tokio::spawn(run(pool, receiver));
+        let task = tokio::spawn(run(pool, linker, receiver));
         (Self { requests }, task)
     }
 
-    /// Applies `write` and appends `audit`, if any, to its namespace's
-    /// chain, both committed when this returns `Ok` with the entry's number
-    /// (0 without an entry).
+    /// Applies `write` and queues `audit`, if any, for its namespace's
+    /// chain, both committed when this returns `Ok`.
     pub(super) async fn write(
         &self,
         write: Write,
         audit: Option<String>,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(), StoreError> {
         let (reply, answer) = oneshot::channel();
         let stopped = || StoreError::Unavailable("the write batcher stopped".to_owned());
         self.requests
@@ -105,7 +96,7 @@ impl Batcher {
     }
 }
 
-async fn run(pool: PgPool, mut receiver: mpsc::Receiver<Request>) {
+async fn run(pool: PgPool, linker: Linker, mut receiver: mpsc::Receiver<Request>) {
     let mut statistics = FirstStatistics::new(pool.clone());
     // Dropped with this task, which aborts the batches it holds.
     let mut committing = tokio::task::JoinSet::new();
@@ -118,17 +109,20 @@ async fn run(pool: PgPool, mut receiver: mpsc::Receiver<Request>) {
             break;
         }
         statistics.written(batch.len());
-        let pool = pool.clone();
-        committing.spawn(async move { commit_batch(&pool, batch).await });
+        let (pool, linker) = (pool.clone(), linker.clone());
+        committing.spawn(async move { commit_batch(&pool, &linker, batch).await });
     }
     while committing.join_next().await.is_some() {}
 }
 
-async fn commit_batch(pool: &PgPool, mut batch: Vec<Request>) {
+async fn commit_batch(pool: &PgPool, linker: &Linker, mut batch: Vec<Request>) {
     // Stable: two writes of one record keep the order they came in.
     batch.sort_by(|a, b| a.write.lock_order().cmp(&b.write.lock_order()));
-    match apply_and_link(pool, &batch).await {
-        Ok(answers) => {
+    match apply(pool, &batch).await {
+        Ok((answers, chains)) => {
+            if !chains.is_empty() {
+                linker.queued(chains);
+            }
             for (request, answer) in batch.into_iter().zip(answers) {
                 let _ = request.reply.send(answer);
             }
@@ -144,34 +138,29 @@ async fn commit_batch(pool: &PgPool, mut batch: Vec<Request>) {
     }
 }
 
-/// One transaction: every write, then every entry of the writes that were
-/// not refused. The answers are in `batch`'s order.
-async fn apply_and_link(
+/// One transaction: every write, then the entries of the writes that were
+/// not refused, queued. The answers are in `batch`'s order, with the
+/// namespaces whose entries were queued.
+async fn apply(
     pool: &PgPool,
     batch: &[Request],
-) -> Result<Vec<Result<u64, StoreError>>, StoreError> {
+) -> Result<(Vec<Result<(), StoreError>>, Vec<String>), StoreError> {
     let mut tx = pool.begin().await.map_err(unavailable)?;
     // The creates first, all in one statement; then the updates. Writes of
     // one batch are concurrent (none was answered before another came), so
     // any order between them is one a caller could have seen.
     let mut answers = created(&mut tx, batch).await?;
     updated(&mut tx, batch, &mut answers).await?;
-    let mut chains: BTreeMap<&str, Vec<(usize, &str)>> = BTreeMap::new();
-    for (i, request) in batch.iter().enumerate() {
-        if let (Ok(_), Some(audit)) = (&answers[i], &request.audit) {
-            let chain = chains.entry(request.write.namespace()).or_default();
-            chain.push((i, audit.as_str()));
-        }
-    }
-    for (namespace, members) in chains {
-        let bodies: Vec<&str> = members.iter().map(|&(_, body)| body).collect();
-        let first = link(&mut tx, namespace, &bodies).await?;
-        for (offset, &(i, _)) in (0u64..).zip(&members) {
-            answers[i] = Ok(first + offset);
-        }
-    }
+    let entries: Vec<(&str, &str)> = batch
+        .iter()
+        .zip(&answers)
+        .filter(|(_, answer)| answer.is_ok())
+        .filter_map(|(r, _)| Some((r.write.record().namespace.as_str(), r.audit.as_deref()?)))
+        .collect();
+    chain::enqueue(&mut tx, &entries).await?;
     tx.commit().await.map_err(unavailable)?;
-    Ok(answers)
+    let chains: BTreeSet<&str> = entries.iter().map(|&(namespace, _)| namespace).collect();
+    Ok((answers, chains.into_iter().map(str::to_owned).collect()))
 }
 
 /// Inserts the batch's new records in one statement (a round trip, not one
@@ -181,7 +170,7 @@ async fn apply_and_link(
 async fn created(
     conn: &mut PgConnection,
     batch: &[Request],
-) -> Result<Vec<Result<u64, StoreError>>, StoreError> {
+) -> Result<Vec<Result<(), StoreError>>, StoreError> {
     let mut firsts = HashSet::new();
     let mut creates = Vec::new();
     for request in batch {
@@ -205,14 +194,14 @@ async fn created(
             Write::Create(r) => {
                 let key = (r.kind.as_str(), r.namespace.as_str(), r.name.as_str());
                 match answered.insert(key) && inserted.contains(&key) {
-                    true => Ok(0),
+                    true => Ok(()),
                     false => Err(StoreError::AlreadyExists {
                         kind: r.kind.clone(),
                         name: r.name.clone(),
                     }),
                 }
             }
-            _ => Ok(0),
+            Write::Update { .. } => Ok(()),
         })
         .collect())
 }
@@ -220,12 +209,11 @@ async fn created(
 /// Applies the batch's updates: the first of each record's in one
 /// statement ([`bulk::replace_all`]), a second of the same record (rare:
 /// writes of one batch are concurrent) on its own after it. Each update's
-/// answer goes into `answers` (`Ok(0)`: numbered once its namespace's
-/// entries are linked).
+/// answer goes into `answers`.
 async fn updated(
     conn: &mut PgConnection,
     batch: &[Request],
-    answers: &mut [Result<u64, StoreError>],
+    answers: &mut [Result<(), StoreError>],
 ) -> Result<(), StoreError> {
     let mut firsts = HashSet::new();
     let (mut bulk, mut repeats) = (Vec::new(), Vec::new());
@@ -245,7 +233,7 @@ async fn updated(
     let replaced = bulk::replace_all(conn, &pairs).await?;
     for (&(i, r, expected), replaced) in bulk.iter().zip(replaced) {
         answers[i] = match replaced {
-            true => Ok(0),
+            true => Ok(()),
             false => match writes::not_replaced(conn, r, expected).await {
                 e @ StoreError::Unavailable(_) => return Err(e),
                 refused => Err(refused),
@@ -255,56 +243,8 @@ async fn updated(
     for (i, r, expected) in repeats {
         answers[i] = match writes::replace(conn, r, expected).await {
             Err(e @ StoreError::Unavailable(_)) => return Err(e),
-            other => other.map(|()| 0),
+            other => other,
         };
     }
     Ok(())
-}
-
-/// Links `bodies`, in order, after `namespace`'s last entry, inside the
-/// caller's transaction, and returns the first one's number. The head row
-/// stays locked until that transaction ends, so no other appender can read
-/// the same last hash: the chain cannot fork.
-async fn link(
-    conn: &mut PgConnection,
-    namespace: &str,
-    bodies: &[&str],
-) -> Result<u64, StoreError> {
-    // A no-op update on conflict: its only purpose is the row lock, and it
-    // returns the head as the last committed appender left it.
-    let head = query(
-        "INSERT INTO audit_heads AS h (namespace, seq, hash) VALUES ($1, 0, $2)
-         ON CONFLICT (namespace) DO UPDATE SET seq = h.seq
-         RETURNING seq, hash",
-    )
-    .bind(namespace)
-    .bind(joch_core::audit::GENESIS)
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(unavailable)?;
-    let last: i64 = head.try_get(0).map_err(unavailable)?;
-    let mut prev: String = head.try_get(1).map_err(unavailable)?;
-    let (mut seqs, mut prevs, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
-    for (seq, body) in (last + 1..).zip(bodies) {
-        let hash = joch_core::audit::chain_hash(&prev, body);
-        seqs.push(seq);
-        prevs.push(std::mem::replace(&mut prev, hash.clone()));
-        hashes.push(hash);
-    }
-    query(
-        "WITH moved AS (UPDATE audit_heads SET seq = $2, hash = $3 WHERE namespace = $1)
-         INSERT INTO audit (namespace, seq, prev, hash, body)
-         SELECT $1, * FROM UNNEST($4::BIGINT[], $5::TEXT[], $6::TEXT[], $7::TEXT[])",
-    )
-    .bind(namespace)
-    .bind(seqs.last().copied().unwrap_or(last))
-    .bind(prev.as_str())
-    .bind(&seqs)
-    .bind(&prevs)
-    .bind(&hashes)
-    .bind(bodies)
-    .execute(&mut *conn)
-    .await
-    .map_err(unavailable)?;
-    Ok(u64::try_from(last + 1).unwrap_or_default())
 }

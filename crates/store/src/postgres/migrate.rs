@@ -75,6 +75,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "change notifications after commit",
         include_str!("../../migrations/postgres/0011_notify_after_commit.sql"),
     ),
+    (
+        12,
+        "audit entries queued for linking",
+        include_str!("../../migrations/postgres/0012_audit_queue.sql"),
+    ),
 ];
 
 /// [`MIGRATIONS`] as a source for sqlx's migrator. (The `sqlx::migrate!`

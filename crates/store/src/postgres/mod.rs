@@ -7,16 +7,18 @@
 //!   insert, so one key admits one call across all replicas;
 //! - `update` and `delete` compare `resource_version` in their `WHERE`
 //!   clause, so of two replicas writing the same version one gets `Conflict`;
-//! - an event or audit append first locks its chain's head row (an upsert
-//!   on `event_heads` or `audit_heads`) until it commits, so appends to one
-//!   execution or namespace take turns: numbers are never shared or skipped,
-//!   the audit chain never forks, and a reader that sees entry N sees all
-//!   entries before it.
+//! - an event append, and the link of audit entries into their chain
+//!   (`chain.rs`), first lock the chain's head row (an upsert on
+//!   `event_heads` or `audit_heads`) until they commit, so appends to one
+//!   execution or namespace take turns: numbers are never shared or
+//!   skipped, the audit chain never forks, and a reader that sees entry N
+//!   sees all entries before it;
 //! - creates and updates, audited or not, queue for a batcher task that
 //!   commits all those waiting in one transaction (`batches.rs`): concurrent
-//!   calls share one commit and one WAL flush, and an audit chain's lock is
-//!   taken once per batch, not once per settle. (A create that claims an
-//!   idempotency key, a delete and an event append commit on their own.)
+//!   calls share one commit and one WAL flush. An audit entry is queued in
+//!   its write's transaction and linked after it commits, so no write waits
+//!   for another replica's audit lock. (A create that claims an idempotency
+//!   key, a delete and an event append commit on their own.)
 //!
 //! Every acknowledged write has committed, whatever its [`Durability`]:
 //! PostgreSQL already flushes the commits of concurrent sessions together,
@@ -28,6 +30,7 @@
 mod batches;
 mod blobs;
 mod bulk;
+mod chain;
 mod changes;
 mod migrate;
 mod reads;
@@ -78,6 +81,7 @@ pub struct PostgresStore {
     announcer: tokio::task::JoinHandle<()>,
     batches: batches::Batcher,
     batcher: tokio::task::JoinHandle<()>,
+    linker: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for PostgresStore {
@@ -85,6 +89,7 @@ impl Drop for PostgresStore {
         self.listener.abort();
         self.announcer.abort();
         self.batcher.abort();
+        self.linker.abort();
     }
 }
 
@@ -127,7 +132,8 @@ impl PostgresStore {
         migrate::run(&pool).await?;
         let (changes, listener) = changes::spawn(pool.clone());
         let (notifier, announcer) = changes::Notifier::spawn(connect);
-        let (batches, batcher) = batches::Batcher::spawn(pool.clone());
+        let (chains, linker) = chain::Linker::spawn(pool.clone());
+        let (batches, batcher) = batches::Batcher::spawn(pool.clone(), chains);
         tracing::info!(
             max_connections = options.max_connections,
             "PostgreSQL store ready"
@@ -140,6 +146,7 @@ impl PostgresStore {
             announcer,
             batches,
             batcher,
+            linker,
         })
     }
 
@@ -220,7 +227,7 @@ impl Store for PostgresStore {
     async fn create(&self, record: Record, _: Durability) -> Result<(), StoreError> {
         let changed = owned_key(&record);
         let written = timed(self.batches.write(batches::Write::Create(record), None)).await;
-        self.announce(borrowed(&changed), written.map(drop))
+        self.announce(borrowed(&changed), written)
     }
 
     async fn create_claimed(
@@ -238,7 +245,7 @@ impl Store for PostgresStore {
         record: Record,
         audit: String,
         _: Durability,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(), StoreError> {
         let changed = owned_key(&record);
         let written = timed(
             self.batches
@@ -264,7 +271,7 @@ impl Store for PostgresStore {
             expected: expected_version,
         };
         let written = timed(self.batches.write(write, None)).await;
-        self.announce(borrowed(&changed), written.map(drop))
+        self.announce(borrowed(&changed), written)
     }
 
     async fn update_audited(
@@ -273,7 +280,7 @@ impl Store for PostgresStore {
         expected_version: u64,
         audit: String,
         _: Durability,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(), StoreError> {
         let changed = owned_key(&record);
         let write = batches::Write::Update {
             record,
@@ -313,10 +320,7 @@ impl Store for PostgresStore {
         body: String,
         _: Durability,
     ) -> Result<u64, StoreError> {
-        let write = batches::Write::EntryOnly {
-            namespace: namespace.to_owned(),
-        };
-        self.batches.write(write, Some(body)).await
+        chain::link(&self.pool, namespace, Some(&body)).await
     }
 
     async fn list_audit(
@@ -325,14 +329,17 @@ impl Store for PostgresStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, StoreError> {
+        chain::link_queued(&self.pool, namespace).await?;
         reads::list_audit(&self.pool, namespace, after, limit).await
     }
 
     async fn audit_of(&self, namespace: &str, name: &str) -> Result<Vec<AuditRecord>, StoreError> {
+        chain::link_queued(&self.pool, namespace).await?;
         reads::audit_of(&self.pool, namespace, name).await
     }
 
     async fn audit_heads(&self) -> Result<Vec<AuditRecord>, StoreError> {
+        chain::link_all_queued(&self.pool).await?;
         reads::audit_heads(&self.pool).await
     }
 

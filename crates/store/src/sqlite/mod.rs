@@ -151,13 +151,13 @@ impl Store for SqliteStore {
         record: Record,
         audit: String,
         durability: Durability,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(), StoreError> {
         let write = Write::Create {
             record,
             claim: None,
             audit: Some(audit),
         };
-        appended(self.write(write, durability).await?)
+        self.write(write, durability).await.map(drop)
     }
 
     async fn purge_expired_keys(&self, now_ms: i64) -> Result<usize, StoreError> {
@@ -196,13 +196,13 @@ impl Store for SqliteStore {
         expected_version: u64,
         audit: String,
         durability: Durability,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(), StoreError> {
         let write = Write::Update {
             record,
             expected_version,
             audit: Some(audit),
         };
-        appended(self.write(write, durability).await?)
+        self.write(write, durability).await.map(drop)
     }
 
     async fn delete(
@@ -351,13 +351,3 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests;
-
-/// The entry number an audited write returns.
-fn appended(written: Written) -> Result<u64, StoreError> {
-    match written {
-        Written::Appended(seq) => Ok(seq),
-        _ => Err(StoreError::Unavailable(
-            "an audited write returned no sequence".to_owned(),
-        )),
-    }
-}

@@ -70,7 +70,7 @@ impl<S: Store> Store for LostAnswers<S> {
         record: Record,
         audit: String,
         durability: Durability,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(), StoreError> {
         self.heard(self.inner.create_audited(record, audit, durability).await)
     }
 
@@ -95,7 +95,7 @@ impl<S: Store> Store for LostAnswers<S> {
         expected_version: u64,
         audit: String,
         durability: Durability,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(), StoreError> {
         let inner = &self.inner;
         inner
             .update_audited(record, expected_version, audit, durability)
