@@ -36,6 +36,9 @@ const SWEEP: Duration = Duration::from_secs(1);
 /// Batches whose namespaces may wait for the linker; past that, the sweep
 /// links them.
 const QUEUE: usize = 1024;
+/// Most queued entries one link takes, oldest first: a backlog is linked
+/// in transactions of bounded size.
+pub(super) const MOST: i64 = 4096;
 
 /// Queues `entries` (namespace, body) in the caller's transaction.
 pub(super) async fn enqueue(
@@ -55,13 +58,17 @@ pub(super) async fn enqueue(
     Ok(())
 }
 
-/// Links `namespace`'s queued entries, then `body` if given, in one
-/// transaction; returns the number of the chain's last entry then.
-pub(super) async fn link(
-    pool: &PgPool,
-    namespace: &str,
-    body: Option<&str>,
-) -> Result<u64, StoreError> {
+/// What one link did.
+struct Linked {
+    /// The number of the chain's last entry.
+    last: u64,
+    /// Whether it left queued entries (it took [`MOST`]), and `body`.
+    more: bool,
+}
+
+/// Links `namespace`'s oldest queued entries (at most [`MOST`]), then
+/// `body` if given and none are left, in one transaction.
+async fn link(pool: &PgPool, namespace: &str, body: Option<&str>) -> Result<Linked, StoreError> {
     let mut tx = pool.begin().await.map_err(unavailable)?;
     // A no-op update on conflict: its only purpose is the row lock, and it
     // returns the head as the last linker left it.
@@ -77,17 +84,23 @@ pub(super) async fn link(
     .map_err(unavailable)?;
     let last: i64 = head.try_get(0).map_err(unavailable)?;
     let mut prev: String = head.try_get(1).map_err(unavailable)?;
-    let mut queued: Vec<(i64, String)> =
-        query_as("DELETE FROM audit_queue WHERE namespace = $1 RETURNING id, body")
-            .bind(namespace)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(unavailable)?;
+    let mut queued: Vec<(i64, String)> = query_as(
+        "DELETE FROM audit_queue WHERE id IN (
+                 SELECT id FROM audit_queue WHERE namespace = $1 ORDER BY id LIMIT $2)
+             RETURNING id, body",
+    )
+    .bind(namespace)
+    .bind(MOST)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(unavailable)?;
     queued.sort_unstable_by_key(|&(id, _)| id);
+    let more = queued.len() as i64 == MOST;
+    // What was queued before `body` is linked before it.
     let bodies: Vec<&str> = queued
         .iter()
         .map(|(_, body)| body.as_str())
-        .chain(body)
+        .chain(body.filter(|_| !more))
         .collect();
     let (mut seqs, mut prevs, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
     for (seq, body) in (last + 1..).zip(&bodies) {
@@ -115,7 +128,25 @@ pub(super) async fn link(
         .map_err(unavailable)?;
     }
     tx.commit().await.map_err(unavailable)?;
-    Ok(u64::try_from(end).unwrap_or_default())
+    Ok(Linked {
+        last: u64::try_from(end).unwrap_or_default(),
+        more,
+    })
+}
+
+/// Links all that `namespace` has queued, then `body` if given; returns
+/// the number of the chain's last entry then.
+pub(super) async fn link_all(
+    pool: &PgPool,
+    namespace: &str,
+    body: Option<&str>,
+) -> Result<u64, StoreError> {
+    loop {
+        let linked = link(pool, namespace, body).await?;
+        if !linked.more {
+            return Ok(linked.last);
+        }
+    }
 }
 
 /// Links `namespace`'s queued entries, if it has any: a reader of a chain
@@ -128,7 +159,7 @@ pub(super) async fn link_queued(pool: &PgPool, namespace: &str) -> Result<(), St
             .await
             .map_err(unavailable)?;
     if queued {
-        link(pool, namespace, None).await?;
+        link_all(pool, namespace, None).await?;
     }
     Ok(())
 }
@@ -140,7 +171,7 @@ pub(super) async fn link_all_queued(pool: &PgPool) -> Result<(), StoreError> {
         .await
         .map_err(unavailable)?;
     for namespace in namespaces {
-        link(pool, &namespace, None).await?;
+        link_all(pool, &namespace, None).await?;
     }
     Ok(())
 }
@@ -177,7 +208,7 @@ async fn run(pool: PgPool, mut committed: mpsc::Receiver<Vec<String>>) {
                 let namespaces: BTreeSet<String> = batches.drain(..).flatten().collect();
                 for namespace in namespaces {
                     // Failed: the namespace's next link, or the sweep, takes them.
-                    if let Err(e) = link(&pool, &namespace, None).await {
+                    if let Err(e) = link_all(&pool, &namespace, None).await {
                         tracing::warn!(%namespace, error = %e, "cannot link queued audit entries");
                     }
                 }

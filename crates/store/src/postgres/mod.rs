@@ -320,7 +320,7 @@ impl Store for PostgresStore {
         body: String,
         _: Durability,
     ) -> Result<u64, StoreError> {
-        chain::link(&self.pool, namespace, Some(&body)).await
+        chain::link_all(&self.pool, namespace, Some(&body)).await
     }
 
     async fn list_audit(

@@ -201,5 +201,6 @@ async fn an_unreachable_server_is_unavailable_and_its_password_unsaid() {
 }
 
 mod batches;
+mod chain;
 mod replicas;
 mod statistics;
