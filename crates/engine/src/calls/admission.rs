@@ -19,7 +19,7 @@ mod consent;
 mod policies;
 mod steps;
 #[cfg(test)]
-mod tests;
+pub(in crate::calls) mod tests;
 
 use joch_core::{
     Approval, CallApproval, CallError, ErrorCode, EventKind, Object, Phase, Principal, Tool,

@@ -68,11 +68,12 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use joch_core::{Invocation, Phase, Principal, Tool, ToolBackend, ToolCall, ToolFailure};
+    use joch_core::{Invocation, Phase, Principal, Tool, ToolBackend, ToolFailure};
     use joch_store::SqliteStore;
     use joch_store::testsuite::LostAnswers;
     use serde_json::{Value, json};
 
+    use crate::calls::admission::tests::call;
     use crate::policies::StandardPolicyEngine;
     use crate::{Engine, EngineConfig, EngineError};
 
@@ -89,18 +90,6 @@ mod tests {
         async fn invoke(&self, _: Invocation<'_>) -> Result<Value, ToolFailure> {
             Ok(json!({"run": self.0.fetch_add(1, Ordering::SeqCst) + 1}))
         }
-    }
-
-    fn keyed(name: Option<&str>) -> ToolCall {
-        let mut call = json!({"spec": {
-            "toolRef": {"name": "wire"},
-            "input": {},
-            "sideEffects": {"idempotencyKey": "k"}
-        }});
-        if let Some(name) = name {
-            call["metadata"] = json!({"name": name});
-        }
-        serde_json::from_value(call).expect("a call")
     }
 
     /// The store lost the answer to a call's first write, which landed: the
@@ -132,12 +121,12 @@ mod tests {
             .expect("the tool");
 
         store.lose(1);
-        let first = engine.calls().call(&by, "ns", keyed(Some("first"))).await;
+        let first = engine.calls().call(&by, "ns", call(Some("first"))).await;
         assert!(
             matches!(&first, Err(EngineError::Store(_))),
             "the caller hears the store went away: {first:?}"
         );
-        let retry = engine.calls().call(&by, "ns", keyed(None));
+        let retry = engine.calls().call(&by, "ns", call(None));
         let retried = tokio::time::timeout(Duration::from_secs(20), retry)
             .await
             .expect("the retry is answered")

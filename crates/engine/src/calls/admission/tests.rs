@@ -12,7 +12,8 @@ use super::steps::Check;
 use crate::calls::Rejection;
 use crate::{Engine, EngineError};
 
-fn call(name: Option<&str>) -> ToolCall {
+/// A call of tool `wire` with idempotency key `k`, named `name` if given.
+pub(in crate::calls) fn call(name: Option<&str>) -> ToolCall {
     let mut call = json!({"spec": {
         "toolRef": {"name": "wire"},
         "input": {},

@@ -5,12 +5,10 @@
 use std::time::Duration;
 
 use joch_core::audit::GENESIS;
-use sqlx_core::connection::Connection;
 use sqlx_core::executor::Executor;
 use sqlx_core::query_scalar::query_scalar;
-use sqlx_postgres::{PgConnection, PgPool};
 
-use super::{Databases, PostgresOptions, PostgresStore, server};
+use super::{Databases, server};
 use crate::postgres::chain::MOST;
 use crate::testsuite::record;
 use crate::{Durability, Store};
@@ -24,16 +22,12 @@ async fn an_audited_write_does_not_wait_for_its_chains_lock() {
         return;
     };
     let databases = Databases::new(server);
-    let url = databases.create().await;
-    let store = PostgresStore::connect(&url, PostgresOptions::default())
-        .await
-        .expect("connect");
+    let store = databases.store().await;
     store
         .append_audit("ns", "first".to_owned(), Durability::Sync)
         .await
         .expect("append");
-    let mut holder = PgConnection::connect(&url).await.expect("raw");
-    holder.execute("BEGIN").await.expect("begin");
+    let mut holder = store.pool.begin().await.expect("begin");
     holder
         .execute("SELECT * FROM audit_heads WHERE namespace = 'ns' FOR UPDATE")
         .await
@@ -47,13 +41,12 @@ async fn an_audited_write_does_not_wait_for_its_chains_lock() {
         .await
         .expect("the write did not wait for the head")
         .expect("create_audited");
-    holder.execute("COMMIT").await.expect("commit");
+    holder.commit().await.expect("commit");
     let chain = store.list_audit("ns", 0, 10).await.expect("list");
     let bodies: Vec<&str> = chain.iter().map(|e| e.body.as_str()).collect();
     assert_eq!(bodies, ["first", "second"]);
     assert_eq!(chain[1].prev, chain[0].hash);
     drop(store);
-    holder.close().await.expect("close");
     databases.drop_all().await;
 }
 
@@ -67,11 +60,8 @@ async fn entries_a_dead_replica_queued_are_linked_by_a_reader_or_the_sweep() {
         return;
     };
     let databases = Databases::new(server);
-    let url = databases.create().await;
-    let store = PostgresStore::connect(&url, PostgresOptions::default())
-        .await
-        .expect("connect");
-    let pool = PgPool::connect(&url).await.expect("pool");
+    let store = databases.store().await;
+    let pool = store.pool.clone();
     // More than one link takes.
     let left = MOST + 10;
     sqlx_core::query::query(
@@ -112,7 +102,6 @@ async fn entries_a_dead_replica_queued_are_linked_by_a_reader_or_the_sweep() {
         .await
         .expect("count");
     assert_eq!(queued, 0, "nothing is left queued");
-    drop(store);
-    pool.close().await;
+    drop((store, pool));
     databases.drop_all().await;
 }
