@@ -7,10 +7,10 @@
 //! costs one sync (its result), a risky call two (Running, then its result),
 //! and both share each sync with every other call in flight (group commit).
 //!
-//! A call whose caller waits for its outcome, and that needs no durable
-//! intent (it will not run, or its tool may safely run twice) and no key
-//! claim, is written once, when it settles, instead of three times
-//! (Pending, Running, settled): see [`Intent`].
+//! A call whose caller waits for its outcome and that claims no key skips
+//! the `Pending` write: it is written twice (`Running`, synced before its
+//! side effect, then settled), or once, when it settles, if it will not
+//! run or its tool may safely run twice: see [`Intent`].
 
 mod admitting;
 mod approval;
@@ -45,11 +45,14 @@ pub(in crate::calls) enum Intent {
     /// back before the call ends (`submit`), or the call must be stored
     /// before anything else happens (hook mode).
     Now(Durability),
-    /// The caller waits for the outcome. A call that needs no durable
-    /// intent and claims no key is written when it settles, or as `Running`
-    /// once it has run for the engine's `intent_grace` (so a slow call can
-    /// be seen, and found after a crash); any other is written at
-    /// admission, unsynced.
+    /// The caller waits for the outcome. A call that claims no key is
+    /// first written as it runs: a tool that must not run twice as
+    /// `Running`, synced before its side effect (its durable intent); one
+    /// that may safely run again, or a call that will not run, when it
+    /// settles, or as `Running` once it has run for the engine's
+    /// `intent_grace` (so a slow call can be seen, and found after a
+    /// crash). A call that claims a key, or waits for a decision, is
+    /// written at admission, unsynced.
     WhenSettled,
 }
 
@@ -145,13 +148,12 @@ impl Calls {
             });
         }
         call.status.replica.clone_from(&self.inner.settings.replica);
-        let written_when_settled = intent == Intent::WhenSettled
+        let written_later = intent == Intent::WhenSettled
             && a.key.is_none()
             && !awaits_approval
-            && (rejection.is_some() || a.tool.spec.side_effects.is_repeatable())
             // A name the caller chose may be taken: refused before anything runs.
             && (minted || self.name_is_free(call).await?);
-        if !written_when_settled {
+        if !written_later {
             let key = a.key.take();
             if let Some(holder) = self.store_admitted(call, &a.tool, key, durability).await? {
                 return Ok(Admission::KeyHeldBy(holder));

@@ -148,8 +148,10 @@ impl Calls {
     }
 
     /// Marks the call `Running` (its next attempt, for one recovered after a
-    /// crash) and, if it is already written, writes that: synced before a
-    /// side effect that must not repeat. Returns whether it is written.
+    /// crash) and writes that if the call is already written, or if its
+    /// side effect must not repeat (its first write then: see
+    /// `admission::Intent`), synced before that side effect. Returns
+    /// whether it is written.
     async fn mark_running(&self, call: &mut ToolCall, tool: &Tool) -> Result<bool, EngineError> {
         if call.status.phase != Phase::Running {
             call.transition(Phase::Running)?;
@@ -165,6 +167,9 @@ impl Calls {
         let written = !call.metadata.resource_version.is_empty();
         if written {
             self.inner.store.update_object(call, durability).await?;
+        } else if durability == Durability::Sync {
+            self.inner.store.create_object(call, durability).await?;
+            return Ok(true);
         }
         Ok(written)
     }

@@ -30,7 +30,7 @@ const MAX_BATCH: usize = 256;
 /// flushed, the next applies its writes. They lock only the records they
 /// write, in the one order every batch uses, so they wait for each other
 /// only where they write the same record, never in a circle.
-const IN_FLIGHT: usize = 4;
+const IN_FLIGHT: usize = 2;
 /// Writes that may wait for the batcher before submitters feel back-pressure.
 const QUEUE: usize = 4096;
 

@@ -33,6 +33,9 @@ use crate::StoreError;
 
 /// How often a linker looks for entries queued with nobody to link them.
 const SWEEP: Duration = Duration::from_secs(1);
+/// The linker's rest after a link: one link per namespace and pause at
+/// most, however many batches commit (readers link for themselves).
+const PAUSE: Duration = Duration::from_millis(50);
 /// Batches whose namespaces may wait for the linker; past that, the sweep
 /// links them.
 const QUEUE: usize = 1024;
@@ -212,6 +215,8 @@ async fn run(pool: PgPool, mut committed: mpsc::Receiver<Vec<String>>) {
                         tracing::warn!(%namespace, error = %e, "cannot link queued audit entries");
                     }
                 }
+                // The next link takes every batch committed meanwhile.
+                tokio::time::sleep(PAUSE).await;
             }
             _ = sweep.tick() => {
                 if let Err(e) = link_all_queued(&pool).await {
