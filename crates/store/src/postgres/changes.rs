@@ -21,6 +21,9 @@
 //!
 //! **Hearing.** One connection per store `LISTEN`s and passes every
 //! notification, this store's own included, to the process's subscribers.
+//! A notification carries many changes, one a line, so that a batch of
+//! changes costs the server and each listening replica a message or a few,
+//! not one per change.
 
 use std::time::Duration;
 
@@ -40,6 +43,8 @@ const BACKLOG: usize = 4096;
 const PENDING: usize = 16_384;
 /// Most changes in one notifying transaction.
 const MAX_BATCH: usize = 1024;
+/// Most bytes in one notification (PostgreSQL refuses 8,000 or more).
+const MAX_PAYLOAD: usize = 7_900;
 /// A payload that says anything may have changed.
 const ANYTHING: &str = "*\t\t";
 
@@ -68,7 +73,7 @@ async fn listen(pool: &PgPool, sender: &broadcast::Sender<Change>) -> Result<(),
     loop {
         match listener.try_recv().await? {
             Some(notification) => {
-                if let Some(change) = parse(notification.payload()) {
+                for change in notification.payload().split('\n').filter_map(parse) {
                     let _ = sender.send(change);
                 }
             }
@@ -155,10 +160,32 @@ async fn notify(pool: &PgPool, payloads: &[String]) -> Result<(), sqlx_core::Err
     }
     query("SELECT pg_notify($1, p) FROM UNNEST($2::TEXT[]) AS p")
         .bind(CHANNEL)
-        .bind(payloads)
+        .bind(packed(payloads))
         .execute(pool)
         .await
         .map(drop)
+}
+
+/// `payloads` as few notifications as fit, one change a line: every
+/// notification costs the server and every listening replica a message.
+/// A change whose names hold a line break cannot be told apart, so it is
+/// announced as `*`.
+fn packed(payloads: &[String]) -> Vec<String> {
+    let mut packed: Vec<String> = Vec::new();
+    for payload in payloads {
+        let line = match payload.contains('\n') {
+            true => ANYTHING,
+            false => payload.as_str(),
+        };
+        match packed.last_mut() {
+            Some(last) if last.len() + 1 + line.len() <= MAX_PAYLOAD => {
+                last.push('\n');
+                last.push_str(line);
+            }
+            _ => packed.push(line.to_owned()),
+        }
+    }
+    packed
 }
 
 /// `kind \t namespace \t name`, as [`Notifier::changed`] writes it.
@@ -192,5 +219,21 @@ mod tests {
         );
         assert_eq!(parse("nonsense"), None);
         assert_eq!(parse(ANYTHING), Some(Change::anything()));
+    }
+
+    #[test]
+    fn changes_are_packed_a_line_each_under_the_size_limit() {
+        let payloads: Vec<String> = (0..300)
+            .map(|i| format!("ToolCall\tns\t01938a3c-0000-7000-8000-{i:012}"))
+            .collect();
+        let notifications = packed(&payloads);
+        let count = notifications.len();
+        assert!(count > 1 && count < 10, "{count}");
+        assert!(notifications.iter().all(|p| p.len() <= MAX_PAYLOAD));
+        let unpacked: Vec<&str> = notifications.iter().flat_map(|p| p.split('\n')).collect();
+        assert_eq!(unpacked, payloads);
+        // A name with a line break would read as two changes: it says `*`.
+        let odd = packed(&["Event\tns\tline\nbreak".to_owned()]);
+        assert_eq!(odd, [ANYTHING]);
     }
 }
