@@ -329,7 +329,7 @@ impl ToolBackend for McpClients {
         };
         let user = invocation.upstream_user;
         let timeout = Duration::from_millis(server.spec.timeout_ms);
-        let mut refused_once = false;
+        let (mut refused_once, mut relisted) = (false, false);
         let answer = loop {
             let client = self.client(server, caps, user).await?;
             if backend.operation != McpOperation::CallTool {
@@ -376,6 +376,16 @@ impl ToolBackend for McpClients {
                     if !self.token_refused(server, who, sent).await {
                         return Err(self.failed(server, &client, e).await);
                     }
+                }
+                // The server found the call's `Mcp-Param-*` headers missing
+                // or wrong (SEP-2243's -32020, answered before anything
+                // runs): the connection lists the tools again, which tells
+                // rmcp their schemas, and the call is sent once more.
+                Ok(Err(Ended::Failed(ServiceError::McpError(e))))
+                    if e.code.0 == handler::HEADER_MISMATCH && !relisted =>
+                {
+                    relisted = true;
+                    handler::relearn_param_headers(&client, timeout).await;
                 }
                 Ok(Err(Ended::Failed(e))) => return Err(self.failed(server, &client, e).await),
                 Ok(Err(Ended::Refused(e))) => return Err(e),

@@ -68,7 +68,8 @@ pub(super) struct Upstream {
 /// connection). A call may go over a connection that never listed (one
 /// per set of client capabilities, one per user): it lists once, first,
 /// when `schema` has such a mark. A listing that fails leaves the call to
-/// go without the headers, for the server to judge.
+/// go without the headers, for the server to judge (after a second try),
+/// and the connection unmarked, so that its next call lists again.
 pub(super) async fn learn_param_headers(
     client: &RunningService<RoleClient, Upstream>,
     schema: &Value,
@@ -78,15 +79,47 @@ pub(super) async fn learn_param_headers(
         return;
     }
     let listed = client.service().listed.clone();
-    listed
-        .get_or_init(|| async {
-            match tokio::time::timeout(timeout, client.list_all_tools()).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => tracing::debug!(error = %e, "tools not listed for Mcp-Param headers"),
-                Err(_) => tracing::debug!("tools not listed for Mcp-Param headers in time"),
+    let listing = listed.get_or_try_init(|| async {
+        // Twice, within the call's time: a listing failed on a loaded
+        // machine once, and its call then went without the headers.
+        let twice = async {
+            match client.list_all_tools().await {
+                Ok(_) => Ok(()),
+                Err(first) => {
+                    tracing::debug!(error = %first, "listing tools for Mcp-Param headers again");
+                    client
+                        .list_all_tools()
+                        .await
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                }
             }
-        })
-        .await;
+        };
+        match tokio::time::timeout(timeout, twice).await {
+            Ok(listed) => listed,
+            Err(_) => Err("no answer in time".to_owned()),
+        }
+    });
+    if let Err(error) = listing.await {
+        tracing::warn!(%error, "tools not listed for Mcp-Param headers: the call goes without them");
+    }
+}
+
+/// The JSON-RPC error of a request whose standard headers do not match
+/// its body (SEP-2243), sent before the server acts on it.
+pub(super) const HEADER_MISMATCH: i32 = -32020;
+
+/// Lists the tools on `client` again, after the server refused a call's
+/// `Mcp-Param-*` headers ([`HEADER_MISMATCH`]).
+pub(super) async fn relearn_param_headers(
+    client: &RunningService<RoleClient, Upstream>,
+    timeout: std::time::Duration,
+) {
+    match tokio::time::timeout(timeout, client.list_all_tools()).await {
+        Ok(Ok(_)) => tracing::warn!("a call's Mcp-Param headers were refused: tools listed again"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "tools not listed again for Mcp-Param headers"),
+        Err(_) => tracing::warn!("tools not listed again for Mcp-Param headers in time"),
+    }
 }
 
 /// Whether a JSON schema holds an `x-mcp-header` mark anywhere.
