@@ -203,7 +203,11 @@ async fn a_call_refused_for_its_mcp_param_headers_is_sent_again_after_a_new_list
         .iter()
         .position(|s| *s == "stripped")
         .expect("a call stripped");
-    assert_eq!(seen[after + 1..], ["list", "call"], "{seen:?}");
+    // joch's own listings may come at any time; one must come between.
+    let rest = &seen[after + 1..];
+    let resent = rest.iter().position(|s| *s == "call").expect("sent again");
+    assert!(rest[..resent].contains(&"list"), "listed first: {seen:?}");
+    assert_eq!(rest.iter().filter(|s| **s == "call").count(), 1, "{seen:?}");
     let heard = router.heard.lock().unwrap().clone();
     assert_eq!(heard.len(), 1, "the tool ran once: {heard:?}");
     assert_eq!(heard[0]["mcp-param-region"], "us-west1", "{heard:?}");
