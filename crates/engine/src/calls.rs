@@ -165,6 +165,8 @@ struct Parts {
     cancels: cancels::Cancels,
     /// Names minted for surfaces and not yet recorded (see `minted.rs`).
     minted: minted::Minted,
+    /// Calls waiting for the store to come back (see `orphans.rs`).
+    orphans: orphans::Waiting,
 }
 
 impl Calls {
@@ -189,6 +191,7 @@ impl Calls {
             followers: Followers::default(),
             cancels: cancels::Cancels::default(),
             minted: minted::Minted::default(),
+            orphans: orphans::Waiting::default(),
         });
         Self { inner }
     }

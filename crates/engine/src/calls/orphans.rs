@@ -8,7 +8,14 @@
 //! tool and runs; a `Running` one is re-run only if repeating it is
 //! harmless, and is otherwise `Unknown`. A caller retrying its key then
 //! hears that outcome, and no side effect runs twice.
+//!
+//! At most [`MOST_WAITING`] calls wait here at once: during an outage every
+//! call fails, and each would otherwise keep a task trying the store.
+//! Past that bound a call is left to the next start's recovery, or to a
+//! survivor once this replica's lease lapses.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use joch_core::{Phase, ToolCall};
@@ -22,13 +29,44 @@ const RETRY: Duration = Duration::from_secs(1);
 /// After this long without a store, the call is left to the next start's
 /// recovery (or to a survivor, once this replica's lease lapses).
 const GIVE_UP: Duration = Duration::from_secs(600);
+/// Calls waiting at once for the store to come back.
+const MOST_WAITING: usize = 1024;
+
+/// How many calls wait for the store (see the module).
+#[derive(Default)]
+pub(in crate::calls) struct Waiting(Arc<AtomicUsize>);
+
+/// A place among the waiting calls, given back when dropped.
+struct Place(Arc<AtomicUsize>);
+
+impl Waiting {
+    /// A place, unless [`MOST_WAITING`] calls wait already.
+    fn enter(&self) -> Option<Place> {
+        let more = |n: usize| (n < MOST_WAITING).then_some(n + 1);
+        let entered = self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, more);
+        entered.ok().map(|_| Place(Arc::clone(&self.0)))
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 impl Calls {
     /// `namespace/name`'s run failed on the store: reconcile it once the
     /// store is back, in a task of its own.
     pub(in crate::calls) fn reconcile_when_back(&self, namespace: String, name: String) {
+        let Some(place) = self.inner.orphans.enter() else {
+            tracing::warn!(call = %name, "too many calls wait for the store: this one is left to recovery");
+            return;
+        };
         let engine = self.clone();
         tokio::spawn(async move {
+            let _place = place;
             let started = Instant::now();
             while started.elapsed() < GIVE_UP {
                 tokio::time::sleep(RETRY).await;
@@ -64,6 +102,19 @@ impl Calls {
 
 #[cfg(test)]
 mod tests {
+    /// The waiting calls are bounded, and a place is given back when its
+    /// reconciliation ends.
+    #[test]
+    fn at_most_so_many_calls_wait_for_the_store() {
+        let waiting = super::Waiting::default();
+        let places: Vec<_> = (0..super::MOST_WAITING)
+            .map(|_| waiting.enter().expect("a place"))
+            .collect();
+        assert!(waiting.enter().is_none(), "one more than the bound");
+        drop(places);
+        assert!(waiting.enter().is_some(), "places are given back");
+    }
+
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
