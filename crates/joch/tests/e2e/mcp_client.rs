@@ -83,6 +83,21 @@ impl ServerHandler for Router {
     }
 }
 
+/// Calls `geo.route` with `arguments` as an MCP client of joch's (a new
+/// connection) and checks the server took it.
+async fn call_route(joch: &Joch, arguments: Value) {
+    let client = connect(joch, User::default()).await;
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("geo.route")
+                .with_arguments(arguments.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    let result = serde_json::to_value(result).unwrap();
+    assert_eq!(result["content"][0]["text"], "routed", "{result}");
+}
+
 /// (It failed twice under load: the call went without its headers, as if
 /// its connection had not learnt the tool's schema, and the server refused
 /// it. joch now lists again and sends such a call once more: see
@@ -96,17 +111,8 @@ async fn marked_arguments_travel_as_mcp_param_headers_on_every_connection() {
 
     // joch listed the tools on a connection of its own; this client
     // declares other capabilities, so its call takes another connection.
-    let client = connect(&joch, User::default()).await;
     let arguments = json!({"region": "us-west1", "note": " padded ", "body": "b"});
-    let result = client
-        .call_tool(
-            CallToolRequestParams::new("geo.route")
-                .with_arguments(arguments.as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
-    let result = serde_json::to_value(result).unwrap();
-    assert_eq!(result["content"][0]["text"], "routed", "{result}");
+    call_route(&joch, arguments).await;
     let heard = router.heard.lock().unwrap().clone();
     assert_eq!(heard.len(), 1, "{heard:?}");
     assert_eq!(heard[0]["mcp-param-region"], "us-west1", "{heard:?}");
@@ -187,17 +193,7 @@ async fn a_call_refused_for_its_mcp_param_headers_is_sent_again_after_a_new_list
     let joch = Joch::start().await;
     apply(&joch, server("geo", &url, json!({"protocol": "auto"}))).await;
 
-    let client = connect(&joch, User::default()).await;
-    let arguments = json!({"region": "us-west1", "note": "n"});
-    let result = client
-        .call_tool(
-            CallToolRequestParams::new("geo.route")
-                .with_arguments(arguments.as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
-    let result = serde_json::to_value(result).unwrap();
-    assert_eq!(result["content"][0]["text"], "routed", "{result}");
+    call_route(&joch, json!({"region": "us-west1", "note": "n"})).await;
     let seen = stripper.seen.lock().unwrap().clone();
     let after = seen
         .iter()
