@@ -29,6 +29,9 @@ pub(crate) struct Args {
     /// external_write); the direct baseline always runs.
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
+    /// The replica counts of the PostgreSQL closed loops (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    pub(crate) replicas: Vec<usize>,
     /// Give each joch scenario's namespace one CEL policy that never
     /// matches, so that every call evaluates it (the policy path's cost).
     #[arg(long)]

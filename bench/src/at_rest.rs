@@ -34,6 +34,7 @@ pub async fn at_rest(
         floor_samples: 0,
         postgres: None,
         only: Vec::new(),
+        replicas: Vec::new(),
         with_policy: args.with_policy,
         offered_rate: Vec::new(),
         offered_seconds: 0,

@@ -13,7 +13,7 @@ use crate::pg_alone::Alone;
 use crate::{Args, SCENARIOS, Stats, Target, create_tool, measure, start_joch, toolcalls_url};
 
 /// The closed loops on PostgreSQL: PostgreSQL alone (when `alone` is given),
-/// then each scenario with 1, 2 and 3 replicas, each on a new database of
+/// then each scenario with each of `--replicas` (1, 2 and 3), each on a new database of
 /// `server`, with the server's work per call. Without `--only` (the CI's
 /// short run) only the no-op scenario, as before PostgreSQL alone existed.
 pub(crate) async fn closed_loops(
@@ -38,7 +38,7 @@ pub(crate) async fn closed_loops(
         false => args.only.iter().any(|o| o == s.0),
     });
     for &(scenario, level, backend) in scenarios {
-        for count in 1..=3 {
+        for &count in &args.replicas {
             let database = format!("joch_bench_{scenario}_x{count}");
             let tool = (scenario, level, backend, webhook_url);
             let target = replicas_with(client, server, &database, count, tool).await?;

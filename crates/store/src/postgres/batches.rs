@@ -33,6 +33,11 @@ const MAX_BATCH: usize = 256;
 const IN_FLIGHT: usize = 2;
 /// Writes that may wait for the batcher before submitters feel back-pressure.
 const QUEUE: usize = 4096;
+/// A batch's transaction, in one round trip. Its statements are prepared
+/// once per connection and planned anew for each batch, with the batch's
+/// arrays (`bulk.rs`): parsing them for every batch took about a tenth of
+/// the server's CPU (bench/RESULTS.md, 2026-11-29, 07:50–09:00 UTC).
+const BEGIN: &str = "BEGIN; SET LOCAL plan_cache_mode = force_custom_plan";
 
 /// What a write changes.
 pub(super) enum Write {
@@ -145,7 +150,7 @@ async fn apply(
     pool: &PgPool,
     batch: &[Request],
 ) -> Result<(Vec<Result<(), StoreError>>, Vec<String>), StoreError> {
-    let mut tx = pool.begin().await.map_err(unavailable)?;
+    let mut tx = pool.begin_with(BEGIN).await.map_err(unavailable)?;
     // The creates first, all in one statement; then the updates. Writes of
     // one batch are concurrent (none was answered before another came), so
     // any order between them is one a caller could have seen.

@@ -48,10 +48,11 @@ async fn unnested(
         .enumerate()
         .map(|(i, r)| extra(i, r))
         .collect();
-    // Planned for each batch, with its arrays: a plan cached while the
-    // table was small would join by scanning all of it ever after.
+    // Prepared once per connection (parsed once), planned for each batch
+    // with its arrays: the batch's transaction asks for custom plans
+    // (`batches.rs`), since a generic plan made while the table was small
+    // would join by scanning all of it until the next `ANALYZE`.
     query(sql)
-        .persistent(false)
         .bind(text(|r| Some(&r.kind)))
         .bind(text(|r| Some(&r.namespace)))
         .bind(text(|r| Some(&r.name)))
