@@ -16,7 +16,10 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use sqlx_postgres::{PgConnection, PgPool};
+use std::time::Duration;
+
+use sqlx_core::executor::Executor;
+use sqlx_postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use tokio::sync::{mpsc, oneshot};
 
 use super::chain::{self, Linker};
@@ -33,11 +36,18 @@ const MAX_BATCH: usize = 256;
 const IN_FLIGHT: usize = 2;
 /// Writes that may wait for the batcher before submitters feel back-pressure.
 const QUEUE: usize = 4096;
-/// A batch's transaction, in one round trip. Its statements are prepared
-/// once per connection and planned anew for each batch, with the batch's
-/// arrays (`bulk.rs`): parsing them for every batch took about a tenth of
-/// the server's CPU (bench/RESULTS.md, 2026-11-29, 07:50–09:00 UTC).
-const BEGIN: &str = "BEGIN; SET LOCAL plan_cache_mode = force_custom_plan";
+/// How the batcher's own connections plan (after the isolation level every
+/// connection of the store sets, `mod.rs`). A batch's statements are
+/// prepared once per connection and planned once, generically
+/// (`bulk.rs`): parsing and planning them for every batch took about a
+/// third of the server's CPU (bench/RESULTS.md, 2026-11-29, 07:50–09:30
+/// UTC). A generic plan must be right at any table size, and these
+/// statements only ever look records up by key, so a connection that only
+/// runs them rules out what a plan made while the table was small would
+/// pick and keep as it grows: scanning the table, and joining by hash or
+/// merge (which scan it whole too).
+const PLANNING: &str = "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off;
+                        SET enable_hashjoin = off; SET enable_mergejoin = off";
 
 /// What a write changes.
 pub(super) enum Write {
@@ -74,7 +84,23 @@ pub(super) struct Batcher {
 }
 
 impl Batcher {
-    pub(super) fn spawn(pool: PgPool, linker: Linker) -> (Self, tokio::task::JoinHandle<()>) {
+    /// Starts the batcher, on connections of its own to the server
+    /// `options` names (at most [`IN_FLIGHT`], opened as needed).
+    pub(super) fn spawn(
+        options: PgConnectOptions,
+        acquire_timeout: Duration,
+        linker: Linker,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        let pool = PgPoolOptions::new()
+            .max_connections(IN_FLIGHT as u32)
+            .acquire_timeout(acquire_timeout)
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    conn.execute(super::READ_COMMITTED).await?;
+                    conn.execute(PLANNING).await.map(drop)
+                })
+            })
+            .connect_lazy_with(options);
         let (requests, receiver) = mpsc::channel(QUEUE);
         let task = tokio::spawn(run(pool, linker, receiver));
         (Self { requests }, task)
@@ -150,7 +176,7 @@ async fn apply(
     pool: &PgPool,
     batch: &[Request],
 ) -> Result<(Vec<Result<(), StoreError>>, Vec<String>), StoreError> {
-    let mut tx = pool.begin_with(BEGIN).await.map_err(unavailable)?;
+    let mut tx = pool.begin().await.map_err(unavailable)?;
     // The creates first, all in one statement; then the updates. Writes of
     // one batch are concurrent (none was answered before another came), so
     // any order between them is one a caller could have seen.

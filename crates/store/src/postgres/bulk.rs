@@ -48,10 +48,8 @@ async fn unnested(
         .enumerate()
         .map(|(i, r)| extra(i, r))
         .collect();
-    // Prepared once per connection (parsed once), planned for each batch
-    // with its arrays: the batch's transaction asks for custom plans
-    // (`batches.rs`), since a generic plan made while the table was small
-    // would join by scanning all of it until the next `ANALYZE`.
+    // Prepared and planned once per connection, on the batcher's own
+    // connections, whose settings keep the plan by key (`batches.rs`).
     query(sql)
         .bind(text(|r| Some(&r.kind)))
         .bind(text(|r| Some(&r.namespace)))
@@ -115,11 +113,11 @@ pub(super) async fn insert_all(
 /// Replaces each of `records` (of distinct names) whose stored version is
 /// the one paired with it, in one statement; whether each was replaced.
 ///
-/// Its first part locks the rows in (namespace, kind, name) order, the
-/// order in which every batch of every replica takes its locks, so two
-/// batches cannot deadlock (an `UPDATE ... FROM` alone locks rows in
-/// whatever order its plan meets them). The update touches only rows that
-/// part has returned, so locked, whatever its plan: it waits for none.
+/// Its first part locks the rows one by one in the order of `records`,
+/// which the batch sorted in the order every batch of every replica takes
+/// its locks, so two batches cannot deadlock. A row whose version changed
+/// while it waited for the lock is left out. The update then writes only
+/// the rows locked, each found by its `seq`: it waits for none.
 pub(super) async fn replace_all(
     conn: &mut PgConnection,
     records: &[(&Record, u64)],
@@ -134,15 +132,16 @@ pub(super) async fn replace_all(
         .collect::<Result<Vec<_>, _>>()?;
     let sql = format!(
         "WITH locked AS MATERIALIZED (
-           SELECT o.seq FROM objects o JOIN {UNNESTED}
-           ON o.kind = u.k AND o.namespace = u.ns AND o.name = u.n
-           ORDER BY o.namespace, o.kind, o.name FOR UPDATE OF o)
+           SELECT l.seq, u.v, u.l, u.t, u.p, u.e, u.c, u.a, u.cm, u.cc, u.ca, u.b
+           FROM {UNNESTED}, LATERAL (
+             SELECT o.seq FROM objects o
+             WHERE o.kind = u.k AND o.namespace = u.ns AND o.name = u.n
+               AND o.resource_version = u.x
+             LIMIT 1 FOR UPDATE) l)
          UPDATE objects o SET resource_version = u.v, labels = u.l::jsonb, tool = u.t,
          phase = u.p, execution = u.e, checksum = u.c, agent = u.a, cost_micros = u.cm,
          cost_currency = u.cc, cost_at = u.ca, body = u.b
-         FROM {UNNESTED}
-         WHERE o.seq IN (SELECT seq FROM locked)
-           AND o.kind = u.k AND o.namespace = u.ns AND o.name = u.n AND o.resource_version = u.x
+         FROM locked u WHERE o.seq = u.seq
          RETURNING o.kind, o.namespace, o.name"
     );
     let rows = unnested(conn, &sql, &records, |i, _| Some(expected[i])).await?;

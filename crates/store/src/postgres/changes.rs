@@ -1,15 +1,16 @@
 //! Change notifications between replicas, on the `joch_changes` channel.
 //!
-//! **Sending.** A store announces its own writes once they have committed
+//! **Sending.** A store hands its own writes to its own subscribers at
+//! once, and announces them to the other replicas once they have committed
 //! ([`Notifier::changed`]): one task takes every change waiting and sends
-//! them all in one transaction of its own. Announcing inside the writing
-//! transaction (triggers, before migration 0011) made every write of every
-//! replica commit and flush in turn: PostgreSQL holds one lock for the
-//! whole cluster from the commit of a transaction that notified until that
-//! commit is flushed. The notifying transaction writes nothing worth
-//! keeping, so it commits without waiting for its flush
-//! (`synchronous_commit = off`, on its own connection): the lock is held
-//! for moments, once per batch of changes.
+//! them all in one transaction of its own, at most every [`INTERVAL`].
+//! Announcing inside the writing transaction (triggers, before migration
+//! 0011) made every write of every replica commit and flush in turn:
+//! PostgreSQL holds one lock for the whole cluster from the commit of a
+//! transaction that notified until that commit is flushed. The notifying
+//! transaction writes nothing worth keeping, so it commits without waiting
+//! for its flush (`synchronous_commit = off`, on its own connection): the
+//! lock is held for moments, once per batch of changes.
 //!
 //! A notification is a hint, never the data: a change can go unheard (a
 //! replica dies between its commit and its notification; the listener's
@@ -19,11 +20,12 @@
 //! crash may be unheard), the listener passes one on after reconnecting,
 //! and the engine wakes everything when it finds a replica's lease lapsed.
 //!
-//! **Hearing.** One connection per store `LISTEN`s and passes every
-//! notification, this store's own included, to the process's subscribers.
-//! A notification carries many changes, one a line, so that a batch of
-//! changes costs the server and each listening replica a message or a few,
-//! not one per change.
+//! **Hearing.** One connection per store `LISTEN`s and passes every other
+//! store's notifications to the process's subscribers. A notification
+//! carries many changes, one a line, after a line naming the store that
+//! sent it, so that a batch of changes costs the server and each listening
+//! replica a message or a few, not one per change, and a store skips its
+//! own.
 
 use std::time::Duration;
 
@@ -47,15 +49,42 @@ const MAX_BATCH: usize = 1024;
 const MAX_PAYLOAD: usize = 7_900;
 /// A payload that says anything may have changed.
 const ANYTHING: &str = "*\t\t";
+/// The shortest time between two notifying transactions of a store: the
+/// most a change waits before other replicas hear of it, and what keeps a
+/// store's notifications (each one a transaction, and a message to every
+/// listening replica) from multiplying with its batches.
+const INTERVAL: Duration = Duration::from_millis(10);
 
-/// Starts listening; the task runs until aborted, reconnecting as needed.
-pub(super) fn spawn(pool: PgPool) -> (broadcast::Sender<Change>, JoinHandle<()>) {
+/// Which store sent a notification: its first line, `@` and a number
+/// drawn when the store started.
+#[derive(Clone)]
+pub(super) struct Origin(String);
+
+impl Origin {
+    pub(super) fn new() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        // Seeded at random by the standard library, with the time and the
+        // process mixed in: two stores drawing the same is out of reach.
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        hasher.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        Self(format!("@{:016x}", hasher.finish()))
+    }
+}
+
+/// Starts listening for the notifications of stores other than `origin`;
+/// the task runs until aborted, reconnecting as needed.
+pub(super) fn spawn(pool: PgPool, origin: Origin) -> (broadcast::Sender<Change>, JoinHandle<()>) {
     let (sender, _) = broadcast::channel(BACKLOG);
     let task = tokio::spawn({
         let sender = sender.clone();
         async move {
             loop {
-                if let Err(e) = listen(&pool, &sender).await {
+                if let Err(e) = listen(&pool, &origin, &sender).await {
                     tracing::warn!(error = %super::describe(&e), "lost PostgreSQL change notifications; reconnecting");
                 }
                 // Whatever was committed meanwhile went unheard.
@@ -67,13 +96,17 @@ pub(super) fn spawn(pool: PgPool) -> (broadcast::Sender<Change>, JoinHandle<()>)
     (sender, task)
 }
 
-async fn listen(pool: &PgPool, sender: &broadcast::Sender<Change>) -> Result<(), sqlx_core::Error> {
+async fn listen(
+    pool: &PgPool,
+    origin: &Origin,
+    sender: &broadcast::Sender<Change>,
+) -> Result<(), sqlx_core::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
     listener.listen(CHANNEL).await?;
     loop {
         match listener.try_recv().await? {
             Some(notification) => {
-                for change in notification.payload().split('\n').filter_map(parse) {
+                for change in heard(notification.payload(), origin) {
                     let _ = sender.send(change);
                 }
             }
@@ -86,17 +119,24 @@ async fn listen(pool: &PgPool, sender: &broadcast::Sender<Change>) -> Result<(),
     }
 }
 
-/// The sending side: this store's committed writes, to be announced.
+/// The sending side: this store's committed writes, to be handed to its
+/// subscribers and announced to the other stores.
 pub(super) struct Notifier {
+    local: broadcast::Sender<Change>,
     pending: mpsc::Sender<String>,
     /// Set when a change could not be queued: the next batch says `*`.
     overflowed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Notifier {
-    /// Starts the task that announces changes through its own connection
-    /// to the server `options` names; its first announcement is `*`.
-    pub(super) fn spawn(options: PgConnectOptions) -> (Self, JoinHandle<()>) {
+    /// Starts the task that announces changes, as `origin`, through its own
+    /// connection to the server `options` names; its first announcement is
+    /// `*`. `local` is this store's subscribers.
+    pub(super) fn spawn(
+        options: PgConnectOptions,
+        origin: Origin,
+        local: broadcast::Sender<Change>,
+    ) -> (Self, JoinHandle<()>) {
         let (pending, receiver) = mpsc::channel(PENDING);
         let overflowed = std::sync::Arc::default();
         // The pool connects lazily and reconnects after the server comes back.
@@ -108,9 +148,11 @@ impl Notifier {
                 )
             })
             .connect_lazy_with(options);
-        let task = tokio::spawn(announce(pool, receiver, std::sync::Arc::clone(&overflowed)));
+        let overflow = std::sync::Arc::clone(&overflowed);
+        let task = tokio::spawn(announce(pool, origin, receiver, overflow));
         (
             Self {
+                local,
                 pending,
                 overflowed,
             },
@@ -120,6 +162,11 @@ impl Notifier {
 
     /// `kind` `namespace`/`name` was committed.
     pub(super) fn changed(&self, kind: &str, namespace: &str, name: &str) {
+        let _ = self.local.send(Change {
+            kind: kind.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        });
         let payload = format!("{kind}\t{namespace}\t{name}");
         if self.pending.try_send(payload).is_err() {
             self.overflowed
@@ -130,23 +177,26 @@ impl Notifier {
 
 async fn announce(
     pool: PgPool,
+    origin: Origin,
     mut receiver: mpsc::Receiver<String>,
     overflowed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
     // This process may have written before it last stopped, unheard.
     let mut batch = vec![ANYTHING.to_owned()];
     loop {
+        let next = tokio::time::Instant::now() + INTERVAL;
         if overflowed.swap(false, std::sync::atomic::Ordering::Relaxed) {
             batch = vec![ANYTHING.to_owned()];
         }
         batch.sort_unstable();
         batch.dedup();
         // Retried until it is sent: the changes are committed.
-        while let Err(e) = notify(&pool, &batch).await {
+        while let Err(e) = notify(&pool, &origin, &batch).await {
             tracing::warn!(error = %super::describe(&e), "cannot announce changes; retrying");
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         batch.clear();
+        tokio::time::sleep_until(next).await;
         if receiver.recv_many(&mut batch, MAX_BATCH).await == 0 {
             return;
         }
@@ -154,23 +204,27 @@ async fn announce(
 }
 
 /// One transaction, which PostgreSQL delivers when it commits.
-async fn notify(pool: &PgPool, payloads: &[String]) -> Result<(), sqlx_core::Error> {
+async fn notify(
+    pool: &PgPool,
+    origin: &Origin,
+    payloads: &[String],
+) -> Result<(), sqlx_core::Error> {
     if payloads.is_empty() {
         return Ok(());
     }
     query("SELECT pg_notify($1, p) FROM UNNEST($2::TEXT[]) AS p")
         .bind(CHANNEL)
-        .bind(packed(payloads))
+        .bind(packed(origin, payloads))
         .execute(pool)
         .await
         .map(drop)
 }
 
-/// `payloads` as few notifications as fit, one change a line: every
-/// notification costs the server and every listening replica a message.
-/// A change whose names hold a line break cannot be told apart, so it is
-/// announced as `*`.
-fn packed(payloads: &[String]) -> Vec<String> {
+/// `payloads` as few notifications as fit, one change a line after the
+/// `origin` line: every notification costs the server and every listening
+/// replica a message. A change whose names hold a line break cannot be
+/// told apart, so it is announced as `*`.
+fn packed(origin: &Origin, payloads: &[String]) -> Vec<String> {
     let mut packed: Vec<String> = Vec::new();
     for payload in payloads {
         let line = match payload.contains('\n') {
@@ -182,10 +236,19 @@ fn packed(payloads: &[String]) -> Vec<String> {
                 last.push('\n');
                 last.push_str(line);
             }
-            _ => packed.push(line.to_owned()),
+            _ => packed.push(format!("{}\n{line}", origin.0)),
         }
     }
     packed
+}
+
+/// The changes `payload` announces, unless `origin` sent it (that store
+/// handed them to its subscribers itself). A payload without an origin
+/// line, from a store before it had one, announces every line.
+fn heard<'a>(payload: &'a str, origin: &Origin) -> impl Iterator<Item = Change> + 'a {
+    let mut lines = payload.split('\n').peekable();
+    let own = lines.peek() == Some(&origin.0.as_str());
+    lines.filter(move |_| !own).filter_map(parse)
 }
 
 /// `kind \t namespace \t name`, as [`Notifier::changed`] writes it.
@@ -223,17 +286,38 @@ mod tests {
 
     #[test]
     fn changes_are_packed_a_line_each_under_the_size_limit() {
+        let origin = Origin::new();
         let payloads: Vec<String> = (0..300)
             .map(|i| format!("ToolCall\tns\t01938a3c-0000-7000-8000-{i:012}"))
             .collect();
-        let notifications = packed(&payloads);
+        let notifications = packed(&origin, &payloads);
         let count = notifications.len();
         assert!(count > 1 && count < 10, "{count}");
         assert!(notifications.iter().all(|p| p.len() <= MAX_PAYLOAD));
-        let unpacked: Vec<&str> = notifications.iter().flat_map(|p| p.split('\n')).collect();
+        assert!(notifications.iter().all(|p| p.starts_with(&format!("{}\n", origin.0))));
+        let other = Origin::new();
+        let unpacked: Vec<String> = notifications
+            .iter()
+            .flat_map(|p| heard(p, &other))
+            .map(|c| format!("{}\t{}\t{}", c.kind, c.namespace, c.name))
+            .collect();
         assert_eq!(unpacked, payloads);
         // A name with a line break would read as two changes: it says `*`.
-        let odd = packed(&["Event\tns\tline\nbreak".to_owned()]);
-        assert_eq!(odd, [ANYTHING]);
+        let odd = packed(&origin, &["Event\tns\tline\nbreak".to_owned()]);
+        assert_eq!(odd, [format!("{}\n{ANYTHING}", origin.0)]);
+    }
+
+    #[test]
+    fn a_store_skips_its_own_notifications_and_hears_the_others() {
+        let (mine, theirs) = (Origin::new(), Origin::new());
+        assert_ne!(mine.0, theirs.0);
+        let payloads = ["ToolCall\tns\tc".to_owned()];
+        let sent = packed(&mine, &payloads);
+        assert_eq!(heard(&sent[0], &mine).count(), 0);
+        let change = heard(&sent[0], &theirs).collect::<Vec<_>>();
+        assert_eq!(change.len(), 1);
+        assert_eq!(change[0].name, "c");
+        // A store from before origins announces every line.
+        assert_eq!(heard("ToolCall\tns\tc\nToolCall\tns\td", &mine).count(), 2);
     }
 }

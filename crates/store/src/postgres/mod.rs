@@ -70,6 +70,12 @@ impl Default for PostgresOptions {
     }
 }
 
+/// Every connection's isolation level. The claims and appends rely on READ
+/// COMMITTED: a statement that waited for a row lock then acts on the
+/// row's latest version. Under a stricter default it would fail with a
+/// serialization error instead, so the server's default is not trusted.
+const READ_COMMITTED: &str = "SET default_transaction_isolation = 'read committed'";
+
 /// The PostgreSQL store. Cheap to share behind an `Arc`; any number of them,
 /// in any number of processes, may use one database at once. Writes commit
 /// before they return, `Durability::Deferred` ones included.
@@ -106,15 +112,9 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
-            // The claims and appends rely on READ COMMITTED: a statement that
-            // waited for a row lock then acts on the row's latest version.
-            // Under a stricter default it would fail with a serialization
-            // error instead, so the server's default is not trusted.
             .after_connect(|conn, _| {
                 Box::pin(async move {
-                    conn.execute("SET default_transaction_isolation = 'read committed'")
-                        .await
-                        .map(drop)
+                    conn.execute(READ_COMMITTED).await.map(drop)
                 })
             })
             .connect_with(connect.clone())
@@ -130,10 +130,13 @@ impl PostgresStore {
                 })
             })?;
         migrate::run(&pool).await?;
-        let (changes, listener) = changes::spawn(pool.clone());
-        let (notifier, announcer) = changes::Notifier::spawn(connect);
+        let origin = changes::Origin::new();
+        let (changes, listener) = changes::spawn(pool.clone(), origin.clone());
+        let (notifier, announcer) =
+            changes::Notifier::spawn(connect.clone(), origin, changes.clone());
         let (chains, linker) = chain::Linker::spawn(pool.clone());
-        let (batches, batcher) = batches::Batcher::spawn(pool.clone(), chains);
+        let (batches, batcher) =
+            batches::Batcher::spawn(connect, options.acquire_timeout, chains);
         tracing::info!(
             max_connections = options.max_connections,
             "PostgreSQL store ready"
@@ -157,8 +160,8 @@ impl PostgresStore {
         }
     }
 
-    /// Tells every replica (this one too) that `record` changed, once its
-    /// write has committed: `Ok` passes through.
+    /// Tells this store's subscribers and every other replica that
+    /// `record` changed, once its write has committed: `Ok` passes through.
     fn announce<T>(
         &self,
         record: (&str, &str, &str),

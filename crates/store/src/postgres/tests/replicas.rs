@@ -355,3 +355,40 @@ async fn each_replica_hears_the_others_commits() {
     drop(replicas);
     databases.drop_all().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_hears_its_own_commits_at_once_and_once() {
+    let Some(server) = server("a_store_hears_its_own_commits_at_once_and_once") else {
+        return;
+    };
+    let databases = Databases::new(server);
+    let replicas = replicas(&databases).await;
+    let mut heard = replicas[0]
+        .changes()
+        .expect("a shared store reports changes");
+    replicas[0]
+        .create(record("ToolCall", "ns", "mine"), Durability::Sync)
+        .await
+        .expect("create");
+    // Handed over before the write returns, without a trip to the server
+    // (after the other replica's `*` as it started, maybe).
+    let change = loop {
+        match heard.try_recv().expect("heard as the write returns") {
+            change if change == crate::Change::anything() => continue,
+            change => break change,
+        }
+    };
+    assert_eq!(
+        (change.kind.as_str(), change.name.as_str()),
+        ("ToolCall", "mine")
+    );
+    // Its own notification, which the other replica hears, is not heard
+    // here again (the other replica's `*` as it started may be).
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(500);
+    while let Ok(again) = tokio::time::timeout_at(deadline, heard.recv()).await {
+        let again = again.expect("receive");
+        assert_eq!(again, crate::Change::anything(), "heard again");
+    }
+    drop(replicas);
+    databases.drop_all().await;
+}
