@@ -81,6 +81,7 @@ struct Request {
 /// The submitting side of a store's batcher; the task stops when it drops.
 pub(super) struct Batcher {
     requests: mpsc::Sender<Request>,
+    pool: PgPool,
 }
 
 impl Batcher {
@@ -102,8 +103,14 @@ impl Batcher {
             })
             .connect_lazy_with(options);
         let (requests, receiver) = mpsc::channel(QUEUE);
-        let task = tokio::spawn(run(pool, linker, receiver));
-        (Self { requests }, task)
+        let task = tokio::spawn(run(pool.clone(), linker, receiver));
+        (Self { requests, pool }, task)
+    }
+
+    /// Closes the batcher's connections, waiting for the batches in flight;
+    /// later writes fail with `Unavailable`.
+    pub(super) async fn close(&self) {
+        self.pool.close().await;
     }
 
     /// Applies `write` and queues `audit`, if any, for its namespace's

@@ -177,6 +177,7 @@ impl PostgresStore {
     /// calls fail with `Unavailable`. Dropping the store closes them too,
     /// without waiting.
     pub async fn close(&self) {
+        self.batches.close().await;
         self.pool.close().await;
     }
 }

@@ -139,6 +139,11 @@ async fn a_closed_store_is_unavailable() {
     for err in [
         store.ping().await.expect_err("closed"),
         store.get("Tool", "ns", "a").await.expect_err("closed"),
+        // Writes go through the batcher's connections: closed too.
+        store
+            .create(testsuite::record("Tool", "ns", "a"), crate::Durability::Sync)
+            .await
+            .expect_err("closed"),
     ] {
         assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
     }
