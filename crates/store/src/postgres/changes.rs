@@ -294,7 +294,11 @@ mod tests {
         let count = notifications.len();
         assert!(count > 1 && count < 10, "{count}");
         assert!(notifications.iter().all(|p| p.len() <= MAX_PAYLOAD));
-        assert!(notifications.iter().all(|p| p.starts_with(&format!("{}\n", origin.0))));
+        assert!(
+            notifications
+                .iter()
+                .all(|p| p.starts_with(&format!("{}\n", origin.0)))
+        );
         let other = Origin::new();
         let unpacked: Vec<String> = notifications
             .iter()

@@ -113,9 +113,7 @@ impl PostgresStore {
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             .after_connect(|conn, _| {
-                Box::pin(async move {
-                    conn.execute(READ_COMMITTED).await.map(drop)
-                })
+                Box::pin(async move { conn.execute(READ_COMMITTED).await.map(drop) })
             })
             .connect_with(connect.clone())
             .await
@@ -135,8 +133,7 @@ impl PostgresStore {
         let (notifier, announcer) =
             changes::Notifier::spawn(connect.clone(), origin, changes.clone());
         let (chains, linker) = chain::Linker::spawn(pool.clone());
-        let (batches, batcher) =
-            batches::Batcher::spawn(connect, options.acquire_timeout, chains);
+        let (batches, batcher) = batches::Batcher::spawn(connect, options.acquire_timeout, chains);
         tracing::info!(
             max_connections = options.max_connections,
             "PostgreSQL store ready"

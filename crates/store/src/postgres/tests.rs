@@ -141,7 +141,10 @@ async fn a_closed_store_is_unavailable() {
         store.get("Tool", "ns", "a").await.expect_err("closed"),
         // Writes go through the batcher's connections: closed too.
         store
-            .create(testsuite::record("Tool", "ns", "a"), crate::Durability::Sync)
+            .create(
+                testsuite::record("Tool", "ns", "a"),
+                crate::Durability::Sync,
+            )
             .await
             .expect_err("closed"),
     ] {
