@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 mod call;
 mod connect;
 mod handler;
+mod http;
 mod listen;
 mod progress;
 mod rounds;

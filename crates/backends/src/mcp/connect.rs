@@ -1,6 +1,7 @@
 //! Opening a connection to an upstream server: the transport (a child
 //! process, or streamable HTTP with the headers and token `spec.http`
-//! asks for) and the MCP handshake, within `CONNECT_TIMEOUT`.
+//! asks for) and the MCP handshake, within `CONNECT_TIMEOUT`; over HTTP,
+//! until the session's standalone stream is answered too.
 
 use std::collections::HashMap;
 
@@ -13,6 +14,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 
 use super::handler::Upstream;
+use super::http::Http;
 use super::{CONNECT_TIMEOUT, Client};
 
 /// Why a connection did not open.
@@ -179,8 +181,9 @@ async fn handshake(
             let client = crate::outbound::client_builder()
                 .build()
                 .map_err(|e| unavailable(e.to_string()))?;
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            handler
+            let http = Http::new(client);
+            let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
+            let client = handler
                 .serve_with_lifecycle(transport, lifecycle.clone())
                 .await
                 .map_err(|e| match e.auth_challenge() {
@@ -191,7 +194,9 @@ async fn handshake(
                         ),
                     ),
                     None => unavailable(e.to_string()),
-                })
+                })?;
+            http.standalone_answered().await;
+            Ok(client)
         } else {
             Err(unavailable("the server names no transport".to_owned()))
         }
