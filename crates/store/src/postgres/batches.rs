@@ -1,28 +1,29 @@
 //! Writes committed in batches: every create and update of a store, with
 //! or without an audit entry.
 //!
-//! One task per store takes every write waiting, applies them all in one
-//! transaction and commits once, so that concurrent calls share a commit
-//! and its WAL flush instead of each waiting for its own; the batch grows
-//! with load by itself. While batches commit, the next ones are applied
-//! ([`IN_FLIGHT`]). An audit entry is queued with its write, in the same
-//! transaction, and linked into its chain once committed (`chain.rs`): a
-//! batch locks no row but the records it writes.
+//! One task per store takes every write waiting and applies them all in
+//! one statement, its own transaction (`bulk.rs`), so that concurrent calls
+//! share a commit and its WAL flush instead of each waiting for its own,
+//! and a batch costs one round trip; the batch grows with load by itself.
+//! While batches commit, the next ones are applied ([`IN_FLIGHT`]). An
+//! audit entry is queued with its write, in the same statement, and linked
+//! into its chain once committed (`chain.rs`): a batch locks no row but the
+//! records it writes. A record written twice in one batch (rare) is
+//! written again in a second round, after the first has committed.
 //!
 //! A write refused on its own (a stale version, a name taken) is answered
-//! with its refusal and leaves the rest of the batch alone: neither
-//! statement aborts the transaction. Anything else (the server gone) fails
-//! the whole batch, and nothing of it is kept.
+//! with its refusal and leaves the rest of the round alone: the statement
+//! skips it. Anything else (the server gone) fails the whole round, and
+//! nothing of it is kept.
 
-use std::collections::{BTreeSet, HashSet};
-
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use sqlx_core::executor::Executor;
-use sqlx_postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use tokio::sync::{mpsc, oneshot};
 
-use super::chain::{self, Linker};
+use super::chain::Linker;
 use super::statistics::FirstStatistics;
 use super::{bulk, unavailable, writes};
 use crate::{Record, StoreError};
@@ -76,6 +77,20 @@ struct Request {
     write: Write,
     audit: Option<String>,
     reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+impl Request {
+    fn bulk(&self) -> bulk::Write<'_> {
+        let expected = match &self.write {
+            Write::Create(_) => None,
+            Write::Update { expected, .. } => Some(*expected),
+        };
+        bulk::Write {
+            record: self.write.record(),
+            expected,
+            audit: self.audit.as_deref(),
+        }
+    }
 }
 
 /// The submitting side of a store's batcher; the task stops when it drops.
@@ -153,21 +168,48 @@ async fn run(pool: PgPool, linker: Linker, mut receiver: mpsc::Receiver<Request>
     while committing.join_next().await.is_some() {}
 }
 
-async fn commit_batch(pool: &PgPool, linker: &Linker, mut batch: Vec<Request>) {
+async fn commit_batch(pool: &PgPool, linker: &Linker, batch: Vec<Request>) {
+    for round in rounds(batch) {
+        commit_round(pool, linker, round).await;
+    }
+}
+
+/// `batch` in rounds: the first write of each record, then the second of
+/// each record written twice (rare: writes of one batch are concurrent,
+/// none answered before another came), and so on. Each round is in lock
+/// order and names each record once.
+fn rounds(mut batch: Vec<Request>) -> Vec<Vec<Request>> {
     // Stable: two writes of one record keep the order they came in.
     batch.sort_by(|a, b| a.write.lock_order().cmp(&b.write.lock_order()));
-    match apply(pool, &batch).await {
+    let mut rounds: Vec<Vec<Request>> = Vec::new();
+    let mut nth = 0;
+    for request in batch {
+        let again = rounds
+            .get(nth)
+            .and_then(|round| round.last())
+            .is_some_and(|last| last.write.lock_order() == request.write.lock_order());
+        nth = if again { nth + 1 } else { 0 };
+        if rounds.len() == nth {
+            rounds.push(Vec::new());
+        }
+        rounds[nth].push(request);
+    }
+    rounds
+}
+
+async fn commit_round(pool: &PgPool, linker: &Linker, round: Vec<Request>) {
+    match apply(pool, &round).await {
         Ok((answers, chains)) => {
             if !chains.is_empty() {
                 linker.queued(chains);
             }
-            for (request, answer) in batch.into_iter().zip(answers) {
+            for (request, answer) in round.into_iter().zip(answers) {
                 let _ = request.reply.send(answer);
             }
         }
         Err(e) => {
             let message = e.to_string();
-            for request in batch {
+            for request in round {
                 let _ = request
                     .reply
                     .send(Err(StoreError::Unavailable(message.clone())));
@@ -176,113 +218,78 @@ async fn commit_batch(pool: &PgPool, linker: &Linker, mut batch: Vec<Request>) {
     }
 }
 
-/// One transaction: every write, then the entries of the writes that were
-/// not refused, queued. The answers are in `batch`'s order, with the
-/// namespaces whose entries were queued.
+/// One statement, committed when it returns ([`bulk::write_all`]): the
+/// answers, in `round`'s order, and the namespaces whose entries it
+/// queued.
 async fn apply(
     pool: &PgPool,
-    batch: &[Request],
+    round: &[Request],
 ) -> Result<(Vec<Result<(), StoreError>>, Vec<String>), StoreError> {
-    let mut tx = pool.begin().await.map_err(unavailable)?;
-    // The creates first, all in one statement; then the updates. Writes of
-    // one batch are concurrent (none was answered before another came), so
-    // any order between them is one a caller could have seen.
-    let mut answers = created(&mut tx, batch).await?;
-    updated(&mut tx, batch, &mut answers).await?;
-    let entries: Vec<(&str, &str)> = batch
-        .iter()
-        .zip(&answers)
-        .filter(|(_, answer)| answer.is_ok())
-        .filter_map(|(r, _)| Some((r.write.record().namespace.as_str(), r.audit.as_deref()?)))
-        .collect();
-    chain::enqueue(&mut tx, &entries).await?;
-    tx.commit().await.map_err(unavailable)?;
-    let chains: BTreeSet<&str> = entries.iter().map(|&(namespace, _)| namespace).collect();
+    let mut conn = pool.acquire().await.map_err(unavailable)?;
+    let writes: Vec<bulk::Write> = round.iter().map(Request::bulk).collect();
+    let done = bulk::write_all(&mut conn, &writes).await?;
+    let (mut answers, mut chains) = (Vec::with_capacity(round.len()), BTreeSet::new());
+    for (request, done) in round.iter().zip(done) {
+        let record = request.write.record();
+        answers.push(match (&request.write, done) {
+            (_, true) => {
+                if request.audit.is_some() {
+                    chains.insert(record.namespace.as_str());
+                }
+                Ok(())
+            }
+            (Write::Create(_), false) => Err(StoreError::AlreadyExists {
+                kind: record.kind.clone(),
+                name: record.name.clone(),
+            }),
+            // A read tells a missing record from another version.
+            (Write::Update { expected, .. }, false) => {
+                Err(writes::not_replaced(&mut conn, record, *expected).await)
+            }
+        });
+    }
     Ok((answers, chains.into_iter().map(str::to_owned).collect()))
 }
 
-/// Inserts the batch's new records in one statement (a round trip, not one
-/// per record): the answer of each create (`AlreadyExists` when its name
-/// was taken, by an earlier write or an earlier create of this batch), and
-/// `Ok` for every other write.
-async fn created(
-    conn: &mut PgConnection,
-    batch: &[Request],
-) -> Result<Vec<Result<(), StoreError>>, StoreError> {
-    let mut firsts = HashSet::new();
-    let mut creates = Vec::new();
-    for request in batch {
-        if let Write::Create(r) = &request.write {
-            if firsts.insert((r.kind.as_str(), r.namespace.as_str(), r.name.as_str())) {
-                creates.push(r);
-            }
-        }
-    }
-    let inserted = bulk::insert_all(conn, &creates).await?;
-    let inserted: HashSet<_> = creates
-        .iter()
-        .zip(inserted)
-        .filter(|(_, new)| *new)
-        .map(|(r, _)| (r.kind.as_str(), r.namespace.as_str(), r.name.as_str()))
-        .collect();
-    let mut answered = HashSet::new();
-    Ok(batch
-        .iter()
-        .map(|request| match &request.write {
-            Write::Create(r) => {
-                let key = (r.kind.as_str(), r.namespace.as_str(), r.name.as_str());
-                match answered.insert(key) && inserted.contains(&key) {
-                    true => Ok(()),
-                    false => Err(StoreError::AlreadyExists {
-                        kind: r.kind.clone(),
-                        name: r.name.clone(),
-                    }),
-                }
-            }
-            Write::Update { .. } => Ok(()),
-        })
-        .collect())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testsuite::record;
 
-/// Applies the batch's updates: the first of each record's in one
-/// statement ([`bulk::replace_all`]), a second of the same record (rare:
-/// writes of one batch are concurrent) on its own after it. Each update's
-/// answer goes into `answers`.
-async fn updated(
-    conn: &mut PgConnection,
-    batch: &[Request],
-    answers: &mut [Result<(), StoreError>],
-) -> Result<(), StoreError> {
-    let mut firsts = HashSet::new();
-    let (mut bulk, mut repeats) = (Vec::new(), Vec::new());
-    for (i, request) in batch.iter().enumerate() {
-        if let Write::Update {
-            record: r,
-            expected,
-        } = &request.write
-        {
-            match firsts.insert((r.kind.as_str(), r.namespace.as_str(), r.name.as_str())) {
-                true => bulk.push((i, r, *expected)),
-                false => repeats.push((i, r, *expected)),
-            }
+    fn update(name: &str, expected: u64) -> Request {
+        let (reply, _) = oneshot::channel();
+        let record = record("ToolCall", "a", name);
+        let write = Write::Update { record, expected };
+        Request {
+            write,
+            audit: None,
+            reply,
         }
     }
-    let pairs: Vec<(&Record, u64)> = bulk.iter().map(|&(_, r, v)| (r, v)).collect();
-    let replaced = bulk::replace_all(conn, &pairs).await?;
-    for (&(i, r, expected), replaced) in bulk.iter().zip(replaced) {
-        answers[i] = match replaced {
-            true => Ok(()),
-            false => match writes::not_replaced(conn, r, expected).await {
-                e @ StoreError::Unavailable(_) => return Err(e),
-                refused => Err(refused),
-            },
-        };
+
+    #[test]
+    fn a_record_written_again_in_a_batch_waits_for_the_next_round() {
+        let batch = [("y", 1), ("x", 1), ("z", 1), ("x", 2), ("y", 2), ("x", 3)];
+        let rounds = rounds(batch.iter().map(|&(n, v)| update(n, v)).collect());
+        let rounds: Vec<Vec<(&str, u64)>> = rounds
+            .iter()
+            .map(|round| {
+                round
+                    .iter()
+                    .map(|r| match &r.write {
+                        Write::Update { record, expected } => (record.name.as_str(), *expected),
+                        Write::Create(record) => (record.name.as_str(), 0),
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            rounds,
+            [
+                vec![("x", 1), ("y", 1), ("z", 1)],
+                vec![("x", 2), ("y", 2)],
+                vec![("x", 3)],
+            ]
+        );
     }
-    for (i, r, expected) in repeats {
-        answers[i] = match writes::replace(conn, r, expected).await {
-            Err(e @ StoreError::Unavailable(_)) => return Err(e),
-            other => other,
-        };
-    }
-    Ok(())
 }

@@ -1,56 +1,123 @@
-//! A batch's records written in one statement each: the inserts, and the
-//! optimistic updates. Each record's columns travel as arrays (`UNNEST`),
-//! so a batch costs a round trip or two, not one per record.
+//! A round of a batch's writes in one statement: the creates, the
+//! optimistic updates, and the audit entries of the writes not refused,
+//! queued for their chains (`chain.rs`). One statement is one round trip
+//! and one transaction of its own, committed when it ends: no `BEGIN` or
+//! `COMMIT` to wait for, no statement per record. Each write's columns
+//! travel as arrays (`UNNEST`).
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 
 use sqlx_core::query::query;
 use sqlx_core::row::Row;
-use sqlx_postgres::{PgConnection, PgRow};
+use sqlx_postgres::PgConnection;
 
 use super::unavailable;
 use super::writes::version_to_sql;
 use crate::{Record, StoreError};
 
-/// The columns `objects` keeps of each record, as arrays bound `$1..$15`
-/// in the order of `u(k, ns, n, v, l, t, p, e, c, a, cm, cc, ca, b, x)`,
-/// `x` being `extra`'s value for the record.
-const UNNESTED: &str = "UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[], $5::TEXT[],
-                               $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[],
-                               $11::BIGINT[], $12::TEXT[], $13::BIGINT[], $14::TEXT[], $15::BIGINT[])
-                        AS u(k, ns, n, v, l, t, p, e, c, a, cm, cc, ca, b, x)";
+/// One write of a round.
+pub(super) struct Write<'a> {
+    pub(super) record: &'a Record,
+    /// The version an update expects; `None` for a create.
+    pub(super) expected: Option<u64>,
+    /// The audit entry to queue if the write is not refused.
+    pub(super) audit: Option<&'a str>,
+}
 
-/// Runs `sql` (which reads the records from [`UNNESTED`]) over `records`,
-/// `extra` giving each one's fifteenth column, and returns the rows it
-/// returns (each starting with `kind, namespace, name`).
-async fn unnested(
+/// The round's statement. Its writes are bound as arrays `$1..$17`, in the
+/// order of `u(...)`: the record's columns, then `cr` (a create's
+/// `created_at`), `ex` (an update's expected version, `NULL` for a
+/// create) and `au` (the audit entry).
+///
+/// - `created` inserts the creates; one whose name is taken is skipped.
+/// - `locked` locks the updates' rows one by one in the round's order,
+///   which the batch sorted in the order every batch of every replica
+///   takes its locks, so two rounds cannot deadlock. A row whose version
+///   changed while it waited for the lock is left out.
+/// - `updated` writes only the rows locked, each found by its `seq`: it
+///   waits for none.
+/// - `queued` queues the entries of the writes done, in the round's order.
+///   It finds the creates done among the names `created` returns as keys
+///   of a JSON object, looked up by key: joined to `u` instead, every pair
+///   would be compared (no hash join on the batcher's connections), which
+///   took 3 of 8 ms in a round of 256.
+///
+/// It returns the names created and the positions (from 1) of the
+/// updates done. The parts of one statement see the table as it was when
+/// the statement began, so an update never sees a create of the same
+/// round: a round names each record once.
+const WRITE: &str = "
+WITH u AS MATERIALIZED (
+  SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[], $5::TEXT[],
+                       $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[],
+                       $11::BIGINT[], $12::TEXT[], $13::BIGINT[], $14::TEXT[], $15::BIGINT[],
+                       $16::BIGINT[], $17::TEXT[])
+  WITH ORDINALITY AS u(k, ns, n, v, l, t, p, e, c, a, cm, cc, ca, b, cr, ex, au, i)),
+created AS (
+  INSERT INTO objects (kind, namespace, name, resource_version, labels, tool, phase,
+    execution, checksum, agent, cost_micros, cost_currency, cost_at, body, created_at)
+  SELECT k, ns, n, v, l::jsonb, t, p, e, c, a, cm, cc, ca, b, cr FROM u WHERE ex IS NULL
+  ON CONFLICT (kind, namespace, name) DO NOTHING
+  RETURNING kind, namespace, name),
+locked AS MATERIALIZED (
+  SELECT l.seq, u.i, u.ns, u.au, u.v, u.l, u.t, u.p, u.e, u.c, u.a, u.cm, u.cc, u.ca, u.b
+  FROM u, LATERAL (
+    SELECT o.seq FROM objects o
+    WHERE o.kind = u.k AND o.namespace = u.ns AND o.name = u.n AND o.resource_version = u.ex
+    LIMIT 1 FOR UPDATE) l
+  WHERE u.ex IS NOT NULL),
+updated AS (
+  UPDATE objects o SET resource_version = u.v, labels = u.l::jsonb, tool = u.t, phase = u.p,
+    execution = u.e, checksum = u.c, agent = u.a, cost_micros = u.cm, cost_currency = u.cc,
+    cost_at = u.ca, body = u.b
+  FROM locked u WHERE o.seq = u.seq
+  RETURNING u.i, u.ns, u.au),
+queued AS (
+  INSERT INTO audit_queue (namespace, body)
+  SELECT ns, au FROM (
+    SELECT u.i, u.ns, u.au FROM u
+    WHERE u.ex IS NULL AND u.au IS NOT NULL AND (
+      SELECT jsonb_object_agg(jsonb_build_array(kind, namespace, name)::TEXT, 0) FROM created
+    ) ? jsonb_build_array(u.k, u.ns, u.n)::TEXT
+    UNION ALL
+    SELECT i, ns, au FROM updated WHERE au IS NOT NULL) done
+  ORDER BY i)
+SELECT kind, namespace, name, NULL::BIGINT FROM created
+UNION ALL
+SELECT NULL, NULL, NULL, i FROM updated";
+
+/// Applies `writes` (each record named once) in one statement; whether
+/// each was done. A create not done found its name taken; an update not
+/// done found its record gone or at another version.
+pub(super) async fn write_all(
     conn: &mut PgConnection,
-    sql: &str,
-    records: &[&Record],
-    extra: impl Fn(usize, &Record) -> Option<i64>,
-) -> Result<Vec<PgRow>, StoreError> {
+    writes: &[Write<'_>],
+) -> Result<Vec<bool>, StoreError> {
+    if writes.is_empty() {
+        return Ok(Vec::new());
+    }
     let text = |f: fn(&Record) -> Option<&str>| -> Vec<Option<&str>> {
-        records.iter().map(|r| f(r)).collect()
+        writes.iter().map(|w| f(w.record)).collect()
     };
     let number = |f: fn(&Record) -> Option<i64>| -> Vec<Option<i64>> {
-        records.iter().map(|r| f(r)).collect()
+        writes.iter().map(|w| f(w.record)).collect()
     };
-    let versions = records
+    let version = |v: Option<u64>| v.map(version_to_sql).transpose();
+    let versions = writes
         .iter()
-        .map(|r| version_to_sql(r.resource_version))
+        .map(|w| version(Some(w.record.resource_version)))
         .collect::<Result<Vec<_>, _>>()?;
-    let labels: Vec<String> = records
+    let expected = writes
         .iter()
-        .map(|r| serde_json::to_string(&r.labels).unwrap_or_else(|_| "{}".to_owned()))
-        .collect();
-    let extras: Vec<Option<i64>> = records
+        .map(|w| version(w.expected))
+        .collect::<Result<Vec<_>, _>>()?;
+    let labels: Vec<String> = writes
         .iter()
-        .enumerate()
-        .map(|(i, r)| extra(i, r))
+        .map(|w| serde_json::to_string(&w.record.labels).unwrap_or_else(|_| "{}".to_owned()))
         .collect();
     // Prepared and planned once per connection, on the batcher's own
     // connections, whose settings keep the plan by key (`batches.rs`).
-    query(sql)
+    let rows = query(WRITE)
         .bind(text(|r| Some(&r.kind)))
         .bind(text(|r| Some(&r.namespace)))
         .bind(text(|r| Some(&r.name)))
@@ -65,85 +132,32 @@ async fn unnested(
         .bind(text(|r| r.index.cost.as_ref().map(|c| c.currency.as_str())))
         .bind(number(|r| r.index.cost.as_ref().map(|c| c.at_ms)))
         .bind(text(|r| Some(&r.body)))
-        .bind(extras)
+        .bind(number(|r| r.created_at()))
+        .bind(expected)
+        .bind(writes.iter().map(|w| w.audit).collect::<Vec<_>>())
         .fetch_all(&mut *conn)
         .await
-        .map_err(unavailable)
-}
-
-/// For each of `records`, whether a returned row names it.
-fn returned(records: &[&Record], rows: &[PgRow]) -> Result<Vec<bool>, StoreError> {
-    let at: HashMap<_, _> = records
+        .map_err(unavailable)?;
+    let (mut created, mut updated) = (HashSet::new(), HashSet::new());
+    for row in &rows {
+        match row.try_get::<Option<i64>, _>(3).map_err(unavailable)? {
+            Some(position) => updated.insert(position),
+            None => created.insert((
+                row.try_get::<&str, _>(0).map_err(unavailable)?,
+                row.try_get::<&str, _>(1).map_err(unavailable)?,
+                row.try_get::<&str, _>(2).map_err(unavailable)?,
+            )),
+        };
+    }
+    Ok(writes
         .iter()
-        .enumerate()
-        .map(|(i, r)| ((r.kind.as_str(), r.namespace.as_str(), r.name.as_str()), i))
-        .collect();
-    let mut found = vec![false; records.len()];
-    for row in rows {
-        let kind: &str = row.try_get(0).map_err(unavailable)?;
-        let namespace: &str = row.try_get(1).map_err(unavailable)?;
-        let name: &str = row.try_get(2).map_err(unavailable)?;
-        if let Some(&i) = at.get(&(kind, namespace, name)) {
-            found[i] = true;
-        }
-    }
-    Ok(found)
-}
-
-/// Inserts `records` (of distinct names) in one statement; whether each
-/// was inserted (if not, its name was taken).
-pub(super) async fn insert_all(
-    conn: &mut PgConnection,
-    records: &[&Record],
-) -> Result<Vec<bool>, StoreError> {
-    if records.is_empty() {
-        return Ok(Vec::new());
-    }
-    let sql = format!(
-        "INSERT INTO objects (kind, namespace, name, resource_version, labels, tool, phase,
-         execution, checksum, agent, cost_micros, cost_currency, cost_at, body, created_at)
-         SELECT k, ns, n, v, l::jsonb, t, p, e, c, a, cm, cc, ca, b, x FROM {UNNESTED}
-         ON CONFLICT (kind, namespace, name) DO NOTHING
-         RETURNING kind, namespace, name"
-    );
-    let rows = unnested(conn, &sql, records, |_, r| r.created_at()).await?;
-    returned(records, &rows)
-}
-
-/// Replaces each of `records` (of distinct names) whose stored version is
-/// the one paired with it, in one statement; whether each was replaced.
-///
-/// Its first part locks the rows one by one in the order of `records`,
-/// which the batch sorted in the order every batch of every replica takes
-/// its locks, so two batches cannot deadlock. A row whose version changed
-/// while it waited for the lock is left out. The update then writes only
-/// the rows locked, each found by its `seq`: it waits for none.
-pub(super) async fn replace_all(
-    conn: &mut PgConnection,
-    records: &[(&Record, u64)],
-) -> Result<Vec<bool>, StoreError> {
-    if records.is_empty() {
-        return Ok(Vec::new());
-    }
-    let (records, expected): (Vec<&Record>, Vec<u64>) = records.iter().copied().unzip();
-    let expected = expected
-        .into_iter()
-        .map(version_to_sql)
-        .collect::<Result<Vec<_>, _>>()?;
-    let sql = format!(
-        "WITH locked AS MATERIALIZED (
-           SELECT l.seq, u.v, u.l, u.t, u.p, u.e, u.c, u.a, u.cm, u.cc, u.ca, u.b
-           FROM {UNNESTED}, LATERAL (
-             SELECT o.seq FROM objects o
-             WHERE o.kind = u.k AND o.namespace = u.ns AND o.name = u.n
-               AND o.resource_version = u.x
-             LIMIT 1 FOR UPDATE) l)
-         UPDATE objects o SET resource_version = u.v, labels = u.l::jsonb, tool = u.t,
-         phase = u.p, execution = u.e, checksum = u.c, agent = u.a, cost_micros = u.cm,
-         cost_currency = u.cc, cost_at = u.ca, body = u.b
-         FROM locked u WHERE o.seq = u.seq
-         RETURNING o.kind, o.namespace, o.name"
-    );
-    let rows = unnested(conn, &sql, &records, |i, _| Some(expected[i])).await?;
-    returned(&records, &rows)
+        .zip(1..)
+        .map(|(w, position)| match w.expected {
+            Some(_) => updated.contains(&position),
+            None => {
+                let r = w.record;
+                created.contains(&(r.kind.as_str(), r.namespace.as_str(), r.name.as_str()))
+            }
+        })
+        .collect())
 }

@@ -25,7 +25,7 @@ use sqlx_core::query::query;
 use sqlx_core::query_as::query_as;
 use sqlx_core::query_scalar::query_scalar;
 use sqlx_core::row::Row;
-use sqlx_postgres::{PgConnection, PgPool};
+use sqlx_postgres::PgPool;
 use tokio::sync::mpsc;
 
 use super::unavailable;
@@ -42,24 +42,6 @@ const QUEUE: usize = 1024;
 /// Most queued entries one link takes, oldest first: a backlog is linked
 /// in transactions of bounded size.
 pub(super) const MOST: i64 = 4096;
-
-/// Queues `entries` (namespace, body) in the caller's transaction.
-pub(super) async fn enqueue(
-    conn: &mut PgConnection,
-    entries: &[(&str, &str)],
-) -> Result<(), StoreError> {
-    if entries.is_empty() {
-        return Ok(());
-    }
-    let (namespaces, bodies): (Vec<&str>, Vec<&str>) = entries.iter().copied().unzip();
-    query("INSERT INTO audit_queue (namespace, body) SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[])")
-        .bind(&namespaces)
-        .bind(&bodies)
-        .execute(conn)
-        .await
-        .map_err(unavailable)?;
-    Ok(())
-}
 
 /// What one link did.
 struct Linked {

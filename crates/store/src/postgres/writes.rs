@@ -166,30 +166,6 @@ pub(super) async fn purge_keys(pool: &PgPool, now_ms: i64) -> Result<usize, Stor
     Ok(usize::try_from(purged).unwrap_or(usize::MAX))
 }
 
-/// The optimistic update: the version check is in the `WHERE`, so of two
-/// writers holding the same version, the second finds no row (it waits for
-/// the first's row lock, then re-checks the new version).
-pub(super) async fn replace(
-    conn: &mut PgConnection,
-    r: &Record,
-    expected_version: u64,
-) -> Result<(), StoreError> {
-    let sql = "UPDATE objects SET resource_version = $4, labels = $5::jsonb, tool = $6, phase = $7,
-               execution = $8, checksum = $9, agent = $10, cost_micros = $11, cost_currency = $12,
-               cost_at = $13, body = $14
-               WHERE kind = $1 AND namespace = $2 AND name = $3 AND resource_version = $15";
-    let changed = bind_record(query(sql), r)?
-        .bind(version_to_sql(expected_version)?)
-        .execute(&mut *conn)
-        .await
-        .map_err(unavailable)?
-        .rows_affected();
-    if changed == 1 {
-        return Ok(());
-    }
-    Err(not_replaced(conn, r, expected_version).await)
-}
-
 /// Why an update of `r` at `expected_version` matched nothing: the object
 /// is missing, or its version is another.
 pub(super) async fn not_replaced(

@@ -188,3 +188,59 @@ async fn replicas_batched_updates_of_the_same_records_never_deadlock() {
     assert_eq!(refused, Err(StoreErrorKind::NotFound));
     databases.drop_all().await;
 }
+
+/// Writes of one record that share a batch go in rounds, one after
+/// another (`rounds` in `postgres/batches.rs`): of the updates from one
+/// version exactly one lands, of the creates of one name exactly one,
+/// and the chain holds the entries of those two only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_of_one_record_in_one_batch_land_once() {
+    let Some(server) = server("writes_of_one_record_in_one_batch_land_once") else {
+        return;
+    };
+    let databases = Databases::new(server);
+    let store = Arc::new(databases.store().await);
+    store
+        .create(record("ToolCall", "a", "old"), Durability::Sync)
+        .await
+        .expect("create");
+    const WRITERS: usize = 16;
+    let tasks: Vec<_> = (0..2 * WRITERS)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let body = format!("entry {i}");
+                if i % 2 == 0 {
+                    let mut next = record("ToolCall", "a", "old");
+                    next.resource_version = 2;
+                    store.update_audited(next, 1, body, Durability::Sync).await
+                } else {
+                    let new = record("ToolCall", "a", "new");
+                    store.create_audited(new, body, Durability::Sync).await
+                }
+                .map(|_| i)
+                .map_err(|e| (i, e.kind()))
+            })
+        })
+        .collect();
+    let (mut landed, mut refused) = (Vec::new(), Vec::new());
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(i) => landed.push(i),
+            Err((i, kind)) => refused.push((i % 2, kind)),
+        }
+    }
+    assert_eq!(landed.len(), 2, "one update and one create: {landed:?}");
+    assert_eq!(landed.iter().map(|i| i % 2).sum::<usize>(), 1);
+    let mut expected = vec![(0, StoreErrorKind::Conflict); WRITERS - 1];
+    expected.extend(vec![(1, StoreErrorKind::AlreadyExists); WRITERS - 1]);
+    refused.sort_by_key(|&(parity, _)| parity);
+    assert_eq!(refused, expected);
+    let chain = store.list_audit("a", 0, 100).await.expect("list");
+    let mut bodies: Vec<String> = chain.into_iter().map(|e| e.body).collect();
+    bodies.sort();
+    let mut wanted: Vec<String> = landed.iter().map(|i| format!("entry {i}")).collect();
+    wanted.sort();
+    assert_eq!(bodies, wanted, "the entries of the writes that landed");
+    databases.drop_all().await;
+}
