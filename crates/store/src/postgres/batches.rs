@@ -179,6 +179,8 @@ async fn run(pool: PgPool, linker: Linker, mut receiver: mpsc::Receiver<Request>
                 }
             }
         } else if batch.len() < BESIDE && open {
+            // Beside a batch committing: gather until it commits, or
+            // until enough wait to be worth a statement of their own.
             tokio::select! {
                 _ = committing.join_next() => {}
                 received = receiver.recv_many(&mut batch, room) => open = received > 0,
