@@ -42,7 +42,7 @@ const IN_FLIGHT: usize = 2;
 /// second batch at once made them small and many. Measured at 2 (at once),
 /// 8, 16 and 64: from 16 up, three replicas' external writes cost 0.40
 /// transactions a call instead of 0.55, with the 1,500/s p99 unchanged
-/// (bench/RESULTS.md, 2026-11-29, 11:00–12:25 UTC).
+/// (bench/RESULTS.md, 2026-11-29, 11:00–12:56 UTC).
 const BESIDE: usize = 16;
 /// Writes that may wait for the batcher before submitters feel back-pressure.
 const QUEUE: usize = 4096;
