@@ -44,6 +44,8 @@ const IN_FLIGHT: usize = 2;
 /// transactions a call instead of 0.55, with the 1,500/s p99 unchanged
 /// (bench/RESULTS.md, 2026-11-29, 11:00–12:56 UTC).
 const BESIDE: usize = 16;
+// `run` gathers more only below `BESIDE`, so there is always room then.
+const _: () = assert!(BESIDE <= MAX_BATCH);
 /// Writes that may wait for the batcher before submitters feel back-pressure.
 const QUEUE: usize = 4096;
 /// How the batcher's own connections plan (after the isolation level every
