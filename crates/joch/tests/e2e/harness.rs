@@ -372,6 +372,7 @@ impl Webhook {
         let counted = Arc::clone(&hits);
         let slow_counted = Arc::clone(&hits);
         let hang_counted = Arc::clone(&hits);
+        let hanging = Arc::clone(&hits);
         let recorded = Arc::new(std::sync::Mutex::new(Vec::new()));
         let recorder = Arc::clone(&recorded);
         let app = Router::new()
@@ -435,6 +436,16 @@ impl Webhook {
                             tokio::time::sleep(Duration::from_secs(30)).await;
                         }
                         axum::Json(json!({"echo": body}))
+                    }
+                }),
+            )
+            .route(
+                "/hang",
+                post(move || {
+                    hanging.fetch_add(1, Ordering::SeqCst);
+                    async {
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                        axum::Json(json!({}))
                     }
                 }),
             )

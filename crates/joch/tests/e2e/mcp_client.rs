@@ -270,13 +270,31 @@ async fn replacing_or_deleting_a_server_closes_its_connections_and_sessions() {
 
 #[tokio::test]
 async fn deleting_a_server_on_one_replica_closes_the_sessions_another_opened() {
-    let Some(store) = fresh_database("mcp_client_delete").await else {
+    deleted_on_one_replica_closes_what_another_opened("mcp_client_delete", 0).await;
+}
+
+/// Deleted together, the servers are announced to the other replica many
+/// to a notification: it closes what it holds for each it named.
+#[tokio::test]
+async fn deleting_many_servers_at_once_on_one_replica_closes_the_sessions_another_opened() {
+    deleted_on_one_replica_closes_what_another_opened("mcp_client_delete_many", 9).await;
+}
+
+/// Replica b opens a session to `geo` through a call; a deletes `geo` and
+/// `others` more servers at once; b must end its session.
+async fn deleted_on_one_replica_closes_what_another_opened(database: &str, others: usize) {
+    let Some(store) = fresh_database(database).await else {
         return;
     };
     let sessions = Arc::new(LocalSessionManager::default());
     let url = serve_counted(Router::default(), sessions.clone()).await;
     let (a, b) = tokio::join!(replica(&store), replica(&store));
-    apply(&a, server("geo", &url, json!({"protocol": "legacy"}))).await;
+    let names: Vec<String> = std::iter::once("geo".to_owned())
+        .chain((0..others).map(|n| format!("geo{n}")))
+        .collect();
+    for name in &names {
+        apply(&a, server(name, &url, json!({"protocol": "legacy"}))).await;
+    }
     // Replica b calls: its own connection (and session) to the server.
     let client = connect(&b, User::default()).await;
     let arguments = json!({"region": "eu"}).as_object().unwrap().clone();
@@ -287,9 +305,18 @@ async fn deleting_a_server_on_one_replica_closes_the_sessions_another_opened() {
         "a's listing and b's call"
     );
 
-    let path = format!("/v1/namespaces/{NS}/mcpservers/geo");
-    let (status, body) = a.send(Method::DELETE, &path, None).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let a = Arc::new(a);
+    let deletes = names.iter().map(|name| {
+        let (a, path) = (
+            Arc::clone(&a),
+            format!("/v1/namespaces/{NS}/mcpservers/{name}"),
+        );
+        tokio::spawn(async move { a.send(Method::DELETE, &path, None).await })
+    });
+    for deleted in futures_util::future::join_all(deletes).await {
+        let (status, body) = deleted.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
     assert_eq!(
         sessions_become(&sessions, 0).await,
         0,

@@ -226,6 +226,49 @@ pub(crate) async fn send_until_answered(
     panic!("no replica answered {call}");
 }
 
+/// Cancels heard from another replica stop the calls they name, however
+/// many arrive at once (many to a notification).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_calls_cancelled_at_once_through_another_replica_all_stop() {
+    const CALLS: usize = 24;
+    let Some(store) = fresh_database("cancels").await else {
+        return;
+    };
+    let webhook = Webhook::start().await;
+    let (a, b) = tokio::join!(replica(&store), replica(&store));
+    let hangs = format!("{}/hang", webhook.base);
+    a.create_tool(rest_tool(
+        "slow.read",
+        &hangs,
+        json!({"level": "read_only"}),
+    ))
+    .await;
+    let calls = format!("/v1/namespaces/{NS}/toolcalls?wait=false");
+    let mut names = Vec::new();
+    for n in 0..CALLS {
+        let call = json!({"metadata": {"name": format!("hanging-{n:02}")},
+                          "spec": {"toolRef": {"name": "slow.read"}, "input": {}}});
+        let (status, call) = a.send(Method::POST, &calls, Some(call)).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{call}");
+        names.push(call["metadata"]["name"].as_str().unwrap().to_owned());
+    }
+    crate::harness::wait_for_hits(&webhook, CALLS).await;
+
+    let b = Arc::new(b);
+    let cancels = names.iter().map(|name| {
+        let (b, path) = (
+            Arc::clone(&b),
+            format!("/v1/namespaces/{NS}/toolcalls/{name}/cancel"),
+        );
+        tokio::spawn(async move { b.send(Method::POST, &path, None).await })
+    });
+    for cancel in futures_util::future::join_all(cancels).await {
+        let (status, call) = cancel.unwrap();
+        assert_eq!(status, StatusCode::OK, "{call}");
+        assert_eq!(call["status"]["error"]["code"], "cancelled", "{call}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_killed_mid_load_loses_nothing_and_repeats_nothing() {
     let Some(store) = fresh_database("kill").await else {

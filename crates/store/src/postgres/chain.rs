@@ -34,8 +34,12 @@ use crate::StoreError;
 /// How often a linker looks for entries queued with nobody to link them.
 const SWEEP: Duration = Duration::from_secs(1);
 /// The linker's rest after a link: one link per namespace and pause at
-/// most, however many batches commit (readers link for themselves).
-const PAUSE: Duration = Duration::from_millis(50);
+/// most, however many batches commit (readers link for themselves). A
+/// link is a transaction of four statements and a synced commit, and
+/// every replica links: at 50 ms, three replicas' links took the server
+/// 49–64 µs of CPU per external-write call, at 200 ms 39–41
+/// (bench/RESULTS.md, 2026-11-29, 13:30–15:00 UTC).
+const PAUSE: Duration = Duration::from_millis(200);
 /// Batches whose namespaces may wait for the linker; past that, the sweep
 /// links them.
 const QUEUE: usize = 1024;
