@@ -3,7 +3,8 @@
 //! **Sending.** A store hands its own writes to its own subscribers at
 //! once, and announces them to the other replicas once they have committed
 //! ([`Notifier::changed`]): one task takes every change waiting and sends
-//! them all in one transaction of its own, at most every [`INTERVAL`].
+//! them all in one transaction of its own, at most every [`INTERVAL`]
+//! (under load [`BUSY_INTERVAL`]).
 //! Announcing inside the writing transaction (triggers, before migration
 //! 0011) made every write of every replica commit and flush in turn:
 //! PostgreSQL holds one lock for the whole cluster from the commit of a
@@ -54,6 +55,14 @@ const ANYTHING: &str = "*\t\t";
 /// store's notifications (each one a transaction, and a message to every
 /// listening replica) from multiplying with its batches.
 const INTERVAL: Duration = Duration::from_millis(10);
+/// The interval once a store announces [`BUSY`] changes or more at a time:
+/// a notifying transaction and its delivery to every listening replica
+/// cost the server the same whatever they carry. With three replicas under
+/// the bench's load they took 20–45 µs of its CPU an external write at
+/// 10 ms, 6–9 at 50 ms (bench/RESULTS.md, 2026-11-29, 13:30–15:30 UTC).
+const BUSY_INTERVAL: Duration = Duration::from_millis(50);
+/// Changes in one announcement from which a store is busy: 1,600 a second.
+const BUSY: usize = 16;
 
 /// Which store sent a notification: its first line, `@` and a number
 /// drawn when the store started.
@@ -184,7 +193,7 @@ async fn announce(
     // This process may have written before it last stopped, unheard.
     let mut batch = vec![ANYTHING.to_owned()];
     loop {
-        let next = tokio::time::Instant::now() + INTERVAL;
+        let next = tokio::time::Instant::now() + interval(batch.len());
         if overflowed.swap(false, std::sync::atomic::Ordering::Relaxed) {
             batch = vec![ANYTHING.to_owned()];
         }
@@ -200,6 +209,14 @@ async fn announce(
         if receiver.recv_many(&mut batch, MAX_BATCH).await == 0 {
             return;
         }
+    }
+}
+
+/// The time from an announcement of `changes` to the next.
+fn interval(changes: usize) -> Duration {
+    match changes >= BUSY {
+        true => BUSY_INTERVAL,
+        false => INTERVAL,
     }
 }
 
@@ -309,6 +326,14 @@ mod tests {
         // A name with a line break would read as two changes: it says `*`.
         let odd = packed(&origin, &["Event\tns\tline\nbreak".to_owned()]);
         assert_eq!(odd, [format!("{}\n{ANYTHING}", origin.0)]);
+    }
+
+    #[test]
+    fn a_busy_store_announces_less_often() {
+        assert_eq!(interval(1), INTERVAL);
+        assert_eq!(interval(BUSY - 1), INTERVAL);
+        assert_eq!(interval(BUSY), BUSY_INTERVAL);
+        assert!(BUSY_INTERVAL > INTERVAL);
     }
 
     #[test]
