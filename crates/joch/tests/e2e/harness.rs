@@ -253,6 +253,15 @@ impl Joch {
         answer(request).await
     }
 
+    /// Sends `method`, without a body, to each of `paths` at once; the
+    /// answers in the order of `paths`.
+    pub async fn send_each(&self, method: Method, paths: &[String]) -> Vec<(StatusCode, Value)> {
+        let sends = paths
+            .iter()
+            .map(|path| self.send(method.clone(), path, None));
+        futures_util::future::join_all(sends).await
+    }
+
     /// [`Joch::send`] with a bearer token.
     pub async fn send_as(
         &self,

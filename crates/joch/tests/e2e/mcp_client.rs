@@ -305,16 +305,11 @@ async fn deleted_on_one_replica_closes_what_another_opened(database: &str, other
         "a's listing and b's call"
     );
 
-    let a = Arc::new(a);
-    let deletes = names.iter().map(|name| {
-        let (a, path) = (
-            Arc::clone(&a),
-            format!("/v1/namespaces/{NS}/mcpservers/{name}"),
-        );
-        tokio::spawn(async move { a.send(Method::DELETE, &path, None).await })
-    });
-    for deleted in futures_util::future::join_all(deletes).await {
-        let (status, body) = deleted.unwrap();
+    let deletes: Vec<String> = names
+        .iter()
+        .map(|name| format!("/v1/namespaces/{NS}/mcpservers/{name}"))
+        .collect();
+    for (status, body) in a.send_each(Method::DELETE, &deletes).await {
         assert_eq!(status, StatusCode::OK, "{body}");
     }
     assert_eq!(

@@ -254,16 +254,11 @@ async fn many_calls_cancelled_at_once_through_another_replica_all_stop() {
     }
     crate::harness::wait_for_hits(&webhook, CALLS).await;
 
-    let b = Arc::new(b);
-    let cancels = names.iter().map(|name| {
-        let (b, path) = (
-            Arc::clone(&b),
-            format!("/v1/namespaces/{NS}/toolcalls/{name}/cancel"),
-        );
-        tokio::spawn(async move { b.send(Method::POST, &path, None).await })
-    });
-    for cancel in futures_util::future::join_all(cancels).await {
-        let (status, call) = cancel.unwrap();
+    let cancels: Vec<String> = names
+        .iter()
+        .map(|name| format!("/v1/namespaces/{NS}/toolcalls/{name}/cancel"))
+        .collect();
+    for (status, call) in b.send_each(Method::POST, &cancels).await {
         assert_eq!(status, StatusCode::OK, "{call}");
         assert_eq!(call["status"]["error"]["code"], "cancelled", "{call}");
     }
