@@ -8,8 +8,9 @@
 //! While a batch commits, the next is applied once it is worth its
 //! statement ([`IN_FLIGHT`], [`BESIDE`]). An audit entry is queued with
 //! its write, in the same statement, and linked into its chain once
-//! committed (`chain.rs`): a batch locks no row but the records it writes. A record written twice in one batch (rare) is
-//! written again in a second round, after the first has committed.
+//! committed (`chain.rs`): a batch locks no row but the records it writes.
+//! A record written twice in one batch (rare) is written again in a second
+//! round, after the first has committed.
 //!
 //! A write refused on its own (a stale version, a name taken) is answered
 //! with its refusal and leaves the rest of the round alone: the statement
