@@ -61,12 +61,19 @@ pub(crate) struct Args {
     /// The `joch` binary the soak runs (default: beside this one).
     #[arg(long)]
     pub(crate) soak_joch: Option<std::path::PathBuf>,
-    /// Runs each scenario's joch as a `joch serve` process of its own (the
-    /// binary of `--soak-joch`) instead of in the bench's process, so that
-    /// the client's work and joch's share no runtime (the RSS and
-    /// commits/s figures are then the client's alone, and empty).
+    /// Runs each scenario's joch, and each PostgreSQL replica, as a `joch
+    /// serve` process of its own (the binary of `--soak-joch`) instead of in
+    /// the bench's process, so that the client's work and joch's share no
+    /// runtime (the RSS and commits/s figures are then the client's alone,
+    /// and empty).
     #[arg(long)]
     pub(crate) joch_process: bool,
+    /// With `--joch-process`: each PostgreSQL replica may use at most this
+    /// many cores (a cgroup of its own; Linux, as root), as if each had a
+    /// machine of its own, so that a replica added brings CPU as it would
+    /// in a cluster.
+    #[arg(long, requires = "joch_process")]
+    pub(crate) replica_cpus: Option<f64>,
     /// The open-files limit the soaked joch runs under.
     #[arg(long, default_value_t = 1024)]
     pub(crate) soak_open_files: u64,

@@ -44,6 +44,7 @@ pub async fn at_rest(
         soak_baseline_seconds: 0,
         soak_joch: None,
         joch_process: false,
+        replica_cpus: None,
         soak_open_files: 0,
         soak_slow: 0,
         soak_concurrency: 0,

@@ -124,16 +124,23 @@ async fn main() -> Result<()> {
         results.extend(pg.await?);
     }
     report(&results);
-    // The open loop on PostgreSQL too: one replica per scenario.
+    // The open loop on PostgreSQL too: one replica per scenario (its
+    // processes, with `--joch-process`, kept running to the end).
     let mut looped = servers.clone();
-    if let (Some(server), false) = (&args.postgres, args.offered_rate.is_empty()) {
-        let chosen: Vec<_> = SCENARIOS
-            .iter()
-            .filter(|s| chosen(&args, s.0))
-            .copied()
-            .collect();
-        looped.extend(postgres::one_replica_each(&client, server, &chosen, &webhook_url).await?);
-    }
+    let _pg_processes = match (&args.postgres, args.offered_rate.is_empty()) {
+        (Some(server), false) => {
+            let chosen: Vec<_> = SCENARIOS
+                .iter()
+                .filter(|s| chosen(&args, s.0))
+                .copied()
+                .collect();
+            let (targets, processes) =
+                postgres::one_replica_each(&client, &args, server, &chosen, &webhook_url).await?;
+            looped.extend(targets);
+            processes
+        }
+        _ => Vec::new(),
+    };
     let pg_alone = alone.as_ref();
     open_loop::open_loop(&client, &args, &webhook_url, &looped, dir.path(), pg_alone).await?;
     results.extend(

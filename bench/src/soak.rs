@@ -6,6 +6,7 @@
 //! first minute, and compares the normal clients' p99 with a run without
 //! the hostile clients.
 
+pub(crate) mod cpu_cap;
 mod hostile;
 pub(crate) mod process;
 

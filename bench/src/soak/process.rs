@@ -1,6 +1,7 @@
 //! The `joch serve` process the soak runs against: a child under an
 //! open-files limit, killed when dropped, read through `/proc`.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -8,10 +9,14 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
+use super::cpu_cap::CpuCap;
+
 /// A running `joch serve`.
 pub(crate) struct Joch {
     child: Child,
     pub(crate) addr: SocketAddr,
+    /// Its CPU budget, if it has one; removed once the child has ended.
+    _cap: Option<CpuCap>,
 }
 
 impl Joch {
@@ -33,6 +38,27 @@ impl Joch {
 
     /// [`Joch::start_with`], on the SQLite file `db`.
     pub(crate) fn start_db(bin: &Path, db: &Path, open_files: u64, flags: &[&str]) -> Result<Joch> {
+        let mut args = vec![OsStr::new("--db"), db.as_os_str()];
+        args.extend(flags.iter().map(OsStr::new));
+        Self::spawn(bin, open_files, &args)
+    }
+
+    /// A replica of the shared PostgreSQL store `url`, capped at `cpus`
+    /// cores if given ([`CpuCap`]).
+    pub(crate) fn start_replica(
+        bin: &Path,
+        url: &str,
+        open_files: u64,
+        cpus: Option<f64>,
+    ) -> Result<Joch> {
+        let mut joch = Self::spawn(bin, open_files, &[OsStr::new("--store"), OsStr::new(url)])?;
+        if let Some(cpus) = cpus {
+            joch._cap = Some(CpuCap::put(joch.child.id(), cpus)?);
+        }
+        Ok(joch)
+    }
+
+    fn spawn(bin: &Path, open_files: u64, args: &[&OsStr]) -> Result<Joch> {
         if !bin.is_file() {
             bail!(
                 "no joch binary at {} (build it: cargo build --release -p joch, or pass --soak-joch)",
@@ -43,9 +69,8 @@ impl Joch {
             .arg("-c")
             .arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\""))
             .arg(bin)
-            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
-            .arg(db)
-            .args(flags)
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .args(args)
             .env("JOCH_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -65,7 +90,11 @@ impl Joch {
             .with_context(|| format!("no address in {line:?}"))?
             .parse()
             .with_context(|| format!("no address in {line:?}"))?;
-        Ok(Joch { child, addr })
+        Ok(Joch {
+            child,
+            addr,
+            _cap: None,
+        })
     }
 
     /// Resident memory, in KiB.
