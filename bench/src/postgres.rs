@@ -54,14 +54,14 @@ pub(crate) async fn closed_loops(
             };
             let cpu_before = replicas_cpu_ms(&processes);
             results.push(measure(client, args, &name, target, metrics).await?);
-            let calls = (args.warmup + args.calls) as f64;
+            let calls = args.warmup + args.calls;
             if let (Some(alone), Some(before)) = (alone, before) {
-                let work = alone.work().await?.since(&before, args.warmup + args.calls);
+                let work = alone.work().await?.since(&before, calls);
                 println!("  {name:<20} {work}");
                 println!("RESULTW scenario={name} {}", work.fields());
             }
             if !processes.is_empty() {
-                let us = (replicas_cpu_ms(&processes) - cpu_before) * 1000.0 / calls;
+                let us = (replicas_cpu_ms(&processes) - cpu_before) * 1000.0 / calls as f64;
                 println!("  {name:<20} the replicas' CPU a call {us:.0} µs");
                 println!("RESULTC scenario={name} replica_cpu_us_per_call={us:.0}");
             }
@@ -82,20 +82,17 @@ fn print_scale(scenario: &str, counts: &[usize], stats: &[Stats]) {
     let Some(base) = stats.first().filter(|s| s.calls_per_s > 0.0) else {
         return;
     };
-    let ratios: Vec<String> = counts
+    let ratios = counts
         .iter()
         .zip(stats)
         .map(|(count, s)| format!("x{count}={:.2}", s.calls_per_s / base.calls_per_s))
-        .collect();
+        .collect::<Vec<_>>()
+        .join(" ");
     println!(
-        "  joch_pg_{scenario:<14} calls/s against x{}: {}",
-        counts[0],
-        ratios.join(" ")
+        "  joch_pg_{scenario:<14} calls/s against x{}: {ratios}",
+        counts[0]
     );
-    println!(
-        "RESULTSCALE scenario=joch_pg_{scenario} {}",
-        ratios.join(" ")
-    );
+    println!("RESULTSCALE scenario=joch_pg_{scenario} {ratios}");
 }
 
 /// For the open loop: one replica per scenario (name, level, backend), each
