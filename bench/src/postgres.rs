@@ -79,19 +79,19 @@ fn replicas_cpu_ms(processes: &[Joch]) -> f64 {
 /// Each replica count's calls/s against the first's (`--replicas 1,2,3`:
 /// against one replica's), in this run.
 fn print_scale(scenario: &str, counts: &[usize], stats: &[Stats]) {
-    let Some(base) = stats.first().filter(|s| s.calls_per_s > 0.0) else {
+    let (Some(first), Some(base)) = (counts.first(), stats.first()) else {
         return;
     };
+    if base.calls_per_s <= 0.0 {
+        return;
+    }
     let ratios = counts
         .iter()
         .zip(stats)
         .map(|(count, s)| format!("x{count}={:.2}", s.calls_per_s / base.calls_per_s))
         .collect::<Vec<_>>()
         .join(" ");
-    println!(
-        "  joch_pg_{scenario:<14} calls/s against x{}: {ratios}",
-        counts[0]
-    );
+    println!("  joch_pg_{scenario:<14} calls/s against x{first}: {ratios}");
     println!("RESULTSCALE scenario=joch_pg_{scenario} {ratios}");
 }
 

@@ -255,7 +255,12 @@ impl Joch {
 
     /// Sends `method`, without a body, to each of `paths` at once; the
     /// answers in the order of `paths`.
-    pub async fn send_each(&self, method: Method, paths: &[String]) -> Vec<(StatusCode, Value)> {
+    pub async fn send_each(
+        &self,
+        method: Method,
+        paths: impl IntoIterator<Item = String>,
+    ) -> Vec<(StatusCode, Value)> {
+        let paths: Vec<String> = paths.into_iter().collect();
         let sends = paths
             .iter()
             .map(|path| self.send(method.clone(), path, None));

@@ -305,11 +305,10 @@ async fn deleted_on_one_replica_closes_what_another_opened(database: &str, other
         "a's listing and b's call"
     );
 
-    let deletes: Vec<String> = names
+    let deletes = names
         .iter()
-        .map(|name| format!("/v1/namespaces/{NS}/mcpservers/{name}"))
-        .collect();
-    for (status, body) in a.send_each(Method::DELETE, &deletes).await {
+        .map(|name| format!("/v1/namespaces/{NS}/mcpservers/{name}"));
+    for (status, body) in a.send_each(Method::DELETE, deletes).await {
         assert_eq!(status, StatusCode::OK, "{body}");
     }
     assert_eq!(

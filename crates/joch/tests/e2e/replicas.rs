@@ -255,11 +255,10 @@ async fn many_calls_cancelled_at_once_through_another_replica_all_stop() {
     }
     crate::harness::wait_for_hits(&webhook, CALLS).await;
 
-    let cancels: Vec<String> = names
+    let cancels = names
         .iter()
-        .map(|name| format!("/v1/namespaces/{NS}/toolcalls/{name}/cancel"))
-        .collect();
-    for (status, call) in b.send_each(Method::POST, &cancels).await {
+        .map(|name| format!("/v1/namespaces/{NS}/toolcalls/{name}/cancel"));
+    for (status, call) in b.send_each(Method::POST, cancels).await {
         assert_eq!(status, StatusCode::OK, "{call}");
         assert_eq!(call["status"]["error"]["code"], "cancelled", "{call}");
     }
